@@ -1,0 +1,42 @@
+// The reply channel from an actor back to whoever asked (an HTTP exchange): a function called
+// exactly once with the outcome. If every copy is destroyed unanswered — the actor stopped or
+// crashed with the request in its mailbox — it answers 503 itself, so no client ever hangs.
+#pragma once
+#include "domain/failure.hpp"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+namespace crm::actors {
+
+template <class T>
+class callback {
+public:
+  using fn_type = std::function<void(domain::outcome<T>)>;
+
+  callback() = default;
+  explicit callback(fn_type fn) : state_(std::make_shared<state>(std::move(fn))) {}
+
+  void operator()(domain::outcome<T> v) const {
+    if (state_) state_->fire(std::move(v));
+  }
+
+private:
+  struct state {
+    explicit state(fn_type f) : fn(std::move(f)) {}
+    ~state() {
+      if (!fired.exchange(true) && fn)
+        fn(domain::failure::of(domain::errc::service_unavailable,
+                               "the service stopped before answering; retry"));
+    }
+    void fire(domain::outcome<T> v) {
+      if (!fired.exchange(true)) fn(std::move(v));
+    }
+    fn_type fn;
+    std::atomic<bool> fired{false};
+  };
+  std::shared_ptr<state> state_;
+};
+
+} // namespace crm::actors

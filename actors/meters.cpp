@@ -1,0 +1,48 @@
+#include "actors/meters.hpp"
+
+namespace crm::actors {
+namespace {
+
+std::mutex& meters_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::deque<actor_meter>& all_meters() {
+  static std::deque<actor_meter> all; // deque: references stay valid as it grows
+  return all;
+}
+
+} // namespace
+
+actor_meter& meter(const std::string& actor_type) {
+  std::lock_guard<std::mutex> lock(meters_mutex());
+  for (auto& m : all_meters())
+    if (m.name == actor_type) return m;
+  return all_meters().emplace_back(actor_type);
+}
+
+void write_actor_metrics(std::string& out) {
+  std::lock_guard<std::mutex> lock(meters_mutex());
+  out += "# HELP carecrm_actor_messages_total Messages handled, per actor type.\n"
+         "# TYPE carecrm_actor_messages_total counter\n";
+  for (auto& m : all_meters())
+    out += "carecrm_actor_messages_total{actor=\"" + m.name + "\"} " +
+           std::to_string(m.messages.load()) + "\n";
+  out += "# HELP carecrm_actor_mailbox_depth Messages waiting, summed over live actors.\n"
+         "# TYPE carecrm_actor_mailbox_depth gauge\n";
+  for (auto& m : all_meters())
+    out += "carecrm_actor_mailbox_depth{actor=\"" + m.name + "\"} " +
+           std::to_string(m.mailbox.load()) + "\n";
+  out += "# HELP carecrm_actor_processing_seconds_total Time spent handling messages.\n"
+         "# TYPE carecrm_actor_processing_seconds_total counter\n";
+  for (auto& m : all_meters())
+    out += "carecrm_actor_processing_seconds_total{actor=\"" + m.name + "\"} " +
+           std::to_string(static_cast<double>(m.nanos.load()) / 1e9) + "\n";
+  out += "# HELP carecrm_actor_instances Live actors, per type.\n"
+         "# TYPE carecrm_actor_instances gauge\n";
+  for (auto& m : all_meters())
+    out += "carecrm_actor_instances{actor=\"" + m.name + "\"} " +
+           std::to_string(m.instances.load()) + "\n";
+}
+
+} // namespace crm::actors

@@ -1,0 +1,125 @@
+#include "actors/system.hpp"
+
+#include "persistence/log.hpp"
+
+#include <mutex>
+#include <thread>
+
+namespace crm::actors {
+
+const char* child_name(child_kind k) {
+  switch (k) {
+    case child_kind::users: return "users";
+    case child_kind::count_: break;
+  }
+  return "unknown";
+}
+
+runtime::impl::impl(runtime_options o, persistence::pg_pool& p) : opts(o), pool(p) {
+  auto threads = opts.threads > 0 ? opts.threads
+                                  : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  cfg.set("scheduler.max-threads", threads);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  system = std::make_unique<caf::actor_system>(cfg);
+}
+
+void runtime::impl::route(std::int64_t tid, child_kind k, caf::message m) {
+  {
+    std::shared_lock lock(mutex);
+    if (auto it = tenants.find(tid); it != tenants.end()) {
+      caf::anon_send(it->second.supervisor, route_atom::value, static_cast<int>(k), std::move(m));
+      return;
+    }
+    if (shut_down) return; // the callbacks in `m` answer 503 as it is destroyed
+  }
+  std::unique_lock lock(mutex);
+  auto it = tenants.find(tid);
+  if (it == tenants.end()) {
+    if (shut_down) return;
+    tenant_env env{tid, &pool, std::make_shared<tenant_stats>(), this};
+    entry e{spawn_tenant_supervisor(*system, env), env.stats};
+    it = tenants.emplace(tid, std::move(e)).first;
+  }
+  caf::anon_send(it->second.supervisor, route_atom::value, static_cast<int>(k), std::move(m));
+}
+
+bool runtime::impl::passivate(std::int64_t tid, const caf::actor& who) {
+  std::unique_lock lock(mutex);
+  auto it = tenants.find(tid);
+  if (it == tenants.end() || it->second.supervisor != who) return false;
+  tenants.erase(it);
+  return true;
+}
+
+runtime::runtime(runtime_options opts, persistence::pg_pool& pool)
+  : impl_(std::make_unique<impl>(opts, pool)) {}
+
+runtime::~runtime() {
+  shutdown();
+  impl_->system.reset();
+}
+
+void runtime::shutdown() {
+  std::vector<caf::actor> sups;
+  {
+    std::unique_lock lock(impl_->mutex);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+    for (auto& [tid, e] : impl_->tenants) sups.push_back(e.supervisor);
+    impl_->tenants.clear();
+  }
+  for (auto& s : sups) caf::anon_send(s, stop_atom::value);
+  sups.clear();
+  impl_->system->await_all_actors_done();
+}
+
+std::size_t runtime::live_tenants() const {
+  std::shared_lock lock(impl_->mutex);
+  return impl_->tenants.size();
+}
+
+std::string runtime::actors_json() const {
+  std::string out = "{\"tenants\":[";
+  std::shared_lock lock(impl_->mutex);
+  bool first = true;
+  for (auto& [tid, e] : impl_->tenants) {
+    if (!first) out += ',';
+    first = false;
+    out += "{\"tenant_id\":" + std::to_string(tid) +
+           ",\"mailbox\":" + std::to_string(e.stats->supervisor_mailbox.load()) + ",\"children\":[";
+    bool first_child = true;
+    for (std::size_t k = 0; k < child_count; ++k) {
+      if (!e.stats->alive[k].load()) continue;
+      if (!first_child) out += ',';
+      first_child = false;
+      out += "{\"name\":\"" + std::string(child_name(static_cast<child_kind>(k))) +
+             "\",\"mailbox\":" + std::to_string(e.stats->mailbox[k].load()) + "}";
+    }
+    out += "]}";
+  }
+  out += "]}";
+  return out;
+}
+
+metered::metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
+                 std::atomic<std::int64_t>* slot)
+  : m_(m), self_(self), published_(published), slot_(slot),
+    start_(std::chrono::steady_clock::now()) {}
+
+metered::~metered() {
+  auto n = m_.messages.fetch_add(1, std::memory_order_relaxed);
+  m_.nanos.fetch_add(static_cast<std::uint64_t>(
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - start_)
+                         .count()),
+                     std::memory_order_relaxed);
+  // Counting the mailbox walks it: sample, and always when it was non-empty last time.
+  if ((n & 15) == 0 || published_ != 0) {
+    auto depth = static_cast<std::int64_t>(self_->mailbox().size());
+    m_.mailbox.fetch_add(depth - published_, std::memory_order_relaxed);
+    if (slot_) slot_->store(depth, std::memory_order_relaxed);
+    published_ = depth;
+  }
+}
+
+} // namespace crm::actors

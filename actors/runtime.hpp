@@ -1,0 +1,41 @@
+// The actor runtime: the CAF actor system, the tenant registry (tenant id → supervisor, spawned
+// lazily, passivated when idle) and what every tenant's actors share. Callers outside actors/
+// see only this header and the per-area API headers (users.hpp, ...), never CAF.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace crm::persistence {
+class pg_pool;
+}
+
+namespace crm::actors {
+
+struct runtime_options {
+  int threads = 0;                  // scheduler threads; 0: one per core
+  double tenant_idle_timeout = 300; // seconds without a message before a tenant passivates
+};
+
+class runtime {
+public:
+  runtime(runtime_options opts, persistence::pg_pool& pool);
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  // Stops every tenant (each finishes what is in its mailbox) and waits for the actors.
+  void shutdown();
+
+  // {"tenants":[{"tenant_id":N,"mailbox":N,"children":[{"name":"users","mailbox":0}]}]}
+  std::string actors_json() const;
+  std::size_t live_tenants() const;
+
+  struct impl;
+  impl& internals() { return *impl_; }
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace crm::actors

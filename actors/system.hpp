@@ -1,0 +1,104 @@
+// Internal to actors/: CAF types shared by the runtime, the supervisor and the child actors.
+// Includes CAF, so it must never be included from a header outside actors/.
+#pragma once
+#include "actors/callback.hpp"
+#include "actors/meters.hpp"
+#include "actors/runtime.hpp"
+#include "domain/failure.hpp"
+
+#include <caf/all.hpp>
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace caf {
+// Local-only message payloads: replies carry callbacks, and nothing crosses a node boundary yet.
+template <class T>
+struct allowed_unsafe_message_type<crm::actors::callback<T>> : std::true_type {};
+template <class T>
+struct allowed_unsafe_message_type<crm::domain::outcome<T>> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::function<void()>> : std::true_type {};
+} // namespace caf
+
+namespace crm::actors {
+
+using route_atom = caf::atom_constant<caf::atom("route")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using list_atom = caf::atom_constant<caf::atom("list")>;
+using create_atom = caf::atom_constant<caf::atom("create")>;
+using update_atom = caf::atom_constant<caf::atom("update")>;
+
+// A closure that a pool thread sends back to run inside the actor that started the work.
+using continuation = std::function<void()>;
+
+// The children of a tenant supervisor. Add a kind here and a spawn function in the table of
+// tenant_supervisor.cpp for each new per-tenant aggregate.
+enum class child_kind : std::uint8_t { users, count_ };
+constexpr std::size_t child_count = static_cast<std::size_t>(child_kind::count_);
+const char* child_name(child_kind k);
+
+// Mailbox depths published by a tenant's actors for GET /actors.
+struct tenant_stats {
+  std::atomic<std::int64_t> supervisor_mailbox{0};
+  std::array<std::atomic<std::int64_t>, child_count> mailbox{};
+  std::array<std::atomic<bool>, child_count> alive{};
+};
+
+struct tenant_env {
+  std::int64_t tenant_id = 0;
+  persistence::pg_pool* pool = nullptr;
+  std::shared_ptr<tenant_stats> stats;
+  runtime::impl* rt = nullptr;
+};
+
+struct runtime::impl {
+  impl(runtime_options o, persistence::pg_pool& p);
+
+  // Sends `m` to child `k` of tenant `tid`, spawning the supervisor when needed. The send
+  // happens under the registry lock, so it never reaches a supervisor that has passivated.
+  void route(std::int64_t tid, child_kind k, caf::message m);
+  // Called by an idle supervisor: removes it unless it was replaced. True if removed.
+  bool passivate(std::int64_t tid, const caf::actor& who);
+
+  struct entry {
+    caf::actor supervisor;
+    std::shared_ptr<tenant_stats> stats;
+  };
+
+  runtime_options opts;
+  persistence::pg_pool& pool;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  mutable std::shared_mutex mutex;
+  std::unordered_map<std::int64_t, entry> tenants;
+  bool shut_down = false;
+};
+
+// Measures one handled message: count, time, and (sampled) the actor's mailbox depth.
+class metered {
+public:
+  metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
+          std::atomic<std::int64_t>* slot);
+  ~metered();
+
+private:
+  actor_meter& m_;
+  caf::scheduled_actor* self_;
+  std::int64_t& published_;
+  std::atomic<std::int64_t>* slot_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+caf::actor spawn_tenant_supervisor(caf::actor_system& sys, const tenant_env& env);
+
+// Child spawn functions (one per file pair).
+caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
+
+} // namespace crm::actors

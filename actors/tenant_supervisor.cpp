@@ -1,0 +1,106 @@
+// The tenant supervisor: one per active tenant. It spawns the tenant's child actors on first
+// use, forwards each routed message to its child, restarts a child that crashed (its state
+// reloads from Postgres on the next request) and passivates the tenant when idle.
+#include "actors/system.hpp"
+
+#include "persistence/log.hpp"
+
+namespace crm::actors {
+
+struct supervisor_state {
+  tenant_env env;
+  std::array<caf::actor, child_count> children;
+  std::chrono::steady_clock::time_point last_activity = std::chrono::steady_clock::now();
+  std::int64_t published_mailbox = 0;
+  actor_meter* meter = nullptr;
+  static inline const char* name = "tenant_supervisor";
+};
+
+namespace {
+
+using spawn_fn = caf::actor (*)(caf::event_based_actor*, const tenant_env&);
+constexpr std::array<spawn_fn, child_count> spawners = {&spawn_users};
+
+caf::actor& child(caf::stateful_actor<supervisor_state>* self, child_kind k) {
+  auto i = static_cast<std::size_t>(k);
+  auto& c = self->state.children[i];
+  if (!c) {
+    c = spawners[i](self, self->state.env);
+    self->state.env.stats->alive[i] = true;
+  }
+  return c;
+}
+
+std::chrono::milliseconds tick_interval(double idle_seconds) {
+  auto ms = static_cast<std::int64_t>(idle_seconds * 1000 / 4);
+  return std::chrono::milliseconds(std::clamp<std::int64_t>(ms, 50, 5000));
+}
+
+void stop_children(caf::stateful_actor<supervisor_state>* self) {
+  // A stop message queues behind everything already forwarded, so children answer it all.
+  for (auto& c : self->state.children)
+    if (c) self->send(c, stop_atom::value);
+}
+
+} // namespace
+
+namespace {
+
+caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, tenant_env env) {
+  self->state.env = env;
+  self->state.meter = &meter("tenant_supervisor");
+  self->state.meter->instances++;
+  self->attach_functor([m = self->state.meter, stats = env.stats](const caf::error&) {
+    m->instances--;
+    m->mailbox.fetch_sub(stats->supervisor_mailbox.exchange(0));
+  });
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (std::size_t i = 0; i < child_count; ++i) {
+      auto& c = st.children[i];
+      if (!c || c.address() != dm.source) continue;
+      c = nullptr;
+      st.env.stats->alive[i] = false;
+      st.env.stats->mailbox[i] = 0;
+      if (dm.reason)
+        log_error("tenant {}: {} actor failed ({}); it restarts from Postgres on next use",
+                  st.env.tenant_id, child_name(static_cast<child_kind>(i)),
+                  self->system().render(dm.reason));
+    }
+  });
+  auto interval = tick_interval(env.rt->opts.tenant_idle_timeout);
+  self->delayed_send(self, interval, tick_atom::value);
+  return {
+    [self](route_atom, int kind, caf::message& m) {
+      metered _(*self->state.meter, self, self->state.published_mailbox,
+                &self->state.env.stats->supervisor_mailbox);
+      self->state.last_activity = std::chrono::steady_clock::now();
+      if (kind < 0 || kind >= static_cast<int>(child_count)) return;
+      self->send(child(self, static_cast<child_kind>(kind)), std::move(m));
+    },
+    [self, interval](tick_atom) {
+      auto& st = self->state;
+      auto idle = std::chrono::steady_clock::now() - st.last_activity;
+      auto limit = std::chrono::duration<double>(st.env.rt->opts.tenant_idle_timeout);
+      if (idle >= limit && st.env.rt->passivate(st.env.tenant_id, caf::actor_cast<caf::actor>(self))) {
+        // No new message can reach us now; whatever is queued was sent earlier and is answered
+        // before the stop message we send ourselves.
+        self->send(self, stop_atom::value);
+        return;
+      }
+      self->delayed_send(self, interval, tick_atom::value);
+    },
+    [self](stop_atom) {
+      stop_children(self);
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_tenant_supervisor(caf::actor_system& sys, const tenant_env& env) {
+  return sys.spawn(tenant_supervisor, env);
+}
+
+} // namespace crm::actors

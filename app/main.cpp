@@ -1,0 +1,157 @@
+// The composition root: parses the command line and wires the components together.
+// `carecrm serve | migrate | tenant create`; see `carecrm --help`.
+#include "actors/runtime.hpp"
+#include "config/settings.hpp"
+#include "domain/crypto.hpp"
+#include "domain/revocation_list.hpp"
+#include "domain/user.hpp"
+#include "domain/validation.hpp"
+#include "http/api.hpp"
+#include "http/metrics.hpp"
+#include "http/server.hpp"
+#include "persistence/log.hpp"
+#include "persistence/migrations.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/redis_client.hpp"
+#include "persistence/revocations.hpp"
+#include "persistence/user_repo.hpp"
+#include "persistence/worker_pool.hpp"
+
+#include <boost/json.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+namespace {
+
+using namespace crm;
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+int serve(config::settings cfg) {
+  config::require_serveable(cfg);
+
+  // Every thread started from here on inherits this mask; main waits for the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto applied = persistence::apply_migrations(cfg.database_url);
+  if (applied > 0) log_info("{} migration(s) applied", applied);
+
+  persistence::pg_pool pool(cfg.database_url, cfg.database_pool_size);
+  persistence::redis_client redis(cfg.redis_url);
+  domain::revocation_list revoked;
+  persistence::revocation_store revocations(revoked, redis, cfg.redis_url);
+  revocations.start(pool);
+  persistence::login_throttle throttle(redis, cfg.login_max_failures, cfg.login_window_seconds);
+  persistence::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(),
+                                   cfg.hash_queue_limit);
+  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout}, pool);
+  http::http_metrics metrics;
+  http::services svc{cfg, rt, pool, redis, revocations, throttle, hashing, metrics};
+  auto api = http::make_api_router(svc);
+  auto ops = http::make_ops_router(svc);
+  metrics.add_routes(api);
+  metrics.add_routes(ops);
+
+  http::server srv(cfg.http_threads,
+                   {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout,
+                    cfg.body_timeout},
+                   {cfg.jwt_secret, &revoked}, metrics);
+  auto api_at = srv.listen(cfg.listen, api);
+  auto ops_at = srv.listen(cfg.metrics_listen, ops);
+  srv.start();
+  log_info("carecrm serving on http://{} (metrics on http://{})", api_at, ops_at);
+  std::cout << R"({"event":"listening","http":")" << api_at << R"(","metrics":")" << ops_at
+            << "\"}" << std::endl;
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log_info("signal {}: stopping", sig);
+
+  // Stop taking work, answer what is in flight, then stop each layer from the top down.
+  srv.stop_accepting();
+  if (!srv.drain(10)) log_warn("stopping with requests still in flight");
+  rt.shutdown();
+  revocations.stop();
+  hashing.stop();
+  redis.stop();
+  pool.stop();
+  srv.stop();
+  log_info("stopped");
+  return 0;
+}
+
+int migrate(const config::settings& cfg) {
+  auto n = persistence::apply_migrations(cfg.database_url);
+  std::cout << R"({"applied": )" << n << "}" << std::endl;
+  return 0;
+}
+
+int tenant_create(const config::invocation& inv) {
+  auto opt = [&](const char* name) -> std::string {
+    auto it = inv.options.find(name);
+    return it == inv.options.end() ? std::string() : it->second;
+  };
+  auto name = std::string(domain::trim(opt("name")));
+  auto email = std::string(domain::trim(opt("admin-email")));
+  auto password = opt("admin-password");
+  auto full_name = opt("admin-name");
+  std::vector<std::string> problems;
+  if (name.empty()) problems.push_back("--name is required");
+  if (!domain::is_valid_email(email)) problems.push_back("--admin-email must be a valid e-mail");
+  if (domain::utf8_length(password) < 10)
+    problems.push_back("--admin-password must have at least 10 characters");
+  if (!problems.empty()) {
+    for (auto& p : problems) std::cerr << "carecrm: " << p << "\n";
+    return 2;
+  }
+  persistence::apply_migrations(inv.values.database_url);
+  domain::user admin;
+  admin.email = email;
+  admin.full_name = full_name.empty() ? "Administrator" : full_name;
+  admin.user_role = domain::role::admin;
+  admin.password_hash = domain::hash_password(password);
+  persistence::pg_conn conn(inv.values.database_url);
+  auto r = persistence::create_tenant(conn, name, admin);
+  if (!r) {
+    std::cerr << "carecrm: " << r.error().detail << "\n";
+    return 1;
+  }
+  boost::json::object o;
+  o["tenant_id"] = r->tenant_id;
+  o["user_id"] = r->user_id;
+  std::cout << boost::json::serialize(o) << std::endl;
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    domain::init_crypto();
+    auto inv = config::load(argc, argv);
+    if (inv.help || inv.words.empty()) {
+      std::cout << config::help_text();
+      return inv.help ? 0 : 2;
+    }
+    const auto& cmd = inv.words[0];
+    if (cmd == "serve" && inv.words.size() == 1) return serve(inv.values);
+    if (cmd == "migrate" && inv.words.size() == 1) return migrate(inv.values);
+    if (cmd == "tenant" && inv.words.size() == 2 && inv.words[1] == "create")
+      return tenant_create(inv);
+    std::cerr << "carecrm: unknown command; see carecrm --help\n";
+    return 2;
+  } catch (const config::config_error& e) {
+    std::cerr << "carecrm: configuration: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "carecrm: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,262 @@
+// Loading of settings from the four layers, driven by one table of options so that the TOML
+// key, the environment variable, the flag and the help text of a setting never drift apart.
+#include "config/settings.hpp"
+
+#include <toml++/toml.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+extern char** environ;
+
+namespace crm::config {
+namespace {
+
+struct option {
+  const char* flag;    // --flag
+  const char* section; // TOML table
+  const char* key;     // TOML key
+  const char* env;     // environment variable
+  const char* help;
+  std::function<void(settings&, const std::string&)> set;
+};
+
+int to_int(const std::string& name, const std::string& v) {
+  int out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc{} || p != v.data() + v.size())
+    throw config_error(name + ": not an integer: '" + v + "'");
+  return out;
+}
+
+std::size_t to_size(const std::string& name, const std::string& v) {
+  int n = to_int(name, v);
+  if (n <= 0) throw config_error(name + ": must be positive");
+  return static_cast<std::size_t>(n);
+}
+
+double to_seconds(const std::string& name, const std::string& v) {
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(d > 0))
+    throw config_error(name + ": not a positive number of seconds: '" + v + "'");
+  return d;
+}
+
+bool to_bool(const std::string& name, const std::string& v) {
+  if (v == "1" || v == "true" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "no" || v.empty()) return false;
+  throw config_error(name + ": not a boolean: '" + v + "'");
+}
+
+const std::vector<option>& options() {
+  static const std::vector<option> all = {
+    {"listen", "http", "listen", "CARECRM_LISTEN", "address:port of the API (port 0: any free port)",
+     [](settings& s, const std::string& v) { s.listen = v; }},
+    {"metrics-listen", "http", "metrics_listen", "CARECRM_METRICS_LISTEN",
+     "address:port of /metrics and /actors",
+     [](settings& s, const std::string& v) { s.metrics_listen = v; }},
+    {"public-url", "http", "public_url", "CARECRM_PUBLIC_URL",
+     "absolute base URL clients use (for webhook URLs)",
+     [](settings& s, const std::string& v) { s.public_url = v; }},
+    {"http-threads", "http", "threads", "CARECRM_HTTP_THREADS", "asio threads (0: one per core)",
+     [](settings& s, const std::string& v) { s.http_threads = to_int("http-threads", v); }},
+    {"body-limit", "http", "body_limit", "CARECRM_BODY_LIMIT", "largest request body in bytes",
+     [](settings& s, const std::string& v) { s.body_limit = to_size("body-limit", v); }},
+    {"header-limit", "http", "header_limit", "CARECRM_HEADER_LIMIT",
+     "largest request line + headers in bytes",
+     [](settings& s, const std::string& v) { s.header_limit = to_size("header-limit", v); }},
+    {"header-timeout", "http", "header_timeout", "CARECRM_HEADER_TIMEOUT",
+     "seconds to receive a request's headers",
+     [](settings& s, const std::string& v) { s.header_timeout = to_seconds("header-timeout", v); }},
+    {"idle-timeout", "http", "idle_timeout", "CARECRM_IDLE_TIMEOUT",
+     "seconds an idle keep-alive connection stays open",
+     [](settings& s, const std::string& v) { s.idle_timeout = to_seconds("idle-timeout", v); }},
+    {"body-timeout", "http", "body_timeout", "CARECRM_BODY_TIMEOUT",
+     "seconds to receive a request's body",
+     [](settings& s, const std::string& v) { s.body_timeout = to_seconds("body-timeout", v); }},
+    {"database-url", "database", "url", "CARECRM_DATABASE_URL", "PostgreSQL connection URL",
+     [](settings& s, const std::string& v) { s.database_url = v; }},
+    {"database-pool-size", "database", "pool_size", "CARECRM_DATABASE_POOL_SIZE",
+     "PostgreSQL connections (each on its own thread)",
+     [](settings& s, const std::string& v) {
+       s.database_pool_size = static_cast<int>(to_size("database-pool-size", v));
+     }},
+    {"redis-url", "redis", "url", "CARECRM_REDIS_URL", "Redis URL (redis://host:port[/db])",
+     [](settings& s, const std::string& v) { s.redis_url = v; }},
+    {"jwt-secret", "auth", "jwt_secret", "CARECRM_JWT_SECRET", "HS256 key, at least 32 bytes",
+     [](settings& s, const std::string& v) { s.jwt_secret = v; }},
+    {"hash-threads", "auth", "hash_threads", "CARECRM_HASH_THREADS",
+     "Argon2id hashing threads (0: one per core)",
+     [](settings& s, const std::string& v) { s.hash_threads = to_int("hash-threads", v); }},
+    {"hash-queue-limit", "auth", "hash_queue_limit", "CARECRM_HASH_QUEUE_LIMIT",
+     "password hashes waiting before logins get 503",
+     [](settings& s, const std::string& v) { s.hash_queue_limit = to_size("hash-queue-limit", v); }},
+    {"login-max-failures", "auth", "login_max_failures", "CARECRM_LOGIN_MAX_FAILURES",
+     "failed logins per e-mail before 429",
+     [](settings& s, const std::string& v) {
+       s.login_max_failures = static_cast<int>(to_size("login-max-failures", v));
+     }},
+    {"login-window", "auth", "login_window_seconds", "CARECRM_LOGIN_WINDOW",
+     "seconds over which failed logins count",
+     [](settings& s, const std::string& v) {
+       s.login_window_seconds = static_cast<int>(to_size("login-window", v));
+     }},
+    {"actor-threads", "actors", "threads", "CARECRM_ACTOR_THREADS",
+     "actor scheduler threads (0: one per core)",
+     [](settings& s, const std::string& v) { s.actor_threads = to_int("actor-threads", v); }},
+    {"tenant-idle-timeout", "actors", "tenant_idle_timeout", "CARECRM_TENANT_IDLE_TIMEOUT",
+     "seconds before an idle tenant's actors stop and free their memory",
+     [](settings& s, const std::string& v) {
+       s.tenant_idle_timeout = to_seconds("tenant-idle-timeout", v);
+     }},
+    {"dev", "", "dev", "CARECRM_DEV", "development mode: allows a missing or short JWT secret",
+     [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
+  };
+  return all;
+}
+
+const option* find_flag(std::string_view name) {
+  for (auto& o : options())
+    if (name == o.flag) return &o;
+  return nullptr;
+}
+
+std::string node_text(const toml::node& n, const std::string& name) {
+  if (auto s = n.as_string()) return s->get();
+  if (auto i = n.as_integer()) return std::to_string(i->get());
+  if (auto f = n.as_floating_point()) {
+    std::ostringstream os;
+    os << f->get();
+    return os.str();
+  }
+  if (auto b = n.as_boolean()) return b->get() ? "true" : "false";
+  throw config_error(name + ": unsupported TOML value type");
+}
+
+void apply_toml(settings& s, const std::string& path, bool must_exist) {
+  if (!std::filesystem::exists(path)) {
+    if (must_exist) throw config_error("config file not found: " + path);
+    return;
+  }
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << path << ": " << e.description() << " at " << e.source().begin;
+    throw config_error(os.str());
+  }
+  for (auto& o : options()) {
+    const toml::node* n = nullptr;
+    if (*o.section == '\0') {
+      n = tbl.get(o.key);
+    } else if (auto t = tbl[o.section].as_table()) {
+      n = t->get(o.key);
+    }
+    if (n) {
+      std::string name = std::string(o.section) + "." + o.key;
+      o.set(s, node_text(*n, name));
+    }
+  }
+}
+
+} // namespace
+
+invocation load(int argc, const char* const* argv, const char* const* env) {
+  invocation inv;
+  std::vector<std::pair<const option*, std::string>> flags;
+  std::string config_path = inv.values.config_file;
+  bool config_given = false;
+
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      inv.help = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) {
+      inv.words.emplace_back(a);
+      continue;
+    }
+    a.remove_prefix(2);
+    std::string name, value;
+    bool has_value = false;
+    if (auto eq = a.find('='); eq != std::string_view::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    } else {
+      name = a;
+    }
+    if (name == "dev" && !has_value) {
+      value = "true";
+      has_value = true;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) throw config_error("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    if (name == "config") {
+      config_path = value;
+      config_given = true;
+    } else if (auto o = find_flag(name)) {
+      flags.emplace_back(o, value);
+    } else {
+      inv.options[name] = value;
+    }
+  }
+
+  apply_toml(inv.values, config_path, config_given);
+  inv.values.config_file = config_path;
+
+  for (const char* const* e = env ? env : environ; e && *e; ++e) {
+    std::string_view kv = *e;
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    auto key = kv.substr(0, eq);
+    for (auto& o : options())
+      if (key == o.env) o.set(inv.values, std::string(kv.substr(eq + 1)));
+  }
+  for (auto& [o, v] : flags) o->set(inv.values, v);
+  return inv;
+}
+
+void require_serveable(settings& s) {
+  if (s.jwt_secret.size() >= 32) return;
+  if (!s.dev)
+    throw config_error("a JWT secret of at least 32 bytes is required (CARECRM_JWT_SECRET or "
+                       "--jwt-secret); --dev allows a generated one");
+  if (s.jwt_secret.empty()) s.jwt_secret = "dev-only-insecure-secret-0123456789abcdef";
+}
+
+std::string help_text() {
+  std::ostringstream os;
+  os << "carecrm: a multi-tenant healthcare CRM service\n\n"
+        "Usage:\n"
+        "  carecrm serve [options]        run the HTTP API (applies migrations first)\n"
+        "  carecrm migrate [options]      apply database migrations and exit\n"
+        "  carecrm tenant create --name N --admin-email E --admin-password P [--admin-name F]\n"
+        "                                 create a tenant and its first admin; prints JSON\n"
+        "  carecrm --help\n\n"
+        "Settings (defaults < TOML file < environment < flags):\n"
+        "  --config PATH                  TOML file (default config/carecrm.toml, optional)\n";
+  for (auto& o : options()) {
+    std::string flag = std::string("  --") + o.flag;
+    if (std::strcmp(o.flag, "dev") != 0) flag += " V";
+    os << flag;
+    for (std::size_t n = flag.size(); n < 33; ++n) os << ' ';
+    os << o.help << "\n";
+    os << "                                   env " << o.env;
+    if (*o.section) os << ", toml [" << o.section << "] " << o.key;
+    else os << ", toml " << o.key;
+    os << "\n";
+  }
+  return os.str();
+}
+
+} // namespace crm::config

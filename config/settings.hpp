@@ -1,0 +1,64 @@
+// The service's configuration (contract §9): built-in defaults < TOML file < environment <
+// command-line flags. Loading fails fast with a config_error naming the offending setting.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace crm::config {
+
+struct config_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct settings {
+  // [http]
+  std::string listen = "127.0.0.1:8080";
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string public_url; // empty: derived from `listen`
+  int http_threads = 0;   // 0: one per core
+  std::size_t body_limit = 1024 * 1024;
+  std::size_t header_limit = 8 * 1024;
+  double header_timeout = 10;
+  double idle_timeout = 60;
+  double body_timeout = 30;
+  // [database]
+  std::string database_url = "postgresql://postgres@127.0.0.1:5432/carecrm";
+  int database_pool_size = 8;
+  // [redis]
+  std::string redis_url = "redis://127.0.0.1:6379";
+  // [auth]
+  std::string jwt_secret;
+  int hash_threads = 0; // 0: one per core
+  std::size_t hash_queue_limit = 256;
+  int login_max_failures = 5;
+  int login_window_seconds = 900;
+  // [actors]
+  int actor_threads = 0; // 0: one per core
+  double tenant_idle_timeout = 300;
+  // mode
+  bool dev = false;
+  std::string config_file = "config/carecrm.toml";
+};
+
+// The result of parsing a command line: settings plus what is not a setting (the command
+// words and the command's own `--name value` options).
+struct invocation {
+  settings values;
+  std::vector<std::string> words;             // e.g. {"tenant", "create"}
+  std::map<std::string, std::string> options; // e.g. {"name": "Demo"}
+  bool help = false;
+};
+
+// Parses argv, reads the TOML file (`--config`; the default file may be absent), then the
+// environment, then flags. `env` is injectable for tests (nullptr: the process environment).
+invocation load(int argc, const char* const* argv, const char* const* env = nullptr);
+
+// Checks what `serve` needs: a JWT secret of at least 32 bytes unless `dev`.
+void require_serveable(settings& s);
+
+std::string help_text();
+
+} // namespace crm::config

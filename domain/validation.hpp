@@ -1,0 +1,25 @@
+// Field rules shared by every area (contract §4): e-mail addresses and E.164 phone numbers.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace crm::domain {
+
+// A practical address check: one `@`, a non-empty local part of allowed characters without
+// leading, trailing or doubled dots, a domain of at least two labels of letters, digits and
+// hyphens (no label starting or ending with `-`), a TLD of 2+ letters; at most 254 characters.
+bool is_valid_email(std::string_view s);
+
+// `^\+[1-9][0-9]{1,14}$`
+bool is_e164(std::string_view s);
+
+// ASCII lower-casing for case-insensitive keys (e-mail uniqueness).
+std::string ascii_lower(std::string_view s);
+
+// Trims ASCII white space at both ends.
+std::string_view trim(std::string_view s);
+
+// Length in Unicode code points of valid UTF-8 (bytes for invalid sequences).
+std::size_t utf8_length(std::string_view s);
+
+} // namespace crm::domain

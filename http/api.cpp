@@ -1,0 +1,39 @@
+// Assembles the routers: the API on the main port, operations on the metrics port.
+#include "http/api.hpp"
+
+#include "actors/meters.hpp"
+#include "actors/runtime.hpp"
+#include "http/metrics.hpp"
+
+namespace crm::http {
+
+router make_api_router(services& s) {
+  router r;
+  add_health_routes(r, s);
+  add_auth_routes(r, s);
+  add_user_routes(r, s);
+  add_openapi_route(r, r);
+  return r;
+}
+
+router make_ops_router(services& s) {
+  router r;
+  r.add({verb::get, "/metrics", access::open, {}, [&s](const exchange_ptr& ex) {
+           response res;
+           res.content_type = "text/plain; version=0.0.4";
+           s.metrics.write(res.body);
+           actors::write_actor_metrics(res.body);
+           res.body += "# HELP carecrm_tenants_live Tenants with live actors.\n"
+                       "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
+                       std::to_string(s.rt.live_tenants()) + "\n";
+           ex->respond(std::move(res));
+         },
+         "Prometheus metrics", "operations"});
+  r.add({verb::get, "/actors", access::open, {},
+         [&s](const exchange_ptr& ex) { ex->json(200, s.rt.actors_json()); },
+         "Live tenant supervisors and their children", "operations"});
+  add_health_routes(r, s);
+  return r;
+}
+
+} // namespace crm::http

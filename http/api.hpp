@@ -1,0 +1,22 @@
+// The routes of the service: the API router on the main port and the operations router on
+// the metrics port. One endpoint family per file in http/handlers/.
+#pragma once
+#include "http/router.hpp"
+#include "http/services.hpp"
+
+#include <string>
+
+namespace crm::http {
+
+void add_auth_routes(router& r, services& s);
+void add_user_routes(router& r, services& s);
+void add_health_routes(router& r, services& s);
+void add_openapi_route(router& r, const router& documented);
+
+router make_api_router(services& s);
+router make_ops_router(services& s);
+
+// The OpenAPI 3.1 document of every route `r` serves.
+std::string openapi_document(const router& r);
+
+} // namespace crm::http

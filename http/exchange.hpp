@@ -1,0 +1,55 @@
+// One request in flight: what the router matched, who is asking, and the way back to the
+// session. `respond` may be called from any thread (an actor, a pool thread) exactly once; the
+// session writes the response on its own strand.
+#pragma once
+#include "domain/failure.hpp"
+#include "domain/user.hpp"
+#include "http/message.hpp"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crm::http {
+
+// The authenticated caller, from a verified access token.
+struct principal {
+  std::int64_t user_id = 0;
+  std::int64_t tenant_id = 0;
+  domain::role role = domain::role::viewer;
+  std::string sid;
+  std::int64_t token_exp = 0;
+};
+
+class exchange {
+public:
+  using sink_fn = std::function<void(response)>;
+
+  exchange(request r, sink_fn sink) : req(std::move(r)), sink_(std::move(sink)) {}
+  ~exchange();
+
+  request req;
+  std::vector<std::pair<std::string_view, std::string>> params; // path parameters
+  principal who;
+
+  std::string_view param(std::string_view name) const;
+
+  void respond(response r);
+  void json(int status, std::string body);
+  void fail(const domain::failure& f);
+  void no_content();
+
+private:
+  sink_fn sink_;
+  std::atomic<bool> done_{false};
+};
+
+using exchange_ptr = std::shared_ptr<exchange>;
+
+// Error bodies of contract §2.
+response error_response(const domain::failure& f);
+response error_response(domain::errc code, std::string_view detail);
+
+} // namespace crm::http

@@ -1,0 +1,193 @@
+// Authentication endpoints (contract §3): login, refresh with rotation and reuse detection,
+// me, logout. Password checks run on the hashing pool; database and Redis work on their own
+// threads; the asio thread only parses, validates and hands on.
+#include "http/api.hpp"
+
+#include "actors/users.hpp"
+#include "config/settings.hpp"
+#include "domain/clock.hpp"
+#include "domain/crypto.hpp"
+#include "domain/jwt.hpp"
+#include "http/json.hpp"
+#include "persistence/log.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/revocations.hpp"
+#include "persistence/user_repo.hpp"
+#include "persistence/worker_pool.hpp"
+
+#include <boost/json.hpp>
+
+namespace crm::http {
+namespace {
+
+using domain::errc;
+using domain::failure;
+
+failure invalid_credentials(const char* why = "incorrect e-mail or password") {
+  return failure::of(errc::invalid_credentials, why);
+}
+
+std::string token_pair(const services& s, const domain::user& u, const std::string& sid) {
+  auto now = domain::now_seconds();
+  domain::token_claims c;
+  c.user_id = u.id;
+  c.tenant_id = u.tenant_id;
+  c.role = std::string(domain::to_string(u.user_role));
+  c.sid = sid;
+  c.iat = now;
+  c.typ = domain::token_type::access;
+  c.jti = domain::random_token(12);
+  c.exp = now + domain::access_token_seconds;
+  auto access = domain::sign_jwt(c, s.cfg.jwt_secret);
+  c.typ = domain::token_type::refresh;
+  c.jti = domain::random_token(12);
+  c.exp = now + domain::refresh_token_seconds;
+  auto refresh = domain::sign_jwt(c, s.cfg.jwt_secret);
+  boost::json::object o;
+  o["access_token"] = access;
+  o["refresh_token"] = refresh;
+  o["token_type"] = "bearer";
+  o["expires_in"] = domain::access_token_seconds;
+  return boost::json::serialize(o);
+}
+
+// A hash of nothing in particular: unknown e-mails cost the same time as wrong passwords,
+// so response times do not reveal which e-mails have accounts.
+const std::string& decoy_hash() {
+  static const std::string h = domain::hash_password(domain::random_token(16));
+  return h;
+}
+
+void start_session(services& s, const exchange_ptr& ex, domain::user u) {
+  auto sid = domain::random_token(16);
+  s.pool.run<domain::done>(
+    [sid, uid = u.id, tid = u.tenant_id](persistence::pg_conn& c) {
+      persistence::insert_session(c, sid, uid, tid);
+      return domain::done{};
+    },
+    [&s, ex, u = std::move(u), sid](domain::outcome<domain::done> r) {
+      if (!r) return ex->fail(r.error());
+      ex->json(200, token_pair(s, u, sid));
+    });
+}
+
+void login(services& s, const exchange_ptr& ex) {
+  body_reader body(ex->req.body);
+  auto email = body.text("email", true);
+  auto password = body.text("password", true);
+  if (!body.finish()) return ex->fail(body.failure());
+
+  s.throttle.check(*email, [&s, ex, email = *email, password = *password](int retry_after) {
+    if (retry_after > 0) {
+      auto f = failure::of(errc::rate_limited, "too many failed logins; try again later");
+      f.retry_after = retry_after;
+      return ex->fail(f);
+    }
+    s.pool.run<std::optional<domain::user>>(
+      [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
+      [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
+        if (!found) return ex->fail(found.error());
+        auto user = std::move(*found);
+        bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
+          bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
+          if (!ok || !user || !user->is_active) {
+            s.throttle.record_failure(email);
+            return ex->fail(invalid_credentials());
+          }
+          s.throttle.reset(email);
+          start_session(s, ex, std::move(*user));
+        });
+        if (!queued)
+          ex->fail(failure::of(errc::service_unavailable, "too many logins at once; retry"));
+      });
+  });
+}
+
+void refresh(services& s, const exchange_ptr& ex) {
+  body_reader body(ex->req.body);
+  auto token = body.text("refresh_token", true);
+  if (!body.finish()) return ex->fail(body.failure());
+
+  auto now = domain::now_seconds();
+  auto v = domain::verify_jwt(*token, s.cfg.jwt_secret, now);
+  if (!v.claims) return ex->fail(invalid_credentials("invalid refresh token"));
+  auto claims = *v.claims;
+  if (claims.typ != domain::token_type::refresh)
+    return ex->fail(invalid_credentials("not a refresh token"));
+  if (s.revocations.list().is_revoked(claims.sid))
+    return ex->fail(invalid_credentials("session revoked"));
+
+  s.revocations.rotate(
+    claims.sid, claims.jti, claims.exp - now,
+    [&s, ex, claims](persistence::revocation_store::rotation r) {
+      using rotation = persistence::revocation_store::rotation;
+      if (r == rotation::unavailable)
+        return ex->fail(failure::of(errc::service_unavailable,
+                                    "token revocation store unavailable; try again"));
+      if (r == rotation::reused) {
+        // Reuse of a rotated token: the session is compromised. Record it durably too.
+        s.pool.submit([sid = claims.sid](persistence::pg_conn& c) {
+          try {
+            persistence::revoke_session(c, sid);
+          } catch (const std::exception& e) {
+            c.reset();
+            log_warn("postgres: revoking reused session failed: {}", e.what());
+          }
+        });
+        return ex->fail(invalid_credentials("refresh token reused; session revoked"));
+      }
+      if (r == rotation::revoked) return ex->fail(invalid_credentials("session revoked"));
+
+      s.pool.run<bool>(
+        [sid = claims.sid](persistence::pg_conn& c) { return persistence::touch_session(c, sid); },
+        [&s, ex, claims](domain::outcome<bool> live) {
+          if (!live) return ex->fail(live.error());
+          if (!*live) return ex->fail(invalid_credentials("session revoked"));
+          actors::get_user(s.rt, claims.tenant_id, claims.user_id,
+                           actors::callback<domain::user>(
+                             [&s, ex, sid = claims.sid](domain::outcome<domain::user> u) {
+                               if (!u || !u->is_active)
+                                 return ex->fail(invalid_credentials("user inactive"));
+                               ex->json(200, token_pair(s, *u, sid));
+                             }));
+        });
+    });
+}
+
+void me(services& s, const exchange_ptr& ex) {
+  actors::get_user(s.rt, ex->who.tenant_id, ex->who.user_id,
+                   actors::callback<domain::user>([ex](domain::outcome<domain::user> u) {
+                     if (!u) return ex->fail(u.error());
+                     if (!u->is_active) return ex->fail(invalid_credentials("user inactive"));
+                     ex->json(200, encode_user(*u));
+                   }));
+}
+
+void logout(services& s, const exchange_ptr& ex) {
+  s.pool.run<bool>(
+    [sid = ex->who.sid](persistence::pg_conn& c) { return persistence::revoke_session(c, sid); },
+    [&s, ex](domain::outcome<bool> r) {
+      if (!r) return ex->fail(r.error());
+      // Refused on this node from now on; other nodes hear it through Redis.
+      s.revocations.revoke({ex->who.sid}, [](bool) {});
+      ex->no_content();
+    });
+}
+
+} // namespace
+
+void add_auth_routes(router& r, services& s) {
+  r.add({verb::post, "/api/v1/auth/login", access::open, {},
+         [&s](const exchange_ptr& ex) { login(s, ex); }, "Log in with e-mail and password",
+         "auth"});
+  r.add({verb::post, "/api/v1/auth/refresh", access::open, {},
+         [&s](const exchange_ptr& ex) { refresh(s, ex); },
+         "Exchange a refresh token for a new token pair (rotation)", "auth"});
+  r.add({verb::get, "/api/v1/auth/me", access::bearer, domain::permission::read_records,
+         [&s](const exchange_ptr& ex) { me(s, ex); }, "The authenticated user", "auth"});
+  r.add({verb::post, "/api/v1/auth/logout", access::bearer, domain::permission::read_records,
+         [&s](const exchange_ptr& ex) { logout(s, ex); }, "Revoke the current session", "auth",
+         204});
+}
+
+} // namespace crm::http

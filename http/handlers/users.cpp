@@ -1,0 +1,158 @@
+// Users of the caller's tenant (contract §3), admin only. The tenant comes from the token,
+// never from the request; ids of other tenants' users are 403, unknown ids 404.
+#include "http/api.hpp"
+
+#include "actors/users.hpp"
+#include "domain/crypto.hpp"
+#include "domain/validation.hpp"
+#include "http/json.hpp"
+#include "persistence/revocations.hpp"
+#include "persistence/worker_pool.hpp"
+
+namespace crm::http {
+namespace {
+
+using domain::errc;
+using domain::failure;
+
+constexpr std::size_t min_password = 10;
+constexpr std::size_t max_password = 256;
+
+std::optional<std::int64_t> user_id_of(const exchange_ptr& ex) {
+  std::vector<domain::issue> issues;
+  auto id = path_id(ex->param("id"), "id", issues);
+  if (!id) ex->fail(failure::invalid(std::move(issues)));
+  return id;
+}
+
+std::optional<domain::role> read_role(body_reader& body, bool required) {
+  auto r = body.one_of("role", required, {"viewer", "agent", "manager", "admin"});
+  return r ? domain::parse_role(*r) : std::nullopt;
+}
+
+std::optional<std::string> read_email(body_reader& body) {
+  auto e = body.text("email", true, {.min = 0, .max = 0, .trim = true});
+  if (e && !domain::is_valid_email(*e)) {
+    body.add({"body", "email"}, "value is not a valid email address", "value_error.email");
+    return std::nullopt;
+  }
+  return e;
+}
+
+// Hashes on the hashing pool, then continues there with the encoded hash.
+void with_hash(services& s, const exchange_ptr& ex, std::string password,
+               std::function<void(std::string)> next) {
+  bool queued = s.hashing.try_submit(
+    [password = std::move(password), next = std::move(next)] { next(domain::hash_password(password)); });
+  if (!queued) ex->fail(failure::of(errc::service_unavailable, "too many password changes at once"));
+}
+
+void list(services& s, const exchange_ptr& ex) {
+  std::vector<domain::issue> issues;
+  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
+  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::list_users(s.rt, ex->who.tenant_id, *page, *per_page,
+                     actors::callback<domain::page<domain::user>>(
+                       [ex](domain::outcome<domain::page<domain::user>> p) {
+                         if (!p) return ex->fail(p.error());
+                         ex->json(200, encode_user_page(*p));
+                       }));
+}
+
+void create(services& s, const exchange_ptr& ex) {
+  body_reader body(ex->req.body);
+  auto email = read_email(body);
+  auto full_name = body.text("full_name", false, {.min = 0, .max = 200, .trim = true});
+  auto password = body.text("password", true, {.min = min_password, .max = max_password});
+  auto role = read_role(body, true);
+  if (!body.finish()) return ex->fail(body.failure());
+
+  domain::user u;
+  u.email = *email;
+  u.full_name = full_name.value_or("");
+  u.user_role = *role;
+  u.is_active = true;
+  with_hash(s, ex, *password, [&s, ex, u](std::string hash) mutable {
+    u.password_hash = std::move(hash);
+    actors::create_user(s.rt, ex->who.tenant_id, std::move(u),
+                        actors::callback<domain::user>([ex](domain::outcome<domain::user> r) {
+                          if (!r) return ex->fail(r.error());
+                          response res;
+                          res.status = 201;
+                          res.body = encode_user(*r);
+                          res.headers.emplace_back("Location",
+                                                   "/api/v1/users/" + std::to_string(r->id));
+                          ex->respond(std::move(res));
+                        }));
+  });
+}
+
+void get(services& s, const exchange_ptr& ex) {
+  auto id = user_id_of(ex);
+  if (!id) return;
+  actors::get_user(s.rt, ex->who.tenant_id, *id,
+                   actors::callback<domain::user>([ex](domain::outcome<domain::user> r) {
+                     if (!r) return ex->fail(r.error());
+                     ex->json(200, encode_user(*r));
+                   }));
+}
+
+// Sends the patch; revokes what the change revoked before answering, so the very next request
+// with an old token is refused.
+void apply_patch(services& s, const exchange_ptr& ex, std::int64_t id, actors::user_patch patch,
+                 bool no_content) {
+  actors::update_user(
+    s.rt, ex->who.tenant_id, id, std::move(patch),
+    actors::callback<actors::user_change>([&s, ex, no_content](domain::outcome<actors::user_change> r) {
+      if (!r) return ex->fail(r.error());
+      s.revocations.revoke(r->revoked_sessions, [](bool) {});
+      if (no_content) return ex->no_content();
+      ex->json(200, encode_user(r->user));
+    }));
+}
+
+void update(services& s, const exchange_ptr& ex) {
+  auto id = user_id_of(ex);
+  if (!id) return;
+  body_reader body(ex->req.body);
+  actors::user_patch patch;
+  patch.full_name = body.text("full_name", false, {.min = 0, .max = 200, .trim = true});
+  patch.role = read_role(body, false);
+  patch.is_active = body.boolean("is_active", false);
+  auto password = body.text("password", false, {.min = min_password, .max = max_password});
+  if (!body.finish()) return ex->fail(body.failure());
+  if (!password) return apply_patch(s, ex, *id, std::move(patch), false);
+  with_hash(s, ex, *password, [&s, ex, id = *id, patch](std::string hash) mutable {
+    patch.password_hash = std::move(hash);
+    apply_patch(s, ex, id, std::move(patch), false);
+  });
+}
+
+void deactivate(services& s, const exchange_ptr& ex) {
+  auto id = user_id_of(ex);
+  if (!id) return;
+  actors::user_patch patch;
+  patch.is_active = false;
+  apply_patch(s, ex, *id, std::move(patch), true);
+}
+
+} // namespace
+
+void add_user_routes(router& r, services& s) {
+  using domain::permission;
+  r.add({verb::get, "/api/v1/users", access::bearer, permission::administer,
+         [&s](const exchange_ptr& ex) { list(s, ex); }, "List the tenant's users", "users"});
+  r.add({verb::post, "/api/v1/users", access::bearer, permission::administer,
+         [&s](const exchange_ptr& ex) { create(s, ex); }, "Create a user", "users", 201});
+  r.add({verb::get, "/api/v1/users/{id}", access::bearer, permission::administer,
+         [&s](const exchange_ptr& ex) { get(s, ex); }, "Get a user", "users"});
+  r.add({verb::put, "/api/v1/users/{id}", access::bearer, permission::administer,
+         [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user", "users"});
+  r.add({verb::patch, "/api/v1/users/{id}", access::bearer, permission::administer,
+         [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user (same as PUT)", "users"});
+  r.add({verb::del, "/api/v1/users/{id}", access::bearer, permission::administer,
+         [&s](const exchange_ptr& ex) { deactivate(s, ex); }, "Deactivate a user", "users", 204});
+}
+
+} // namespace crm::http

@@ -1,0 +1,73 @@
+// JSON in and out of handlers: encoders for the contract's shapes and a reader that validates
+// a request body field by field, collecting every failure into the 422 shape.
+#pragma once
+#include "domain/failure.hpp"
+#include "domain/page.hpp"
+#include "domain/user.hpp"
+#include "http/message.hpp"
+
+#include <boost/json/fwd.hpp>
+
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crm::http {
+
+std::string encode_error(std::string_view detail, std::string_view code);
+std::string encode_issues(const std::vector<domain::issue>& issues);
+std::string encode_user(const domain::user& u);
+std::string encode_user_page(const domain::page<domain::user>& p);
+
+struct text_rule {
+  std::size_t min = 0;
+  std::size_t max = 0; // 0: no limit
+  bool trim = false;
+};
+
+// Reads a JSON object body. Every accessor records an issue on failure and returns nothing;
+// `finish` adds `extra_forbidden` for keys no accessor asked for, and yields the failure.
+class body_reader {
+public:
+  explicit body_reader(std::string_view body);
+  ~body_reader();
+  body_reader(const body_reader&) = delete;
+  body_reader& operator=(const body_reader&) = delete;
+
+  bool valid_json() const { return object_ != nullptr; }
+  bool has(std::string_view key);  // present (possibly null); marks it known
+  bool is_null(std::string_view key);
+
+  std::optional<std::string> text(std::string_view key, bool required, text_rule rule = {});
+  std::optional<bool> boolean(std::string_view key, bool required);
+  std::optional<std::int64_t> integer(std::string_view key, bool required);
+  // A string that must be one of `allowed`.
+  std::optional<std::string> one_of(std::string_view key, bool required,
+                                    std::initializer_list<std::string_view> allowed);
+  // Direct access for nested values (custom fields, arrays).
+  const boost::json::value* raw(std::string_view key);
+
+  void add(std::vector<domain::loc_part> loc, std::string msg, std::string type);
+  std::vector<domain::issue>& issues() { return issues_; }
+  // Rejects unknown keys; true when there are no issues.
+  bool finish();
+  domain::failure failure() const { return domain::failure::invalid(issues_); }
+
+private:
+  std::unique_ptr<boost::json::value> doc_;
+  const boost::json::object* object_ = nullptr;
+  std::vector<std::string> known_;
+  std::vector<domain::issue> issues_;
+};
+
+// Query parameters: integers with bounds (422 with loc ["query", name]).
+std::optional<int> query_int(const request& req, std::string_view name, int fallback, int min,
+                             int max, std::vector<domain::issue>& issues);
+// Path parameter as a positive int64 (422 with loc ["path", name], type int_parsing).
+std::optional<std::int64_t> path_id(std::string_view value, std::string_view name,
+                                    std::vector<domain::issue>& issues);
+
+} // namespace crm::http

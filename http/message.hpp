@@ -1,0 +1,46 @@
+// The HTTP request and response as the handlers see them: plain structs, no Beast, so that
+// handler code compiles fast and the session (server.cpp) is the only code that knows Beast.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace crm::http {
+
+enum class verb : std::uint8_t { get, post, put, patch, del, head, options, other };
+constexpr std::size_t verb_count = 8;
+std::string_view to_string(verb v);
+verb parse_verb(std::string_view s);
+
+struct request {
+  verb method = verb::get;
+  std::string target;    // as received
+  std::string path;      // percent-decoded path, without the query
+  std::vector<std::pair<std::string, std::string>> query; // decoded, in order
+  std::vector<std::pair<std::string, std::string>> headers; // names lower-cased
+  std::string body;
+  std::string request_id;
+  std::string remote; // peer address
+
+  std::optional<std::string_view> header(std::string_view lower_name) const;
+  std::optional<std::string_view> query_value(std::string_view name) const;
+};
+
+struct response {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool close = false; // close the connection after sending
+};
+
+// Splits "a=1&b=x%20y" into decoded pairs ('+' is a space).
+std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q);
+// Percent-decodes; nothing on malformed escapes.
+std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space);
+
+} // namespace crm::http

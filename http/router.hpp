@@ -1,0 +1,62 @@
+// Routes on method + path template (`/api/v1/users/{id}`): a trie over path segments, so a
+// match costs one hash lookup per segment whatever the number of routes. A known path with an
+// unknown method is 405 with the allowed methods; anything else unmatched is 404.
+#pragma once
+#include "domain/user.hpp"
+#include "http/exchange.hpp"
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace crm::http {
+
+using handler_fn = std::function<void(const exchange_ptr&)>;
+
+enum class access : std::uint8_t {
+  open,   // no token (login, refresh, health, webhooks with their own secret)
+  bearer, // a valid access token with `perm`
+};
+
+struct route {
+  verb method = verb::get;
+  std::string path;
+  access auth = access::bearer;
+  domain::permission perm = domain::permission::read_records;
+  handler_fn handler;
+  std::string summary;    // for the OpenAPI document
+  std::string tag;        // OpenAPI tag
+  int success_status = 200;
+  std::size_t index = 0;  // position in the router, for per-route metrics
+};
+
+class router {
+public:
+  router();
+  ~router();
+  router(router&&) noexcept;
+  router& operator=(router&&) noexcept;
+
+  void add(route r);
+
+  enum class outcome : std::uint8_t { found, not_found, method_not_allowed };
+  struct match_result {
+    outcome result = outcome::not_found;
+    const route* matched = nullptr;
+    std::vector<std::pair<std::string_view, std::string>> params;
+    std::string allow; // for 405: "GET, POST"
+  };
+
+  match_result match(verb method, std::string_view path) const;
+  const std::vector<std::unique_ptr<route>>& routes() const { return routes_; }
+
+private:
+  struct node;
+  std::unique_ptr<node> root_;
+  std::vector<std::unique_ptr<route>> routes_;
+};
+
+} // namespace crm::http

@@ -1,0 +1,365 @@
+// Listener and session, after Beast's advanced server: a strand per connection, keep-alive,
+// an idle timeout between requests, a header timeout from the first byte of a request, a body
+// timeout, and the size limits (413, 431). The session hands each request to the router and
+// writes the response the handler posts back, never blocking an asio thread.
+#include "http/server.hpp"
+
+#include "domain/crypto.hpp"
+#include "http/auth.hpp"
+#include "http/metrics.hpp"
+#include "http/router.hpp"
+#include "persistence/log.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace crm::http {
+namespace {
+
+std::chrono::steady_clock::duration seconds_to(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+    std::chrono::duration<double>(s));
+}
+
+struct shared_context {
+  server_limits limits;
+  auth_inputs auth;
+  http_metrics& metrics;
+  std::atomic<std::int64_t> in_flight{0};
+  std::string id_prefix = domain::hex_encode(domain::random_token(6)).substr(0, 8);
+  std::atomic<std::uint64_t> next_id{0};
+};
+
+bool acceptable_request_id(std::string_view v) {
+  if (v.empty() || v.size() > 128) return false;
+  for (char c : v)
+    if (c < 0x21 || c > 0x7e) return false;
+  return true;
+}
+
+class session : public std::enable_shared_from_this<session> {
+public:
+  session(tcp::socket&& socket, shared_context& ctx, const router& r)
+    : stream_(std::move(socket)), ctx_(ctx), router_(r) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->await_request(); });
+  }
+
+private:
+  // Between requests: wait for the first bytes under the idle timeout.
+  void await_request() {
+    if (buffer_.size() > 0) {
+      read_header();
+      return;
+    }
+    stream_.expires_after(seconds_to(ctx_.limits.idle_timeout));
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
+                                                     beast::error_code ec, std::size_t n) {
+      if (ec) return self->close();
+      self->buffer_.commit(n);
+      self->read_header();
+    });
+  }
+
+  void read_header() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.header_limit));
+    parser_->body_limit(ctx_.limits.body_limit);
+    stream_.expires_after(seconds_to(ctx_.limits.header_timeout));
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                               if (ec) return self->on_read_error(ec);
+                               self->read_body();
+                             });
+  }
+
+  void read_body() {
+    stream_.expires_after(seconds_to(ctx_.limits.body_timeout));
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec) return self->on_read_error(ec);
+                        self->on_request();
+                      });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit) {
+      reply_error(431, "request line and headers are too large", "REQUEST_HEADER_FIELDS_TOO_LARGE");
+    } else if (ec == bhttp::error::body_limit) {
+      reply_error(413, "request body is too large", "PAYLOAD_TOO_LARGE");
+    } else if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+               ec == net::error::connection_reset || ec == net::error::eof ||
+               ec == net::error::operation_aborted) {
+      close();
+    } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
+      reply_error(400, "malformed HTTP request", "BAD_REQUEST");
+    } else {
+      close();
+    }
+  }
+
+  void reply_error(int status, std::string_view detail, std::string_view code) {
+    response r;
+    r.status = status;
+    r.body = "{\"detail\":\"" + std::string(detail) + "\",\"code\":\"" + std::string(code) + "\"}";
+    r.close = true;
+    started_ = std::chrono::steady_clock::now();
+    slot_ = ctx_.metrics.unmatched(verb::other);
+    keep_alive_ = false;
+    request_id_ = ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
+    ++ctx_.in_flight;
+    write(std::move(r));
+  }
+
+  void on_request() {
+    started_ = std::chrono::steady_clock::now();
+    auto msg = parser_->release();
+    parser_.reset();
+    keep_alive_ = msg.keep_alive();
+
+    request req;
+    req.method = parse_verb(msg.method_string());
+    req.target = std::string(msg.target());
+    std::string_view target = req.target;
+    auto q = target.find('?');
+    auto raw_path = target.substr(0, q);
+    auto decoded = percent_decode(raw_path, false);
+    req.path = decoded ? *decoded : std::string(raw_path);
+    if (q != std::string_view::npos) req.query = parse_query(target.substr(q + 1));
+    req.headers.reserve(8);
+    for (auto& f : msg) {
+      std::string name(f.name_string());
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      req.headers.emplace_back(std::move(name), std::string(f.value()));
+    }
+    req.body = std::move(msg.body());
+    auto rid = req.header("x-request-id");
+    req.request_id = (rid && acceptable_request_id(*rid))
+                       ? std::string(*rid)
+                       : ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
+    request_id_ = req.request_id;
+    boost::system::error_code ignored;
+    auto ep = stream_.socket().remote_endpoint(ignored);
+    if (!ignored) req.remote = ep.address().to_string();
+
+    ++ctx_.in_flight;
+    auto m = router_.match(req.method, req.path);
+    slot_ = m.result == router::outcome::found ? ctx_.metrics.slot_of(router_, m.matched->index)
+                                               : ctx_.metrics.unmatched(req.method);
+    auto ex = std::make_shared<exchange>(
+      std::move(req), [self = shared_from_this()](response r) {
+        net::post(self->stream_.get_executor(),
+                  [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+      });
+    dispatch(ex, m);
+  }
+
+  void dispatch(const exchange_ptr& ex, router::match_result& m) {
+    if (m.result == router::outcome::not_found) {
+      ex->fail(domain::failure::of(domain::errc::not_found, "not found"));
+      return;
+    }
+    if (m.result == router::outcome::method_not_allowed) {
+      auto r = error_response(domain::errc::method_not_allowed, "method not allowed");
+      r.headers.emplace_back("Allow", m.allow);
+      ex->respond(std::move(r));
+      return;
+    }
+    const route& rt = *m.matched;
+    ex->params = std::move(m.params);
+    if (rt.auth == access::bearer) {
+      if (auto f = authenticate(ex->req, ctx_.auth.jwt_secret, *ctx_.auth.revoked, ex->who)) {
+        ex->fail(*f);
+        return;
+      }
+      if (!domain::allows(ex->who.role, rt.perm)) {
+        ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
+                                     "your role does not allow this operation"));
+        return;
+      }
+    }
+    try {
+      rt.handler(ex);
+    } catch (const std::exception& e) {
+      log_error("handler {} {} threw: {}", to_string(rt.method), rt.path, e.what());
+      ex->fail(domain::failure::of(domain::errc::internal, "internal error"));
+    }
+  }
+
+  void write(response r) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(r.status));
+    if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
+    res->set("X-Request-Id", request_id_);
+    for (auto& [k, v] : r.headers) res->set(k, v);
+    res->body() = std::move(r.body);
+    bool keep = keep_alive_ && !r.close;
+    res->keep_alive(keep);
+    res->prepare_payload();
+    auto status = r.status;
+    stream_.expires_after(std::chrono::seconds(30));
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res, keep, status](beast::error_code ec,
+                                                                     std::size_t) {
+                         auto elapsed = std::chrono::duration<double>(
+                                          std::chrono::steady_clock::now() - self->started_)
+                                          .count();
+                         self->ctx_.metrics.record(self->slot_, status, elapsed);
+                         --self->ctx_.in_flight;
+                         if (ec || !keep) return self->close();
+                         self->await_request();
+                       });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  shared_context& ctx_;
+  const router& router_;
+  bool keep_alive_ = true;
+  std::string request_id_;
+  std::size_t slot_ = 0;
+  std::chrono::steady_clock::time_point started_;
+};
+
+class listener : public std::enable_shared_from_this<listener> {
+public:
+  listener(net::io_context& ioc, tcp::endpoint ep, shared_context& ctx, const router& r)
+    : ioc_(ioc), acceptor_(net::make_strand(ioc)), ctx_(ctx), router_(r) {
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(net::socket_base::reuse_address(true));
+    acceptor_.bind(ep);
+    acceptor_.listen(net::socket_base::max_listen_connections);
+  }
+
+  tcp::endpoint local() const { return acceptor_.local_endpoint(); }
+
+  void run() { accept(); }
+
+  void close() {
+    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ec;
+      self->acceptor_.close(ec);
+    });
+  }
+
+private:
+  void accept() {
+    acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](
+                                                     beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
+      if (!ec) {
+        socket.set_option(tcp::no_delay(true), ec);
+        std::make_shared<session>(std::move(socket), self->ctx_, self->router_)->start();
+      }
+      self->accept();
+    });
+  }
+
+  net::io_context& ioc_;
+  tcp::acceptor acceptor_;
+  shared_context& ctx_;
+  const router& router_;
+};
+
+tcp::endpoint parse_endpoint(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("listen address needs host:port: " + address);
+  auto host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "localhost") host = "127.0.0.1";
+  beast::error_code ec;
+  auto addr = net::ip::make_address(host, ec);
+  if (ec) throw std::runtime_error("invalid listen address: " + address);
+  int port = 0;
+  try {
+    port = std::stoi(address.substr(colon + 1));
+  } catch (...) {
+    throw std::runtime_error("invalid listen port: " + address);
+  }
+  if (port < 0 || port > 65535) throw std::runtime_error("invalid listen port: " + address);
+  return {addr, static_cast<unsigned short>(port)};
+}
+
+} // namespace
+
+struct server::impl {
+  impl(int n, server_limits l, auth_inputs a, http_metrics& m)
+    : threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      ioc(threads), work(net::make_work_guard(ioc)), ctx{l, std::move(a), m} {}
+
+  int threads;
+  net::io_context ioc;
+  net::executor_work_guard<net::io_context::executor_type> work;
+  shared_context ctx;
+  std::vector<std::shared_ptr<listener>> listeners;
+  std::vector<std::thread> pool;
+};
+
+server::server(int threads, server_limits limits, auth_inputs auth, http_metrics& metrics)
+  : impl_(std::make_unique<impl>(threads, limits, std::move(auth), metrics)) {}
+
+server::~server() { stop(); }
+
+std::string server::listen(const std::string& address, const router& r) {
+  auto ep = parse_endpoint(address);
+  std::shared_ptr<listener> l;
+  try {
+    l = std::make_shared<listener>(impl_->ioc, ep, impl_->ctx, r);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot listen on " + address + ": " + e.what());
+  }
+  impl_->listeners.push_back(l);
+  auto bound = l->local();
+  return bound.address().to_string() + ":" + std::to_string(bound.port());
+}
+
+void server::start() {
+  for (auto& l : impl_->listeners) l->run();
+  for (int i = 0; i < impl_->threads; ++i) impl_->pool.emplace_back([this] { impl_->ioc.run(); });
+}
+
+void server::stop_accepting() {
+  for (auto& l : impl_->listeners) l->close();
+}
+
+bool server::drain(double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + seconds_to(seconds);
+  while (impl_->ctx.in_flight.load() > 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void server::stop() {
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->pool)
+    if (t.joinable()) t.join();
+  impl_->pool.clear();
+}
+
+} // namespace crm::http

@@ -1,0 +1,53 @@
+// The HTTP/1.1 frontend: Boost.Beast listeners and sessions on an asio thread pool, with the
+// limits and timeouts of contract §1. This header stays free of Beast and asio.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace crm::domain {
+class revocation_list;
+}
+
+namespace crm::http {
+
+class router;
+class http_metrics;
+
+struct server_limits {
+  std::size_t body_limit = 1024 * 1024;
+  std::size_t header_limit = 8 * 1024;
+  double header_timeout = 10;
+  double idle_timeout = 60;
+  double body_timeout = 30;
+};
+
+// Authentication inputs the session applies to `bearer` routes before their handler.
+struct auth_inputs {
+  std::string jwt_secret;
+  const domain::revocation_list* revoked = nullptr;
+};
+
+class server {
+public:
+  server(int threads, server_limits limits, auth_inputs auth, http_metrics& metrics);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Binds `address` ("host:port", port 0 for any) to `r`; returns the bound "host:port".
+  // Throws std::runtime_error when the address cannot be bound.
+  std::string listen(const std::string& address, const router& r);
+
+  void start();            // runs the asio threads
+  void stop_accepting();   // closes the listeners
+  // Waits up to `seconds` for requests in flight to be answered; true if none remain.
+  bool drain(double seconds);
+  void stop();             // stops the asio threads
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace crm::http

@@ -1,0 +1,34 @@
+// What the handlers share: configuration and the process's long-lived components. Built once
+// in app/main.cpp (the composition root) and passed to each family of routes.
+#pragma once
+
+namespace crm::config {
+struct settings;
+}
+namespace crm::actors {
+class runtime;
+}
+namespace crm::persistence {
+class pg_pool;
+class redis_client;
+class revocation_store;
+class login_throttle;
+class worker_pool;
+} // namespace crm::persistence
+
+namespace crm::http {
+
+class http_metrics;
+
+struct services {
+  const config::settings& cfg;
+  actors::runtime& rt;
+  persistence::pg_pool& pool;
+  persistence::redis_client& redis;
+  persistence::revocation_store& revocations;
+  persistence::login_throttle& throttle;
+  persistence::worker_pool& hashing;
+  http_metrics& metrics;
+};
+
+} // namespace crm::http

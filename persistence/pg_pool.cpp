@@ -1,0 +1,82 @@
+#include "persistence/pg_pool.hpp"
+
+#include "persistence/log.hpp"
+
+#include <pqxx/pqxx>
+
+namespace crm::persistence {
+
+pg_conn::pg_conn(std::string url) : url_(std::move(url)) {
+  // Never wait forever for an unreachable server: a request waits for this thread.
+  if (url_.find("connect_timeout") == std::string::npos)
+    url_ += (url_.find('?') == std::string::npos ? "?" : "&") + std::string("connect_timeout=3");
+}
+
+void pg_ping(pg_conn& c) {
+  pqxx::nontransaction tx(c.raw());
+  tx.exec("SELECT 1");
+}
+pg_conn::~pg_conn() = default;
+
+pqxx_connection& pg_conn::raw() {
+  if (conn_ && !conn_->is_open()) conn_.reset();
+  if (!conn_) conn_ = std::make_unique<pqxx::connection>(url_);
+  return *conn_;
+}
+
+void pg_conn::reset() { conn_.reset(); }
+
+pg_pool::pg_pool(std::string url, int size) : url_(std::move(url)) {
+  if (size < 1) size = 1;
+  for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { loop(i); });
+}
+
+pg_pool::~pg_pool() { stop(); }
+
+void pg_pool::submit(job j) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(j));
+  }
+  cv_.notify_one();
+}
+
+void pg_pool::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+domain::failure pg_pool::unavailable(const char* what) {
+  log_warn("postgres: {}", what);
+  return domain::failure::of(domain::errc::service_unavailable, "the database is unavailable");
+}
+
+void pg_pool::loop(int) {
+  pg_conn conn(url_);
+  for (;;) {
+    job j;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Drain the queue before stopping: queued work was promised an answer.
+      if (queue_.empty()) return;
+      j = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    try {
+      j(conn);
+    } catch (const std::exception& e) {
+      conn.reset();
+      log_error("postgres job escaped with: {}", e.what());
+    }
+  }
+}
+
+} // namespace crm::persistence

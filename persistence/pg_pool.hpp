@@ -1,0 +1,88 @@
+// A fixed pool of PostgreSQL connections, each owned by its own thread. Work is queued as a
+// function of a connection and runs on one of those threads, so no blocking database call ever
+// runs on an asio or actor scheduler thread. The caller's continuation runs on the pool thread:
+// it must only hand the result on (send a message, post to a strand).
+#pragma once
+#include "domain/failure.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pqxx {
+template <typename CONNECTPOLICY>
+class basic_connection_base;
+class connect_direct;
+} // namespace pqxx
+
+namespace crm::persistence {
+
+using pqxx_connection = pqxx::basic_connection_base<pqxx::connect_direct>;
+
+// One pooled connection; persistence code reaches the libpqxx connection with `raw()`.
+class pg_conn {
+public:
+  explicit pg_conn(std::string url);
+  ~pg_conn();
+  pqxx_connection& raw(); // (re)connects when needed; throws pqxx::broken_connection
+  void reset();           // drop the connection after a failure
+
+private:
+  std::string url_;
+  std::unique_ptr<pqxx_connection> conn_;
+};
+
+// A trivial round trip (readiness checks).
+void pg_ping(pg_conn& c);
+
+class pg_pool {
+public:
+  using job = std::function<void(pg_conn&)>;
+
+  pg_pool(std::string url, int size);
+  ~pg_pool();
+  pg_pool(const pg_pool&) = delete;
+  pg_pool& operator=(const pg_pool&) = delete;
+
+  void submit(job j);
+
+  // Runs `work(conn)` on a pool thread and passes its outcome to `done` (on that thread).
+  // Any exception from `work` becomes errc::service_unavailable and drops the connection,
+  // so a failed transaction never leaves a half-open one behind.
+  template <class T, class Work, class Done>
+  void run(Work work, Done done) {
+    submit([work = std::move(work), done = std::move(done)](pg_conn& c) mutable {
+      std::optional<domain::outcome<T>> r;
+      try {
+        r.emplace(work(c));
+      } catch (const std::exception& e) {
+        c.reset();
+        r.emplace(unavailable(e.what()));
+      }
+      done(std::move(*r));
+    });
+  }
+
+  const std::string& url() const { return url_; }
+  void stop();
+
+  static domain::failure unavailable(const char* what);
+
+private:
+  void loop(int index);
+
+  std::string url_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<job> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+} // namespace crm::persistence

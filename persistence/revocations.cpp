@@ -1,0 +1,213 @@
+#include "persistence/revocations.hpp"
+
+#include "domain/clock.hpp"
+#include "domain/jwt.hpp"
+#include "domain/validation.hpp"
+#include "persistence/log.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/user_repo.hpp"
+
+#include <future>
+
+namespace crm::persistence {
+namespace {
+
+const std::string stream_key = "crm:revocations";
+// Every token of a session issued before its revocation has expired after this long.
+constexpr std::int64_t revocation_ttl = domain::refresh_token_seconds + 60;
+
+std::string session_key(const std::string& sid) { return "crm:rev:sid:" + sid; }
+std::string used_key(const std::string& jti) { return "crm:used:jti:" + jti; }
+std::string throttle_key(const std::string& email) {
+  return "crm:loginfail:" + domain::ascii_lower(email);
+}
+
+// Atomically: a revoked session stays revoked; a refresh token is accepted once; a second use
+// revokes the session (reuse detection).
+const char* rotate_script = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 1 then return 2 end
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[2])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', '100000', '*', 'sid', ARGV[3], 'until', ARGV[4])
+return 1
+)lua";
+
+} // namespace
+
+revocation_store::revocation_store(domain::revocation_list& list, redis_client& redis,
+                                   std::string redis_url)
+  : list_(list), redis_(redis), redis_url_(std::move(redis_url)) {}
+
+revocation_store::~revocation_store() { stop(); }
+
+void revocation_store::start(pg_pool& pool) {
+  // Note the stream position first, so nothing announced during the Postgres load is missed.
+  {
+    redis_connection conn(parse_redis_url(redis_url_), std::chrono::milliseconds(1000));
+    auto r = conn.command({"XREVRANGE", stream_key, "+", "-", "COUNT", "1"});
+    if (r.ok() && r.kind == redis_reply::array && !r.elements.empty() &&
+        !r.elements[0].elements.empty())
+      last_id_ = r.elements[0].elements[0].text;
+    else if (r.ok())
+      last_id_ = "0";
+  }
+  std::promise<void> loaded;
+  pool.submit([&](pg_conn& c) {
+    try {
+      auto now = domain::now_seconds();
+      for (auto& s : recently_revoked_sessions(c, revocation_ttl))
+        list_.revoke(s.sid, s.revoked_at + revocation_ttl);
+      list_.prune(now);
+    } catch (const std::exception& e) {
+      c.reset();
+      loaded.set_exception(std::current_exception());
+      return;
+    }
+    loaded.set_value();
+  });
+  loaded.get_future().get();
+  feed_ = std::thread([this] { follow(); });
+}
+
+void revocation_store::stop() {
+  stopping_ = true;
+  if (feed_.joinable()) feed_.join();
+}
+
+void revocation_store::follow() {
+  redis_connection conn(parse_redis_url(redis_url_), std::chrono::milliseconds(2000));
+  auto last_prune = domain::now_seconds();
+  while (!stopping_) {
+    if (last_id_ == "$") {
+      // Redis was down at start-up: take the newest position once it answers.
+      auto r = conn.command({"XREVRANGE", stream_key, "+", "-", "COUNT", "1"});
+      if (!r.ok()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      last_id_ = (r.kind == redis_reply::array && !r.elements.empty())
+                   ? r.elements[0].elements[0].text
+                   : "0";
+    }
+    auto r = conn.command({"XREAD", "COUNT", "1000", "BLOCK", "500", "STREAMS", stream_key, last_id_});
+    if (!r.connected) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    if (r.kind == redis_reply::array) {
+      for (auto& stream : r.elements) {
+        if (stream.elements.size() < 2) continue;
+        for (auto& entry : stream.elements[1].elements) {
+          if (entry.elements.size() < 2) continue;
+          last_id_ = entry.elements[0].text;
+          auto& fields = entry.elements[1].elements;
+          std::string sid;
+          std::int64_t until = 0;
+          for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+            if (fields[i].text == "sid") sid = fields[i + 1].text;
+            else if (fields[i].text == "until") until = std::atoll(fields[i + 1].text.c_str());
+          }
+          if (!sid.empty()) list_.revoke(sid, until);
+        }
+      }
+    }
+    auto now = domain::now_seconds();
+    if (now - last_prune > 60) {
+      list_.prune(now);
+      last_prune = now;
+    }
+  }
+}
+
+void revocation_store::revoke(const std::vector<std::string>& sids, std::function<void(bool)> done) {
+  auto until = domain::now_seconds() + revocation_ttl;
+  std::vector<std::vector<std::string>> batch;
+  for (auto& sid : sids) {
+    list_.revoke(sid, until);
+    batch.push_back({"SET", session_key(sid), "1", "EX", std::to_string(revocation_ttl)});
+    batch.push_back({"XADD", stream_key, "MAXLEN", "~", "100000", "*", "sid", sid, "until",
+                     std::to_string(until)});
+  }
+  if (batch.empty()) {
+    done(true);
+    return;
+  }
+  redis_.commands(std::move(batch), [done = std::move(done)](std::vector<redis_reply> rs) {
+    bool ok = true;
+    for (auto& r : rs) ok = ok && r.ok();
+    if (!ok) log_warn("redis: a revocation was recorded in Postgres only");
+    done(ok);
+  });
+}
+
+void revocation_store::rotate(const std::string& sid, const std::string& jti,
+                              std::int64_t ttl_seconds, std::function<void(rotation)> done) {
+  auto until = domain::now_seconds() + revocation_ttl;
+  redis_.command({"EVAL", rotate_script, "3", session_key(sid), used_key(jti), stream_key,
+                  std::to_string(std::max<std::int64_t>(ttl_seconds, 1)),
+                  std::to_string(revocation_ttl), sid, std::to_string(until)},
+                 [this, sid, until, done = std::move(done)](redis_reply r) {
+                   if (!r.ok() || r.kind != redis_reply::integer) {
+                     if (r.connected) log_warn("redis: rotation script failed: {}", r.text);
+                     done(rotation::unavailable);
+                     return;
+                   }
+                   if (r.number == 0) {
+                     done(rotation::fresh);
+                   } else if (r.number == 1) {
+                     list_.revoke(sid, until);
+                     done(rotation::reused);
+                   } else {
+                     list_.revoke(sid, until);
+                     done(rotation::revoked);
+                   }
+                 });
+}
+
+login_throttle::login_throttle(redis_client& redis, int max_failures, int window_seconds)
+  : redis_(redis), max_failures_(max_failures), window_(window_seconds) {}
+
+void login_throttle::check(const std::string& email, std::function<void(int)> done) {
+  redis_.commands({{"GET", throttle_key(email)}, {"TTL", throttle_key(email)}},
+                  [this, email, done = std::move(done)](std::vector<redis_reply> rs) {
+                    if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
+                      auto count = rs[0].kind == redis_reply::string
+                                     ? std::atoll(rs[0].text.c_str())
+                                     : 0;
+                      auto ttl = rs[1].number > 0 ? rs[1].number : window_;
+                      done(count >= max_failures_ ? static_cast<int>(ttl) : 0);
+                      return;
+                    }
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    auto it = local_.find(domain::ascii_lower(email));
+                    auto now = domain::now_seconds();
+                    if (it == local_.end() || it->second.second <= now) {
+                      done(0);
+                      return;
+                    }
+                    done(it->second.first >= max_failures_
+                           ? static_cast<int>(it->second.second - now)
+                           : 0);
+                  });
+}
+
+void login_throttle::record_failure(const std::string& email) {
+  auto key = throttle_key(email);
+  redis_.commands({{"INCR", key}, {"EXPIRE", key, std::to_string(window_), "NX"}},
+                  [this, email](std::vector<redis_reply> rs) {
+                    if (!rs.empty() && rs[0].ok()) return;
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    auto now = domain::now_seconds();
+                    auto& e = local_[domain::ascii_lower(email)];
+                    if (e.second <= now) e = {0, now + window_};
+                    ++e.first;
+                  });
+}
+
+void login_throttle::reset(const std::string& email) {
+  redis_.command({"DEL", throttle_key(email)}, [](redis_reply) {});
+  std::lock_guard<std::mutex> lock(mutex_);
+  local_.erase(domain::ascii_lower(email));
+}
+
+} // namespace crm::persistence

@@ -1,0 +1,71 @@
+// Session revocation across nodes. Postgres holds the authoritative record (sessions.revoked_at);
+// Redis holds each revocation under a key with a TTL equal to the longest remaining token
+// lifetime, announces it on a stream that every node follows (so a logout is refused everywhere
+// within a second), and guards refresh-token rotation (each refresh token is usable once).
+#pragma once
+#include "domain/revocation_list.hpp"
+#include "persistence/redis_client.hpp"
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace crm::persistence {
+
+class pg_pool;
+
+class revocation_store {
+public:
+  revocation_store(domain::revocation_list& list, redis_client& redis, std::string redis_url);
+  ~revocation_store();
+
+  // Loads recent revocations from Postgres (blocking; call at start-up), then follows the stream.
+  void start(pg_pool& pool);
+  void stop();
+
+  // Applies locally at once, then records in Redis; `done(true)` when Redis acknowledged.
+  void revoke(const std::vector<std::string>& sids, std::function<void(bool)> done);
+
+  enum class rotation : std::uint8_t { fresh, reused, revoked, unavailable };
+  // Marks refresh token `jti` of session `sid` as used. `reused` when it had been used before,
+  // in which case the whole session has been revoked.
+  void rotate(const std::string& sid, const std::string& jti, std::int64_t ttl_seconds,
+              std::function<void(rotation)> done);
+
+  domain::revocation_list& list() { return list_; }
+
+private:
+  void follow();
+
+  domain::revocation_list& list_;
+  redis_client& redis_;
+  std::string redis_url_;
+  std::string last_id_ = "$";
+  std::atomic<bool> stopping_{false};
+  std::thread feed_;
+};
+
+// Failed-login throttling per e-mail (contract §3): counted in Redis so every node agrees,
+// falling back to a local count while Redis is unreachable.
+class login_throttle {
+public:
+  login_throttle(redis_client& redis, int max_failures, int window_seconds);
+
+  // `done(retry_after)`: 0 when the attempt may proceed, else seconds until it may.
+  void check(const std::string& email, std::function<void(int)> done);
+  void record_failure(const std::string& email);
+  void reset(const std::string& email);
+
+private:
+  redis_client& redis_;
+  int max_failures_;
+  int window_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::pair<int, std::int64_t>> local_; // count, window end
+};
+
+} // namespace crm::persistence

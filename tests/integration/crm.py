@@ -1,0 +1,680 @@
+"""Helpers for the carecrm integration tests: a throw-away database per test file, the carecrm
+binary (migrate, tenant create, serve), a small HTTP client, JWT forging, a private redis-server,
+and assertions on the contract's response shapes (docs/API-CONTRACT.md §1-§3, §9).
+
+Only the standard library and pytest. Nothing here reads the environment at import time, so
+collection works without a built server; the fixtures fail loudly when it is missing.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import http.client
+import json as _json
+import math
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from typing import Any, NamedTuple
+
+import pytest
+
+# One secret per test process (one test file per process under CTest); >= 32 bytes.
+JWT_SECRET = "carecrm-integration-" + secrets.token_hex(24)
+
+READY_TIMEOUT = 60.0  # ASan+UBSan build: start-up can be slow
+STOP_TIMEOUT = 20.0
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+                     "runtime error:")
+
+USER_KEYS = {"id", "email", "full_name", "tenant_id", "role", "is_active", "created_at"}
+ROLES = ("viewer", "agent", "manager", "admin")
+TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+
+
+def require_env(name: str) -> str:
+    value = os.environ.get(name, "")
+    if not value:
+        pytest.fail(f"environment variable {name} is not set: run the integration tests through "
+                    f"scripts/test / ctest (CARECRM_BIN is set by CTest, CARECRM_TEST_PG_DSN and "
+                    f"CARECRM_TEST_REDIS_URL by scripts/test)", pytrace=False)
+    return value
+
+
+def carecrm_bin() -> str:
+    path = require_env("CARECRM_BIN")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.fail(f"CARECRM_BIN={path!r} is not an executable file", pytrace=False)
+    return path
+
+
+def unique(prefix: str = "u") -> str:
+    return f"{prefix}-{secrets.token_hex(6)}"
+
+
+def unique_email(prefix: str = "user") -> str:
+    return f"{prefix}-{secrets.token_hex(6)}@example.com"
+
+
+def new_password() -> str:
+    return "pw-" + secrets.token_hex(8)  # 19 characters, over the minimum of 10
+
+
+def tail(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def sanitizer_findings(text: str) -> list[str]:
+    return [m for m in SANITIZER_MARKERS if m in text]
+
+
+# --------------------------------------------------------------------------------------------
+# PostgreSQL: one database per test file
+
+
+def psql(dsn: str, sql: str) -> str:
+    r = subprocess.run(["psql", dsn, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"psql failed ({r.returncode}) on {sql!r}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def dsn_with_database(dsn: str, dbname: str) -> str:
+    if "://" in dsn:
+        parts = urllib.parse.urlsplit(dsn)
+        return urllib.parse.urlunsplit(
+            (parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
+    return f"{dsn} dbname={dbname}"  # keyword form: the last dbname wins
+
+
+class Database:
+    """CREATE DATABASE crm_t_<random> on CARECRM_TEST_PG_DSN; dropped WITH (FORCE)."""
+
+    def __init__(self, admin_dsn: str):
+        self.admin_dsn = admin_dsn
+        self.name = "crm_t_" + secrets.token_hex(6)
+        psql(admin_dsn, f'CREATE DATABASE "{self.name}"')
+        self.url = dsn_with_database(admin_dsn, self.name)
+
+    def query(self, sql: str) -> str:
+        return psql(self.url, sql)
+
+    def drop(self) -> None:
+        psql(self.admin_dsn, f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+# --------------------------------------------------------------------------------------------
+# The carecrm binary
+
+
+def server_env(db_url: str, redis_url: str, overrides: dict[str, Any] | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CARECRM_")}
+    env.update(CARECRM_DATABASE_URL=db_url, CARECRM_REDIS_URL=redis_url,
+               CARECRM_JWT_SECRET=JWT_SECRET)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
+
+
+def run_cli(args: list[str], env: dict, timeout: float = 180) -> subprocess.CompletedProcess:
+    """Runs `carecrm <args>` in a scratch directory; fails on a non-zero exit or sanitizer output."""
+    workdir = tempfile.mkdtemp(prefix="carecrm-cli-")
+    try:
+        r = subprocess.run([carecrm_bin(), *args], env=env, cwd=workdir, capture_output=True,
+                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    found = sanitizer_findings(r.stderr)
+    if r.returncode != 0 or found:
+        pytest.fail(f"`carecrm {' '.join(args)}` exited {r.returncode}"
+                    f"{' with sanitizer findings ' + str(found) if found else ''}\n"
+                    f"stdout: {tail(r.stdout)}\nstderr: {tail(r.stderr)}", pytrace=False)
+    return r
+
+
+def migrate(env: dict) -> None:
+    run_cli(["migrate"], env)
+
+
+class Tenant(NamedTuple):
+    tenant_id: int
+    admin_id: int
+    admin_email: str
+    admin_password: str
+    admin_name: str
+
+
+def create_tenant(env: dict, name: str | None = None) -> Tenant:
+    name = name or unique("tenant")
+    email, password, full = unique_email("admin"), new_password(), "Admin " + secrets.token_hex(3)
+    r = run_cli(["tenant", "create", "--name", name, "--admin-email", email,
+                 "--admin-password", password, "--admin-name", full], env)
+    try:
+        out = _json.loads(r.stdout.strip())
+    except ValueError:
+        pytest.fail(f"`carecrm tenant create` must print one JSON line on stdout, got {r.stdout!r}",
+                    pytrace=False)
+    assert isinstance(out, dict) and set(out) == {"tenant_id", "user_id"}, out
+    assert isinstance(out["tenant_id"], int) and isinstance(out["user_id"], int), out
+    return Tenant(out["tenant_id"], out["user_id"], email, password, full)
+
+
+_ALL_SERVERS: list["Server"] = []
+
+
+def all_servers() -> list["Server"]:
+    return list(_ALL_SERVERS)
+
+
+class Server:
+    """`carecrm serve` on ephemeral ports. stdout carries the one ready line; stderr goes to a
+    temporary file whose tail is shown when a test fails."""
+
+    def __init__(self, env: dict, label: str = "carecrm"):
+        self.env = env
+        self.label = label
+        self.proc: subprocess.Popen | None = None
+        self.host = self.metrics_host = "127.0.0.1"
+        self.port = self.metrics_port = 0
+        self.extra_stdout: list[str] = []
+        self.workdir = tempfile.mkdtemp(prefix="carecrm-serve-")
+        self.stderr_path = os.path.join(self.workdir, "stderr.log")
+        self._stderr_offset = 0
+
+    # -- lifecycle
+
+    def start(self) -> "Server":
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        with open(self.stderr_path, "ab") as f:
+            self._stderr_offset = f.tell()
+            self.proc = subprocess.Popen(
+                [carecrm_bin(), "serve", "--listen", "127.0.0.1:0",
+                 "--metrics-listen", "127.0.0.1:0"],
+                env=self.env, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=f)
+        if self not in _ALL_SERVERS:
+            _ALL_SERVERS.append(self)
+        lines: queue.Queue = queue.Queue()
+        proc = self.proc
+
+        def pump():
+            for raw in proc.stdout:
+                lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._abort(f"no ready line within {READY_TIMEOUT:.0f} s")
+            try:
+                line = lines.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                proc.wait(timeout=10)
+                self._abort(f"exited with {proc.returncode} before printing the ready line")
+            break
+        try:
+            ready = _json.loads(line)
+        except ValueError:
+            ready = None
+        if not (isinstance(ready, dict) and ready.get("event") == "listening"):
+            self._abort(f"first stdout line is not the ready line: {line!r}")
+        self.host, self.port = parse_hostport(ready["http"])
+        self.metrics_host, self.metrics_port = parse_hostport(ready["metrics"])
+
+        def drain():
+            while (extra := lines.get()) is not None:
+                self.extra_stdout.append(extra)
+
+        threading.Thread(target=drain, daemon=True).start()
+        return self
+
+    def _abort(self, why: str):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        pytest.fail(f"{self.label}: `carecrm serve` {why}\nstderr tail:\n{self.stderr_tail()}",
+                    pytrace=False)
+
+    def stop(self, check: bool = True) -> int | None:
+        """SIGTERM, wait <= 20 s; with check, exit code 0 and no sanitizer report are required."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                if check:
+                    pytest.fail(f"{self.label}: did not stop within {STOP_TIMEOUT:.0f} s of "
+                                f"SIGTERM\nstderr tail:\n{self.stderr_tail()}", pytrace=False)
+        rc = proc.returncode
+        if check:
+            found = sanitizer_findings(self.stderr_since_start())
+            if rc != 0 or found:
+                pytest.fail(f"{self.label}: exit code {rc} after SIGTERM (want 0)"
+                            f"{'; sanitizer findings ' + str(found) if found else ''}\n"
+                            f"stderr tail:\n{self.stderr_tail()}", pytrace=False)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- output
+
+    def stderr_text(self) -> str:
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stderr_since_start(self) -> str:
+        with open(self.stderr_path, "rb") as f:
+            f.seek(self._stderr_offset)
+            return f.read().decode("utf-8", "replace")
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        return tail(self.stderr_text(), limit)
+
+    # -- clients
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.metrics_host}:{self.metrics_port}"
+
+    def client(self) -> "Client":
+        return Client(self.host, self.port)
+
+    def metrics_client(self) -> "Client":
+        return Client(self.metrics_host, self.metrics_port)
+
+
+def parse_hostport(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    assert host and port.isdigit() and int(port) > 0, f"bad address in ready line: {value!r}"
+    return host.strip("[]"), int(port)
+
+
+def start_server(db_url: str, redis_url: str, overrides: dict | None = None,
+                 label: str = "carecrm") -> Server:
+    return Server(server_env(db_url, redis_url, overrides), label).start()
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP
+
+
+class Response(NamedTuple):
+    status: int
+    headers: http.client.HTTPMessage
+    json: Any
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+    def describe(self) -> str:
+        return f"HTTP {self.status} {dict(self.headers)} {self.body[:2000]!r}"
+
+
+class Client:
+    """One connection per request (keep-alive is tested separately with raw connections)."""
+
+    def __init__(self, host: str, port: int, timeout: float = 30.0):
+        self.host, self.port, self.timeout = host, port, timeout
+
+    def request(self, method: str, path: str, body: Any = None, *, token: str | None = None,
+                headers: dict | None = None, raw: bytes | str | None = None) -> Response:
+        hdrs = {}
+        data = None
+        if raw is not None:
+            data = raw.encode() if isinstance(raw, str) else raw
+            hdrs["Content-Type"] = "application/json"
+        elif body is not None:
+            data = _json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        if token is not None:
+            hdrs["Authorization"] = f"Bearer {token}"
+        hdrs.update(headers or {})
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+            return read_response(conn.getresponse())
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def put(self, path, body=None, **kw):
+        return self.request("PUT", path, body, **kw)
+
+    def patch(self, path, body=None, **kw):
+        return self.request("PATCH", path, body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+
+def read_response(resp: http.client.HTTPResponse) -> Response:
+    body = resp.read()
+    parsed = None
+    if body:
+        try:
+            parsed = _json.loads(body)
+        except ValueError:
+            parsed = None
+    return Response(resp.status, resp.headers, parsed, body)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_closed(sock: socket.socket, limit: float) -> tuple[bool, float, bytes]:
+    """Reads until the peer closes (EOF or reset) or `limit` seconds pass.
+    Returns (closed, seconds waited, bytes received)."""
+    start = time.monotonic()
+    got = b""
+    while True:
+        remaining = limit - (time.monotonic() - start)
+        if remaining <= 0:
+            return False, time.monotonic() - start, got
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            return False, time.monotonic() - start, got
+        except (ConnectionResetError, BrokenPipeError):
+            return True, time.monotonic() - start, got
+        if not chunk:
+            return True, time.monotonic() - start, got
+        got += chunk
+
+
+# --------------------------------------------------------------------------------------------
+# Assertions on the contract's shapes
+
+
+def assert_common(resp: Response) -> None:
+    assert resp.header("X-Request-Id"), f"response without X-Request-Id: {resp.describe()}"
+
+
+def assert_json_response(resp: Response, status: int) -> Any:
+    assert resp.status == status, f"want {status}, got {resp.describe()}"
+    ctype = resp.header("Content-Type") or ""
+    assert ctype.startswith("application/json"), f"Content-Type {ctype!r}: {resp.describe()}"
+    assert resp.json is not None, f"body is not JSON: {resp.describe()}"
+    assert_common(resp)
+    return resp.json
+
+
+def assert_error(resp: Response, status: int, code: str) -> None:
+    body = assert_json_response(resp, status)
+    assert isinstance(body, dict) and set(body) == {"detail", "code"}, \
+        f"error body must be exactly {{detail, code}}: {resp.describe()}"
+    assert body["code"] == code, f"want code {code}: {resp.describe()}"
+    assert isinstance(body["detail"], str) and body["detail"], resp.describe()
+    if status == 401:
+        www = resp.header("WWW-Authenticate") or ""
+        assert www.lower().startswith("bearer"), f"401 without WWW-Authenticate: Bearer: " \
+                                                 f"{resp.describe()}"
+
+
+def validation_items(resp: Response) -> list[dict]:
+    body = assert_json_response(resp, 422)
+    assert isinstance(body, dict) and set(body) == {"detail"}, resp.describe()
+    items = body["detail"]
+    assert isinstance(items, list) and items, resp.describe()
+    for item in items:
+        assert isinstance(item, dict), resp.describe()
+        assert isinstance(item.get("loc"), list) and item["loc"], resp.describe()
+        assert item["loc"][0] in ("path", "query", "header", "body"), resp.describe()
+        assert isinstance(item.get("msg"), str) and item["msg"], resp.describe()
+        assert isinstance(item.get("type"), str) and item["type"], resp.describe()
+    return items
+
+
+def assert_validation(resp: Response, *expected: tuple[tuple, str], exact: bool = True) -> None:
+    """422 in the HTTPValidationError shape reporting (loc, type) pairs; with `exact`, nothing
+    else is reported."""
+    got = {(tuple(i["loc"]), i["type"]) for i in validation_items(resp)}
+    want = {(tuple(loc), typ) for loc, typ in expected}
+    if exact:
+        assert got == want, f"want {sorted(want)}, got {sorted(got)}: {resp.describe()}"
+    else:
+        assert want <= got, f"want at least {sorted(want)}, got {sorted(got)}: {resp.describe()}"
+
+
+def assert_user(user: Any, **expected) -> None:
+    assert isinstance(user, dict) and set(user) == USER_KEYS, \
+        f"user must have exactly {sorted(USER_KEYS)}: {user}"
+    assert isinstance(user["id"], int) and not isinstance(user["id"], bool), user
+    assert isinstance(user["tenant_id"], int) and not isinstance(user["tenant_id"], bool), user
+    assert isinstance(user["email"], str) and isinstance(user["full_name"], str), user
+    assert user["role"] in ROLES, user
+    assert isinstance(user["is_active"], bool), user
+    assert isinstance(user["created_at"], str) and TIMESTAMP_RE.match(user["created_at"]), user
+    for key, value in expected.items():
+        assert user[key] == value, f"{key}: want {value!r}, got {user[key]!r} in {user}"
+
+
+def assert_token_pair(body: Any) -> None:
+    assert isinstance(body, dict), body
+    for key in ("access_token", "refresh_token", "token_type", "expires_in"):
+        assert key in body, f"token pair without {key}: {body}"
+    assert isinstance(body["access_token"], str) and body["access_token"].count(".") == 2, body
+    assert isinstance(body["refresh_token"], str) and body["refresh_token"].count(".") == 2, body
+    assert body["token_type"] == "bearer", body
+    assert body["expires_in"] == 1800 and isinstance(body["expires_in"], int), body
+
+
+def eventually(check, timeout: float = 2.0, interval: float = 0.05):
+    """Calls check() until it returns a truthy value or `timeout` passes; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------------------------
+# API shortcuts
+
+
+def login(client: Client, email: str, password: str) -> dict:
+    resp = client.post("/api/v1/auth/login", {"email": email, "password": password})
+    assert resp.status == 200, f"login of {email} failed: {resp.describe()}"
+    assert_token_pair(resp.json)
+    return resp.json
+
+
+def create_user(client: Client, admin_token: str, role: str = "viewer", *,
+                email: str | None = None, password: str | None = None,
+                full_name: str | None = None) -> tuple[dict, str, str]:
+    """POST /users as an admin; returns (user JSON, email, password)."""
+    email = email or unique_email(role)
+    password = password or new_password()
+    full_name = full_name or f"{role.title()} {secrets.token_hex(3)}"
+    resp = client.post("/api/v1/users", {"email": email, "full_name": full_name,
+                                         "password": password, "role": role}, token=admin_token)
+    assert resp.status == 201, f"creating a {role} failed: {resp.describe()}"
+    return resp.json, email, password
+
+
+def me_status(client: Client, token: str) -> int:
+    return client.get("/api/v1/auth/me", token=token).status
+
+
+def refresh_status(client: Client, refresh_token: str) -> int:
+    return client.post("/api/v1/auth/refresh", {"refresh_token": refresh_token}).status
+
+
+def list_all_users(client: Client, token: str) -> list[dict]:
+    users, page = [], 1
+    while True:
+        resp = client.get(f"/api/v1/users?page={page}&per_page=100", token=token)
+        body = assert_json_response(resp, 200)
+        users.extend(body["items"])
+        if page >= body["pages"]:
+            return users
+        page += 1
+
+
+# --------------------------------------------------------------------------------------------
+# JWT
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def jwt_parts(token: str) -> tuple[dict, dict, bytes]:
+    h, p, s = token.split(".")
+    return _json.loads(b64url_decode(h)), _json.loads(b64url_decode(p)), b64url_decode(s)
+
+
+def jwt_sign(header: dict, payload: dict, secret: str | bytes = JWT_SECRET,
+             alg: str | None = None) -> str:
+    """Encodes header and payload and signs with `alg` (default: header's alg). HS256/384/512
+    use HMAC with `secret`; 'none' (any case) gives an empty signature."""
+    alg = alg or header.get("alg", "HS256")
+    key = secret.encode() if isinstance(secret, str) else secret
+    signing_input = (b64url(_json.dumps(header, separators=(",", ":")).encode()) + "." +
+                     b64url(_json.dumps(payload, separators=(",", ":")).encode()))
+    digests = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}
+    if alg.lower() == "none":
+        return signing_input + "."
+    sig = hmac.new(key, signing_input.encode(), digests[alg]).digest()
+    return signing_input + "." + b64url(sig)
+
+
+def jwt_verify_hs256(token: str, secret: str = JWT_SECRET) -> bool:
+    h, p, s = token.split(".")
+    want = hmac.new(secret.encode(), f"{h}.{p}".encode(), hashlib.sha256).digest()
+    return hmac.compare_digest(want, b64url_decode(s))
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict, float]]:
+    """[(metric name, labels, value)] for every sample line."""
+    samples = []
+    line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = line_re.match(line.strip())
+        assert m, f"not a Prometheus sample line: {line!r}"
+        labels = dict(label_re.findall(m.group(3) or ""))
+        value = m.group(4)
+        samples.append((m.group(1), labels, math.inf if value == "+Inf" else float(value)))
+    return samples
+
+
+# --------------------------------------------------------------------------------------------
+# A private redis-server (resilience tests)
+
+
+class RedisServer:
+    """redis-server on a free port in its own directory, AOF with fsync on every write."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log_path = os.path.join(directory, "redis.log")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "RedisServer":
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", self.dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+             "--daemonize", "no", "--logfile", self.log_path],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            if self.ping():
+                return self
+            time.sleep(0.05)
+        log = ""
+        if os.path.exists(self.log_path):
+            with open(self.log_path, errors="replace") as f:
+                log = f.read()
+        self.kill9()
+        pytest.fail(f"redis-server on port {self.port} did not come up\n{tail(log)}",
+                    pytrace=False)
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"*1\r\n$4\r\nPING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def kill9(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
