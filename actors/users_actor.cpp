@@ -143,9 +143,11 @@ caf::behavior users_behavior(users_actor* self, tenant_env env) {
   self->state.meter = &meter("users");
   self->state.meter->instances++;
   auto slot = &env.stats->mailbox[static_cast<std::size_t>(child_kind::users)];
-  self->attach_functor([m = self->state.meter, slot](const caf::error&) {
+  // The functor may run after the state is gone: it holds its own reference to the stats.
+  self->attach_functor([m = self->state.meter, stats = env.stats](const caf::error&) {
     m->instances--;
-    m->mailbox.fetch_sub(slot->exchange(0));
+    m->mailbox.fetch_sub(
+      stats->mailbox[static_cast<std::size_t>(child_kind::users)].exchange(0));
   });
   auto measure = [self, slot] {
     return metered(*self->state.meter, self, self->state.published_mailbox, slot);

@@ -25,7 +25,7 @@ void add_health_routes(router& r, services& s) {
            auto finish = [ex, st] {
              if (--st->pending != 0) return;
              if (st->pg_ok && st->redis_ok) {
-               ex->json(200, R"({"status":"ready","postgres":"ok","redis":"ok"})");
+               ex->json(200, R"({"status":"ready"})");
                return;
              }
              std::string what = !st->pg_ok && !st->redis_ok ? "postgres and redis are"

@@ -63,14 +63,14 @@ void list(services& s, const exchange_ptr& ex) {
 void create(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto email = read_email(body);
-  auto full_name = body.text("full_name", false, {.min = 0, .max = 200, .trim = true});
+  auto full_name = body.text("full_name", true, {.min = 1, .max = 200, .trim = true});
   auto password = body.text("password", true, {.min = min_password, .max = max_password});
   auto role = read_role(body, true);
   if (!body.finish()) return ex->fail(body.failure());
 
   domain::user u;
   u.email = *email;
-  u.full_name = full_name.value_or("");
+  u.full_name = *full_name;
   u.user_role = *role;
   u.is_active = true;
   with_hash(s, ex, *password, [&s, ex, u](std::string hash) mutable {
@@ -117,7 +117,7 @@ void update(services& s, const exchange_ptr& ex) {
   if (!id) return;
   body_reader body(ex->req.body);
   actors::user_patch patch;
-  patch.full_name = body.text("full_name", false, {.min = 0, .max = 200, .trim = true});
+  patch.full_name = body.text("full_name", false, {.min = 1, .max = 200, .trim = true});
   patch.role = read_role(body, false);
   patch.is_active = body.boolean("is_active", false);
   auto password = body.text("password", false, {.min = min_password, .max = max_password});

@@ -52,7 +52,8 @@ def server(request, database, redis_url, migrated):
     overrides = getattr(request.module, "SERVER_ENV", {})
     srv = crm.start_server(database.url, redis_url, overrides, label=request.module.__name__)
     yield srv
-    srv.stop(check=True)  # SIGTERM -> exit 0, no sanitizer report
+    srv.stop(check=True)  # SIGTERM -> exit 0, no sanitizer report, nothing else on stdout
+    srv.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ collection works without a built server; the fixtures fail loudly when it is mis
 """
 from __future__ import annotations
 
+import atexit
 import base64
 import hashlib
 import hmac
@@ -108,7 +109,14 @@ class Database:
     def __init__(self, admin_dsn: str):
         self.admin_dsn = admin_dsn
         self.name = "crm_t_" + secrets.token_hex(6)
-        psql(admin_dsn, f'CREATE DATABASE "{self.name}"')
+        for attempt in range(10):  # parallel CREATE DATABASE can collide on template1
+            try:
+                psql(admin_dsn, f'CREATE DATABASE "{self.name}"')
+                break
+            except RuntimeError as e:
+                if attempt == 9 or "being accessed by other users" not in str(e):
+                    raise
+                time.sleep(0.5)
         self.url = dsn_with_database(admin_dsn, self.name)
 
     def query(self, sql: str) -> str:
@@ -184,6 +192,12 @@ def all_servers() -> list["Server"]:
     return list(_ALL_SERVERS)
 
 
+@atexit.register
+def _kill_leftover_servers() -> None:
+    for server in _ALL_SERVERS:
+        server.kill()
+
+
 class Server:
     """`carecrm serve` on ephemeral ports. stdout carries the one ready line; stderr goes to a
     temporary file whose tail is shown when a test fails."""
@@ -195,6 +209,7 @@ class Server:
         self.host = self.metrics_host = "127.0.0.1"
         self.port = self.metrics_port = 0
         self.extra_stdout: list[str] = []
+        self._threads: list[threading.Thread] = []
         self.workdir = tempfile.mkdtemp(prefix="carecrm-serve-")
         self.stderr_path = os.path.join(self.workdir, "stderr.log")
         self._stderr_offset = 0
@@ -220,7 +235,8 @@ class Server:
                 lines.put(raw.decode("utf-8", "replace").rstrip("\r\n"))
             lines.put(None)
 
-        threading.Thread(target=pump, daemon=True).start()
+        self._threads = [threading.Thread(target=pump, daemon=True)]
+        self._threads[0].start()
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
             remaining = deadline - time.monotonic()
@@ -247,7 +263,8 @@ class Server:
             while (extra := lines.get()) is not None:
                 self.extra_stdout.append(extra)
 
-        threading.Thread(target=drain, daemon=True).start()
+        self._threads.append(threading.Thread(target=drain, daemon=True))
+        self._threads[-1].start()
         return self
 
     def _abort(self, why: str):
@@ -273,13 +290,25 @@ class Server:
                     pytest.fail(f"{self.label}: did not stop within {STOP_TIMEOUT:.0f} s of "
                                 f"SIGTERM\nstderr tail:\n{self.stderr_tail()}", pytrace=False)
         rc = proc.returncode
+        for thread in self._threads:
+            thread.join(timeout=5)
         if check:
             found = sanitizer_findings(self.stderr_since_start())
+            if self.extra_stdout:
+                pytest.fail(f"{self.label}: stdout must carry only the ready line, also got "
+                            f"{self.extra_stdout[:5]!r}", pytrace=False)
             if rc != 0 or found:
                 pytest.fail(f"{self.label}: exit code {rc} after SIGTERM (want 0)"
                             f"{'; sanitizer findings ' + str(found) if found else ''}\n"
                             f"stderr tail:\n{self.stderr_tail()}", pytrace=False)
         return rc
+
+    def cleanup(self) -> None:
+        """Removes the scratch directory (and the stderr log) once the server is stopped."""
+        self.kill()
+        if self in _ALL_SERVERS:
+            _ALL_SERVERS.remove(self)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -32,6 +32,7 @@ def stack(request, tmp_path, database, migrated, cli_env):
             redis.start()
         try:
             server.stop(check=True)
+            server.cleanup()
         finally:
             redis.stop()
 
