@@ -9,15 +9,16 @@ namespace crm::actors {
 
 const char* child_name(child_kind k) {
   switch (k) {
-    case child_kind::users: return "users";
-    case child_kind::count_: break;
+  case child_kind::users: return "users";
+  case child_kind::count_: break;
   }
   return "unknown";
 }
 
 runtime::impl::impl(runtime_options o, persistence::pg_pool& p) : opts(o), pool(p) {
-  auto threads = opts.threads > 0 ? opts.threads
-                                  : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  auto threads = opts.threads > 0
+                     ? opts.threads
+                     : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   cfg.set("scheduler.max-threads", threads);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   system = std::make_unique<caf::actor_system>(cfg);
@@ -52,7 +53,7 @@ bool runtime::impl::passivate(std::int64_t tid, const caf::actor& who) {
 }
 
 runtime::runtime(runtime_options opts, persistence::pg_pool& pool)
-  : impl_(std::make_unique<impl>(opts, pool)) {}
+    : impl_(std::make_unique<impl>(opts, pool)) {}
 
 runtime::~runtime() {
   shutdown();
@@ -103,16 +104,16 @@ std::string runtime::actors_json() const {
 
 metered::metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
                  std::atomic<std::int64_t>* slot)
-  : m_(m), self_(self), published_(published), slot_(slot),
-    start_(std::chrono::steady_clock::now()) {}
+    : m_(m), self_(self), published_(published), slot_(slot),
+      start_(std::chrono::steady_clock::now()) {}
 
 metered::~metered() {
   auto n = m_.messages.fetch_add(1, std::memory_order_relaxed);
-  m_.nanos.fetch_add(static_cast<std::uint64_t>(
-                       std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - start_)
-                         .count()),
-                     std::memory_order_relaxed);
+  m_.nanos.fetch_add(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - start_)
+                                     .count()),
+      std::memory_order_relaxed);
   // Counting the mailbox walks it: sample, and always when it was non-empty last time.
   if ((n & 15) == 0 || published_ != 0) {
     auto depth = static_cast<std::int64_t>(self_->mailbox().size());

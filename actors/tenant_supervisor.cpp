@@ -71,29 +71,30 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
   auto interval = tick_interval(env.rt->opts.tenant_idle_timeout);
   self->delayed_send(self, interval, tick_atom::value);
   return {
-    [self](route_atom, int kind, caf::message& m) {
-      metered _(*self->state.meter, self, self->state.published_mailbox,
-                &self->state.env.stats->supervisor_mailbox);
-      self->state.last_activity = std::chrono::steady_clock::now();
-      if (kind < 0 || kind >= static_cast<int>(child_count)) return;
-      self->send(child(self, static_cast<child_kind>(kind)), std::move(m));
-    },
-    [self, interval](tick_atom) {
-      auto& st = self->state;
-      auto idle = std::chrono::steady_clock::now() - st.last_activity;
-      auto limit = std::chrono::duration<double>(st.env.rt->opts.tenant_idle_timeout);
-      if (idle >= limit && st.env.rt->passivate(st.env.tenant_id, caf::actor_cast<caf::actor>(self))) {
-        // No new message can reach us now; whatever is queued was sent earlier and is answered
-        // before the stop message we send ourselves.
-        self->send(self, stop_atom::value);
-        return;
-      }
-      self->delayed_send(self, interval, tick_atom::value);
-    },
-    [self](stop_atom) {
-      stop_children(self);
-      self->quit();
-    },
+      [self](route_atom, int kind, caf::message& m) {
+        metered _(*self->state.meter, self, self->state.published_mailbox,
+                  &self->state.env.stats->supervisor_mailbox);
+        self->state.last_activity = std::chrono::steady_clock::now();
+        if (kind < 0 || kind >= static_cast<int>(child_count)) return;
+        self->send(child(self, static_cast<child_kind>(kind)), std::move(m));
+      },
+      [self, interval](tick_atom) {
+        auto& st = self->state;
+        auto idle = std::chrono::steady_clock::now() - st.last_activity;
+        auto limit = std::chrono::duration<double>(st.env.rt->opts.tenant_idle_timeout);
+        if (idle >= limit &&
+            st.env.rt->passivate(st.env.tenant_id, caf::actor_cast<caf::actor>(self))) {
+          // No new message can reach us now; whatever is queued was sent earlier and is answered
+          // before the stop message we send ourselves.
+          self->send(self, stop_atom::value);
+          return;
+        }
+        self->delayed_send(self, interval, tick_atom::value);
+      },
+      [self](stop_atom) {
+        stop_children(self);
+        self->quit();
+      },
   };
 }
 

@@ -27,8 +27,7 @@ struct user_change {
 };
 
 // 404 if the id exists nowhere, 403 if it belongs to another tenant.
-void get_user(runtime& rt, std::int64_t tenant, std::int64_t user_id,
-              callback<domain::user> reply);
+void get_user(runtime& rt, std::int64_t tenant, std::int64_t user_id, callback<domain::user> reply);
 void list_users(runtime& rt, std::int64_t tenant, int page, int per_page,
                 callback<domain::page<domain::user>> reply);
 // `u.tenant_id` is set from `tenant`. Duplicate e-mail anywhere → errc::duplicate_email.

@@ -39,7 +39,9 @@ struct users_state {
 
 using users_actor = caf::stateful_actor<users_state>;
 
-failure not_found() { return failure::of(errc::not_found, "user not found"); }
+failure not_found() {
+  return failure::of(errc::not_found, "user not found");
+}
 
 void drain(users_actor* self);
 
@@ -49,26 +51,26 @@ void load(users_actor* self) {
   st.loading = true;
   auto me = caf::actor_cast<caf::actor>(self);
   st.env.pool->run<std::vector<domain::user>>(
-    [tid = st.env.tenant_id](persistence::pg_conn& c) {
-      return persistence::users_of_tenant(c, tid);
-    },
-    [me, self](domain::outcome<std::vector<domain::user>> r) {
-      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
-                       auto& st = self->state;
-                       st.loading = false;
-                       if (!r) {
-                         // Answer everyone waiting; the next request tries again.
-                         st.load_error = r.error();
-                         auto waiting = std::move(st.waiting);
-                         st.waiting.clear();
-                         for (auto& k : waiting) k();
-                         return;
-                       }
-                       for (auto& u : *r) st.users.emplace(u.id, std::move(u));
-                       st.loaded = true;
-                       drain(self);
-                     }});
-    });
+      [tid = st.env.tenant_id](persistence::pg_conn& c) {
+        return persistence::users_of_tenant(c, tid);
+      },
+      [me, self](domain::outcome<std::vector<domain::user>> r) {
+        caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                         auto& st = self->state;
+                         st.loading = false;
+                         if (!r) {
+                           // Answer everyone waiting; the next request tries again.
+                           st.load_error = r.error();
+                           auto waiting = std::move(st.waiting);
+                           st.waiting.clear();
+                           for (auto& k : waiting) k();
+                           return;
+                         }
+                         for (auto& u : *r) st.users.emplace(u.id, std::move(u));
+                         st.loaded = true;
+                         drain(self);
+                       }});
+      });
 }
 
 // Runs `k` now if the state allows it, else holds it until it does. Reads need the users
@@ -99,28 +101,30 @@ template <class T, class Work, class Apply>
 void commit(users_actor* self, Work work, Apply apply) {
   self->state.writing = true;
   auto me = caf::actor_cast<caf::actor>(self);
-  self->state.env.pool->run<T>(std::move(work), [me, self, apply = std::move(apply)](
-                                                  domain::outcome<T> r) mutable {
-    caf::anon_send(me, resume_atom::value,
-                   continuation{[self, apply = std::move(apply), r = std::move(r)]() mutable {
-                     self->state.writing = false;
-                     apply(std::move(r));
-                     drain(self);
-                   }});
-  });
+  self->state.env.pool->run<T>(
+      std::move(work), [me, self, apply = std::move(apply)](domain::outcome<T> r) mutable {
+        caf::anon_send(me, resume_atom::value,
+                       continuation{[self, apply = std::move(apply), r = std::move(r)]() mutable {
+                         self->state.writing = false;
+                         apply(std::move(r));
+                         drain(self);
+                       }});
+      });
 }
 
 // A user id this tenant does not hold: 403 when another tenant does, else 404.
 template <class T>
 void reply_missing(users_actor* self, std::int64_t user_id, callback<T> reply) {
   self->state.env.pool->run<std::optional<std::int64_t>>(
-    [user_id](persistence::pg_conn& c) { return persistence::tenant_of_user(c, user_id); },
-    [reply](domain::outcome<std::optional<std::int64_t>> r) {
-      if (!r) reply(r.error());
-      else if (*r) reply(failure::of(errc::insufficient_permissions,
-                                     "the user belongs to another tenant"));
-      else reply(not_found());
-    });
+      [user_id](persistence::pg_conn& c) { return persistence::tenant_of_user(c, user_id); },
+      [reply](domain::outcome<std::optional<std::int64_t>> r) {
+        if (!r)
+          reply(r.error());
+        else if (*r)
+          reply(failure::of(errc::insufficient_permissions, "the user belongs to another tenant"));
+        else
+          reply(not_found());
+      });
 }
 
 // After a failed load, continuations answer with its failure.
@@ -146,113 +150,118 @@ caf::behavior users_behavior(users_actor* self, tenant_env env) {
   // The functor may run after the state is gone: it holds its own reference to the stats.
   self->attach_functor([m = self->state.meter, stats = env.stats](const caf::error&) {
     m->instances--;
-    m->mailbox.fetch_sub(
-      stats->mailbox[static_cast<std::size_t>(child_kind::users)].exchange(0));
+    m->mailbox.fetch_sub(stats->mailbox[static_cast<std::size_t>(child_kind::users)].exchange(0));
   });
   auto measure = [self, slot] {
     return metered(*self->state.meter, self, self->state.published_mailbox, slot);
   };
   return {
-    [self, measure](resume_atom, continuation& k) {
-      auto _ = measure();
-      k();
-    },
-    [self, measure](get_atom, std::int64_t user_id, callback<domain::user>& reply) {
-      auto _ = measure();
-      when_ready(self, false, [self, user_id, reply] {
-        if (unloaded(self, reply)) return;
+      [self, measure](resume_atom, continuation& k) {
+        auto _ = measure();
+        k();
+      },
+      [self, measure](get_atom, std::int64_t user_id, callback<domain::user>& reply) {
+        auto _ = measure();
+        when_ready(self, false, [self, user_id, reply] {
+          if (unloaded(self, reply)) return;
+          auto& st = self->state;
+          if (auto it = st.users.find(user_id); it != st.users.end())
+            reply(it->second);
+          else
+            reply_missing(self, user_id, reply);
+        });
+      },
+      [self, measure](list_atom, int page, int per_page,
+                      callback<domain::page<domain::user>>& reply) {
+        auto _ = measure();
+        when_ready(self, false, [self, page, per_page, reply] {
+          if (unloaded(self, reply)) return;
+          auto& st = self->state;
+          domain::page<domain::user> out;
+          out.number = page;
+          out.per_page = per_page;
+          out.total = static_cast<std::int64_t>(st.users.size());
+          auto skip = static_cast<std::int64_t>(page - 1) * per_page;
+          auto it = st.users.begin();
+          if (skip < out.total)
+            std::advance(it, skip);
+          else
+            it = st.users.end();
+          for (; it != st.users.end() && static_cast<int>(out.items.size()) < per_page; ++it)
+            out.items.push_back(it->second);
+          reply(std::move(out));
+        });
+      },
+      [self, measure](create_atom, domain::user& u, callback<domain::user>& reply) {
+        auto _ = measure();
+        u.tenant_id = self->state.env.tenant_id;
+        when_ready(self, true, [self, u = std::move(u), reply]() mutable {
+          if (unloaded(self, reply)) return;
+          commit<domain::user>(
+              self,
+              [u = std::move(u)](persistence::pg_conn& c) {
+                return persistence::insert_user(c, u);
+              },
+              [self, reply](domain::outcome<domain::user> r) {
+                if (r) self->state.users[r->id] = *r;
+                reply(std::move(r));
+              });
+        });
+      },
+      [self, measure](update_atom, std::int64_t user_id, user_patch& patch,
+                      callback<user_change>& reply) {
+        auto _ = measure();
+        when_ready(self, true, [self, user_id, patch = std::move(patch), reply]() mutable {
+          if (unloaded(self, reply)) return;
+          auto& st = self->state;
+          auto it = st.users.find(user_id);
+          if (it == st.users.end()) {
+            reply_missing(self, user_id, reply);
+            return;
+          }
+          auto next = it->second;
+          bool revoke = false;
+          if (patch.full_name) next.full_name = *patch.full_name;
+          if (patch.role && *patch.role != next.user_role) {
+            next.user_role = *patch.role;
+            revoke = true;
+          }
+          if (patch.is_active && *patch.is_active != next.is_active) {
+            next.is_active = *patch.is_active;
+            revoke = revoke || !next.is_active;
+          }
+          if (patch.password_hash) {
+            next.password_hash = *patch.password_hash;
+            revoke = true;
+          }
+          const auto& cur = it->second;
+          bool was_admin = cur.is_active && cur.user_role == domain::role::admin;
+          bool stays_admin = next.is_active && next.user_role == domain::role::admin;
+          if (was_admin && !stays_admin && active_admins(st) <= 1) {
+            reply(failure::of(errc::conflict, "the last active admin of a tenant cannot be "
+                                              "demoted or deactivated"));
+            return;
+          }
+          commit<persistence::user_update_result>(
+              self,
+              [next, revoke](persistence::pg_conn& c) {
+                return persistence::update_user(c, next, revoke);
+              },
+              [self, reply](domain::outcome<persistence::user_update_result> r) {
+                if (!r) {
+                  reply(r.error());
+                  return;
+                }
+                self->state.users[r->stored.id] = r->stored;
+                reply(user_change{r->stored, std::move(r->revoked_sessions)});
+              });
+        });
+      },
+      [self](stop_atom) {
         auto& st = self->state;
-        if (auto it = st.users.find(user_id); it != st.users.end()) reply(it->second);
-        else reply_missing(self, user_id, reply);
-      });
-    },
-    [self, measure](list_atom, int page, int per_page,
-                    callback<domain::page<domain::user>>& reply) {
-      auto _ = measure();
-      when_ready(self, false, [self, page, per_page, reply] {
-        if (unloaded(self, reply)) return;
-        auto& st = self->state;
-        domain::page<domain::user> out;
-        out.number = page;
-        out.per_page = per_page;
-        out.total = static_cast<std::int64_t>(st.users.size());
-        auto skip = static_cast<std::int64_t>(page - 1) * per_page;
-        auto it = st.users.begin();
-        if (skip < out.total) std::advance(it, skip);
-        else it = st.users.end();
-        for (; it != st.users.end() && static_cast<int>(out.items.size()) < per_page; ++it)
-          out.items.push_back(it->second);
-        reply(std::move(out));
-      });
-    },
-    [self, measure](create_atom, domain::user& u, callback<domain::user>& reply) {
-      auto _ = measure();
-      u.tenant_id = self->state.env.tenant_id;
-      when_ready(self, true, [self, u = std::move(u), reply]() mutable {
-        if (unloaded(self, reply)) return;
-        commit<domain::user>(
-          self,
-          [u = std::move(u)](persistence::pg_conn& c) { return persistence::insert_user(c, u); },
-          [self, reply](domain::outcome<domain::user> r) {
-            if (r) self->state.users[r->id] = *r;
-            reply(std::move(r));
-          });
-      });
-    },
-    [self, measure](update_atom, std::int64_t user_id, user_patch& patch,
-                    callback<user_change>& reply) {
-      auto _ = measure();
-      when_ready(self, true, [self, user_id, patch = std::move(patch), reply]() mutable {
-        if (unloaded(self, reply)) return;
-        auto& st = self->state;
-        auto it = st.users.find(user_id);
-        if (it == st.users.end()) {
-          reply_missing(self, user_id, reply);
-          return;
-        }
-        auto next = it->second;
-        bool revoke = false;
-        if (patch.full_name) next.full_name = *patch.full_name;
-        if (patch.role && *patch.role != next.user_role) {
-          next.user_role = *patch.role;
-          revoke = true;
-        }
-        if (patch.is_active && *patch.is_active != next.is_active) {
-          next.is_active = *patch.is_active;
-          revoke = revoke || !next.is_active;
-        }
-        if (patch.password_hash) {
-          next.password_hash = *patch.password_hash;
-          revoke = true;
-        }
-        const auto& cur = it->second;
-        bool was_admin = cur.is_active && cur.user_role == domain::role::admin;
-        bool stays_admin = next.is_active && next.user_role == domain::role::admin;
-        if (was_admin && !stays_admin && active_admins(st) <= 1) {
-          reply(failure::of(errc::conflict, "the last active admin of a tenant cannot be "
-                                            "demoted or deactivated"));
-          return;
-        }
-        commit<persistence::user_update_result>(
-          self,
-          [next, revoke](persistence::pg_conn& c) {
-            return persistence::update_user(c, next, revoke);
-          },
-          [self, reply](domain::outcome<persistence::user_update_result> r) {
-            if (!r) {
-              reply(r.error());
-              return;
-            }
-            self->state.users[r->stored.id] = r->stored;
-            reply(user_change{r->stored, std::move(r->revoked_sessions)});
-          });
-      });
-    },
-    [self](stop_atom) {
-      auto& st = self->state;
-      st.stopping = true;
-      if (!st.writing && st.waiting.empty()) self->quit();
-    },
+        st.stopping = true;
+        if (!st.writing && st.waiting.empty()) self->quit();
+      },
   };
 }
 
@@ -282,8 +291,8 @@ void create_user(runtime& rt, std::int64_t tenant, domain::user u, callback<doma
 void update_user(runtime& rt, std::int64_t tenant, std::int64_t user_id, user_patch patch,
                  callback<user_change> reply) {
   rt.internals().route(
-    tenant, child_kind::users,
-    caf::make_message(update_atom::value, user_id, std::move(patch), std::move(reply)));
+      tenant, child_kind::users,
+      caf::make_message(update_atom::value, user_id, std::move(patch), std::move(reply)));
 }
 
 } // namespace crm::actors

@@ -28,7 +28,9 @@ namespace {
 
 using namespace crm;
 
-int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 int serve(config::settings cfg) {
   config::require_serveable(cfg);
@@ -59,16 +61,16 @@ int serve(config::settings cfg) {
   metrics.add_routes(api);
   metrics.add_routes(ops);
 
-  http::server srv(cfg.http_threads,
-                   {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout,
-                    cfg.body_timeout},
-                   {cfg.jwt_secret, &revoked}, metrics);
+  http::server srv(
+      cfg.http_threads,
+      {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout, cfg.body_timeout},
+      {cfg.jwt_secret, &revoked}, metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
   srv.start();
   log_info("carecrm serving on http://{} (metrics on http://{})", api_at, ops_at);
-  std::cout << R"({"event":"listening","http":")" << api_at << R"(","metrics":")" << ops_at
-            << "\"}" << std::endl;
+  std::cout << R"({"event":"listening","http":")" << api_at << R"(","metrics":")" << ops_at << "\"}"
+            << std::endl;
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -55,67 +55,72 @@ bool to_bool(const std::string& name, const std::string& v) {
 
 const std::vector<option>& options() {
   static const std::vector<option> all = {
-    {"listen", "http", "listen", "CARECRM_LISTEN", "address:port of the API (port 0: any free port)",
-     [](settings& s, const std::string& v) { s.listen = v; }},
-    {"metrics-listen", "http", "metrics_listen", "CARECRM_METRICS_LISTEN",
-     "address:port of /metrics and /actors",
-     [](settings& s, const std::string& v) { s.metrics_listen = v; }},
-    {"public-url", "http", "public_url", "CARECRM_PUBLIC_URL",
-     "absolute base URL clients use (for webhook URLs)",
-     [](settings& s, const std::string& v) { s.public_url = v; }},
-    {"http-threads", "http", "threads", "CARECRM_HTTP_THREADS", "asio threads (0: one per core)",
-     [](settings& s, const std::string& v) { s.http_threads = to_int("http-threads", v); }},
-    {"body-limit", "http", "body_limit", "CARECRM_BODY_LIMIT", "largest request body in bytes",
-     [](settings& s, const std::string& v) { s.body_limit = to_size("body-limit", v); }},
-    {"header-limit", "http", "header_limit", "CARECRM_HEADER_LIMIT",
-     "largest request line + headers in bytes",
-     [](settings& s, const std::string& v) { s.header_limit = to_size("header-limit", v); }},
-    {"header-timeout", "http", "header_timeout", "CARECRM_HEADER_TIMEOUT",
-     "seconds to receive a request's headers",
-     [](settings& s, const std::string& v) { s.header_timeout = to_seconds("header-timeout", v); }},
-    {"idle-timeout", "http", "idle_timeout", "CARECRM_IDLE_TIMEOUT",
-     "seconds an idle keep-alive connection stays open",
-     [](settings& s, const std::string& v) { s.idle_timeout = to_seconds("idle-timeout", v); }},
-    {"body-timeout", "http", "body_timeout", "CARECRM_BODY_TIMEOUT",
-     "seconds to receive a request's body",
-     [](settings& s, const std::string& v) { s.body_timeout = to_seconds("body-timeout", v); }},
-    {"database-url", "database", "url", "CARECRM_DATABASE_URL", "PostgreSQL connection URL",
-     [](settings& s, const std::string& v) { s.database_url = v; }},
-    {"database-pool-size", "database", "pool_size", "CARECRM_DATABASE_POOL_SIZE",
-     "PostgreSQL connections (each on its own thread)",
-     [](settings& s, const std::string& v) {
-       s.database_pool_size = static_cast<int>(to_size("database-pool-size", v));
-     }},
-    {"redis-url", "redis", "url", "CARECRM_REDIS_URL", "Redis URL (redis://host:port[/db])",
-     [](settings& s, const std::string& v) { s.redis_url = v; }},
-    {"jwt-secret", "auth", "jwt_secret", "CARECRM_JWT_SECRET", "HS256 key, at least 32 bytes",
-     [](settings& s, const std::string& v) { s.jwt_secret = v; }},
-    {"hash-threads", "auth", "hash_threads", "CARECRM_HASH_THREADS",
-     "Argon2id hashing threads (0: one per core)",
-     [](settings& s, const std::string& v) { s.hash_threads = to_int("hash-threads", v); }},
-    {"hash-queue-limit", "auth", "hash_queue_limit", "CARECRM_HASH_QUEUE_LIMIT",
-     "password hashes waiting before logins get 503",
-     [](settings& s, const std::string& v) { s.hash_queue_limit = to_size("hash-queue-limit", v); }},
-    {"login-max-failures", "auth", "login_max_failures", "CARECRM_LOGIN_MAX_FAILURES",
-     "failed logins per e-mail before 429",
-     [](settings& s, const std::string& v) {
-       s.login_max_failures = static_cast<int>(to_size("login-max-failures", v));
-     }},
-    {"login-window", "auth", "login_window_seconds", "CARECRM_LOGIN_WINDOW",
-     "seconds over which failed logins count",
-     [](settings& s, const std::string& v) {
-       s.login_window_seconds = static_cast<int>(to_size("login-window", v));
-     }},
-    {"actor-threads", "actors", "threads", "CARECRM_ACTOR_THREADS",
-     "actor scheduler threads (0: one per core)",
-     [](settings& s, const std::string& v) { s.actor_threads = to_int("actor-threads", v); }},
-    {"tenant-idle-timeout", "actors", "tenant_idle_timeout", "CARECRM_TENANT_IDLE_TIMEOUT",
-     "seconds before an idle tenant's actors stop and free their memory",
-     [](settings& s, const std::string& v) {
-       s.tenant_idle_timeout = to_seconds("tenant-idle-timeout", v);
-     }},
-    {"dev", "", "dev", "CARECRM_DEV", "development mode: allows a missing or short JWT secret",
-     [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
+      {"listen", "http", "listen", "CARECRM_LISTEN",
+       "address:port of the API (port 0: any free port)",
+       [](settings& s, const std::string& v) { s.listen = v; }},
+      {"metrics-listen", "http", "metrics_listen", "CARECRM_METRICS_LISTEN",
+       "address:port of /metrics and /actors",
+       [](settings& s, const std::string& v) { s.metrics_listen = v; }},
+      {"public-url", "http", "public_url", "CARECRM_PUBLIC_URL",
+       "absolute base URL clients use (for webhook URLs)",
+       [](settings& s, const std::string& v) { s.public_url = v; }},
+      {"http-threads", "http", "threads", "CARECRM_HTTP_THREADS", "asio threads (0: one per core)",
+       [](settings& s, const std::string& v) { s.http_threads = to_int("http-threads", v); }},
+      {"body-limit", "http", "body_limit", "CARECRM_BODY_LIMIT", "largest request body in bytes",
+       [](settings& s, const std::string& v) { s.body_limit = to_size("body-limit", v); }},
+      {"header-limit", "http", "header_limit", "CARECRM_HEADER_LIMIT",
+       "largest request line + headers in bytes",
+       [](settings& s, const std::string& v) { s.header_limit = to_size("header-limit", v); }},
+      {"header-timeout", "http", "header_timeout", "CARECRM_HEADER_TIMEOUT",
+       "seconds to receive a request's headers",
+       [](settings& s, const std::string& v) {
+         s.header_timeout = to_seconds("header-timeout", v);
+       }},
+      {"idle-timeout", "http", "idle_timeout", "CARECRM_IDLE_TIMEOUT",
+       "seconds an idle keep-alive connection stays open",
+       [](settings& s, const std::string& v) { s.idle_timeout = to_seconds("idle-timeout", v); }},
+      {"body-timeout", "http", "body_timeout", "CARECRM_BODY_TIMEOUT",
+       "seconds to receive a request's body",
+       [](settings& s, const std::string& v) { s.body_timeout = to_seconds("body-timeout", v); }},
+      {"database-url", "database", "url", "CARECRM_DATABASE_URL", "PostgreSQL connection URL",
+       [](settings& s, const std::string& v) { s.database_url = v; }},
+      {"database-pool-size", "database", "pool_size", "CARECRM_DATABASE_POOL_SIZE",
+       "PostgreSQL connections (each on its own thread)",
+       [](settings& s, const std::string& v) {
+         s.database_pool_size = static_cast<int>(to_size("database-pool-size", v));
+       }},
+      {"redis-url", "redis", "url", "CARECRM_REDIS_URL", "Redis URL (redis://host:port[/db])",
+       [](settings& s, const std::string& v) { s.redis_url = v; }},
+      {"jwt-secret", "auth", "jwt_secret", "CARECRM_JWT_SECRET", "HS256 key, at least 32 bytes",
+       [](settings& s, const std::string& v) { s.jwt_secret = v; }},
+      {"hash-threads", "auth", "hash_threads", "CARECRM_HASH_THREADS",
+       "Argon2id hashing threads (0: one per core)",
+       [](settings& s, const std::string& v) { s.hash_threads = to_int("hash-threads", v); }},
+      {"hash-queue-limit", "auth", "hash_queue_limit", "CARECRM_HASH_QUEUE_LIMIT",
+       "password hashes waiting before logins get 503",
+       [](settings& s, const std::string& v) {
+         s.hash_queue_limit = to_size("hash-queue-limit", v);
+       }},
+      {"login-max-failures", "auth", "login_max_failures", "CARECRM_LOGIN_MAX_FAILURES",
+       "failed logins per e-mail before 429",
+       [](settings& s, const std::string& v) {
+         s.login_max_failures = static_cast<int>(to_size("login-max-failures", v));
+       }},
+      {"login-window", "auth", "login_window_seconds", "CARECRM_LOGIN_WINDOW",
+       "seconds over which failed logins count",
+       [](settings& s, const std::string& v) {
+         s.login_window_seconds = static_cast<int>(to_size("login-window", v));
+       }},
+      {"actor-threads", "actors", "threads", "CARECRM_ACTOR_THREADS",
+       "actor scheduler threads (0: one per core)",
+       [](settings& s, const std::string& v) { s.actor_threads = to_int("actor-threads", v); }},
+      {"tenant-idle-timeout", "actors", "tenant_idle_timeout", "CARECRM_TENANT_IDLE_TIMEOUT",
+       "seconds before an idle tenant's actors stop and free their memory",
+       [](settings& s, const std::string& v) {
+         s.tenant_idle_timeout = to_seconds("tenant-idle-timeout", v);
+       }},
+      {"dev", "", "dev", "CARECRM_DEV", "development mode: allows a missing or short JWT secret",
+       [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
   };
   return all;
 }
@@ -252,8 +257,10 @@ std::string help_text() {
     for (std::size_t n = flag.size(); n < 33; ++n) os << ' ';
     os << o.help << "\n";
     os << "                                   env " << o.env;
-    if (*o.section) os << ", toml [" << o.section << "] " << o.key;
-    else os << ", toml " << o.key;
+    if (*o.section)
+      os << ", toml [" << o.section << "] " << o.key;
+    else
+      os << ", toml " << o.key;
     os << "\n";
   }
   return os.str();

@@ -9,7 +9,9 @@
 namespace crm::domain {
 
 std::int64_t now_micros();
-inline std::int64_t now_seconds() { return now_micros() / 1'000'000; }
+inline std::int64_t now_seconds() {
+  return now_micros() / 1'000'000;
+}
 
 // Always 6 fractional digits and `Z`.
 std::string format_rfc3339(std::int64_t micros);

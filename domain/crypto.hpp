@@ -13,10 +13,10 @@ using sha256_digest = std::array<std::uint8_t, 32>;
 
 sha256_digest hmac_sha256(std::string_view key, std::string_view data);
 
-std::string base64url_encode(std::string_view bytes);           // no padding
+std::string base64url_encode(std::string_view bytes);               // no padding
 std::optional<std::string> base64url_decode(std::string_view text); // rejects padding and junk
-std::string base64_encode(std::string_view bytes);              // standard, padded
-std::string hex_encode(std::string_view bytes);                 // lower case
+std::string base64_encode(std::string_view bytes);                  // standard, padded
+std::string hex_encode(std::string_view bytes);                     // lower case
 
 inline std::string_view as_bytes(const sha256_digest& d) {
   return {reinterpret_cast<const char*>(d.data()), d.size()};

@@ -30,7 +30,7 @@ enum class jwt_error : std::uint8_t {
   malformed,     // not three base64url parts, not JSON, missing or mistyped claims
   bad_algorithm, // header alg is not exactly "HS256" (including "none")
   bad_signature,
-  expired,       // exp <= now, or exp missing
+  expired, // exp <= now, or exp missing
   wrong_issuer,
 };
 

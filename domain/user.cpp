@@ -12,10 +12,10 @@ std::optional<role> parse_role(std::string_view s) {
 
 std::string_view to_string(role r) {
   switch (r) {
-    case role::viewer: return "viewer";
-    case role::agent: return "agent";
-    case role::manager: return "manager";
-    case role::admin: return "admin";
+  case role::viewer: return "viewer";
+  case role::agent: return "agent";
+  case role::manager: return "manager";
+  case role::admin: return "admin";
   }
   return "viewer";
 }

@@ -22,15 +22,11 @@ enum class permission : std::uint8_t {
 
 constexpr bool allows(role r, permission p) {
   switch (p) {
-    case permission::read_records:
-      return true;
-    case permission::write_records:
-      return r != role::viewer;
-    case permission::delete_records:
-    case permission::manage_automation:
-      return r == role::manager || r == role::admin;
-    case permission::administer:
-      return r == role::admin;
+  case permission::read_records: return true;
+  case permission::write_records: return r != role::viewer;
+  case permission::delete_records:
+  case permission::manage_automation: return r == role::manager || r == role::admin;
+  case permission::administer: return r == role::admin;
   }
   return false;
 }
@@ -44,7 +40,7 @@ struct user {
   bool is_active = true;
   std::int64_t created_at = 0; // microseconds since the Unix epoch, UTC
   std::int64_t updated_at = 0;
-  std::string password_hash;   // Argon2id encoded string; never serialised to clients
+  std::string password_hash; // Argon2id encoded string; never serialised to clients
 };
 
 } // namespace crm::domain

@@ -18,7 +18,11 @@ router make_api_router(services& s) {
 
 router make_ops_router(services& s) {
   router r;
-  r.add({verb::get, "/metrics", access::open, {}, [&s](const exchange_ptr& ex) {
+  r.add({verb::get,
+         "/metrics",
+         access::open,
+         {},
+         [&s](const exchange_ptr& ex) {
            response res;
            res.content_type = "text/plain; version=0.0.4";
            s.metrics.write(res.body);
@@ -28,10 +32,15 @@ router make_ops_router(services& s) {
                        std::to_string(s.rt.live_tenants()) + "\n";
            ex->respond(std::move(res));
          },
-         "Prometheus metrics", "operations"});
-  r.add({verb::get, "/actors", access::open, {},
+         "Prometheus metrics",
+         "operations"});
+  r.add({verb::get,
+         "/actors",
+         access::open,
+         {},
          [&s](const exchange_ptr& ex) { ex->json(200, s.rt.actors_json()); },
-         "Live tenant supervisors and their children", "operations"});
+         "Live tenant supervisors and their children",
+         "operations"});
   add_health_routes(r, s);
   return r;
 }

@@ -23,8 +23,7 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
   auto token = v.substr(scheme.size());
   auto r = domain::verify_jwt(token, secret, domain::now_seconds());
   if (!r.claims) {
-    return unauthorized(r.error == domain::jwt_error::expired ? "token expired"
-                                                              : "invalid token");
+    return unauthorized(r.error == domain::jwt_error::expired ? "token expired" : "invalid token");
   }
   auto& c = *r.claims;
   if (c.typ != domain::token_type::access) return unauthorized("not an access token");

@@ -15,7 +15,6 @@ namespace crm::http {
 
 // Fills `who` from the Authorization header, or returns the 401 failure.
 std::optional<domain::failure> authenticate(const request& req, std::string_view secret,
-                                            const domain::revocation_list& revoked,
-                                            principal& who);
+                                            const domain::revocation_list& revoked, principal& who);
 
 } // namespace crm::http

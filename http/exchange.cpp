@@ -31,7 +31,9 @@ void exchange::json(int status, std::string body) {
   respond(std::move(r));
 }
 
-void exchange::fail(const domain::failure& f) { respond(error_response(f)); }
+void exchange::fail(const domain::failure& f) {
+  respond(error_response(f));
+}
 
 void exchange::no_content() {
   response r;

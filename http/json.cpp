@@ -16,8 +16,10 @@ namespace {
 json::array loc_array(const std::vector<domain::loc_part>& loc) {
   json::array a;
   for (auto& p : loc) {
-    if (auto s = std::get_if<std::string>(&p)) a.emplace_back(*s);
-    else a.emplace_back(std::get<std::int64_t>(p));
+    if (auto s = std::get_if<std::string>(&p))
+      a.emplace_back(*s);
+    else
+      a.emplace_back(std::get<std::int64_t>(p));
   }
   return a;
 }
@@ -57,7 +59,9 @@ std::string encode_issues(const std::vector<domain::issue>& issues) {
   return json::serialize(root);
 }
 
-std::string encode_user(const domain::user& u) { return json::serialize(user_object(u)); }
+std::string encode_user(const domain::user& u) {
+  return json::serialize(user_object(u));
+}
 
 std::string encode_user_page(const domain::page<domain::user>& p) {
   json::array items;
@@ -125,7 +129,7 @@ std::optional<std::string> body_reader::text(std::string_view key, bool required
   if (len < rule.min) {
     add({"body", std::string(key)},
         "String should have at least " + std::to_string(rule.min) +
-          (rule.min == 1 ? " character" : " characters"),
+            (rule.min == 1 ? " character" : " characters"),
         "string_too_short");
     return std::nullopt;
   }

@@ -38,7 +38,7 @@ public:
   body_reader& operator=(const body_reader&) = delete;
 
   bool valid_json() const { return object_ != nullptr; }
-  bool has(std::string_view key);  // present (possibly null); marks it known
+  bool has(std::string_view key); // present (possibly null); marks it known
   bool is_null(std::string_view key);
 
   std::optional<std::string> text(std::string_view key, bool required, text_rule rule = {});

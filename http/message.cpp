@@ -4,14 +4,14 @@ namespace crm::http {
 
 std::string_view to_string(verb v) {
   switch (v) {
-    case verb::get: return "GET";
-    case verb::post: return "POST";
-    case verb::put: return "PUT";
-    case verb::patch: return "PATCH";
-    case verb::del: return "DELETE";
-    case verb::head: return "HEAD";
-    case verb::options: return "OPTIONS";
-    case verb::other: break;
+  case verb::get: return "GET";
+  case verb::post: return "POST";
+  case verb::put: return "PUT";
+  case verb::patch: return "PATCH";
+  case verb::del: return "DELETE";
+  case verb::head: return "HEAD";
+  case verb::options: return "OPTIONS";
+  case verb::other: break;
   }
   return "OTHER";
 }

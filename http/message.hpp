@@ -18,8 +18,8 @@ verb parse_verb(std::string_view s);
 
 struct request {
   verb method = verb::get;
-  std::string target;    // as received
-  std::string path;      // percent-decoded path, without the query
+  std::string target;                                     // as received
+  std::string path;                                       // percent-decoded path, without the query
   std::vector<std::pair<std::string, std::string>> query; // decoded, in order
   std::vector<std::pair<std::string, std::string>> headers; // names lower-cased
   std::string body;

@@ -41,7 +41,9 @@ std::size_t http_metrics::slot_of(const router& r, std::size_t route_index) cons
   return 0;
 }
 
-std::size_t http_metrics::unmatched(verb method) const { return static_cast<std::size_t>(method); }
+std::size_t http_metrics::unmatched(verb method) const {
+  return static_cast<std::size_t>(method);
+}
 
 void http_metrics::record(std::size_t index, int status, double seconds) {
   if (index >= slots_.size()) return;
@@ -60,8 +62,9 @@ void http_metrics::record(std::size_t index, int status, double seconds) {
 }
 
 void http_metrics::write(std::string& out) const {
-  out += "# HELP carecrm_http_requests_total HTTP requests, per route template, method and status.\n"
-         "# TYPE carecrm_http_requests_total counter\n";
+  out +=
+      "# HELP carecrm_http_requests_total HTTP requests, per route template, method and status.\n"
+      "# TYPE carecrm_http_requests_total counter\n";
   for (auto& s : slots_) {
     for (std::size_t i = 0; i < statuses.size(); ++i) {
       auto n = s->by_status[i].load(std::memory_order_relaxed);

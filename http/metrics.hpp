@@ -16,12 +16,10 @@ class router;
 
 class http_metrics {
 public:
-  static constexpr std::array<double, 14> buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                     0.025,  0.05,  0.1,    0.25,  0.5,
-                                                     1,      2.5,   5,      10};
-  static constexpr std::array<int, 20> statuses = {200, 201, 202, 204, 400, 401, 403,
-                                                   404, 405, 408, 409, 413, 415, 422,
-                                                   429, 431, 500, 502, 503, 0};
+  static constexpr std::array<double, 14> buckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  static constexpr std::array<int, 20> statuses = {200, 201, 202, 204, 400, 401, 403, 404, 405, 408,
+                                                   409, 413, 415, 422, 429, 431, 500, 502, 503, 0};
 
   http_metrics();
   ~http_metrics();

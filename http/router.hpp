@@ -27,10 +27,10 @@ struct route {
   access auth = access::bearer;
   domain::permission perm = domain::permission::read_records;
   handler_fn handler;
-  std::string summary;    // for the OpenAPI document
-  std::string tag;        // OpenAPI tag
+  std::string summary; // for the OpenAPI document
+  std::string tag;     // OpenAPI tag
   int success_status = 200;
-  std::size_t index = 0;  // position in the router, for per-route metrics
+  std::size_t index = 0; // position in the router, for per-route metrics
 };
 
 class router {

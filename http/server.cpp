@@ -32,7 +32,7 @@ namespace {
 
 std::chrono::steady_clock::duration seconds_to(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-    std::chrono::duration<double>(s));
+      std::chrono::duration<double>(s));
 }
 
 struct shared_context {
@@ -54,7 +54,7 @@ bool acceptable_request_id(std::string_view v) {
 class session : public std::enable_shared_from_this<session> {
 public:
   session(tcp::socket&& socket, shared_context& ctx, const router& r)
-    : stream_(std::move(socket)), ctx_(ctx), router_(r) {}
+      : stream_(std::move(socket)), ctx_(ctx), router_(r) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->await_request(); });
@@ -68,12 +68,12 @@ private:
       return;
     }
     stream_.expires_after(seconds_to(ctx_.limits.idle_timeout));
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
-                                                     beast::error_code ec, std::size_t n) {
-      if (ec) return self->close();
-      self->buffer_.commit(n);
-      self->read_header();
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              if (ec) return self->close();
+                              self->buffer_.commit(n);
+                              self->read_header();
+                            });
   }
 
   void read_header() {
@@ -150,8 +150,8 @@ private:
     req.body = std::move(msg.body());
     auto rid = req.header("x-request-id");
     req.request_id = (rid && acceptable_request_id(*rid))
-                       ? std::string(*rid)
-                       : ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
+                         ? std::string(*rid)
+                         : ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
     request_id_ = req.request_id;
     boost::system::error_code ignored;
     auto ep = stream_.socket().remote_endpoint(ignored);
@@ -161,11 +161,10 @@ private:
     auto m = router_.match(req.method, req.path);
     slot_ = m.result == router::outcome::found ? ctx_.metrics.slot_of(router_, m.matched->index)
                                                : ctx_.metrics.unmatched(req.method);
-    auto ex = std::make_shared<exchange>(
-      std::move(req), [self = shared_from_this()](response r) {
-        net::post(self->stream_.get_executor(),
-                  [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
-      });
+    auto ex = std::make_shared<exchange>(std::move(req), [self = shared_from_this()](response r) {
+      net::post(self->stream_.get_executor(),
+                [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+    });
     dispatch(ex, m);
   }
 
@@ -214,17 +213,17 @@ private:
     res->prepare_payload();
     auto status = r.status;
     stream_.expires_after(std::chrono::seconds(30));
-    bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res, keep, status](beast::error_code ec,
-                                                                     std::size_t) {
-                         auto elapsed = std::chrono::duration<double>(
-                                          std::chrono::steady_clock::now() - self->started_)
-                                          .count();
-                         self->ctx_.metrics.record(self->slot_, status, elapsed);
-                         --self->ctx_.in_flight;
-                         if (ec || !keep) return self->close();
-                         self->await_request();
-                       });
+    bhttp::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res, keep, status](beast::error_code ec, std::size_t) {
+          auto elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - self->started_)
+                  .count();
+          self->ctx_.metrics.record(self->slot_, status, elapsed);
+          --self->ctx_.in_flight;
+          if (ec || !keep) return self->close();
+          self->await_request();
+        });
   }
 
   void close() {
@@ -247,7 +246,7 @@ private:
 class listener : public std::enable_shared_from_this<listener> {
 public:
   listener(net::io_context& ioc, tcp::endpoint ep, shared_context& ctx, const router& r)
-    : ioc_(ioc), acceptor_(net::make_strand(ioc)), ctx_(ctx), router_(r) {
+      : ioc_(ioc), acceptor_(net::make_strand(ioc)), ctx_(ctx), router_(r) {
     acceptor_.open(ep.protocol());
     acceptor_.set_option(net::socket_base::reuse_address(true));
     acceptor_.bind(ep);
@@ -267,8 +266,8 @@ public:
 
 private:
   void accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](
-                                                     beast::error_code ec, tcp::socket socket) {
+    acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec,
+                                                                               tcp::socket socket) {
       if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
       if (!ec) {
         socket.set_option(tcp::no_delay(true), ec);
@@ -286,9 +285,11 @@ private:
 
 tcp::endpoint parse_endpoint(const std::string& address) {
   auto colon = address.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("listen address needs host:port: " + address);
+  if (colon == std::string::npos)
+    throw std::runtime_error("listen address needs host:port: " + address);
   auto host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host.empty() || host == "localhost") host = "127.0.0.1";
   beast::error_code ec;
   auto addr = net::ip::make_address(host, ec);
@@ -307,8 +308,8 @@ tcp::endpoint parse_endpoint(const std::string& address) {
 
 struct server::impl {
   impl(int n, server_limits l, auth_inputs a, http_metrics& m)
-    : threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-      ioc(threads), work(net::make_work_guard(ioc)), ctx{l, std::move(a), m} {}
+      : threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        ioc(threads), work(net::make_work_guard(ioc)), ctx{l, std::move(a), m} {}
 
   int threads;
   net::io_context ioc;
@@ -319,9 +320,11 @@ struct server::impl {
 };
 
 server::server(int threads, server_limits limits, auth_inputs auth, http_metrics& metrics)
-  : impl_(std::make_unique<impl>(threads, limits, std::move(auth), metrics)) {}
+    : impl_(std::make_unique<impl>(threads, limits, std::move(auth), metrics)) {}
 
-server::~server() { stop(); }
+server::~server() {
+  stop();
+}
 
 std::string server::listen(const std::string& address, const router& r) {
   auto ep = parse_endpoint(address);

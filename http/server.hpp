@@ -39,11 +39,11 @@ public:
   // Throws std::runtime_error when the address cannot be bound.
   std::string listen(const std::string& address, const router& r);
 
-  void start();            // runs the asio threads
-  void stop_accepting();   // closes the listeners
+  void start();          // runs the asio threads
+  void stop_accepting(); // closes the listeners
   // Waits up to `seconds` for requests in flight to be answered; true if none remain.
   bool drain(double seconds);
-  void stop();             // stops the asio threads
+  void stop(); // stops the asio threads
 
 private:
   struct impl;

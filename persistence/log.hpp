@@ -8,7 +8,9 @@
 namespace crm {
 
 namespace detail {
-inline void log_format(std::ostringstream& os, std::string_view fmt) { os << fmt; }
+inline void log_format(std::ostringstream& os, std::string_view fmt) {
+  os << fmt;
+}
 template <class T, class... Ts>
 void log_format(std::ostringstream& os, std::string_view fmt, const T& x, const Ts&... xs) {
   auto p = fmt.find("{}");

@@ -24,14 +24,18 @@ pqxx_connection& pg_conn::raw() {
   return *conn_;
 }
 
-void pg_conn::reset() { conn_.reset(); }
+void pg_conn::reset() {
+  conn_.reset();
+}
 
 pg_pool::pg_pool(std::string url, int size) : url_(std::move(url)) {
   if (size < 1) size = 1;
   for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { loop(i); });
 }
 
-pg_pool::~pg_pool() { stop(); }
+pg_pool::~pg_pool() {
+  stop();
+}
 
 void pg_pool::submit(job j) {
   {

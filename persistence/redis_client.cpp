@@ -13,28 +13,27 @@ redis_reply convert(const redisReply* r) {
   redis_reply out;
   out.connected = true;
   switch (r->type) {
-    case REDIS_REPLY_INTEGER:
-      out.kind = redis_reply::integer;
-      out.number = r->integer;
-      break;
-    case REDIS_REPLY_STRING:
-      out.kind = redis_reply::string;
-      out.text.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.kind = redis_reply::status;
-      out.text.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.kind = redis_reply::error;
-      out.text.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.kind = redis_reply::array;
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    default:
-      out.kind = redis_reply::nil;
+  case REDIS_REPLY_INTEGER:
+    out.kind = redis_reply::integer;
+    out.number = r->integer;
+    break;
+  case REDIS_REPLY_STRING:
+    out.kind = redis_reply::string;
+    out.text.assign(r->str, r->len);
+    break;
+  case REDIS_REPLY_STATUS:
+    out.kind = redis_reply::status;
+    out.text.assign(r->str, r->len);
+    break;
+  case REDIS_REPLY_ERROR:
+    out.kind = redis_reply::error;
+    out.text.assign(r->str, r->len);
+    break;
+  case REDIS_REPLY_ARRAY:
+    out.kind = redis_reply::array;
+    for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+    break;
+  default: out.kind = redis_reply::nil;
   }
   return out;
 }
@@ -74,9 +73,11 @@ redis_endpoint parse_redis_url(const std::string& url) {
 }
 
 redis_connection::redis_connection(redis_endpoint ep, std::chrono::milliseconds timeout)
-  : ep_(std::move(ep)), timeout_(timeout) {}
+    : ep_(std::move(ep)), timeout_(timeout) {}
 
-redis_connection::~redis_connection() { drop(); }
+redis_connection::~redis_connection() {
+  drop();
+}
 
 void redis_connection::drop() {
   if (ctx_) redisFree(ctx_);
@@ -120,7 +121,7 @@ redis_reply redis_connection::command(const std::vector<std::string>& args) {
     lens.push_back(a.size());
   }
   auto* r = static_cast<redisReply*>(
-    redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+      redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
   if (!r) {
     log_warn("redis: {}", ctx_->errstr);
     drop();
@@ -132,9 +133,11 @@ redis_reply redis_connection::command(const std::vector<std::string>& args) {
 }
 
 redis_client::redis_client(const std::string& url)
-  : ep_(parse_redis_url(url)), thread_([this] { loop(); }) {}
+    : ep_(parse_redis_url(url)), thread_([this] { loop(); }) {}
 
-redis_client::~redis_client() { stop(); }
+redis_client::~redis_client() {
+  stop();
+}
 
 void redis_client::stop() {
   {
@@ -148,9 +151,8 @@ void redis_client::stop() {
 void redis_client::command(std::vector<std::string> args, callback cb) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.emplace_back([args = std::move(args), cb = std::move(cb)](redis_connection& c) {
-      cb(c.command(args));
-    });
+    queue_.emplace_back(
+        [args = std::move(args), cb = std::move(cb)](redis_connection& c) { cb(c.command(args)); });
   }
   cv_.notify_one();
 }

@@ -16,8 +16,12 @@ const std::string stream_key = "crm:revocations";
 // Every token of a session issued before its revocation has expired after this long.
 constexpr std::int64_t revocation_ttl = domain::refresh_token_seconds + 60;
 
-std::string session_key(const std::string& sid) { return "crm:rev:sid:" + sid; }
-std::string used_key(const std::string& jti) { return "crm:used:jti:" + jti; }
+std::string session_key(const std::string& sid) {
+  return "crm:rev:sid:" + sid;
+}
+std::string used_key(const std::string& jti) {
+  return "crm:used:jti:" + jti;
+}
 std::string throttle_key(const std::string& email) {
   return "crm:loginfail:" + domain::ascii_lower(email);
 }
@@ -36,9 +40,11 @@ return 1
 
 revocation_store::revocation_store(domain::revocation_list& list, redis_client& redis,
                                    std::string redis_url)
-  : list_(list), redis_(redis), redis_url_(std::move(redis_url)) {}
+    : list_(list), redis_(redis), redis_url_(std::move(redis_url)) {}
 
-revocation_store::~revocation_store() { stop(); }
+revocation_store::~revocation_store() {
+  stop();
+}
 
 void revocation_store::start(pg_pool& pool) {
   // Note the stream position first, so nothing announced during the Postgres load is missed.
@@ -86,10 +92,11 @@ void revocation_store::follow() {
         continue;
       }
       last_id_ = (r.kind == redis_reply::array && !r.elements.empty())
-                   ? r.elements[0].elements[0].text
-                   : "0";
+                     ? r.elements[0].elements[0].text
+                     : "0";
     }
-    auto r = conn.command({"XREAD", "COUNT", "1000", "BLOCK", "500", "STREAMS", stream_key, last_id_});
+    auto r =
+        conn.command({"XREAD", "COUNT", "1000", "BLOCK", "500", "STREAMS", stream_key, last_id_});
     if (!r.connected) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
@@ -104,8 +111,10 @@ void revocation_store::follow() {
           std::string sid;
           std::int64_t until = 0;
           for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-            if (fields[i].text == "sid") sid = fields[i + 1].text;
-            else if (fields[i].text == "until") until = std::atoll(fields[i + 1].text.c_str());
+            if (fields[i].text == "sid")
+              sid = fields[i + 1].text;
+            else if (fields[i].text == "until")
+              until = std::atoll(fields[i + 1].text.c_str());
           }
           if (!sid.empty()) list_.revoke(sid, until);
         }
@@ -119,7 +128,8 @@ void revocation_store::follow() {
   }
 }
 
-void revocation_store::revoke(const std::vector<std::string>& sids, std::function<void(bool)> done) {
+void revocation_store::revoke(const std::vector<std::string>& sids,
+                              std::function<void(bool)> done) {
   auto until = domain::now_seconds() + revocation_ttl;
   std::vector<std::vector<std::string>> batch;
   for (auto& sid : sids) {
@@ -165,30 +175,27 @@ void revocation_store::rotate(const std::string& sid, const std::string& jti,
 }
 
 login_throttle::login_throttle(redis_client& redis, int max_failures, int window_seconds)
-  : redis_(redis), max_failures_(max_failures), window_(window_seconds) {}
+    : redis_(redis), max_failures_(max_failures), window_(window_seconds) {}
 
 void login_throttle::check(const std::string& email, std::function<void(int)> done) {
-  redis_.commands({{"GET", throttle_key(email)}, {"TTL", throttle_key(email)}},
-                  [this, email, done = std::move(done)](std::vector<redis_reply> rs) {
-                    if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
-                      auto count = rs[0].kind == redis_reply::string
-                                     ? std::atoll(rs[0].text.c_str())
-                                     : 0;
-                      auto ttl = rs[1].number > 0 ? rs[1].number : window_;
-                      done(count >= max_failures_ ? static_cast<int>(ttl) : 0);
-                      return;
-                    }
-                    std::lock_guard<std::mutex> lock(mutex_);
-                    auto it = local_.find(domain::ascii_lower(email));
-                    auto now = domain::now_seconds();
-                    if (it == local_.end() || it->second.second <= now) {
-                      done(0);
-                      return;
-                    }
-                    done(it->second.first >= max_failures_
-                           ? static_cast<int>(it->second.second - now)
-                           : 0);
-                  });
+  redis_.commands(
+      {{"GET", throttle_key(email)}, {"TTL", throttle_key(email)}},
+      [this, email, done = std::move(done)](std::vector<redis_reply> rs) {
+        if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
+          auto count = rs[0].kind == redis_reply::string ? std::atoll(rs[0].text.c_str()) : 0;
+          auto ttl = rs[1].number > 0 ? rs[1].number : window_;
+          done(count >= max_failures_ ? static_cast<int>(ttl) : 0);
+          return;
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = local_.find(domain::ascii_lower(email));
+        auto now = domain::now_seconds();
+        if (it == local_.end() || it->second.second <= now) {
+          done(0);
+          return;
+        }
+        done(it->second.first >= max_failures_ ? static_cast<int>(it->second.second - now) : 0);
+      });
 }
 
 void login_throttle::record_failure(const std::string& email) {

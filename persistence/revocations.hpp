@@ -9,9 +9,9 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace crm::persistence {

@@ -6,9 +6,9 @@ namespace crm::persistence {
 namespace {
 
 constexpr const char* user_columns =
-  "id, tenant_id, email, full_name, role, password_hash, is_active,"
-  " (extract(epoch from created_at) * 1000000)::bigint,"
-  " (extract(epoch from updated_at) * 1000000)::bigint";
+    "id, tenant_id, email, full_name, role, password_hash, is_active,"
+    " (extract(epoch from created_at) * 1000000)::bigint,"
+    " (extract(epoch from updated_at) * 1000000)::bigint";
 
 domain::user to_user(const pqxx::row& r) {
   domain::user u;
@@ -25,17 +25,19 @@ domain::user to_user(const pqxx::row& r) {
 }
 
 domain::failure duplicate_email() {
-  return domain::failure::of(domain::errc::duplicate_email, "a user with this e-mail already exists");
+  return domain::failure::of(domain::errc::duplicate_email,
+                             "a user with this e-mail already exists");
 }
 
 pqxx::row insert_user_row(pqxx::work& tx, const domain::user& u) {
   return tx
-    .exec_params(std::string("INSERT INTO users (tenant_id, email, full_name, role, password_hash,"
-                             " is_active) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ") +
-                   user_columns,
-                 u.tenant_id, u.email, u.full_name, std::string(domain::to_string(u.user_role)),
-                 u.password_hash, u.is_active)
-    .front();
+      .exec_params(
+          std::string("INSERT INTO users (tenant_id, email, full_name, role, password_hash,"
+                      " is_active) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ") +
+              user_columns,
+          u.tenant_id, u.email, u.full_name, std::string(domain::to_string(u.user_role)),
+          u.password_hash, u.is_active)
+      .front();
 }
 
 } // namespace
@@ -45,8 +47,8 @@ domain::outcome<tenant_created> create_tenant(pg_conn& c, const std::string& nam
   try {
     pqxx::work tx(c.raw());
     auto tid = tx.exec_params("INSERT INTO tenants (name) VALUES ($1) RETURNING id", name)
-                 .front()[0]
-                 .as<std::int64_t>();
+                   .front()[0]
+                   .as<std::int64_t>();
     auto u = admin;
     u.tenant_id = tid;
     auto row = insert_user_row(tx, u);
@@ -59,9 +61,8 @@ domain::outcome<tenant_created> create_tenant(pg_conn& c, const std::string& nam
 
 std::optional<domain::user> find_user_by_email(pg_conn& c, const std::string& email) {
   pqxx::read_transaction tx(c.raw());
-  auto r = tx.exec_params(std::string("SELECT ") + user_columns +
-                            " FROM users WHERE lower(email) = lower($1)",
-                          email);
+  auto r = tx.exec_params(
+      std::string("SELECT ") + user_columns + " FROM users WHERE lower(email) = lower($1)", email);
   if (r.empty()) return std::nullopt;
   return to_user(r.front());
 }
@@ -69,7 +70,7 @@ std::optional<domain::user> find_user_by_email(pg_conn& c, const std::string& em
 std::vector<domain::user> users_of_tenant(pg_conn& c, std::int64_t tenant_id) {
   pqxx::read_transaction tx(c.raw());
   auto r = tx.exec_params(std::string("SELECT ") + user_columns +
-                            " FROM users WHERE tenant_id = $1 ORDER BY id",
+                              " FROM users WHERE tenant_id = $1 ORDER BY id",
                           tenant_id);
   std::vector<domain::user> out;
   out.reserve(r.size());
@@ -100,10 +101,10 @@ user_update_result update_user(pg_conn& c, const domain::user& u, bool revoke_se
   auto row = tx.exec_params(std::string("UPDATE users SET full_name = $2, role = $3,"
                                         " password_hash = $4, is_active = $5, updated_at = now()"
                                         " WHERE id = $1 RETURNING ") +
-                              user_columns,
+                                user_columns,
                             u.id, u.full_name, std::string(domain::to_string(u.user_role)),
                             u.password_hash, u.is_active)
-               .front();
+                 .front();
   user_update_result out{to_user(row), {}};
   if (revoke_sessions) {
     auto r = tx.exec_params("UPDATE sessions SET revoked_at = now() WHERE user_id = $1"
@@ -147,8 +148,7 @@ std::vector<revoked_session> recently_revoked_sessions(pg_conn& c, std::int64_t 
                           " WHERE revoked_at > now() - make_interval(secs => $1)",
                           static_cast<double>(seconds));
   std::vector<revoked_session> out;
-  for (const auto& row : r)
-    out.push_back({row[0].as<std::string>(), row[1].as<std::int64_t>()});
+  for (const auto& row : r) out.push_back({row[0].as<std::string>(), row[1].as<std::int64_t>()});
   return out;
 }
 

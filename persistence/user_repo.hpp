@@ -17,7 +17,8 @@ struct tenant_created {
   std::int64_t user_id = 0;
 };
 
-// Creates a tenant and its first admin in one transaction; duplicate e-mail → errc::duplicate_email.
+// Creates a tenant and its first admin in one transaction; duplicate e-mail →
+// errc::duplicate_email.
 domain::outcome<tenant_created> create_tenant(pg_conn& c, const std::string& name,
                                               const domain::user& admin);
 
@@ -25,7 +26,8 @@ std::optional<domain::user> find_user_by_email(pg_conn& c, const std::string& em
 std::vector<domain::user> users_of_tenant(pg_conn& c, std::int64_t tenant_id);
 std::optional<std::int64_t> tenant_of_user(pg_conn& c, std::int64_t user_id);
 
-// Inserts `u` (id and timestamps are set from the database); duplicate e-mail → errc::duplicate_email.
+// Inserts `u` (id and timestamps are set from the database); duplicate e-mail →
+// errc::duplicate_email.
 domain::outcome<domain::user> insert_user(pg_conn& c, domain::user u);
 
 struct user_update_result {

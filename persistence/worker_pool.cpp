@@ -20,7 +20,9 @@ worker_pool::worker_pool(int threads, std::size_t queue_limit) : limit_(queue_li
     });
 }
 
-worker_pool::~worker_pool() { stop(); }
+worker_pool::~worker_pool() {
+  stop();
+}
 
 bool worker_pool::try_submit(std::function<void()> job) {
   {

@@ -61,14 +61,14 @@ const std::string& decoy_hash() {
 void start_session(services& s, const exchange_ptr& ex, domain::user u) {
   auto sid = domain::random_token(16);
   s.pool.run<domain::done>(
-    [sid, uid = u.id, tid = u.tenant_id](persistence::pg_conn& c) {
-      persistence::insert_session(c, sid, uid, tid);
-      return domain::done{};
-    },
-    [&s, ex, u = std::move(u), sid](domain::outcome<domain::done> r) {
-      if (!r) return ex->fail(r.error());
-      ex->json(200, token_pair(s, u, sid));
-    });
+      [sid, uid = u.id, tid = u.tenant_id](persistence::pg_conn& c) {
+        persistence::insert_session(c, sid, uid, tid);
+        return domain::done{};
+      },
+      [&s, ex, u = std::move(u), sid](domain::outcome<domain::done> r) {
+        if (!r) return ex->fail(r.error());
+        ex->json(200, token_pair(s, u, sid));
+      });
 }
 
 void login(services& s, const exchange_ptr& ex) {
@@ -84,22 +84,22 @@ void login(services& s, const exchange_ptr& ex) {
       return ex->fail(f);
     }
     s.pool.run<std::optional<domain::user>>(
-      [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
-      [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
-        if (!found) return ex->fail(found.error());
-        auto user = std::move(*found);
-        bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
-          bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
-          if (!ok || !user || !user->is_active) {
-            s.throttle.record_failure(email);
-            return ex->fail(invalid_credentials());
-          }
-          s.throttle.reset(email);
-          start_session(s, ex, std::move(*user));
+        [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
+        [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
+          if (!found) return ex->fail(found.error());
+          auto user = std::move(*found);
+          bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
+            bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
+            if (!ok || !user || !user->is_active) {
+              s.throttle.record_failure(email);
+              return ex->fail(invalid_credentials());
+            }
+            s.throttle.reset(email);
+            start_session(s, ex, std::move(*user));
+          });
+          if (!queued)
+            ex->fail(failure::of(errc::service_unavailable, "too many logins at once; retry"));
         });
-        if (!queued)
-          ex->fail(failure::of(errc::service_unavailable, "too many logins at once; retry"));
-      });
   });
 }
 
@@ -118,40 +118,42 @@ void refresh(services& s, const exchange_ptr& ex) {
     return ex->fail(invalid_credentials("session revoked"));
 
   s.revocations.rotate(
-    claims.sid, claims.jti, claims.exp - now,
-    [&s, ex, claims](persistence::revocation_store::rotation r) {
-      using rotation = persistence::revocation_store::rotation;
-      if (r == rotation::unavailable)
-        return ex->fail(failure::of(errc::service_unavailable,
-                                    "token revocation store unavailable; try again"));
-      if (r == rotation::reused) {
-        // Reuse of a rotated token: the session is compromised. Record it durably too.
-        s.pool.submit([sid = claims.sid](persistence::pg_conn& c) {
-          try {
-            persistence::revoke_session(c, sid);
-          } catch (const std::exception& e) {
-            c.reset();
-            log_warn("postgres: revoking reused session failed: {}", e.what());
-          }
-        });
-        return ex->fail(invalid_credentials("refresh token reused; session revoked"));
-      }
-      if (r == rotation::revoked) return ex->fail(invalid_credentials("session revoked"));
+      claims.sid, claims.jti, claims.exp - now,
+      [&s, ex, claims](persistence::revocation_store::rotation r) {
+        using rotation = persistence::revocation_store::rotation;
+        if (r == rotation::unavailable)
+          return ex->fail(failure::of(errc::service_unavailable,
+                                      "token revocation store unavailable; try again"));
+        if (r == rotation::reused) {
+          // Reuse of a rotated token: the session is compromised. Record it durably too.
+          s.pool.submit([sid = claims.sid](persistence::pg_conn& c) {
+            try {
+              persistence::revoke_session(c, sid);
+            } catch (const std::exception& e) {
+              c.reset();
+              log_warn("postgres: revoking reused session failed: {}", e.what());
+            }
+          });
+          return ex->fail(invalid_credentials("refresh token reused; session revoked"));
+        }
+        if (r == rotation::revoked) return ex->fail(invalid_credentials("session revoked"));
 
-      s.pool.run<bool>(
-        [sid = claims.sid](persistence::pg_conn& c) { return persistence::touch_session(c, sid); },
-        [&s, ex, claims](domain::outcome<bool> live) {
-          if (!live) return ex->fail(live.error());
-          if (!*live) return ex->fail(invalid_credentials("session revoked"));
-          actors::get_user(s.rt, claims.tenant_id, claims.user_id,
-                           actors::callback<domain::user>(
-                             [&s, ex, sid = claims.sid](domain::outcome<domain::user> u) {
-                               if (!u || !u->is_active)
-                                 return ex->fail(invalid_credentials("user inactive"));
-                               ex->json(200, token_pair(s, *u, sid));
-                             }));
-        });
-    });
+        s.pool.run<bool>(
+            [sid = claims.sid](persistence::pg_conn& c) {
+              return persistence::touch_session(c, sid);
+            },
+            [&s, ex, claims](domain::outcome<bool> live) {
+              if (!live) return ex->fail(live.error());
+              if (!*live) return ex->fail(invalid_credentials("session revoked"));
+              actors::get_user(s.rt, claims.tenant_id, claims.user_id,
+                               actors::callback<domain::user>(
+                                   [&s, ex, sid = claims.sid](domain::outcome<domain::user> u) {
+                                     if (!u || !u->is_active)
+                                       return ex->fail(invalid_credentials("user inactive"));
+                                     ex->json(200, token_pair(s, *u, sid));
+                                   }));
+            });
+      });
 }
 
 void me(services& s, const exchange_ptr& ex) {
@@ -165,24 +167,32 @@ void me(services& s, const exchange_ptr& ex) {
 
 void logout(services& s, const exchange_ptr& ex) {
   s.pool.run<bool>(
-    [sid = ex->who.sid](persistence::pg_conn& c) { return persistence::revoke_session(c, sid); },
-    [&s, ex](domain::outcome<bool> r) {
-      if (!r) return ex->fail(r.error());
-      // Refused on this node from now on; other nodes hear it through Redis.
-      s.revocations.revoke({ex->who.sid}, [](bool) {});
-      ex->no_content();
-    });
+      [sid = ex->who.sid](persistence::pg_conn& c) { return persistence::revoke_session(c, sid); },
+      [&s, ex](domain::outcome<bool> r) {
+        if (!r) return ex->fail(r.error());
+        // Refused on this node from now on; other nodes hear it through Redis.
+        s.revocations.revoke({ex->who.sid}, [](bool) {});
+        ex->no_content();
+      });
 }
 
 } // namespace
 
 void add_auth_routes(router& r, services& s) {
-  r.add({verb::post, "/api/v1/auth/login", access::open, {},
-         [&s](const exchange_ptr& ex) { login(s, ex); }, "Log in with e-mail and password",
+  r.add({verb::post,
+         "/api/v1/auth/login",
+         access::open,
+         {},
+         [&s](const exchange_ptr& ex) { login(s, ex); },
+         "Log in with e-mail and password",
          "auth"});
-  r.add({verb::post, "/api/v1/auth/refresh", access::open, {},
+  r.add({verb::post,
+         "/api/v1/auth/refresh",
+         access::open,
+         {},
          [&s](const exchange_ptr& ex) { refresh(s, ex); },
-         "Exchange a refresh token for a new token pair (rotation)", "auth"});
+         "Exchange a refresh token for a new token pair (rotation)",
+         "auth"});
   r.add({verb::get, "/api/v1/auth/me", access::bearer, domain::permission::read_records,
          [&s](const exchange_ptr& ex) { me(s, ex); }, "The authenticated user", "auth"});
   r.add({verb::post, "/api/v1/auth/logout", access::bearer, domain::permission::read_records,

@@ -9,12 +9,19 @@
 namespace crm::http {
 
 void add_health_routes(router& r, services& s) {
-  r.add({verb::get, "/healthz", access::open, {}, [](const exchange_ptr& ex) {
-           ex->json(200, R"({"status":"ok"})");
-         },
-         "Liveness: the process answers", "operations"});
+  r.add({verb::get,
+         "/healthz",
+         access::open,
+         {},
+         [](const exchange_ptr& ex) { ex->json(200, R"({"status":"ok"})"); },
+         "Liveness: the process answers",
+         "operations"});
 
-  r.add({verb::get, "/readyz", access::open, {}, [&s](const exchange_ptr& ex) {
+  r.add({verb::get,
+         "/readyz",
+         access::open,
+         {},
+         [&s](const exchange_ptr& ex) {
            // Both checks run at once; the second to finish answers.
            struct state {
              std::atomic<int> pending{2};
@@ -35,20 +42,21 @@ void add_health_routes(router& r, services& s) {
                                           what + std::string(" unreachable")));
            };
            s.pool.run<domain::done>(
-             [](persistence::pg_conn& c) {
-               persistence::pg_ping(c);
-               return domain::done{};
-             },
-             [st, finish](domain::outcome<domain::done> r) {
-               st->pg_ok = static_cast<bool>(r);
-               finish();
-             });
+               [](persistence::pg_conn& c) {
+                 persistence::pg_ping(c);
+                 return domain::done{};
+               },
+               [st, finish](domain::outcome<domain::done> r) {
+                 st->pg_ok = static_cast<bool>(r);
+                 finish();
+               });
            s.redis.command({"PING"}, [st, finish](persistence::redis_reply r) {
              st->redis_ok = r.ok();
              finish();
            });
          },
-         "Readiness: Postgres and Redis are reachable", "operations"});
+         "Readiness: Postgres and Redis are reachable",
+         "operations"});
 }
 
 } // namespace crm::http

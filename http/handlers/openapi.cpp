@@ -46,21 +46,26 @@ std::string openapi_document(const router& r) {
   }
   json::object doc;
   doc["openapi"] = "3.1.0";
-  doc["info"] = json::object{{"title", "carecrm API"}, {"version", "1.0.0"},
+  doc["info"] = json::object{{"title", "carecrm API"},
+                             {"version", "1.0.0"},
                              {"description", "Multi-tenant healthcare CRM"}};
   doc["paths"] = std::move(paths);
   doc["components"] = json::object{
-    {"securitySchemes",
-     json::object{{"bearerAuth", json::object{{"type", "http"}, {"scheme", "bearer"},
-                                              {"bearerFormat", "JWT"}}}}}};
+      {"securitySchemes", json::object{{"bearerAuth", json::object{{"type", "http"},
+                                                                   {"scheme", "bearer"},
+                                                                   {"bearerFormat", "JWT"}}}}}};
   return json::serialize(doc);
 }
 
 void add_openapi_route(router& r, const router& documented) {
   // Built at start-up after every route is added; the document itself is listed too.
   auto doc = std::make_shared<std::string>();
-  r.add({verb::get, "/api/v1/openapi.json", access::open, {},
-         [doc](const exchange_ptr& ex) { ex->json(200, *doc); }, "This OpenAPI document",
+  r.add({verb::get,
+         "/api/v1/openapi.json",
+         access::open,
+         {},
+         [doc](const exchange_ptr& ex) { ex->json(200, *doc); },
+         "This OpenAPI document",
          "operations"});
   *doc = openapi_document(documented);
 }

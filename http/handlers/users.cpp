@@ -42,9 +42,11 @@ std::optional<std::string> read_email(body_reader& body) {
 // Hashes on the hashing pool, then continues there with the encoded hash.
 void with_hash(services& s, const exchange_ptr& ex, std::string password,
                std::function<void(std::string)> next) {
-  bool queued = s.hashing.try_submit(
-    [password = std::move(password), next = std::move(next)] { next(domain::hash_password(password)); });
-  if (!queued) ex->fail(failure::of(errc::service_unavailable, "too many password changes at once"));
+  bool queued = s.hashing.try_submit([password = std::move(password), next = std::move(next)] {
+    next(domain::hash_password(password));
+  });
+  if (!queued)
+    ex->fail(failure::of(errc::service_unavailable, "too many password changes at once"));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -54,10 +56,10 @@ void list(services& s, const exchange_ptr& ex) {
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_users(s.rt, ex->who.tenant_id, *page, *per_page,
                      actors::callback<domain::page<domain::user>>(
-                       [ex](domain::outcome<domain::page<domain::user>> p) {
-                         if (!p) return ex->fail(p.error());
-                         ex->json(200, encode_user_page(*p));
-                       }));
+                         [ex](domain::outcome<domain::page<domain::user>> p) {
+                           if (!p) return ex->fail(p.error());
+                           ex->json(200, encode_user_page(*p));
+                         }));
 }
 
 void create(services& s, const exchange_ptr& ex) {
@@ -102,14 +104,14 @@ void get(services& s, const exchange_ptr& ex) {
 // with an old token is refused.
 void apply_patch(services& s, const exchange_ptr& ex, std::int64_t id, actors::user_patch patch,
                  bool no_content) {
-  actors::update_user(
-    s.rt, ex->who.tenant_id, id, std::move(patch),
-    actors::callback<actors::user_change>([&s, ex, no_content](domain::outcome<actors::user_change> r) {
-      if (!r) return ex->fail(r.error());
-      s.revocations.revoke(r->revoked_sessions, [](bool) {});
-      if (no_content) return ex->no_content();
-      ex->json(200, encode_user(r->user));
-    }));
+  actors::update_user(s.rt, ex->who.tenant_id, id, std::move(patch),
+                      actors::callback<actors::user_change>(
+                          [&s, ex, no_content](domain::outcome<actors::user_change> r) {
+                            if (!r) return ex->fail(r.error());
+                            s.revocations.revoke(r->revoked_sessions, [](bool) {});
+                            if (no_content) return ex->no_content();
+                            ex->json(200, encode_user(r->user));
+                          }));
 }
 
 void update(services& s, const exchange_ptr& ex) {

@@ -15,8 +15,7 @@ std::string hmac_hex(std::string_view key, std::string_view data) {
 
 std::string all_bytes() {
   std::string s;
-  for (int i = 0; i < 256; ++i)
-    s.push_back(static_cast<char>(i));
+  for (int i = 0; i < 256; ++i) s.push_back(static_cast<char>(i));
   return s;
 }
 
@@ -46,8 +45,7 @@ TEST(crypto, hmac_sha256_matches_rfc4231_case_3) {
 
 TEST(crypto, hmac_sha256_matches_rfc4231_case_4) {
   std::string key;
-  for (char c = 1; c <= 25; ++c)
-    key.push_back(c);
+  for (char c = 1; c <= 25; ++c) key.push_back(c);
   EXPECT_EQ(hmac_hex(key, std::string(50, '\xcd')),
             "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
 }
@@ -182,8 +180,7 @@ TEST(crypto, random_token_has_requested_entropy_and_is_url_safe) {
 
 TEST(crypto, random_tokens_do_not_repeat) {
   std::set<std::string> seen;
-  for (int i = 0; i < 1000; ++i)
-    EXPECT_TRUE(seen.insert(random_token()).second);
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(seen.insert(random_token()).second);
 }
 
 TEST(crypto, hash_password_uses_argon2id_and_verifies_the_right_password) {

@@ -48,8 +48,7 @@ std::string hs256_token(const json::object& payload) {
 
 std::optional<jwt_error> error_of(std::string_view token, std::int64_t at = now) {
   const jwt_result r = verify_jwt(token, secret, at);
-  if (r.claims)
-    return std::nullopt;
+  if (r.claims) return std::nullopt;
   return r.error;
 }
 
@@ -136,8 +135,7 @@ TEST(jwt, rejects_every_single_character_change) {
   const std::string token = sign_jwt(sample_claims(), secret);
   for (std::size_t i = 0; i < token.size(); ++i) {
     for (const char replacement : {'A', 'B', '.', '-', '_', '='}) {
-      if (token[i] == replacement)
-        continue;
+      if (token[i] == replacement) continue;
       std::string mutated = token;
       mutated[i] = replacement;
       EXPECT_FALSE(verify_jwt(mutated, secret, now).claims) << i << " -> " << replacement;

@@ -1,0 +1,78 @@
+// Configuration layering: defaults < TOML < environment < flags, and fail-fast errors.
+#include "config/settings.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using crm::config::config_error;
+using crm::config::load;
+
+namespace {
+
+struct temp_toml {
+  explicit temp_toml(const std::string& text) {
+    path = testing::TempDir() + "carecrm-test-" + std::to_string(::getpid()) + ".toml";
+    std::ofstream(path) << text;
+  }
+  ~temp_toml() { std::remove(path.c_str()); }
+  std::string path;
+};
+
+} // namespace
+
+TEST(settings, uses_defaults_without_file_environment_or_flags) {
+  const char* argv[] = {"carecrm", "serve", "--config", "/nonexistent/never.toml"};
+  const char* env[] = {nullptr};
+  EXPECT_THROW(load(4, argv, env), config_error); // an explicit file must exist
+  const char* argv2[] = {"carecrm", "serve"};
+  auto inv = load(2, argv2, env);
+  EXPECT_EQ(inv.values.listen, "127.0.0.1:8080");
+  EXPECT_EQ(inv.values.body_limit, 1024u * 1024u);
+  EXPECT_EQ(inv.words, (std::vector<std::string>{"serve"}));
+}
+
+TEST(settings, layers_toml_then_environment_then_flags) {
+  temp_toml f("[http]\nlisten = \"127.0.0.1:1111\"\nbody_limit = 2048\n"
+              "[redis]\nurl = \"redis://toml:1\"\n[auth]\njwt_secret = \"from-toml\"\n");
+  const char* env[] = {"CARECRM_LISTEN=127.0.0.1:2222", "CARECRM_JWT_SECRET=from-env", nullptr};
+  const char* argv[] = {"carecrm", "--config", f.path.c_str(), "serve", "--listen=127.0.0.1:3333"};
+  auto inv = load(5, argv, env);
+  EXPECT_EQ(inv.values.listen, "127.0.0.1:3333");    // flag beats env and toml
+  EXPECT_EQ(inv.values.jwt_secret, "from-env");      // env beats toml
+  EXPECT_EQ(inv.values.redis_url, "redis://toml:1"); // toml beats default
+  EXPECT_EQ(inv.values.body_limit, 2048u);
+}
+
+TEST(settings, keeps_command_options_apart_from_settings) {
+  const char* argv[] = {"carecrm", "tenant", "create", "--name", "Clinic", "--admin-email=a@b.co"};
+  const char* env[] = {nullptr};
+  auto inv = load(6, argv, env);
+  EXPECT_EQ(inv.words, (std::vector<std::string>{"tenant", "create"}));
+  EXPECT_EQ(inv.options.at("name"), "Clinic");
+  EXPECT_EQ(inv.options.at("admin-email"), "a@b.co");
+}
+
+TEST(settings, rejects_malformed_numbers_naming_the_setting) {
+  const char* argv[] = {"carecrm", "serve"};
+  const char* env[] = {"CARECRM_BODY_LIMIT=lots", nullptr};
+  try {
+    load(2, argv, env);
+    FAIL() << "expected a config_error";
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("body-limit"), std::string::npos);
+  }
+}
+
+TEST(settings, requires_a_long_jwt_secret_unless_dev) {
+  crm::config::settings s;
+  s.jwt_secret = "short";
+  EXPECT_THROW(crm::config::require_serveable(s), config_error);
+  s.jwt_secret = std::string(32, 'x');
+  EXPECT_NO_THROW(crm::config::require_serveable(s));
+  crm::config::settings d;
+  d.dev = true;
+  EXPECT_NO_THROW(crm::config::require_serveable(d));
+  EXPECT_GE(d.jwt_secret.size(), 32u);
+}
