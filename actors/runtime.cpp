@@ -10,6 +10,7 @@ namespace crm::actors {
 const char* child_name(child_kind k) {
   switch (k) {
   case child_kind::users: return "users";
+  case child_kind::contacts: return "contacts";
   case child_kind::count_: break;
   }
   return "unknown";

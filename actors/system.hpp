@@ -40,7 +40,7 @@ using continuation = std::function<void()>;
 
 // The children of a tenant supervisor. Add a kind here and a spawn function in the table of
 // tenant_supervisor.cpp for each new per-tenant aggregate.
-enum class child_kind : std::uint8_t { users, count_ };
+enum class child_kind : std::uint8_t { users, contacts, count_ };
 constexpr std::size_t child_count = static_cast<std::size_t>(child_kind::count_);
 const char* child_name(child_kind k);
 
@@ -100,5 +100,6 @@ caf::actor spawn_tenant_supervisor(caf::actor_system& sys, const tenant_env& env
 
 // Child spawn functions (one per file pair).
 caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
+caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env);
 
 } // namespace crm::actors

@@ -12,6 +12,8 @@ router make_api_router(services& s) {
   add_health_routes(r, s);
   add_auth_routes(r, s);
   add_user_routes(r, s);
+  add_contact_routes(r, s);
+  add_company_routes(r, s);
   add_openapi_route(r, r);
   return r;
 }

@@ -10,6 +10,8 @@ namespace crm::http {
 
 void add_auth_routes(router& r, services& s);
 void add_user_routes(router& r, services& s);
+void add_contact_routes(router& r, services& s);
+void add_company_routes(router& r, services& s);
 void add_health_routes(router& r, services& s);
 void add_openapi_route(router& r, const router& documented);
 

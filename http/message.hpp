@@ -30,12 +30,18 @@ struct request {
   std::optional<std::string_view> query_value(std::string_view name) const;
 };
 
+// A body produced in pieces (exports): each call asks for the next chunk, answered on any
+// thread with the chunk, or with nothing at the end. Sent with chunked transfer encoding.
+using chunk_sink = std::function<void(std::optional<std::string>)>;
+using chunk_source = std::function<void(chunk_sink)>;
+
 struct response {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
-  bool close = false; // close the connection after sending
+  chunk_source stream; // when set, the body comes from it instead of `body`
+  bool close = false;  // close the connection after sending
 };
 
 // Splits "a=1&b=x%20y" into decoded pairs ('+' is a space).

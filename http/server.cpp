@@ -201,6 +201,7 @@ private:
   }
 
   void write(response r) {
+    if (r.stream) return write_stream(std::move(r));
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
     res->version(11);
     res->result(static_cast<unsigned>(r.status));
@@ -216,14 +217,63 @@ private:
     bhttp::async_write(
         stream_, *res,
         [self = shared_from_this(), res, keep, status](beast::error_code ec, std::size_t) {
-          auto elapsed =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - self->started_)
-                  .count();
-          self->ctx_.metrics.record(self->slot_, status, elapsed);
-          --self->ctx_.in_flight;
-          if (ec || !keep) return self->close();
-          self->await_request();
+          self->finish(status, !ec && keep);
         });
+  }
+
+  // Header first, then one HTTP chunk per piece the source yields, then the last chunk.
+  void write_stream(response r) {
+    auto res = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    res->version(11);
+    res->result(static_cast<unsigned>(r.status));
+    if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
+    res->set("X-Request-Id", request_id_);
+    for (auto& [k, v] : r.headers) res->set(k, v);
+    res->chunked(true);
+    res->keep_alive(keep_alive_ && !r.close);
+    auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
+    stream_.expires_after(std::chrono::seconds(30));
+    bhttp::async_write_header(
+      stream_, *sr,
+      [self = shared_from_this(), res, sr, source = std::move(r.stream),
+       status = r.status](beast::error_code ec, std::size_t) mutable {
+        if (ec) return self->finish(status, false);
+        self->next_chunk(std::move(source), status, res->keep_alive());
+      });
+  }
+
+  void next_chunk(chunk_source source, int status, bool keep) {
+    auto self = shared_from_this();
+    source([self, source, status, keep](std::optional<std::string> chunk) mutable {
+      net::post(self->stream_.get_executor(), [self, source = std::move(source), status, keep,
+                                               chunk = std::move(chunk)]() mutable {
+        self->stream_.expires_after(std::chrono::seconds(30));
+        if (!chunk) {
+          net::async_write(self->stream_, bhttp::make_chunk_last(),
+                           [self, status, keep](beast::error_code ec, std::size_t) {
+                             self->finish(status, !ec && keep);
+                           });
+          return;
+        }
+        auto data = std::make_shared<std::string>(std::move(*chunk));
+        if (data->empty()) return self->next_chunk(std::move(source), status, keep);
+        net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
+                         [self, data, source = std::move(source), status,
+                          keep](beast::error_code ec, std::size_t) mutable {
+                           if (ec) return self->finish(status, false);
+                           self->next_chunk(std::move(source), status, keep);
+                         });
+      });
+    });
+  }
+
+  void finish(int status, bool keep) {
+    auto elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    ctx_.metrics.record(slot_, status, elapsed);
+    --ctx_.in_flight;
+    if (!keep) return close();
+    await_request();
   }
 
   void close() {

@@ -707,3 +707,241 @@ class RedisServer:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+# --------------------------------------------------------------------------------------------
+# Contacts, companies and tags (contract §4, §5)
+
+CONTACTS = "/api/v1/contacts"
+COMPANIES = "/api/v1/companies"
+TAGS = "/api/v1/tags"
+NOWHERE_ID = 8_000_000_000_000_000_000  # a valid 64-bit id that no record has
+
+CONTACT_STATUSES = ("active", "inactive", "qualified", "unqualified")
+CONTACT_SOURCES = ("website", "referral", "social", "ads", "api", "import", "manual")
+CONTACT_CREATE_KEYS = {"id", "first_name", "last_name", "email", "phone", "status", "created_at"}
+CONTACT_ITEM_KEYS = {"id", "first_name", "last_name", "email", "phone", "company_id", "status",
+                     "source", "created_at", "updated_at"}
+CONTACT_KEYS = CONTACT_ITEM_KEYS | {"company", "tags", "custom_fields"}
+COMPANY_KEYS = {"id", "name", "domain", "phone", "industry", "address", "custom_fields",
+                "created_at", "updated_at"}
+PAGE_KEYS = {"items", "total", "page", "per_page", "pages"}
+EXPORT_HEADER = ["id", "first_name", "last_name", "email", "phone", "company_id", "status",
+                 "source", "tags", "custom_fields", "created_at", "updated_at"]
+
+
+def contact_url(contact_id) -> str:
+    return f"{CONTACTS}/{contact_id}"
+
+
+def company_url(company_id) -> str:
+    return f"{COMPANIES}/{company_id}"
+
+
+def with_query(path: str, params: Any = None) -> str:
+    """path?urlencoded params (a dict or a list of pairs; list values repeat the parameter)."""
+    if not params:
+        return path
+    return path + "?" + urllib.parse.urlencode(params, doseq=True)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def assert_timestamp(value: Any) -> None:
+    assert isinstance(value, str) and TIMESTAMP_RE.match(value), \
+        f"not an RFC 3339 UTC timestamp with microseconds: {value!r}"
+
+
+def parse_timestamp(value: str):
+    import datetime
+    return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc)
+
+
+def _assert_expected(record: dict, expected: dict) -> None:
+    for key, value in expected.items():
+        assert key in record, f"{key} missing in {record}"
+        assert record[key] == value, f"{key}: want {value!r}, got {record[key]!r} in {record}"
+
+
+def _assert_optional_str(record: dict, *keys: str) -> None:
+    for key in keys:
+        assert record[key] is None or isinstance(record[key], str), f"{key}: {record}"
+
+
+def assert_contact_created(body: Any, **expected) -> None:
+    """The create response: exactly id, first_name, last_name, email, phone, status, created_at."""
+    assert isinstance(body, dict) and set(body) == CONTACT_CREATE_KEYS, \
+        f"create response must have exactly {sorted(CONTACT_CREATE_KEYS)}: {body}"
+    assert is_int(body["id"]), body
+    assert isinstance(body["first_name"], str), body
+    _assert_optional_str(body, "last_name", "email", "phone")
+    assert body["status"] in CONTACT_STATUSES, body
+    assert_timestamp(body["created_at"])
+    _assert_expected(body, expected)
+
+
+def assert_contact_item(item: Any, **expected) -> None:
+    """A list item: exactly id, first_name, last_name, email, phone, company_id, status, source,
+    created_at, updated_at."""
+    assert isinstance(item, dict) and set(item) == CONTACT_ITEM_KEYS, \
+        f"list item must have exactly {sorted(CONTACT_ITEM_KEYS)}: {item}"
+    assert is_int(item["id"]), item
+    assert isinstance(item["first_name"], str), item
+    _assert_optional_str(item, "last_name", "email", "phone")
+    assert item["company_id"] is None or is_int(item["company_id"]), item
+    assert item["status"] in CONTACT_STATUSES, item
+    assert item["source"] is None or item["source"] in CONTACT_SOURCES, item
+    assert_timestamp(item["created_at"])
+    assert_timestamp(item["updated_at"])
+    _assert_expected(item, expected)
+
+
+def assert_contact(body: Any, **expected) -> None:
+    """The single-contact shape (GET by id): the list item plus company, tags, custom_fields."""
+    assert isinstance(body, dict) and set(body) == CONTACT_KEYS, \
+        f"contact must have exactly {sorted(CONTACT_KEYS)}: {body}"
+    assert_contact_item({k: body[k] for k in CONTACT_ITEM_KEYS})
+    company = body["company"]
+    if body["company_id"] is None:
+        assert company is None, f"company without company_id: {body}"
+    else:
+        assert isinstance(company, dict) and set(company) == {"id", "name"}, body
+        assert company["id"] == body["company_id"] and isinstance(company["name"], str), body
+    assert isinstance(body["tags"], list) and all(isinstance(t, str) for t in body["tags"]), body
+    assert isinstance(body["custom_fields"], dict), body
+    _assert_expected(body, expected)
+
+
+def assert_company(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == COMPANY_KEYS, \
+        f"company must have exactly {sorted(COMPANY_KEYS)}: {body}"
+    assert is_int(body["id"]), body
+    assert isinstance(body["name"], str), body
+    _assert_optional_str(body, "domain", "phone", "industry", "address")
+    assert isinstance(body["custom_fields"], dict), body
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    _assert_expected(body, expected)
+
+
+def assert_page(body: Any, total: int | None = None, page: int | None = None,
+                per_page: int | None = None) -> None:
+    assert isinstance(body, dict) and set(body) == PAGE_KEYS, \
+        f"page must have exactly {sorted(PAGE_KEYS)}: {body}"
+    assert isinstance(body["items"], list), body
+    for key in ("total", "page", "per_page", "pages"):
+        assert is_int(body[key]), body
+    assert body["pages"] == math.ceil(body["total"] / body["per_page"]), body
+    for key, value in (("total", total), ("page", page), ("per_page", per_page)):
+        if value is not None:
+            assert body[key] == value, f"{key}: want {value}: {body}"
+
+
+def assert_no_content(resp: Response) -> None:
+    assert resp.status == 204, f"want 204, got {resp.describe()}"
+    assert resp.body == b"", f"204 with a body: {resp.describe()}"
+    assert_common(resp)
+
+
+def assert_validation_locs(resp: Response, *locs: tuple) -> None:
+    """422 reporting exactly these locs (any type)."""
+    got = {tuple(i["loc"]) for i in validation_items(resp)}
+    want = {tuple(loc) for loc in locs}
+    assert got == want, f"want locs {sorted(want)}, got {sorted(got)}: {resp.describe()}"
+
+
+def create_contact(client: Client, token: str, **fields) -> dict:
+    """POST /contacts; returns the create response (201 required)."""
+    fields.setdefault("first_name", "Test")
+    resp = client.post(CONTACTS, fields, token=token)
+    assert resp.status == 201, f"creating contact {fields} failed: {resp.describe()}"
+    return resp.json
+
+
+def get_contact(client: Client, token: str, contact_id: int) -> dict:
+    return assert_json_response(client.get(contact_url(contact_id), token=token), 200)
+
+
+def create_company(client: Client, token: str, **fields) -> dict:
+    fields.setdefault("name", "Company " + secrets.token_hex(3))
+    resp = client.post(COMPANIES, fields, token=token)
+    assert resp.status == 201, f"creating company {fields} failed: {resp.describe()}"
+    return resp.json
+
+
+def get_company(client: Client, token: str, company_id: int) -> dict:
+    return assert_json_response(client.get(company_url(company_id), token=token), 200)
+
+
+def list_page(client: Client, token: str, path: str, params: Any = None) -> dict:
+    return assert_json_response(client.get(with_query(path, params), token=token), 200)
+
+
+def list_all(client: Client, token: str, path: str, params: Any = None) -> list[dict]:
+    """Every item of a paginated list (per_page=100), following `pages`."""
+    base = list(params.items()) if isinstance(params, dict) else list(params or [])
+    items, page = [], 1
+    while True:
+        body = list_page(client, token, path, base + [("page", page), ("per_page", 100)])
+        items.extend(body["items"])
+        if page >= body["pages"]:
+            return items
+        page += 1
+
+
+def list_total(client: Client, token: str, path: str = CONTACTS, params: Any = None) -> int:
+    base = list(params.items()) if isinstance(params, dict) else list(params or [])
+    return list_page(client, token, path, base + [("per_page", 1)])["total"]
+
+
+def tags_of(client: Client, token: str) -> list[dict]:
+    return assert_json_response(client.get(TAGS, token=token), 200)
+
+
+class TenantSession(NamedTuple):
+    """A tenant with a logged-in admin and one logged-in user per extra role."""
+    tenant: Tenant
+    tokens: dict   # role -> access token ("admin" included)
+    users: dict    # role -> user JSON (not for "admin")
+
+    @property
+    def admin(self) -> str:
+        return self.tokens["admin"]
+
+
+def tenant_session(client: Client, env: dict, roles: tuple = ()) -> TenantSession:
+    tenant = create_tenant(env)
+    tokens = {"admin": login(client, tenant.admin_email, tenant.admin_password)["access_token"]}
+    users = {}
+    for role in roles:
+        user, email, password = create_user(client, tokens["admin"], role)
+        users[role] = user
+        tokens[role] = login(client, email, password)["access_token"]
+    return TenantSession(tenant, tokens, users)
+
+
+def run_parallel(fn, args: list, workers: int = 16) -> list:
+    """fn(arg) for every arg on `workers` threads, all released at once; results in arg order."""
+    from concurrent.futures import ThreadPoolExecutor
+    released = threading.Event()
+    barrier = threading.Barrier(min(workers, len(args)) or 1, action=released.set)
+
+    def call(arg):
+        if not released.is_set():  # only the first `workers` calls wait for each other
+            try:
+                barrier.wait(timeout=10)
+            except threading.BrokenBarrierError:
+                pass
+        return fn(arg)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(call, args))
+
+
+def sql_rows(db: "Database", select: str) -> list[dict]:
+    """The rows of `select` as a list of dicts (through json_agg)."""
+    out = db.query(f"SELECT coalesce(json_agg(t), '[]'::json) FROM ({select}) t").strip()
+    return _json.loads(out)

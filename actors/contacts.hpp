@@ -1,0 +1,121 @@
+// Contacts, companies and tags of a tenant (contract §4–§5), owned by the tenant's contacts
+// actor: the only writer, answering reads from memory. Writes are validated against the state
+// as it will be once every write before them has committed, committed in groups (one
+// transaction for the writes that arrive while a commit is in flight), applied to memory after
+// COMMIT, and only then answered.
+#pragma once
+#include "actors/callback.hpp"
+#include "domain/contact.hpp"
+#include "domain/contact_json.hpp"
+#include "domain/contact_store.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crm::actors {
+
+class runtime;
+
+// Fields of a create or an update, already checked for syntax by the HTTP layer. For optional
+// fields the outer optional says "sent", the inner one "not null".
+struct contact_fields {
+  std::optional<std::string> first_name;
+  std::optional<std::optional<std::string>> last_name;
+  std::optional<std::optional<std::string>> email;
+  std::optional<std::optional<std::string>> phone;
+  std::optional<std::optional<std::int64_t>> company_id;
+  std::optional<domain::contact_status> status;
+  std::optional<std::optional<domain::contact_source>> source;
+  std::optional<std::vector<std::string>> tags;
+  // JSON object text. On create: the whole map. On update: merged key by key, null removes.
+  std::optional<std::string> custom_fields;
+};
+
+// A replayable response for Idempotency-Key requests.
+struct idempotency {
+  std::string key;          // empty: none
+  std::string request_hash; // of the method, path and body
+};
+
+struct stored_response {
+  int status = 200;
+  std::string body;
+  std::optional<std::int64_t> id; // for Location
+};
+
+struct contact_view {
+  domain::contact contact;
+  std::optional<domain::company> company;
+};
+
+struct contact_list {
+  std::vector<domain::contact> items;
+  std::int64_t total = 0;
+};
+
+// Contacts.
+void create_contact(runtime& rt, std::int64_t tenant, contact_fields f, idempotency key,
+                    callback<stored_response> reply);
+void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_fields> items,
+                          std::vector<std::vector<domain::issue>> pre_errors, idempotency key,
+                          std::string row_loc, callback<stored_response> reply);
+void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<contact_view> reply);
+void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_fields f,
+                    callback<domain::contact> reply);
+void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply);
+void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
+                   callback<contact_list> reply);
+// Matching contact ids in the query's order (exports fetch them in chunks).
+void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
+                    callback<std::vector<std::int64_t>> reply);
+// The contacts of `ids` that still exist, in that order.
+void fetch_contacts(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> ids,
+                    callback<std::vector<domain::contact>> reply);
+
+// Tags.
+void list_tags(runtime& rt, std::int64_t tenant, callback<std::vector<domain::tag_count>> reply);
+void add_tags(runtime& rt, std::int64_t tenant, std::int64_t id, std::vector<std::string> tags,
+              callback<contact_view> reply);
+void remove_tag(runtime& rt, std::int64_t tenant, std::int64_t id, std::string tag,
+                callback<domain::done> reply);
+void rename_tag(runtime& rt, std::int64_t tenant, std::string from, std::string to,
+                callback<domain::tag_count> reply);
+
+// Companies.
+struct company_fields {
+  std::optional<std::string> name;
+  std::optional<std::optional<std::string>> domain;
+  std::optional<std::optional<std::string>> phone;
+  std::optional<std::optional<std::string>> industry;
+  std::optional<std::optional<std::string>> address;
+  std::optional<std::string> custom_fields; // as for contacts
+};
+
+struct company_query {
+  std::string search; // name or domain, case-insensitive substring
+  std::optional<std::string> industry;
+  std::string sort = "id"; // id, name, domain, industry, created_at, updated_at
+  bool descending = false;
+  std::int64_t offset = 0;
+  std::int64_t limit = 20;
+};
+
+struct company_list {
+  std::vector<domain::company> items;
+  std::int64_t total = 0;
+};
+
+void create_company(runtime& rt, std::int64_t tenant, company_fields f,
+                    callback<domain::company> reply);
+void get_company(runtime& rt, std::int64_t tenant, std::int64_t id,
+                 callback<domain::company> reply);
+void update_company(runtime& rt, std::int64_t tenant, std::int64_t id, company_fields f,
+                    callback<domain::company> reply);
+void delete_company(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply);
+void list_companies(runtime& rt, std::int64_t tenant, company_query q,
+                    callback<company_list> reply);
+
+} // namespace crm::actors

@@ -1,0 +1,1160 @@
+// The contacts actor of one tenant: contacts, companies and tags. State is loaded from Postgres
+// on first use and served from memory. Writes are validated against the projected state (what
+// is committed plus every write ahead of them), staged into the open batch, and committed as
+// one transaction when no other commit is in flight (group commit). Memory changes and replies
+// follow COMMIT; a failed commit answers 503 to its writes and to those staged behind them.
+#include "actors/contacts.hpp"
+
+#include "actors/system.hpp"
+#include "domain/clock.hpp"
+#include "domain/validation.hpp"
+#include "persistence/contact_repo.hpp"
+#include "persistence/pg_pool.hpp"
+
+#include <boost/json.hpp>
+
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+namespace caf {
+template <>
+struct allowed_unsafe_message_type<crm::actors::contact_fields> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::company_fields> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::idempotency> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::company_query> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::vector<crm::actors::contact_fields>> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::vector<std::vector<crm::domain::issue>>>
+  : std::true_type {};
+} // namespace caf
+
+namespace crm::actors {
+namespace {
+
+using domain::errc;
+using domain::failure;
+using domain::issue;
+namespace json = boost::json;
+
+using bulk_atom = caf::atom_constant<caf::atom("bulk")>;
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using match_atom = caf::atom_constant<caf::atom("match")>;
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using tags_atom = caf::atom_constant<caf::atom("tags")>;
+using tag_add_atom = caf::atom_constant<caf::atom("tagadd")>;
+using tag_rm_atom = caf::atom_constant<caf::atom("tagrm")>;
+using tag_mv_atom = caf::atom_constant<caf::atom("tagmv")>;
+using co_new_atom = caf::atom_constant<caf::atom("conew")>;
+using co_get_atom = caf::atom_constant<caf::atom("coget")>;
+using co_put_atom = caf::atom_constant<caf::atom("coput")>;
+using co_del_atom = caf::atom_constant<caf::atom("codel")>;
+using co_list_atom = caf::atom_constant<caf::atom("colist")>;
+
+constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
+constexpr std::size_t max_tags = 50;
+constexpr int id_block = 512;
+constexpr std::size_t max_batch = 2000;
+constexpr std::int64_t idempotency_window = 24LL * 3600 * 1'000'000;
+
+struct batch {
+  std::uint64_t seq = 0;
+  persistence::contact_batch sql;
+  std::unordered_map<std::int64_t, std::size_t> contact_pos; // dedupe upserts by id
+  std::unordered_map<std::int64_t, std::size_t> company_pos;
+  std::vector<continuation> on_commit;
+  std::vector<std::function<void(const failure&)>> on_fail;
+  std::size_t writes = 0;
+};
+
+enum class need : std::uint8_t { read, write, exclusive };
+
+// A request held until the actor can serve it.
+struct held {
+  need n;
+  std::size_t ids = 0;
+  std::size_t company_ids = 0;
+  continuation k;
+  std::function<void(const failure&)> fail;
+};
+
+struct contacts_state {
+  tenant_env env;
+  bool loaded = false;
+  bool loading = false;
+  bool stopping = false;
+
+  // Committed state.
+  domain::contact_store store;
+  std::map<std::int64_t, domain::company> companies;
+  std::unordered_map<std::string, persistence::idempotency_record> keys;
+
+  // Projection of staged and in-flight writes over the committed state.
+  template <class T>
+  struct pending {
+    std::uint64_t seq;
+    std::optional<T> value; // nothing: deleted
+  };
+  std::unordered_map<std::int64_t, pending<domain::contact>> p_contacts;
+  std::unordered_map<std::int64_t, pending<domain::company>> p_companies;
+  std::unordered_map<std::string, std::pair<std::uint64_t, std::int64_t>> p_emails; // 0: released
+  std::unordered_map<std::string, std::pair<std::uint64_t, std::string>> p_keys;
+
+  std::deque<std::int64_t> contact_ids;
+  std::deque<std::int64_t> company_ids;
+  bool reserving = false;
+
+  std::uint64_t next_seq = 1;
+  batch open;
+  std::optional<batch> in_flight;
+  std::deque<held> waiting; // until loaded, until ids arrive, or until idle
+
+  std::int64_t published_mailbox = 0;
+  actor_meter* meter = nullptr;
+  static inline const char* name = "contacts";
+};
+
+using contacts_actor = caf::stateful_actor<contacts_state>;
+
+failure missing_contact() { return failure::of(errc::not_found, "contact not found"); }
+failure missing_company() { return failure::of(errc::not_found, "company not found"); }
+
+template <class T>
+std::function<void(const failure&)> fail_with(callback<T> reply) {
+  return [reply](const failure& f) { reply(f); };
+}
+
+
+// ---- projection ------------------------------------------------------------------------
+
+const domain::contact* projected_contact(contacts_state& st, std::int64_t id) {
+  if (auto it = st.p_contacts.find(id); it != st.p_contacts.end())
+    return it->second.value ? &*it->second.value : nullptr;
+  return st.store.find(id);
+}
+
+const domain::company* projected_company(contacts_state& st, std::int64_t id) {
+  if (auto it = st.p_companies.find(id); it != st.p_companies.end())
+    return it->second.value ? &*it->second.value : nullptr;
+  auto it = st.companies.find(id);
+  return it == st.companies.end() ? nullptr : &it->second;
+}
+
+// The contact that holds `email` once everything staged commits (0: nobody).
+std::int64_t email_owner(contacts_state& st, const std::string& email) {
+  auto key = domain::ascii_lower(email);
+  if (auto it = st.p_emails.find(key); it != st.p_emails.end()) return it->second.second;
+  auto c = st.store.find_by_email(email);
+  return c ? c->id : 0;
+}
+
+// ---- readiness ---------------------------------------------------------------------------
+
+void drain(contacts_actor* self, const failure* error = nullptr);
+void reserve(contacts_actor* self);
+
+void load(contacts_actor* self) {
+  auto& st = self->state;
+  if (st.loading) return;
+  st.loading = true;
+  auto me = caf::actor_cast<caf::actor>(self);
+  st.env.pool->run<persistence::contacts_snapshot>(
+    [tid = st.env.tenant_id](persistence::pg_conn& c) {
+      return persistence::load_contacts(c, tid);
+    },
+    [me, self](domain::outcome<persistence::contacts_snapshot> r) mutable {
+      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                       auto& st = self->state;
+                       st.loading = false;
+                       if (!r) {
+                         drain(self, &r.error());
+                         return;
+                       }
+                       for (auto& co : r->companies) st.companies.emplace(co.id, std::move(co));
+                       for (auto& c : r->contacts) st.store.upsert(std::move(c));
+                       for (auto& k : r->keys) st.keys.emplace(k.key, std::move(k));
+                       st.loaded = true;
+                       drain(self);
+                     }});
+    });
+}
+
+void reserve(contacts_actor* self) {
+  auto& st = self->state;
+  if (st.reserving) return;
+  st.reserving = true;
+  auto me = caf::actor_cast<caf::actor>(self);
+  using ids = std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>;
+  auto want_contacts = st.contact_ids.size() < id_block;
+  auto want_companies = st.company_ids.size() < 16;
+  st.env.pool->run<ids>(
+    [want_contacts, want_companies](persistence::pg_conn& c) {
+      ids out;
+      if (want_contacts) out.first = persistence::reserve_ids(c, persistence::id_kind::contact, id_block * 2);
+      if (want_companies) out.second = persistence::reserve_ids(c, persistence::id_kind::company, 64);
+      return out;
+    },
+    [me, self](domain::outcome<ids> r) mutable {
+      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                       auto& st = self->state;
+                       st.reserving = false;
+                       if (!r) {
+                         drain(self, &r.error());
+                         return;
+                       }
+                       for (auto id : r->first) st.contact_ids.push_back(id);
+                       for (auto id : r->second) st.company_ids.push_back(id);
+                       drain(self);
+                     }});
+    });
+}
+
+bool idle_pipeline(const contacts_state& st) { return !st.in_flight && st.open.writes == 0; }
+
+bool ready(const contacts_state& st, const held& h) {
+  if (!st.loaded) return false;
+  if (st.contact_ids.size() < h.ids || st.company_ids.size() < h.company_ids) return false;
+  if (h.n == need::exclusive && !idle_pipeline(st)) return false;
+  return true;
+}
+
+// Runs `k` now if the state allows (loaded; enough reserved ids; for exclusive operations
+// nothing staged or committing) and nothing is held before it, else holds it in order.
+void when_ready(contacts_actor* self, need n, std::function<void(const failure&)> fail,
+                continuation k, std::size_t ids = 0, std::size_t company_ids = 0) {
+  auto& st = self->state;
+  held h{n, ids, company_ids, std::move(k), std::move(fail)};
+  if (st.waiting.empty() && ready(st, h)) {
+    h.k();
+    return;
+  }
+  st.waiting.push_back(std::move(h));
+  if (!st.loaded) load(self);
+  else if (st.contact_ids.size() < ids || st.company_ids.size() < company_ids) reserve(self);
+}
+
+// Runs what is held, in order, up to the first that still cannot run. With `error`, what
+// cannot run is answered with it instead (a load or an id reservation failed).
+void drain(contacts_actor* self, const failure* error) {
+  auto& st = self->state;
+  while (!st.waiting.empty()) {
+    auto& h = st.waiting.front();
+    if (ready(st, h)) {
+      auto k = std::move(h.k);
+      st.waiting.pop_front();
+      k();
+    } else if (error) {
+      auto f = std::move(h.fail);
+      st.waiting.pop_front();
+      f(*error);
+    } else {
+      if (st.loaded && (st.contact_ids.size() < h.ids || st.company_ids.size() < h.company_ids))
+        reserve(self);
+      break;
+    }
+  }
+  if (st.stopping && idle_pipeline(st) && st.waiting.empty()) self->quit();
+}
+
+// An id this tenant does not hold: 403 when another tenant does, else 404.
+template <class T>
+void reply_missing(contacts_actor* self, persistence::record_kind kind, std::int64_t id,
+                   callback<T> reply) {
+  self->state.env.pool->run<std::optional<std::int64_t>>(
+    [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
+    [reply, kind](domain::outcome<std::optional<std::int64_t>> r) {
+      if (!r) reply(r.error());
+      else if (*r)
+        reply(failure::of(errc::insufficient_permissions,
+                          "the record belongs to another tenant"));
+      else reply(kind == persistence::record_kind::contact ? missing_contact() : missing_company());
+    });
+}
+
+// ---- staging and group commit -----------------------------------------------------------
+
+void flush(contacts_actor* self);
+
+void stage_contact(contacts_state& st, const domain::contact* before, domain::contact after) {
+  auto seq = st.open.seq;
+  auto old_email = before && before->email ? domain::ascii_lower(*before->email) : std::string();
+  auto new_email = after.email ? domain::ascii_lower(*after.email) : std::string();
+  if (old_email != new_email) {
+    if (!old_email.empty()) st.p_emails[old_email] = {seq, 0};
+  }
+  if (!new_email.empty()) st.p_emails[new_email] = {seq, after.id};
+  auto& b = st.open.sql;
+  if (auto it = st.open.contact_pos.find(after.id); it != st.open.contact_pos.end()) {
+    b.contact_upserts[it->second] = after;
+  } else {
+    st.open.contact_pos[after.id] = b.contact_upserts.size();
+    b.contact_upserts.push_back(after);
+  }
+  st.p_contacts[after.id] = {seq, std::move(after)};
+}
+
+void stage_contact_delete(contacts_state& st, const domain::contact& before) {
+  auto seq = st.open.seq;
+  if (before.email) st.p_emails[domain::ascii_lower(*before.email)] = {seq, 0};
+  st.open.sql.contact_deletes.push_back(before.id);
+  st.p_contacts[before.id] = {seq, std::nullopt};
+}
+
+void stage_company(contacts_state& st, domain::company after) {
+  auto& b = st.open.sql;
+  if (auto it = st.open.company_pos.find(after.id); it != st.open.company_pos.end()) {
+    b.company_upserts[it->second] = after;
+  } else {
+    st.open.company_pos[after.id] = b.company_upserts.size();
+    b.company_upserts.push_back(after);
+  }
+  st.p_companies[after.id] = {st.open.seq, std::move(after)};
+}
+
+void event(contacts_state& st, std::string name, json::object payload) {
+  payload["tenant_id"] = st.env.tenant_id;
+  st.open.sql.events.push_back({std::move(name), json::serialize(payload)});
+}
+
+json::object contact_event(const domain::contact& c) {
+  json::error_code ec;
+  auto v = json::parse(domain::encode_contact_full(c, nullptr), ec);
+  json::object o;
+  o["contact_id"] = c.id;
+  o["contact"] = ec ? json::value(nullptr) : std::move(v);
+  return o;
+}
+
+// Registers one write of the open batch: `applied` runs after COMMIT (apply + reply),
+// `failed` if the transaction fails. Starts a commit when none is in flight.
+void stage_write(contacts_actor* self, continuation applied,
+                 std::function<void(const failure&)> failed) {
+  auto& st = self->state;
+  st.open.on_commit.push_back(std::move(applied));
+  st.open.on_fail.push_back(std::move(failed));
+  ++st.open.writes;
+  if (!st.in_flight || st.open.writes >= max_batch) flush(self);
+}
+
+template <class Map>
+void forget_committed(Map& m, std::uint64_t seq) {
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->second.first == seq) it = m.erase(it);
+    else ++it;
+  }
+}
+
+void apply_committed(contacts_state& st, const batch& b) {
+  for (auto& co : b.sql.company_upserts) st.companies[co.id] = co;
+  for (auto& c : b.sql.contact_upserts) st.store.upsert(c);
+  for (auto id : b.sql.contact_deletes) st.store.erase(id);
+  for (auto id : b.sql.company_deletes) st.companies.erase(id);
+  for (auto& k : b.sql.keys) st.keys[k.key] = k;
+  // Projection entries written by this batch and not overwritten since are now committed.
+  for (auto it = st.p_contacts.begin(); it != st.p_contacts.end();)
+    it = it->second.seq == b.seq ? st.p_contacts.erase(it) : std::next(it);
+  for (auto it = st.p_companies.begin(); it != st.p_companies.end();)
+    it = it->second.seq == b.seq ? st.p_companies.erase(it) : std::next(it);
+  forget_committed(st.p_emails, b.seq);
+  forget_committed(st.p_keys, b.seq);
+}
+
+void flush(contacts_actor* self) {
+  auto& st = self->state;
+  if (st.in_flight || st.open.writes == 0) return;
+  st.in_flight.emplace(std::move(st.open));
+  st.in_flight->sql.tenant_id = st.env.tenant_id;
+  st.open = batch{};
+  st.open.seq = st.next_seq++;
+  auto me = caf::actor_cast<caf::actor>(self);
+  st.env.pool->run<domain::done>(
+    [sql = st.in_flight->sql](persistence::pg_conn& c) {
+      persistence::commit_batch(c, sql);
+      return domain::done{};
+    },
+    [me, self](domain::outcome<domain::done> r) mutable {
+      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                       auto& st = self->state;
+                       auto done = std::move(*st.in_flight);
+                       st.in_flight.reset();
+                       if (r) {
+                         apply_committed(st, done);
+                         for (auto& k : done.on_commit) k();
+                       } else {
+                         // Writes staged behind it were validated against its changes.
+                         auto behind = std::move(st.open);
+                         st.open = batch{};
+                         st.open.seq = st.next_seq++;
+                         st.p_contacts.clear();
+                         st.p_companies.clear();
+                         st.p_emails.clear();
+                         st.p_keys.clear();
+                         for (auto& f : done.on_fail) f(r.error());
+                         for (auto& f : behind.on_fail) f(r.error());
+                       }
+                       flush(self);
+                       drain(self);
+                     }});
+    });
+}
+
+
+// ---- field rules that need the state ----------------------------------------------------
+
+std::int64_t next_timestamp(std::int64_t previous) {
+  return std::max(domain::now_micros(), previous + 1);
+}
+
+// Merges a JSON patch object into a JSON object text (a null value removes the key).
+std::optional<std::string> merge_custom_fields(const std::string& current, const std::string& patch,
+                                               bool replace) {
+  json::error_code ec;
+  auto p = json::parse(patch, ec);
+  if (ec || !p.is_object()) return std::nullopt;
+  json::object out;
+  if (!replace) {
+    auto cur = json::parse(current, ec);
+    if (!ec && cur.is_object()) out = std::move(cur.as_object());
+  }
+  for (auto& kv : p.as_object()) {
+    if (kv.value().is_null()) out.erase(kv.key());
+    else out[kv.key()] = kv.value();
+  }
+  return json::serialize(out);
+}
+
+// Adds `extra` to `tags`, skipping case-insensitive duplicates; returns the ones added.
+std::vector<std::string> add_unique(std::vector<std::string>& tags,
+                                    const std::vector<std::string>& extra) {
+  std::vector<std::string> added;
+  for (auto& t : extra) {
+    auto lt = domain::ascii_lower(t);
+    bool present = false;
+    for (auto& e : tags) present = present || domain::ascii_lower(e) == lt;
+    if (!present) {
+      tags.push_back(t);
+      added.push_back(t);
+    }
+  }
+  return added;
+}
+
+// Applies `f` to `c` (a copy of the projected contact, or a new one). Collects issues with
+// `loc_prefix` + field; returns errc::duplicate_email as a failure separately.
+struct apply_result {
+  std::vector<issue> issues;
+  bool duplicate_email = false;
+  std::vector<std::string> tags_added;
+  std::optional<domain::contact_status> old_status;
+};
+
+apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_fields& f,
+                          bool creating, const std::vector<domain::loc_part>& loc_prefix) {
+  apply_result out;
+  auto loc = [&](const char* field) {
+    auto l = loc_prefix;
+    l.emplace_back(std::string(field));
+    return l;
+  };
+  if (f.first_name) c.first_name = *f.first_name;
+  if (f.last_name) c.last_name = *f.last_name;
+  if (f.phone) c.phone = *f.phone;
+  if (f.email) {
+    c.email = *f.email;
+    if (c.email) {
+      auto owner = email_owner(st, *c.email);
+      if (owner != 0 && owner != c.id) out.duplicate_email = true;
+    }
+  }
+  if (f.company_id) {
+    c.company_id = *f.company_id;
+    if (c.company_id && !projected_company(st, *c.company_id))
+      out.issues.push_back({loc("company_id"), "company not found in this tenant", "value_error"});
+  }
+  if (f.status) {
+    if (c.status != *f.status) out.old_status = c.status;
+    c.status = *f.status;
+  }
+  if (f.source) c.source = *f.source;
+  if (f.tags) {
+    std::vector<std::string> before = creating ? std::vector<std::string>{} : c.tags;
+    c.tags.clear();
+    add_unique(c.tags, *f.tags);
+    std::vector<std::string> probe = before;
+    out.tags_added = add_unique(probe, c.tags);
+    if (c.tags.size() > max_tags)
+      out.issues.push_back({loc("tags"), "at most 50 tags", "value_error"});
+  }
+  if (f.custom_fields) {
+    auto merged = merge_custom_fields(c.custom_fields, *f.custom_fields, creating);
+    if (!merged) {
+      out.issues.push_back({loc("custom_fields"), "Input should be a valid dictionary",
+                            "value_error"});
+    } else if (merged->size() > max_custom_fields_bytes) {
+      out.issues.push_back({loc("custom_fields"), "custom fields exceed 16 KiB", "value_error"});
+    } else {
+      c.custom_fields = std::move(*merged);
+    }
+  }
+  return out;
+}
+
+failure duplicate_email_failure() {
+  return failure::of(errc::duplicate_email, "a contact with this e-mail already exists");
+}
+
+// Stages the events of one contact change.
+void contact_events(contacts_state& st, const domain::contact& c, const apply_result& r,
+                    bool created, const std::vector<std::string>& fields) {
+  if (created) {
+    event(st, "contact.created", contact_event(c));
+  } else {
+    auto p = contact_event(c);
+    json::array changed;
+    for (auto& f : fields) changed.emplace_back(f);
+    p["changed"] = std::move(changed);
+    event(st, "contact.updated", std::move(p));
+  }
+  if (r.old_status && !created) {
+    json::object p{{"contact_id", c.id},
+                   {"from", domain::to_string(*r.old_status)},
+                   {"to", domain::to_string(c.status)}};
+    event(st, "contact.status_changed", std::move(p));
+  }
+  for (auto& t : r.tags_added) event(st, "contact.tag_added", {{"contact_id", c.id}, {"tag", t}});
+}
+
+std::vector<std::string> fields_sent(const contact_fields& f) {
+  std::vector<std::string> out;
+  if (f.first_name) out.emplace_back("first_name");
+  if (f.last_name) out.emplace_back("last_name");
+  if (f.email) out.emplace_back("email");
+  if (f.phone) out.emplace_back("phone");
+  if (f.company_id) out.emplace_back("company_id");
+  if (f.status) out.emplace_back("status");
+  if (f.source) out.emplace_back("source");
+  if (f.tags) out.emplace_back("tags");
+  if (f.custom_fields) out.emplace_back("custom_fields");
+  return out;
+}
+
+// ---- idempotency ----------------------------------------------------------------------
+
+enum class key_state : std::uint8_t { fresh, replay, pending, conflict };
+
+key_state check_key(contacts_state& st, const idempotency& key,
+                    persistence::idempotency_record** stored) {
+  if (key.key.empty()) return key_state::fresh;
+  if (auto it = st.p_keys.find(key.key); it != st.p_keys.end())
+    return it->second.second == key.request_hash ? key_state::pending : key_state::conflict;
+  auto it = st.keys.find(key.key);
+  if (it == st.keys.end() || it->second.created_at < domain::now_micros() - idempotency_window)
+    return key_state::fresh;
+  if (it->second.request_hash != key.request_hash) return key_state::conflict;
+  *stored = &it->second;
+  return key_state::replay;
+}
+
+// Handles a key already known; true if the request is answered (or will be).
+bool answer_known_key(contacts_actor* self, const idempotency& key,
+                      const callback<stored_response>& reply) {
+  auto& st = self->state;
+  persistence::idempotency_record* stored = nullptr;
+  switch (check_key(st, key, &stored)) {
+    case key_state::fresh: return false;
+    case key_state::conflict:
+      reply(failure::of(errc::conflict,
+                        "this Idempotency-Key was used with a different request"));
+      return true;
+    case key_state::replay: reply(stored_response{stored->status, stored->response, std::nullopt}); return true;
+    case key_state::pending: {
+      // The first request with this key is committing: answer as it is answered.
+      auto answer = [self, key = key.key, reply] {
+        auto& keys = self->state.keys;
+        if (auto it = keys.find(key); it != keys.end())
+          reply(stored_response{it->second.status, it->second.response, std::nullopt});
+        else reply(failure::of(errc::service_unavailable, "retry"));
+      };
+      auto& b = st.p_keys[key.key].first == st.open.seq ? st.open : *st.in_flight;
+      b.on_commit.push_back(answer);
+      b.on_fail.push_back(fail_with(reply));
+      return true;
+    }
+  }
+  return false;
+}
+
+void stage_key(contacts_state& st, const idempotency& key, int status, const std::string& body) {
+  if (key.key.empty()) return;
+  st.open.sql.keys.push_back({key.key, key.request_hash, status, body, domain::now_micros()});
+  st.p_keys[key.key] = {st.open.seq, key.request_hash};
+}
+
+// ---- handlers ---------------------------------------------------------------------------
+
+void do_create(contacts_actor* self, contact_fields f, idempotency key,
+               callback<stored_response> reply) {
+  auto& st = self->state;
+  if (answer_known_key(self, key, reply)) return;
+  domain::contact c;
+  c.id = st.contact_ids.front();
+  c.tenant_id = st.env.tenant_id;
+  auto r = apply_fields(st, c, f, true, {"body"});
+  if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
+  if (r.duplicate_email) return reply(duplicate_email_failure());
+  st.contact_ids.pop_front();
+  c.created_at = c.updated_at = domain::now_micros();
+  auto body = domain::encode_contact_created(c);
+  stage_contact(st, nullptr, c);
+  contact_events(st, c, r, true, {});
+  stage_key(st, key, 201, body);
+  stage_write(
+    self, [reply, body, id = c.id] { reply(stored_response{201, body, id}); }, fail_with(reply));
+}
+
+void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
+             std::vector<std::vector<issue>> pre_errors, idempotency key, std::string row_loc,
+             callback<stored_response> reply) {
+  auto& st = self->state;
+  if (answer_known_key(self, key, reply)) return;
+  std::vector<domain::bulk_item> results(items.size());
+  auto now = domain::now_micros();
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i < pre_errors.size() && !pre_errors[i].empty()) {
+      results[i].errors = std::move(pre_errors[i]);
+      continue;
+    }
+    std::vector<domain::loc_part> prefix{std::string("body"), row_loc,
+                                         static_cast<std::int64_t>(i)};
+    domain::contact c;
+    c.id = st.contact_ids.front();
+    c.tenant_id = st.env.tenant_id;
+    auto r = apply_fields(st, c, items[i], true, prefix);
+    if (r.duplicate_email) {
+      auto l = prefix;
+      l.emplace_back(std::string("email"));
+      r.issues.push_back({l, "a contact with this e-mail already exists", "duplicate_email"});
+    }
+    if (!r.issues.empty()) {
+      results[i].errors = std::move(r.issues);
+      continue;
+    }
+    st.contact_ids.pop_front();
+    c.created_at = c.updated_at = now;
+    results[i].id = c.id;
+    stage_contact(st, nullptr, c);
+    contact_events(st, c, r, true, {});
+  }
+  auto body = domain::encode_bulk_results(results);
+  stage_key(st, key, 200, body);
+  stage_write(
+    self, [reply, body] { reply(stored_response{200, body, std::nullopt}); }, fail_with(reply));
+}
+
+void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
+               callback<domain::contact> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact()); // deleted, not yet committed
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  auto c = before;
+  auto r = apply_fields(st, c, f, false, {"body"});
+  if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
+  if (r.duplicate_email) return reply(duplicate_email_failure());
+  c.updated_at = next_timestamp(before.updated_at);
+  stage_contact(st, &before, c);
+  contact_events(st, c, r, false, fields_sent(f));
+  stage_write(self, [reply, c] { reply(c); }, fail_with(reply));
+}
+
+void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  stage_contact_delete(st, before);
+  event(st, "contact.deleted", contact_event(before));
+  stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+}
+
+std::optional<domain::company> committed_company(contacts_state& st,
+                                                 const std::optional<std::int64_t>& id) {
+  if (!id) return std::nullopt;
+  auto it = st.companies.find(*id);
+  if (it == st.companies.end()) return std::nullopt;
+  return it->second;
+}
+
+void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string> tags,
+                 callback<contact_view> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  auto c = before;
+  apply_result r;
+  r.tags_added = add_unique(c.tags, tags);
+  if (c.tags.size() > max_tags)
+    return reply(failure::invalid({{{"body", "tags"}, "at most 50 tags", "value_error"}}));
+  if (r.tags_added.empty()) {
+    // Nothing changes: answer with the contact as it will be once staged writes commit.
+    stage_write(self, [self, reply, id] {
+      auto& s = self->state;
+      auto now = s.store.find(id);
+      if (!now) return reply(missing_contact());
+      reply(contact_view{*now, committed_company(s, now->company_id)});
+    }, fail_with(reply));
+    return;
+  }
+  c.updated_at = next_timestamp(before.updated_at);
+  stage_contact(st, &before, c);
+  contact_events(st, c, r, false, {"tags"});
+  stage_write(self, [self, reply, c] {
+    reply(contact_view{c, committed_company(self->state, c.company_id)});
+  }, fail_with(reply));
+}
+
+void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag,
+                   callback<domain::done> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  auto c = before;
+  auto lt = domain::ascii_lower(tag);
+  auto it = std::find_if(c.tags.begin(), c.tags.end(),
+                         [&](const std::string& t) { return domain::ascii_lower(t) == lt; });
+  if (it == c.tags.end()) return reply(failure::of(errc::not_found, "the contact has no such tag"));
+  c.tags.erase(it);
+  c.updated_at = next_timestamp(before.updated_at);
+  stage_contact(st, &before, c);
+  contact_events(st, c, apply_result{}, false, {"tags"});
+  stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+}
+
+// Exclusive (runs with nothing staged or in flight), so the committed store is the whole truth.
+void do_rename_tag(contacts_actor* self, const std::string& from, const std::string& to,
+                   callback<domain::tag_count> reply) {
+  auto& st = self->state;
+  auto ids = st.store.with_tag(from);
+  if (ids.empty()) return reply(failure::of(errc::not_found, "no contact has this tag"));
+  auto lfrom = domain::ascii_lower(from);
+  auto lto = domain::ascii_lower(to);
+  auto now = domain::now_micros();
+  for (auto id : ids) {
+    auto before = *st.store.find(id);
+    auto c = before;
+    std::vector<std::string> next;
+    for (auto& t : c.tags) {
+      auto lt = domain::ascii_lower(t);
+      std::vector<std::string> one{lt == lfrom || lt == lto ? to : t};
+      add_unique(next, one);
+    }
+    c.tags = std::move(next);
+    c.updated_at = std::max(now, before.updated_at + 1);
+    stage_contact(st, &before, c);
+    contact_events(st, c, apply_result{}, false, {"tags"});
+  }
+  stage_write(self, [self, reply, lto] {
+    for (auto& t : self->state.store.tags())
+      if (domain::ascii_lower(t.name) == lto) return reply(t);
+    reply(domain::tag_count{});
+  }, fail_with(reply));
+}
+
+// ---- companies -------------------------------------------------------------------------
+
+std::vector<issue> apply_company_fields(domain::company& c, const company_fields& f, bool creating) {
+  std::vector<issue> out;
+  if (f.name) c.name = *f.name;
+  if (f.domain) c.domain = *f.domain;
+  if (f.phone) c.phone = *f.phone;
+  if (f.industry) c.industry = *f.industry;
+  if (f.address) c.address = *f.address;
+  if (f.custom_fields) {
+    auto merged = merge_custom_fields(c.custom_fields, *f.custom_fields, creating);
+    if (!merged)
+      out.push_back({{"body", "custom_fields"}, "Input should be a valid dictionary", "value_error"});
+    else if (merged->size() > max_custom_fields_bytes)
+      out.push_back({{"body", "custom_fields"}, "custom fields exceed 16 KiB", "value_error"});
+    else c.custom_fields = std::move(*merged);
+  }
+  return out;
+}
+
+void do_create_company(contacts_actor* self, company_fields f, callback<domain::company> reply) {
+  auto& st = self->state;
+  domain::company c;
+  c.id = st.company_ids.front();
+  c.tenant_id = st.env.tenant_id;
+  auto issues = apply_company_fields(c, f, true);
+  if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+  st.company_ids.pop_front();
+  c.created_at = c.updated_at = domain::now_micros();
+  stage_company(st, c);
+  stage_write(self, [reply, c] { reply(c); }, fail_with(reply));
+}
+
+void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
+                       callback<domain::company> reply) {
+  auto& st = self->state;
+  auto cur = projected_company(st, id);
+  if (!cur) {
+    if (st.p_companies.count(id)) return reply(missing_company());
+    return reply_missing(self, persistence::record_kind::company, id, reply);
+  }
+  auto c = *cur;
+  auto issues = apply_company_fields(c, f, false);
+  if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+  c.updated_at = next_timestamp(cur->updated_at);
+  stage_company(st, c);
+  stage_write(self, [reply, c] { reply(c); }, fail_with(reply));
+}
+
+// Exclusive: its contacts lose their company_id in the same transaction.
+void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::done> reply) {
+  auto& st = self->state;
+  auto it = st.companies.find(id);
+  if (it == st.companies.end())
+    return reply_missing(self, persistence::record_kind::company, id, reply);
+  auto now = domain::now_micros();
+  for (auto cid : st.store.of_company(id)) {
+    auto before = *st.store.find(cid);
+    auto c = before;
+    c.company_id = std::nullopt;
+    c.updated_at = std::max(now, before.updated_at + 1);
+    stage_contact(st, &before, c);
+    contact_events(st, c, apply_result{}, false, {"company_id"});
+  }
+  st.open.sql.company_deletes.push_back(id);
+  st.p_companies[id] = {st.open.seq, std::nullopt};
+  stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+}
+
+company_list list_companies_of(contacts_state& st, const company_query& q) {
+  auto lq = domain::ascii_lower(q.search);
+  std::vector<const domain::company*> hits;
+  for (auto& [id, c] : st.companies) {
+    if (q.industry && c.industry != q.industry) continue;
+    if (!lq.empty()) {
+      bool m = domain::ascii_lower(c.name).find(lq) != std::string::npos ||
+               (c.domain && domain::ascii_lower(*c.domain).find(lq) != std::string::npos);
+      if (!m) continue;
+    }
+    hits.push_back(&c);
+  }
+  auto key = [&](const domain::company* c) -> std::optional<std::string> {
+    if (q.sort == "name") return domain::ascii_lower(c->name);
+    if (q.sort == "domain") return c->domain ? std::optional(domain::ascii_lower(*c->domain)) : std::nullopt;
+    if (q.sort == "industry")
+      return c->industry ? std::optional(domain::ascii_lower(*c->industry)) : std::nullopt;
+    return std::nullopt;
+  };
+  auto num = [&](const domain::company* c) {
+    if (q.sort == "created_at") return c->created_at;
+    if (q.sort == "updated_at") return c->updated_at;
+    return c->id;
+  };
+  bool text = q.sort == "name" || q.sort == "domain" || q.sort == "industry";
+  std::stable_sort(hits.begin(), hits.end(), [&](auto* a, auto* b) {
+    int cmp = 0;
+    if (text) {
+      auto ka = key(a), kb = key(b);
+      if (ka && kb) cmp = ka->compare(*kb);
+      else if (ka != kb) cmp = ka ? -1 : 1; // absent last (ascending)
+      if (q.descending) cmp = -cmp;
+    } else {
+      auto na = num(a), nb = num(b);
+      cmp = na < nb ? -1 : na > nb ? 1 : 0;
+      if (q.descending) cmp = -cmp;
+    }
+    if (cmp != 0) return cmp < 0;
+    return a->id < b->id;
+  });
+  company_list out;
+  out.total = static_cast<std::int64_t>(hits.size());
+  for (auto i = q.offset; i < out.total && static_cast<std::int64_t>(out.items.size()) < q.limit; ++i)
+    out.items.push_back(*hits[static_cast<std::size_t>(i)]);
+  return out;
+}
+
+// ---- behaviour -------------------------------------------------------------------------
+
+caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
+  auto& st0 = self->state;
+  st0.env = env;
+  st0.open.seq = st0.next_seq++;
+  st0.meter = &meter("contacts");
+  st0.meter->instances++;
+  auto slot = &env.stats->mailbox[static_cast<std::size_t>(child_kind::contacts)];
+  self->attach_functor([m = st0.meter, stats = env.stats](const caf::error&) {
+    m->instances--;
+    m->mailbox.fetch_sub(
+      stats->mailbox[static_cast<std::size_t>(child_kind::contacts)].exchange(0));
+  });
+  auto measure = [self, slot] {
+    return metered(*self->state.meter, self, self->state.published_mailbox, slot);
+  };
+  return {
+    [self, measure](resume_atom, continuation& k) {
+      auto _ = measure();
+      k();
+    },
+    [self, measure](create_atom, contact_fields& f, idempotency& key,
+                    callback<stored_response>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, f = std::move(f), key = std::move(key), reply]() mutable {
+        do_create(self, std::move(f), std::move(key), reply);
+      }, 1);
+    },
+    [self, measure](bulk_atom, std::vector<contact_fields>& items,
+                    std::vector<std::vector<issue>>& pre, idempotency& key, std::string& row_loc,
+                    callback<stored_response>& reply) {
+      auto _ = measure();
+      auto n = items.size();
+      when_ready(self, need::write, fail_with(reply),
+                 [self, items = std::move(items), pre = std::move(pre), key = std::move(key),
+                  row_loc = std::move(row_loc), reply]() mutable {
+                   do_bulk(self, std::move(items), std::move(pre), std::move(key),
+                           std::move(row_loc), reply);
+                 },
+                 n);
+    },
+    [self, measure](get_atom, std::int64_t id, callback<contact_view>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, id, reply] {
+        auto& st = self->state;
+        auto c = st.store.find(id);
+        if (!c) return reply_missing(self, persistence::record_kind::contact, id, reply);
+        reply(contact_view{*c, committed_company(st, c->company_id)});
+      });
+    },
+    [self, measure](update_atom, std::int64_t id, contact_fields& f,
+                    callback<domain::contact>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, id, f = std::move(f), reply]() mutable {
+        do_update(self, id, std::move(f), reply);
+      });
+    },
+    [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, id, reply] {
+        do_delete(self, id, reply);
+      });
+    },
+    [self, measure](list_atom, domain::contact_query& q, callback<contact_list>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
+        auto page = self->state.store.list(q);
+        contact_list out;
+        out.total = page.total;
+        out.items.reserve(page.items.size());
+        for (auto* c : page.items) out.items.push_back(*c);
+        reply(std::move(out));
+      });
+    },
+    [self, measure](match_atom, domain::contact_query& q,
+                    callback<std::vector<std::int64_t>>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
+        std::vector<std::int64_t> ids;
+        self->state.store.for_each(q, [&](const domain::contact& c) { ids.push_back(c.id); });
+        reply(std::move(ids));
+      });
+    },
+    [self, measure](fetch_atom, std::vector<std::int64_t>& ids,
+                    callback<std::vector<domain::contact>>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, ids = std::move(ids), reply] {
+        std::vector<domain::contact> out;
+        out.reserve(ids.size());
+        for (auto id : ids)
+          if (auto c = self->state.store.find(id)) out.push_back(*c);
+        reply(std::move(out));
+      });
+    },
+    [self, measure](tags_atom, callback<std::vector<domain::tag_count>>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, reply] {
+        reply(self->state.store.tags());
+      });
+    },
+    [self, measure](tag_add_atom, std::int64_t id, std::vector<std::string>& tags,
+                    callback<contact_view>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, id, tags = std::move(tags), reply]() mutable {
+        do_add_tags(self, id, std::move(tags), reply);
+      });
+    },
+    [self, measure](tag_rm_atom, std::int64_t id, std::string& tag, callback<domain::done>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, id, tag = std::move(tag), reply] {
+        do_remove_tag(self, id, tag, reply);
+      });
+    },
+    [self, measure](tag_mv_atom, std::string& from, std::string& to,
+                    callback<domain::tag_count>& reply) {
+      auto _ = measure();
+      when_ready(self, need::exclusive, fail_with(reply), [self, from = std::move(from), to = std::move(to), reply] {
+        do_rename_tag(self, from, to, reply);
+      });
+    },
+    [self, measure](co_new_atom, company_fields& f, callback<domain::company>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, f = std::move(f), reply]() mutable {
+        do_create_company(self, std::move(f), reply);
+      }, 0, 1);
+    },
+    [self, measure](co_get_atom, std::int64_t id, callback<domain::company>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, id, reply] {
+        auto& st = self->state;
+        auto it = st.companies.find(id);
+        if (it == st.companies.end())
+          return reply_missing(self, persistence::record_kind::company, id, reply);
+        reply(it->second);
+      });
+    },
+    [self, measure](co_put_atom, std::int64_t id, company_fields& f,
+                    callback<domain::company>& reply) {
+      auto _ = measure();
+      when_ready(self, need::write, fail_with(reply), [self, id, f = std::move(f), reply]() mutable {
+        do_update_company(self, id, std::move(f), reply);
+      });
+    },
+    [self, measure](co_del_atom, std::int64_t id, callback<domain::done>& reply) {
+      auto _ = measure();
+      when_ready(self, need::exclusive, fail_with(reply), [self, id, reply] {
+        do_delete_company(self, id, reply);
+      });
+    },
+    [self, measure](co_list_atom, company_query& q, callback<company_list>& reply) {
+      auto _ = measure();
+      when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
+        reply(list_companies_of(self->state, q));
+      });
+    },
+    [self](stop_atom) {
+      auto& st = self->state;
+      st.stopping = true;
+      if (idle_pipeline(st) && st.waiting.empty()) self->quit();
+    },
+  };
+}
+
+void send(runtime& rt, std::int64_t tenant, caf::message m) {
+  rt.internals().route(tenant, child_kind::contacts, std::move(m));
+}
+
+} // namespace
+
+caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env) {
+  return parent->spawn<caf::monitored + caf::linked>(contacts_behavior, env);
+}
+
+void create_contact(runtime& rt, std::int64_t tenant, contact_fields f, idempotency key,
+                    callback<stored_response> reply) {
+  send(rt, tenant, caf::make_message(create_atom::value, std::move(f), std::move(key), std::move(reply)));
+}
+
+void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_fields> items,
+                          std::vector<std::vector<issue>> pre_errors, idempotency key,
+                          std::string row_loc, callback<stored_response> reply) {
+  send(rt, tenant,
+       caf::make_message(bulk_atom::value, std::move(items), std::move(pre_errors), std::move(key),
+                         std::move(row_loc), std::move(reply)));
+}
+
+void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<contact_view> reply) {
+  send(rt, tenant, caf::make_message(get_atom::value, id, std::move(reply)));
+}
+
+void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_fields f,
+                    callback<domain::contact> reply) {
+  send(rt, tenant, caf::make_message(update_atom::value, id, std::move(f), std::move(reply)));
+}
+
+void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(delete_atom::value, id, std::move(reply)));
+}
+
+void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
+                   callback<contact_list> reply) {
+  send(rt, tenant, caf::make_message(list_atom::value, std::move(q), std::move(reply)));
+}
+
+void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
+                    callback<std::vector<std::int64_t>> reply) {
+  send(rt, tenant, caf::make_message(match_atom::value, std::move(q), std::move(reply)));
+}
+
+void fetch_contacts(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> ids,
+                    callback<std::vector<domain::contact>> reply) {
+  send(rt, tenant, caf::make_message(fetch_atom::value, std::move(ids), std::move(reply)));
+}
+
+void list_tags(runtime& rt, std::int64_t tenant, callback<std::vector<domain::tag_count>> reply) {
+  send(rt, tenant, caf::make_message(tags_atom::value, std::move(reply)));
+}
+
+void add_tags(runtime& rt, std::int64_t tenant, std::int64_t id, std::vector<std::string> tags,
+              callback<contact_view> reply) {
+  send(rt, tenant, caf::make_message(tag_add_atom::value, id, std::move(tags), std::move(reply)));
+}
+
+void remove_tag(runtime& rt, std::int64_t tenant, std::int64_t id, std::string tag,
+                callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(tag_rm_atom::value, id, std::move(tag), std::move(reply)));
+}
+
+void rename_tag(runtime& rt, std::int64_t tenant, std::string from, std::string to,
+                callback<domain::tag_count> reply) {
+  send(rt, tenant,
+       caf::make_message(tag_mv_atom::value, std::move(from), std::move(to), std::move(reply)));
+}
+
+void create_company(runtime& rt, std::int64_t tenant, company_fields f,
+                    callback<domain::company> reply) {
+  send(rt, tenant, caf::make_message(co_new_atom::value, std::move(f), std::move(reply)));
+}
+
+void get_company(runtime& rt, std::int64_t tenant, std::int64_t id,
+                 callback<domain::company> reply) {
+  send(rt, tenant, caf::make_message(co_get_atom::value, id, std::move(reply)));
+}
+
+void update_company(runtime& rt, std::int64_t tenant, std::int64_t id, company_fields f,
+                    callback<domain::company> reply) {
+  send(rt, tenant, caf::make_message(co_put_atom::value, id, std::move(f), std::move(reply)));
+}
+
+void delete_company(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(co_del_atom::value, id, std::move(reply)));
+}
+
+void list_companies(runtime& rt, std::int64_t tenant, company_query q,
+                    callback<company_list> reply) {
+  send(rt, tenant, caf::make_message(co_list_atom::value, std::move(q), std::move(reply)));
+}
+
+} // namespace crm::actors

@@ -1,0 +1,157 @@
+#include "domain/contact_json.hpp"
+
+#include "domain/clock.hpp"
+
+#include <boost/json.hpp>
+
+namespace crm::domain {
+namespace json = boost::json;
+namespace {
+
+json::value opt(const std::optional<std::string>& s) {
+  return s ? json::value(*s) : json::value(nullptr);
+}
+json::value opt(const std::optional<std::int64_t>& v) {
+  return v ? json::value(*v) : json::value(nullptr);
+}
+
+json::value parse_object(const std::string& text) {
+  json::error_code ec;
+  auto v = json::parse(text, ec);
+  if (ec || !v.is_object()) return json::object{};
+  return v;
+}
+
+json::object list_item(const contact& c) {
+  json::object o;
+  o["id"] = c.id;
+  o["first_name"] = c.first_name;
+  o["last_name"] = opt(c.last_name);
+  o["email"] = opt(c.email);
+  o["phone"] = opt(c.phone);
+  o["company_id"] = opt(c.company_id);
+  o["status"] = to_string(c.status);
+  o["source"] = c.source ? json::value(to_string(*c.source)) : json::value(nullptr);
+  o["created_at"] = format_rfc3339(c.created_at);
+  o["updated_at"] = format_rfc3339(c.updated_at);
+  return o;
+}
+
+json::array tag_array(const std::vector<std::string>& tags) {
+  json::array a;
+  for (auto& t : tags) a.emplace_back(t);
+  return a;
+}
+
+json::object company_object(const company& c) {
+  json::object o;
+  o["id"] = c.id;
+  o["name"] = c.name;
+  o["domain"] = opt(c.domain);
+  o["phone"] = opt(c.phone);
+  o["industry"] = opt(c.industry);
+  o["address"] = opt(c.address);
+  o["custom_fields"] = parse_object(c.custom_fields);
+  o["created_at"] = format_rfc3339(c.created_at);
+  o["updated_at"] = format_rfc3339(c.updated_at);
+  return o;
+}
+
+json::object page_object(json::array items, std::int64_t total, int page, int per_page) {
+  json::object o;
+  o["items"] = std::move(items);
+  o["total"] = total;
+  o["page"] = page;
+  o["per_page"] = per_page;
+  o["pages"] = per_page > 0 ? (total + per_page - 1) / per_page : 0;
+  return o;
+}
+
+} // namespace
+
+std::string encode_contact_created(const contact& c) {
+  json::object o;
+  o["id"] = c.id;
+  o["first_name"] = c.first_name;
+  o["last_name"] = opt(c.last_name);
+  o["email"] = opt(c.email);
+  o["phone"] = opt(c.phone);
+  o["status"] = to_string(c.status);
+  o["created_at"] = format_rfc3339(c.created_at);
+  return json::serialize(o);
+}
+
+std::string encode_contact_full(const contact& c, const company* co) {
+  auto o = list_item(c);
+  if (co) o["company"] = json::object{{"id", co->id}, {"name", co->name}};
+  else o["company"] = nullptr;
+  o["tags"] = tag_array(c.tags);
+  o["custom_fields"] = parse_object(c.custom_fields);
+  return json::serialize(o);
+}
+
+std::string encode_contact_page(const std::vector<contact>& items, std::int64_t total, int page,
+                                int per_page) {
+  json::array a;
+  a.reserve(items.size());
+  for (auto& c : items) a.emplace_back(list_item(c));
+  return json::serialize(page_object(std::move(a), total, page, per_page));
+}
+
+std::string encode_contact_update(const contact& c, const std::vector<std::string>& fields) {
+  auto full = list_item(c);
+  json::object o;
+  o["id"] = c.id;
+  for (auto& f : fields) {
+    if (f == "tags") o["tags"] = tag_array(c.tags);
+    else if (f == "custom_fields") o["custom_fields"] = parse_object(c.custom_fields);
+    else if (auto it = full.find(f); it != full.end()) o[f] = it->value();
+  }
+  o["updated_at"] = format_rfc3339(c.updated_at);
+  return json::serialize(o);
+}
+
+std::string encode_company(const company& c) { return json::serialize(company_object(c)); }
+
+std::string encode_company_page(const std::vector<company>& items, std::int64_t total, int page,
+                                int per_page) {
+  json::array a;
+  for (auto& c : items) a.emplace_back(company_object(c));
+  return json::serialize(page_object(std::move(a), total, page, per_page));
+}
+
+std::string encode_tags(const std::vector<tag_count>& tags) {
+  json::array a;
+  for (auto& t : tags) a.emplace_back(json::object{{"name", t.name}, {"count", t.count}});
+  return json::serialize(a);
+}
+
+std::string encode_tag(const tag_count& t) {
+  return json::serialize(json::object{{"name", t.name}, {"count", t.count}});
+}
+
+std::string encode_bulk_results(const std::vector<bulk_item>& results) {
+  json::array a;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    json::object o;
+    o["index"] = static_cast<std::int64_t>(i);
+    if (results[i].errors.empty()) {
+      o["id"] = results[i].id;
+    } else {
+      json::array errs;
+      for (auto& e : results[i].errors) {
+        json::array loc;
+        for (auto& p : e.loc) {
+          if (auto s = std::get_if<std::string>(&p)) loc.emplace_back(*s);
+          else loc.emplace_back(std::get<std::int64_t>(p));
+        }
+        errs.emplace_back(json::object{{"loc", std::move(loc)}, {"msg", e.msg}, {"type", e.type}});
+      }
+      o["errors"] = std::move(errs);
+    }
+    a.emplace_back(std::move(o));
+  }
+  return json::serialize(json::object{{"results", std::move(a)}});
+}
+
+} // namespace crm::domain

@@ -1,0 +1,354 @@
+#include "http/contact_input.hpp"
+
+#include "domain/clock.hpp"
+#include "domain/validation.hpp"
+#include "http/json.hpp"
+
+#include <boost/json.hpp>
+
+#include <charconv>
+
+namespace json = boost::json;
+
+namespace crm::http {
+namespace {
+
+using domain::issue;
+
+loc_path at(const loc_path& prefix, std::string key) {
+  auto l = prefix;
+  l.emplace_back(std::move(key));
+  return l;
+}
+
+struct field_reader {
+  const json::object& o;
+  const loc_path& prefix;
+  std::vector<issue>& issues;
+  std::vector<std::string_view> known;
+
+  const json::value* get(std::string_view key) {
+    known.push_back(key);
+    auto it = o.find(key);
+    return it == o.end() ? nullptr : &it->value();
+  }
+  void add(std::string_view key, std::string msg, std::string type) {
+    issues.push_back({at(prefix, std::string(key)), std::move(msg), std::move(type)});
+  }
+
+  // A string of min..max code points after trimming.
+  std::optional<std::string> text(std::string_view key, const json::value& v, std::size_t min,
+                                  std::size_t max) {
+    auto s = v.if_string();
+    if (!s) {
+      add(key, "Input should be a valid string", "string_type");
+      return std::nullopt;
+    }
+    auto t = std::string(domain::trim(std::string_view(s->data(), s->size())));
+    auto n = domain::utf8_length(t);
+    if (n < min) {
+      add(key, "String should have at least " + std::to_string(min) + " character" +
+                 (min == 1 ? "" : "s"),
+          "string_too_short");
+      return std::nullopt;
+    }
+    if (max && n > max) {
+      add(key, "String should have at most " + std::to_string(max) + " characters",
+          "string_too_long");
+      return std::nullopt;
+    }
+    return t;
+  }
+
+  // Outer optional: sent. Inner: not null.
+  std::optional<std::optional<std::string>> nullable_text(std::string_view key, std::size_t max) {
+    auto v = get(key);
+    if (!v) return std::nullopt;
+    if (v->is_null()) return std::optional<std::string>{};
+    auto t = text(key, *v, 0, max);
+    if (!t) return std::nullopt;
+    return std::optional<std::string>{t->empty() ? std::nullopt : std::optional<std::string>(*t)};
+  }
+
+  void forbid_unknown() {
+    for (auto& kv : o) {
+      std::string_view k(kv.key().data(), kv.key().size());
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        add(k, "Extra inputs are not permitted", "extra_forbidden");
+    }
+  }
+};
+
+template <class E>
+std::optional<E> enum_value(field_reader& r, std::string_view key, const json::value& v,
+                            std::optional<E> (*parse)(std::string_view), const char* allowed) {
+  auto s = v.if_string();
+  std::optional<E> e;
+  if (s) e = parse(std::string_view(s->data(), s->size()));
+  if (!e) r.add(key, std::string("Input should be ") + allowed, "enum");
+  return e;
+}
+
+constexpr const char* status_names = "'active', 'inactive', 'qualified' or 'unqualified'";
+constexpr const char* source_names =
+  "'website', 'referral', 'social', 'ads', 'api', 'import' or 'manual'";
+
+void check_email(field_reader& r, std::optional<std::optional<std::string>>& email) {
+  if (email && *email && (!domain::is_valid_email(**email))) {
+    r.add("email", "value is not a valid email address", "value_error.email");
+    email.reset();
+  }
+}
+
+void check_phone(field_reader& r, std::optional<std::optional<std::string>>& phone) {
+  if (phone && *phone && !domain::is_e164(**phone)) {
+    r.add("phone", "value is not a valid E.164 phone number", "value_error.phone");
+    phone.reset();
+  }
+}
+
+std::optional<std::string> custom_fields_text(field_reader& r, const json::value& v) {
+  if (!v.is_object()) {
+    r.add("custom_fields", "Input should be a valid dictionary", "value_error");
+    return std::nullopt;
+  }
+  auto text = json::serialize(v);
+  if (text.size() > 16 * 1024) {
+    r.add("custom_fields", "custom fields exceed 16 KiB", "value_error");
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::optional<std::int64_t> parse_int(std::string_view s) {
+  std::int64_t n = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return n;
+}
+
+} // namespace
+
+std::optional<std::vector<std::string>> read_tags(const json::value& v, const loc_path& loc,
+                                                  std::vector<issue>& issues) {
+  auto a = v.if_array();
+  if (!a) {
+    issues.push_back({loc, "Input should be a valid list", "value_error"});
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    auto l = loc;
+    l.emplace_back(static_cast<std::int64_t>(i));
+    auto s = (*a)[i].if_string();
+    if (!s) {
+      issues.push_back({l, "Input should be a valid string", "string_type"});
+      ok = false;
+      continue;
+    }
+    auto t = std::string(domain::trim(std::string_view(s->data(), s->size())));
+    auto n = domain::utf8_length(t);
+    if (n < 1) {
+      issues.push_back({l, "String should have at least 1 character", "string_too_short"});
+      ok = false;
+    } else if (n > 50) {
+      issues.push_back({l, "String should have at most 50 characters", "string_too_long"});
+      ok = false;
+    } else {
+      out.push_back(std::move(t));
+    }
+  }
+  if (ok && a->size() > 50) {
+    // Count distinct tags: duplicates collapse before the limit applies.
+    std::vector<std::string> lower;
+    for (auto& t : out) {
+      auto lt = domain::ascii_lower(t);
+      if (std::find(lower.begin(), lower.end(), lt) == lower.end()) lower.push_back(lt);
+    }
+    if (lower.size() > 50) {
+      issues.push_back({loc, "List should have at most 50 tags", "value_error"});
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+actors::contact_fields read_contact(const json::object& o, bool creating, const loc_path& prefix,
+                                    std::vector<issue>& issues) {
+  field_reader r{o, prefix, issues, {}};
+  actors::contact_fields f;
+  if (auto v = r.get("first_name")) {
+    f.first_name = r.text("first_name", *v, 1, 100);
+  } else if (creating) {
+    r.add("first_name", "Field required", "missing");
+  }
+  f.last_name = r.nullable_text("last_name", 100);
+  f.email = r.nullable_text("email", 254);
+  check_email(r, f.email);
+  f.phone = r.nullable_text("phone", 16);
+  check_phone(r, f.phone);
+  if (auto v = r.get("company_id")) {
+    if (v->is_null()) f.company_id = std::optional<std::int64_t>{};
+    else if (auto i = v->if_int64()) f.company_id = std::optional<std::int64_t>{*i};
+    else r.add("company_id", "Input should be a valid integer", "int_parsing");
+  }
+  if (auto v = r.get("status"))
+    f.status = enum_value(r, "status", *v, &domain::parse_contact_status, status_names);
+  if (auto v = r.get("source")) {
+    if (v->is_null()) f.source = std::optional<domain::contact_source>{};
+    else if (auto s = enum_value(r, "source", *v, &domain::parse_contact_source, source_names))
+      f.source = std::optional<domain::contact_source>{*s};
+  }
+  if (auto v = r.get("tags")) f.tags = read_tags(*v, at(prefix, "tags"), issues);
+  if (auto v = r.get("custom_fields")) f.custom_fields = custom_fields_text(r, *v);
+  r.forbid_unknown();
+  return f;
+}
+
+bool importable_column(std::string_view name) {
+  static const std::vector<std::string_view> names = {
+    "first_name", "last_name", "email", "phone", "company_id", "status", "source", "tags"};
+  if (std::find(names.begin(), names.end(), name) != names.end()) return true;
+  return name.size() > 3 && name.substr(0, 3) == "cf.";
+}
+
+actors::contact_fields read_contact_row(const std::vector<std::string>& header,
+                                        const std::vector<std::string>& cells,
+                                        const loc_path& prefix, std::vector<issue>& issues) {
+  // Build the JSON object a client would have sent, then apply the JSON rules.
+  json::object o;
+  json::object cf;
+  for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) {
+    auto& name = header[i];
+    auto cell = std::string(domain::trim(cells[i]));
+    if (cell.empty()) continue;
+    if (name == "tags") {
+      json::array tags;
+      std::string_view rest = cell;
+      while (!rest.empty()) {
+        auto semi = rest.find(';');
+        auto t = domain::trim(rest.substr(0, semi));
+        if (!t.empty()) tags.emplace_back(t);
+        if (semi == std::string_view::npos) break;
+        rest = rest.substr(semi + 1);
+      }
+      o["tags"] = std::move(tags);
+    } else if (name == "company_id") {
+      if (auto n = parse_int(cell)) o["company_id"] = *n;
+      else o["company_id"] = cell; // reported as int_parsing
+    } else if (name.rfind("cf.", 0) == 0) {
+      cf[name.substr(3)] = cell;
+    } else {
+      o[name] = cell;
+    }
+  }
+  if (!cf.empty()) o["custom_fields"] = std::move(cf);
+  if (!o.contains("source")) o["source"] = "import";
+  return read_contact(o, true, prefix, issues);
+}
+
+actors::company_fields read_company(const json::object& o, bool creating,
+                                    std::vector<issue>& issues) {
+  loc_path prefix{std::string("body")};
+  field_reader r{o, prefix, issues, {}};
+  actors::company_fields f;
+  if (auto v = r.get("name")) f.name = r.text("name", *v, 1, 200);
+  else if (creating) r.add("name", "Field required", "missing");
+  f.domain = r.nullable_text("domain", 255);
+  f.phone = r.nullable_text("phone", 16);
+  check_phone(r, f.phone);
+  f.industry = r.nullable_text("industry", 100);
+  f.address = r.nullable_text("address", 500);
+  if (auto v = r.get("custom_fields")) f.custom_fields = custom_fields_text(r, *v);
+  r.forbid_unknown();
+  return f;
+}
+
+std::optional<contact_list_params> read_contact_query(const request& req,
+                                                      std::vector<issue>& issues) {
+  contact_list_params out;
+  auto page = query_int(req, "page", 1, 1, 1'000'000, issues);
+  auto per_page = query_int(req, "per_page", 20, 1, 100, issues);
+  auto& q = out.query;
+  auto bad = [&](const std::string& name, std::string msg, std::string type) {
+    issues.push_back({{std::string("query"), name}, std::move(msg), std::move(type)});
+  };
+  std::vector<std::pair<std::string, std::string>> cf;
+  for (auto& [k, v] : req.query) {
+    if (k == "search") {
+      q.search = v;
+    } else if (k == "sort_by") {
+      auto s = domain::parse_contact_sort(v);
+      if (!s)
+        bad(k, "Input should be 'id', 'first_name', 'last_name', 'email', 'phone', 'status', "
+               "'source', 'created_at' or 'updated_at'",
+            "enum");
+      else q.sort = *s;
+    } else if (k == "sort_order") {
+      if (v == "asc") q.descending = false;
+      else if (v == "desc") q.descending = true;
+      else bad(k, "Input should be 'asc' or 'desc'", "enum");
+    } else if (k == "status") {
+      if (auto s = domain::parse_contact_status(v)) q.status = s;
+      else bad(k, std::string("Input should be ") + status_names, "enum");
+    } else if (k == "source") {
+      if (auto s = domain::parse_contact_source(v)) q.source = s;
+      else bad(k, std::string("Input should be ") + source_names, "enum");
+    } else if (k == "company_id") {
+      if (auto n = parse_int(v)) q.company_id = n;
+      else bad(k, "Input should be a valid integer, unable to parse string as an integer",
+               "int_parsing");
+    } else if (k == "tag") {
+      q.tags.push_back(v);
+    } else if (k == "created_after" || k == "created_before" || k == "updated_after") {
+      auto t = domain::parse_rfc3339(v);
+      if (!t) {
+        bad(k, "Input should be a valid RFC 3339 datetime", "value_error");
+        continue;
+      }
+      if (k == "created_after") q.created_after = t;
+      else if (k == "created_before") q.created_before = t;
+      else q.updated_after = t;
+    } else if (k.rfind("cf.", 0) == 0 && k.size() > 3) {
+      cf.emplace_back(k.substr(3), v);
+    }
+  }
+  if (!issues.empty()) return std::nullopt;
+  out.page = *page;
+  out.per_page = *per_page;
+  q.offset = static_cast<std::int64_t>(out.page - 1) * out.per_page;
+  q.limit = out.per_page;
+  if (!cf.empty()) {
+    // Custom field equality by the stored value's JSON type: text, number or boolean.
+    q.extra = [cf](const domain::contact& c) {
+      if (c.custom_fields.size() <= 2) return false;
+      json::error_code ec;
+      auto v = json::parse(c.custom_fields, ec);
+      if (ec || !v.is_object()) return false;
+      auto& o = v.as_object();
+      for (auto& [key, want] : cf) {
+        auto it = o.find(key);
+        if (it == o.end()) return false;
+        auto& val = it->value();
+        if (auto s = val.if_string()) {
+          if (std::string_view(s->data(), s->size()) != want) return false;
+        } else if (val.is_bool()) {
+          if ((val.as_bool() ? "true" : "false") != want) return false;
+        } else if (val.is_number()) {
+          char* end = nullptr;
+          double d = std::strtod(want.c_str(), &end);
+          if (want.empty() || end != want.c_str() + want.size()) return false;
+          if (val.to_number<double>() != d) return false;
+        } else {
+          return false;
+        }
+      }
+      return true;
+    };
+  }
+  return out;
+}
+
+} // namespace crm::http

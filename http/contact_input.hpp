@@ -1,0 +1,46 @@
+// Reading contact and company fields from request JSON (and CSV rows), with every rule of
+// contract §4–§5 that needs no state; rules that need the tenant's state (unique e-mail,
+// company of the tenant) are the contacts actor's.
+#pragma once
+#include "actors/contacts.hpp"
+#include "domain/failure.hpp"
+#include "http/message.hpp"
+
+#include <boost/json/fwd.hpp>
+
+#include <vector>
+
+namespace crm::http {
+
+using loc_path = std::vector<domain::loc_part>;
+
+// `creating`: first_name required, nulls of required fields refused. Issues get `prefix` + key.
+actors::contact_fields read_contact(const boost::json::object& o, bool creating,
+                                    const loc_path& prefix, std::vector<domain::issue>& issues);
+
+// Reads a CSV row (header names → cells) as contact fields; empty cells are absent.
+actors::contact_fields read_contact_row(const std::vector<std::string>& header,
+                                        const std::vector<std::string>& cells,
+                                        const loc_path& prefix,
+                                        std::vector<domain::issue>& issues);
+// The header names import accepts: the contact fields, `tags`, and `cf.<key>`.
+bool importable_column(std::string_view name);
+
+actors::company_fields read_company(const boost::json::object& o, bool creating,
+                                    std::vector<domain::issue>& issues);
+
+// Tags as sent: strings of 1–50 characters (trimmed); de-duplication is the actor's.
+std::optional<std::vector<std::string>> read_tags(const boost::json::value& v,
+                                                  const loc_path& loc,
+                                                  std::vector<domain::issue>& issues);
+
+// The list query of contact endpoints (contract §4); paging into `page`/`per_page`.
+struct contact_list_params {
+  domain::contact_query query;
+  int page = 1;
+  int per_page = 20;
+};
+std::optional<contact_list_params> read_contact_query(const request& req,
+                                                      std::vector<domain::issue>& issues);
+
+} // namespace crm::http

@@ -1,0 +1,72 @@
+#include "http/csv.hpp"
+
+namespace crm::http {
+
+std::optional<std::vector<std::vector<std::string>>> parse_csv(std::string_view text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, was_quoted = false, any = false;
+  auto end_field = [&] {
+    row.push_back(std::move(field));
+    field.clear();
+    was_quoted = false;
+  };
+  auto end_row = [&] {
+    end_field();
+    if (!(row.size() == 1 && row[0].empty())) rows.push_back(std::move(row));
+    row.clear();
+    any = false;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field.push_back('"');
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        field.push_back(c);
+      }
+      continue;
+    }
+    if (c == '"') {
+      if (!field.empty() || was_quoted) return std::nullopt; // quote inside an unquoted field
+      quoted = was_quoted = true;
+      any = true;
+    } else if (c == ',') {
+      end_field();
+      any = true;
+    } else if (c == '\r') {
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      end_row();
+    } else if (c == '\n') {
+      end_row();
+    } else {
+      if (was_quoted) return std::nullopt; // text after a closing quote
+      field.push_back(c);
+      any = true;
+    }
+  }
+  if (quoted) return std::nullopt;
+  if (any || !field.empty()) end_row();
+  return rows;
+}
+
+void append_csv_field(std::string& out, std::string_view field) {
+  if (field.find_first_of(",\"\r\n") == std::string_view::npos) {
+    out += field;
+    return;
+  }
+  out += '"';
+  for (char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+}
+
+} // namespace crm::http

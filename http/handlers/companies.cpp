@@ -1,0 +1,138 @@
+// Company endpoints (contract §5): CRUD and a paginated list with search, sort and filters.
+#include "http/api.hpp"
+
+#include "actors/contacts.hpp"
+#include "http/contact_input.hpp"
+#include "http/json.hpp"
+
+#include <boost/json.hpp>
+
+namespace json = boost::json;
+
+namespace crm::http {
+namespace {
+
+using domain::failure;
+using domain::issue;
+
+std::optional<std::int64_t> id_param(const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto id = path_id(ex->param("id"), "id", issues);
+  if (!id) ex->fail(failure::invalid(std::move(issues)));
+  return id;
+}
+
+std::optional<json::object> object_body(const exchange_ptr& ex) {
+  json::error_code ec;
+  auto v = json::parse(ex->req.body, ec);
+  if (ec || !v.is_object()) {
+    ex->fail(failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
+    return std::nullopt;
+  }
+  return std::move(v.as_object());
+}
+
+actors::callback<domain::company> company_reply(const exchange_ptr& ex, int status) {
+  return actors::callback<domain::company>([ex, status](domain::outcome<domain::company> r) {
+    if (!r) return ex->fail(r.error());
+    response res;
+    res.status = status;
+    res.body = domain::encode_company(*r);
+    if (status == 201) res.headers.emplace_back("Location", "/api/v1/companies/" + std::to_string(r->id));
+    ex->respond(std::move(res));
+  });
+}
+
+void create(services& s, const exchange_ptr& ex) {
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto f = read_company(*body, true, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::create_company(s.rt, ex->who.tenant_id, std::move(f), company_reply(ex, 201));
+}
+
+void get(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::get_company(s.rt, ex->who.tenant_id, *id, company_reply(ex, 200));
+}
+
+void update(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto f = read_company(*body, false, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::update_company(s.rt, ex->who.tenant_id, *id, std::move(f), company_reply(ex, 200));
+}
+
+void remove(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::delete_company(s.rt, ex->who.tenant_id, *id,
+                         actors::callback<domain::done>([ex](domain::outcome<domain::done> r) {
+                           if (!r) return ex->fail(r.error());
+                           ex->no_content();
+                         }));
+}
+
+void list(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
+  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  actors::company_query q;
+  for (auto& [k, v] : ex->req.query) {
+    if (k == "search") q.search = v;
+    else if (k == "industry") q.industry = v;
+    else if (k == "sort_by") {
+      if (v == "id" || v == "name" || v == "domain" || v == "industry" || v == "created_at" ||
+          v == "updated_at")
+        q.sort = v;
+      else
+        issues.push_back({{"query", "sort_by"},
+                          "Input should be 'id', 'name', 'domain', 'industry', 'created_at' or "
+                          "'updated_at'",
+                          "enum"});
+    } else if (k == "sort_order") {
+      if (v == "asc" || v == "desc") q.descending = v == "desc";
+      else issues.push_back({{"query", "sort_order"}, "Input should be 'asc' or 'desc'", "enum"});
+    }
+  }
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  q.offset = static_cast<std::int64_t>(*page - 1) * *per_page;
+  q.limit = *per_page;
+  actors::list_companies(s.rt, ex->who.tenant_id, std::move(q),
+                         actors::callback<actors::company_list>(
+                           [ex, page = *page, per_page = *per_page](
+                             domain::outcome<actors::company_list> r) {
+                             if (!r) return ex->fail(r.error());
+                             ex->json(200, domain::encode_company_page(r->items, r->total, page,
+                                                                        per_page));
+                           }));
+}
+
+} // namespace
+
+void add_company_routes(router& r, services& s) {
+  using domain::permission;
+  auto h = [&s](void (*f)(services&, const exchange_ptr&)) {
+    return [&s, f](const exchange_ptr& ex) { f(s, ex); };
+  };
+  r.add({verb::get, "/api/v1/companies", access::bearer, permission::read_records, h(list),
+         "List companies", "companies"});
+  r.add({verb::post, "/api/v1/companies", access::bearer, permission::write_records, h(create),
+         "Create a company", "companies", 201});
+  r.add({verb::get, "/api/v1/companies/{id}", access::bearer, permission::read_records, h(get),
+         "Get a company", "companies"});
+  r.add({verb::put, "/api/v1/companies/{id}", access::bearer, permission::write_records,
+         h(update), "Update a company", "companies"});
+  r.add({verb::patch, "/api/v1/companies/{id}", access::bearer, permission::write_records,
+         h(update), "Update a company (same as PUT)", "companies"});
+  r.add({verb::del, "/api/v1/companies/{id}", access::bearer, permission::delete_records,
+         h(remove), "Delete a company (its contacts keep no company)", "companies", 204});
+}
+
+} // namespace crm::http

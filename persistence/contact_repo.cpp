@@ -1,0 +1,208 @@
+#include "persistence/contact_repo.hpp"
+
+#include "domain/clock.hpp"
+
+#include <boost/json.hpp>
+#include <pqxx/pqxx>
+
+namespace crm::persistence {
+namespace {
+
+const char* contact_columns =
+  "id, first_name, last_name, email, phone, company_id, status, source, array_to_json(tags)::text,"
+  " custom_fields::text, (extract(epoch from created_at) * 1000000)::bigint,"
+  " (extract(epoch from updated_at) * 1000000)::bigint";
+
+const char* company_columns =
+  "id, name, domain, phone, industry, address, custom_fields::text,"
+  " (extract(epoch from created_at) * 1000000)::bigint,"
+  " (extract(epoch from updated_at) * 1000000)::bigint";
+
+std::optional<std::string> opt_text(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<std::string>();
+}
+
+// jsonb prints with spaces; memory keeps the compact form the API returns.
+std::string compact_json(const std::string& text) {
+  boost::json::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  return ec ? std::string("{}") : boost::json::serialize(v);
+}
+
+std::vector<std::string> tags_from_json(const std::string& text) {
+  std::vector<std::string> out;
+  boost::json::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  if (ec || !v.is_array()) return out;
+  for (auto& t : v.as_array())
+    if (t.is_string()) out.emplace_back(t.as_string().c_str(), t.as_string().size());
+  return out;
+}
+
+// SQL text builders: values are quoted by the connection, never spliced raw.
+struct sql_writer {
+  pqxx::work& tx;
+  std::string out;
+
+  std::string q(const std::string& s) { return tx.quote(s); }
+  std::string q(const std::optional<std::string>& s) { return s ? tx.quote(*s) : "NULL"; }
+  std::string q(const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : "NULL"; }
+  std::string ts(std::int64_t micros) {
+    return tx.quote(domain::format_rfc3339(micros)) + "::timestamptz";
+  }
+  std::string tags(const std::vector<std::string>& ts) {
+    std::string s = "ARRAY[";
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      if (i) s += ',';
+      s += tx.quote(ts[i]);
+    }
+    return s + "]::text[]";
+  }
+};
+
+} // namespace
+
+contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
+  contacts_snapshot snap;
+  pqxx::read_transaction tx(c.raw());
+  auto companies = tx.exec_params(std::string("SELECT ") + company_columns +
+                                    " FROM companies WHERE tenant_id = $1 ORDER BY id",
+                                  tenant_id);
+  snap.companies.reserve(companies.size());
+  for (const auto& r : companies) {
+    domain::company co;
+    co.id = r[0].as<std::int64_t>();
+    co.tenant_id = tenant_id;
+    co.name = r[1].as<std::string>();
+    co.domain = opt_text(r[2]);
+    co.phone = opt_text(r[3]);
+    co.industry = opt_text(r[4]);
+    co.address = opt_text(r[5]);
+    co.custom_fields = compact_json(r[6].as<std::string>());
+    co.created_at = r[7].as<std::int64_t>();
+    co.updated_at = r[8].as<std::int64_t>();
+    snap.companies.push_back(std::move(co));
+  }
+  auto contacts = tx.exec_params(std::string("SELECT ") + contact_columns +
+                                   " FROM contacts WHERE tenant_id = $1 ORDER BY id",
+                                 tenant_id);
+  snap.contacts.reserve(contacts.size());
+  for (const auto& r : contacts) {
+    domain::contact ct;
+    ct.id = r[0].as<std::int64_t>();
+    ct.tenant_id = tenant_id;
+    ct.first_name = r[1].as<std::string>();
+    ct.last_name = opt_text(r[2]);
+    ct.email = opt_text(r[3]);
+    ct.phone = opt_text(r[4]);
+    if (!r[5].is_null()) ct.company_id = r[5].as<std::int64_t>();
+    ct.status = domain::parse_contact_status(r[6].as<std::string>())
+                  .value_or(domain::contact_status::active);
+    if (!r[7].is_null()) ct.source = domain::parse_contact_source(r[7].as<std::string>());
+    ct.tags = tags_from_json(r[8].as<std::string>());
+    auto cf = r[9].as<std::string>();
+    ct.custom_fields = cf == "{}" ? cf : compact_json(cf);
+    ct.created_at = r[10].as<std::int64_t>();
+    ct.updated_at = r[11].as<std::int64_t>();
+    snap.contacts.push_back(std::move(ct));
+  }
+  auto keys = tx.exec_params(
+    "SELECT key, request_hash, status, response,"
+    " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
+    " WHERE tenant_id = $1 AND created_at > now() - interval '24 hours'",
+    tenant_id);
+  for (const auto& r : keys)
+    snap.keys.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int>(),
+                         r[3].as<std::string>(), r[4].as<std::int64_t>()});
+  return snap;
+}
+
+std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n) {
+  pqxx::nontransaction tx(c.raw());
+  auto seq = kind == id_kind::contact ? "contacts_id_seq" : "companies_id_seq";
+  auto r = tx.exec_params(std::string("SELECT nextval('") + seq + "') FROM generate_series(1, $1)",
+                          n);
+  std::vector<std::int64_t> ids;
+  ids.reserve(r.size());
+  for (const auto& row : r) ids.push_back(row[0].as<std::int64_t>());
+  return ids;
+}
+
+void commit_batch(pg_conn& c, const contact_batch& b) {
+  pqxx::work tx(c.raw());
+  sql_writer w{tx, {}};
+  auto tid = std::to_string(b.tenant_id);
+  auto& s = w.out;
+
+  for (auto& co : b.company_upserts) {
+    s += "INSERT INTO companies (id, tenant_id, name, domain, phone, industry, address,"
+         " custom_fields, created_at, updated_at) VALUES (" +
+         std::to_string(co.id) + "," + tid + "," + w.q(co.name) + "," + w.q(co.domain) + "," +
+         w.q(co.phone) + "," + w.q(co.industry) + "," + w.q(co.address) + "," +
+         w.q(co.custom_fields) + "::jsonb," + w.ts(co.created_at) + "," + w.ts(co.updated_at) +
+         ") ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, domain = EXCLUDED.domain,"
+         " phone = EXCLUDED.phone, industry = EXCLUDED.industry, address = EXCLUDED.address,"
+         " custom_fields = EXCLUDED.custom_fields, updated_at = EXCLUDED.updated_at"
+         " WHERE companies.tenant_id = " +
+         tid + ";\n";
+  }
+  if (!b.contact_upserts.empty()) {
+    // One multi-row statement for every created or changed contact of the batch.
+    s += "INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
+         " status, source, tags, custom_fields, created_at, updated_at) VALUES ";
+    for (std::size_t i = 0; i < b.contact_upserts.size(); ++i) {
+      auto& ct = b.contact_upserts[i];
+      if (i) s += ",\n";
+      s += "(" + std::to_string(ct.id) + "," + tid + "," + w.q(ct.first_name) + "," +
+           w.q(ct.last_name) + "," + w.q(ct.email) + "," + w.q(ct.phone) + "," +
+           w.q(ct.company_id) + "," + w.q(std::string(domain::to_string(ct.status))) + "," +
+           (ct.source ? w.q(std::string(domain::to_string(*ct.source))) : std::string("NULL")) +
+           "," + w.tags(ct.tags) + "," + w.q(ct.custom_fields) + "::jsonb," +
+           w.ts(ct.created_at) + "," + w.ts(ct.updated_at) + ")";
+    }
+    s += " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
+         " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
+         " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
+         " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
+         " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = " +
+         tid + ";\n";
+  }
+  auto id_list = [](const std::vector<std::int64_t>& ids) {
+    std::string l;
+    for (std::size_t i = 0; i < ids.size(); ++i) l += (i ? "," : "") + std::to_string(ids[i]);
+    return l;
+  };
+  if (!b.contact_deletes.empty())
+    s += "DELETE FROM contacts WHERE tenant_id = " + tid + " AND id IN (" +
+         id_list(b.contact_deletes) + ");\n";
+  if (!b.company_deletes.empty())
+    s += "DELETE FROM companies WHERE tenant_id = " + tid + " AND id IN (" +
+         id_list(b.company_deletes) + ");\n";
+  if (!b.events.empty()) {
+    s += "INSERT INTO outbox (tenant_id, event, payload) VALUES ";
+    for (std::size_t i = 0; i < b.events.size(); ++i)
+      s += (i ? "," : "") + std::string("(") + tid + "," + w.q(b.events[i].event) + "," +
+           w.q(b.events[i].payload) + "::jsonb)";
+    s += ";\n";
+  }
+  for (auto& k : b.keys)
+    s += "INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response) VALUES (" +
+         tid + "," + w.q(k.key) + "," + w.q(k.request_hash) + "," + std::to_string(k.status) +
+         "," + w.q(k.response) + ") ON CONFLICT (tenant_id, key) DO UPDATE SET"
+         " request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,"
+         " response = EXCLUDED.response, created_at = now();\n";
+  // A single round trip for the whole batch, then one fsync at COMMIT.
+  tx.exec(s);
+  tx.commit();
+}
+
+std::optional<std::int64_t> tenant_of(pg_conn& c, record_kind kind, std::int64_t id) {
+  pqxx::read_transaction tx(c.raw());
+  auto table = kind == record_kind::contact ? "contacts" : "companies";
+  auto r = tx.exec_params(std::string("SELECT tenant_id FROM ") + table + " WHERE id = $1", id);
+  if (r.empty()) return std::nullopt;
+  return r.front()[0].as<std::int64_t>();
+}
+
+} // namespace crm::persistence

@@ -1,0 +1,63 @@
+// SQL for a tenant's contacts, companies, outbox events and idempotency keys. A batch of
+// changes from the contacts actor commits as one transaction in one round trip (group commit).
+// Blocking: call only on a pg_pool thread.
+#pragma once
+#include "domain/contact.hpp"
+#include "persistence/pg_pool.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crm::persistence {
+
+struct idempotency_record {
+  std::string key;
+  std::string request_hash;
+  int status = 0;
+  std::string response;
+  std::int64_t created_at = 0; // microseconds
+};
+
+struct contacts_snapshot {
+  std::vector<domain::contact> contacts;
+  std::vector<domain::company> companies;
+  std::vector<idempotency_record> keys; // younger than 24 h
+};
+
+contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id);
+
+// Reserves `n` ids from the shared sequence of `contacts` or `companies`.
+enum class id_kind : std::uint8_t { contact, company };
+std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n);
+
+struct outbox_event {
+  std::string event;   // "contact.created", ...
+  std::string payload; // JSON object
+};
+
+// One transaction's worth of changes, applied in this order: company inserts and updates,
+// contact inserts, updates and deletes, company deletes, events, idempotency keys.
+struct contact_batch {
+  std::int64_t tenant_id = 0;
+  std::vector<domain::company> company_upserts; // insert or full-row update, by id
+  std::vector<domain::contact> contact_upserts;
+  std::vector<std::int64_t> contact_deletes;
+  std::vector<std::int64_t> company_deletes;
+  std::vector<outbox_event> events;
+  std::vector<idempotency_record> keys;
+
+  bool empty() const {
+    return company_upserts.empty() && contact_upserts.empty() && contact_deletes.empty() &&
+           company_deletes.empty() && events.empty() && keys.empty();
+  }
+};
+
+// Commits the batch or throws (nothing of it is then stored).
+void commit_batch(pg_conn& c, const contact_batch& b);
+
+enum class record_kind : std::uint8_t { contact, company };
+std::optional<std::int64_t> tenant_of(pg_conn& c, record_kind kind, std::int64_t id);
+
+} // namespace crm::persistence
