@@ -31,8 +31,8 @@ struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type 
 template <>
 struct allowed_unsafe_message_type<std::vector<crm::actors::contact_fields>> : std::true_type {};
 template <>
-struct allowed_unsafe_message_type<std::vector<std::vector<crm::domain::issue>>>
-  : std::true_type {};
+struct allowed_unsafe_message_type<std::vector<std::vector<crm::domain::issue>>> : std::true_type {
+};
 } // namespace caf
 
 namespace crm::actors {
@@ -122,14 +122,17 @@ struct contacts_state {
 
 using contacts_actor = caf::stateful_actor<contacts_state>;
 
-failure missing_contact() { return failure::of(errc::not_found, "contact not found"); }
-failure missing_company() { return failure::of(errc::not_found, "company not found"); }
+failure missing_contact() {
+  return failure::of(errc::not_found, "contact not found");
+}
+failure missing_company() {
+  return failure::of(errc::not_found, "company not found");
+}
 
 template <class T>
 std::function<void(const failure&)> fail_with(callback<T> reply) {
   return [reply](const failure& f) { reply(f); };
 }
-
 
 // ---- projection ------------------------------------------------------------------------
 
@@ -165,24 +168,24 @@ void load(contacts_actor* self) {
   st.loading = true;
   auto me = caf::actor_cast<caf::actor>(self);
   st.env.pool->run<persistence::contacts_snapshot>(
-    [tid = st.env.tenant_id](persistence::pg_conn& c) {
-      return persistence::load_contacts(c, tid);
-    },
-    [me, self](domain::outcome<persistence::contacts_snapshot> r) mutable {
-      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
-                       auto& st = self->state;
-                       st.loading = false;
-                       if (!r) {
-                         drain(self, &r.error());
-                         return;
-                       }
-                       for (auto& co : r->companies) st.companies.emplace(co.id, std::move(co));
-                       for (auto& c : r->contacts) st.store.upsert(std::move(c));
-                       for (auto& k : r->keys) st.keys.emplace(k.key, std::move(k));
-                       st.loaded = true;
-                       drain(self);
-                     }});
-    });
+      [tid = st.env.tenant_id](persistence::pg_conn& c) {
+        return persistence::load_contacts(c, tid);
+      },
+      [me, self](domain::outcome<persistence::contacts_snapshot> r) mutable {
+        caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                         auto& st = self->state;
+                         st.loading = false;
+                         if (!r) {
+                           drain(self, &r.error());
+                           return;
+                         }
+                         for (auto& co : r->companies) st.companies.emplace(co.id, std::move(co));
+                         for (auto& c : r->contacts) st.store.upsert(std::move(c));
+                         for (auto& k : r->keys) st.keys.emplace(k.key, std::move(k));
+                         st.loaded = true;
+                         drain(self);
+                       }});
+      });
 }
 
 void reserve(contacts_actor* self) {
@@ -194,28 +197,32 @@ void reserve(contacts_actor* self) {
   auto want_contacts = st.contact_ids.size() < id_block;
   auto want_companies = st.company_ids.size() < 16;
   st.env.pool->run<ids>(
-    [want_contacts, want_companies](persistence::pg_conn& c) {
-      ids out;
-      if (want_contacts) out.first = persistence::reserve_ids(c, persistence::id_kind::contact, id_block * 2);
-      if (want_companies) out.second = persistence::reserve_ids(c, persistence::id_kind::company, 64);
-      return out;
-    },
-    [me, self](domain::outcome<ids> r) mutable {
-      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
-                       auto& st = self->state;
-                       st.reserving = false;
-                       if (!r) {
-                         drain(self, &r.error());
-                         return;
-                       }
-                       for (auto id : r->first) st.contact_ids.push_back(id);
-                       for (auto id : r->second) st.company_ids.push_back(id);
-                       drain(self);
-                     }});
-    });
+      [want_contacts, want_companies](persistence::pg_conn& c) {
+        ids out;
+        if (want_contacts)
+          out.first = persistence::reserve_ids(c, persistence::id_kind::contact, id_block * 2);
+        if (want_companies)
+          out.second = persistence::reserve_ids(c, persistence::id_kind::company, 64);
+        return out;
+      },
+      [me, self](domain::outcome<ids> r) mutable {
+        caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                         auto& st = self->state;
+                         st.reserving = false;
+                         if (!r) {
+                           drain(self, &r.error());
+                           return;
+                         }
+                         for (auto id : r->first) st.contact_ids.push_back(id);
+                         for (auto id : r->second) st.company_ids.push_back(id);
+                         drain(self);
+                       }});
+      });
 }
 
-bool idle_pipeline(const contacts_state& st) { return !st.in_flight && st.open.writes == 0; }
+bool idle_pipeline(const contacts_state& st) {
+  return !st.in_flight && st.open.writes == 0;
+}
 
 bool ready(const contacts_state& st, const held& h) {
   if (!st.loaded) return false;
@@ -235,8 +242,10 @@ void when_ready(contacts_actor* self, need n, std::function<void(const failure&)
     return;
   }
   st.waiting.push_back(std::move(h));
-  if (!st.loaded) load(self);
-  else if (st.contact_ids.size() < ids || st.company_ids.size() < company_ids) reserve(self);
+  if (!st.loaded)
+    load(self);
+  else if (st.contact_ids.size() < ids || st.company_ids.size() < company_ids)
+    reserve(self);
 }
 
 // Runs what is held, in order, up to the first that still cannot run. With `error`, what
@@ -267,14 +276,16 @@ template <class T>
 void reply_missing(contacts_actor* self, persistence::record_kind kind, std::int64_t id,
                    callback<T> reply) {
   self->state.env.pool->run<std::optional<std::int64_t>>(
-    [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
-    [reply, kind](domain::outcome<std::optional<std::int64_t>> r) {
-      if (!r) reply(r.error());
-      else if (*r)
-        reply(failure::of(errc::insufficient_permissions,
-                          "the record belongs to another tenant"));
-      else reply(kind == persistence::record_kind::contact ? missing_contact() : missing_company());
-    });
+      [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
+      [reply, kind](domain::outcome<std::optional<std::int64_t>> r) {
+        if (!r)
+          reply(r.error());
+        else if (*r)
+          reply(
+              failure::of(errc::insufficient_permissions, "the record belongs to another tenant"));
+        else
+          reply(kind == persistence::record_kind::contact ? missing_contact() : missing_company());
+      });
 }
 
 // ---- staging and group commit -----------------------------------------------------------
@@ -345,8 +356,10 @@ void stage_write(contacts_actor* self, continuation applied,
 template <class Map>
 void forget_committed(Map& m, std::uint64_t seq) {
   for (auto it = m.begin(); it != m.end();) {
-    if (it->second.first == seq) it = m.erase(it);
-    else ++it;
+    if (it->second.first == seq)
+      it = m.erase(it);
+    else
+      ++it;
   }
 }
 
@@ -374,36 +387,35 @@ void flush(contacts_actor* self) {
   st.open.seq = st.next_seq++;
   auto me = caf::actor_cast<caf::actor>(self);
   st.env.pool->run<domain::done>(
-    [sql = st.in_flight->sql](persistence::pg_conn& c) {
-      persistence::commit_batch(c, sql);
-      return domain::done{};
-    },
-    [me, self](domain::outcome<domain::done> r) mutable {
-      caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
-                       auto& st = self->state;
-                       auto done = std::move(*st.in_flight);
-                       st.in_flight.reset();
-                       if (r) {
-                         apply_committed(st, done);
-                         for (auto& k : done.on_commit) k();
-                       } else {
-                         // Writes staged behind it were validated against its changes.
-                         auto behind = std::move(st.open);
-                         st.open = batch{};
-                         st.open.seq = st.next_seq++;
-                         st.p_contacts.clear();
-                         st.p_companies.clear();
-                         st.p_emails.clear();
-                         st.p_keys.clear();
-                         for (auto& f : done.on_fail) f(r.error());
-                         for (auto& f : behind.on_fail) f(r.error());
-                       }
-                       flush(self);
-                       drain(self);
-                     }});
-    });
+      [sql = st.in_flight->sql](persistence::pg_conn& c) {
+        persistence::commit_batch(c, sql);
+        return domain::done{};
+      },
+      [me, self](domain::outcome<domain::done> r) mutable {
+        caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
+                         auto& st = self->state;
+                         auto done = std::move(*st.in_flight);
+                         st.in_flight.reset();
+                         if (r) {
+                           apply_committed(st, done);
+                           for (auto& k : done.on_commit) k();
+                         } else {
+                           // Writes staged behind it were validated against its changes.
+                           auto behind = std::move(st.open);
+                           st.open = batch{};
+                           st.open.seq = st.next_seq++;
+                           st.p_contacts.clear();
+                           st.p_companies.clear();
+                           st.p_emails.clear();
+                           st.p_keys.clear();
+                           for (auto& f : done.on_fail) f(r.error());
+                           for (auto& f : behind.on_fail) f(r.error());
+                         }
+                         flush(self);
+                         drain(self);
+                       }});
+      });
 }
-
 
 // ---- field rules that need the state ----------------------------------------------------
 
@@ -423,8 +435,10 @@ std::optional<std::string> merge_custom_fields(const std::string& current, const
     if (!ec && cur.is_object()) out = std::move(cur.as_object());
   }
   for (auto& kv : p.as_object()) {
-    if (kv.value().is_null()) out.erase(kv.key());
-    else out[kv.key()] = kv.value();
+    if (kv.value().is_null())
+      out.erase(kv.key());
+    else
+      out[kv.key()] = kv.value();
   }
   return json::serialize(out);
 }
@@ -494,8 +508,8 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
   if (f.custom_fields) {
     auto merged = merge_custom_fields(c.custom_fields, *f.custom_fields, creating);
     if (!merged) {
-      out.issues.push_back({loc("custom_fields"), "Input should be a valid dictionary",
-                            "value_error"});
+      out.issues.push_back(
+          {loc("custom_fields"), "Input should be a valid dictionary", "value_error"});
     } else if (merged->size() > max_custom_fields_bytes) {
       out.issues.push_back({loc("custom_fields"), "custom fields exceed 16 KiB", "value_error"});
     } else {
@@ -567,25 +581,27 @@ bool answer_known_key(contacts_actor* self, const idempotency& key,
   auto& st = self->state;
   persistence::idempotency_record* stored = nullptr;
   switch (check_key(st, key, &stored)) {
-    case key_state::fresh: return false;
-    case key_state::conflict:
-      reply(failure::of(errc::conflict,
-                        "this Idempotency-Key was used with a different request"));
-      return true;
-    case key_state::replay: reply(stored_response{stored->status, stored->response, std::nullopt}); return true;
-    case key_state::pending: {
-      // The first request with this key is committing: answer as it is answered.
-      auto answer = [self, key = key.key, reply] {
-        auto& keys = self->state.keys;
-        if (auto it = keys.find(key); it != keys.end())
-          reply(stored_response{it->second.status, it->second.response, std::nullopt});
-        else reply(failure::of(errc::service_unavailable, "retry"));
-      };
-      auto& b = st.p_keys[key.key].first == st.open.seq ? st.open : *st.in_flight;
-      b.on_commit.push_back(answer);
-      b.on_fail.push_back(fail_with(reply));
-      return true;
-    }
+  case key_state::fresh: return false;
+  case key_state::conflict:
+    reply(failure::of(errc::conflict, "this Idempotency-Key was used with a different request"));
+    return true;
+  case key_state::replay:
+    reply(stored_response{stored->status, stored->response, std::nullopt});
+    return true;
+  case key_state::pending: {
+    // The first request with this key is committing: answer as it is answered.
+    auto answer = [self, key = key.key, reply] {
+      auto& keys = self->state.keys;
+      if (auto it = keys.find(key); it != keys.end())
+        reply(stored_response{it->second.status, it->second.response, std::nullopt});
+      else
+        reply(failure::of(errc::service_unavailable, "retry"));
+    };
+    auto& b = st.p_keys[key.key].first == st.open.seq ? st.open : *st.in_flight;
+    b.on_commit.push_back(answer);
+    b.on_fail.push_back(fail_with(reply));
+    return true;
+  }
   }
   return false;
 }
@@ -615,7 +631,11 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
   contact_events(st, c, r, true, {});
   stage_key(st, key, 201, body);
   stage_write(
-    self, [reply, body, id = c.id] { reply(stored_response{201, body, id}); }, fail_with(reply));
+      self,
+      [reply, body, id = c.id] {
+        reply(stored_response{201, body, id});
+      },
+      fail_with(reply));
 }
 
 void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
@@ -654,7 +674,11 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
   auto body = domain::encode_bulk_results(results);
   stage_key(st, key, 200, body);
   stage_write(
-    self, [reply, body] { reply(stored_response{200, body, std::nullopt}); }, fail_with(reply));
+      self,
+      [reply, body] {
+        reply(stored_response{200, body, std::nullopt});
+      },
+      fail_with(reply));
 }
 
 void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
@@ -673,7 +697,8 @@ void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
   c.updated_at = next_timestamp(before.updated_at);
   stage_contact(st, &before, c);
   contact_events(st, c, r, false, fields_sent(f));
-  stage_write(self, [reply, c] { reply(c); }, fail_with(reply));
+  stage_write(
+      self, [reply, c] { reply(c); }, fail_with(reply));
 }
 
 void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply) {
@@ -686,7 +711,8 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
   auto before = *cur;
   stage_contact_delete(st, before);
   event(st, "contact.deleted", contact_event(before));
-  stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+  stage_write(
+      self, [reply] { reply(domain::done{}); }, fail_with(reply));
 }
 
 std::optional<domain::company> committed_company(contacts_state& st,
@@ -713,20 +739,26 @@ void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string>
     return reply(failure::invalid({{{"body", "tags"}, "at most 50 tags", "value_error"}}));
   if (r.tags_added.empty()) {
     // Nothing changes: answer with the contact as it will be once staged writes commit.
-    stage_write(self, [self, reply, id] {
-      auto& s = self->state;
-      auto now = s.store.find(id);
-      if (!now) return reply(missing_contact());
-      reply(contact_view{*now, committed_company(s, now->company_id)});
-    }, fail_with(reply));
+    stage_write(
+        self,
+        [self, reply, id] {
+          auto& s = self->state;
+          auto now = s.store.find(id);
+          if (!now) return reply(missing_contact());
+          reply(contact_view{*now, committed_company(s, now->company_id)});
+        },
+        fail_with(reply));
     return;
   }
   c.updated_at = next_timestamp(before.updated_at);
   stage_contact(st, &before, c);
   contact_events(st, c, r, false, {"tags"});
-  stage_write(self, [self, reply, c] {
-    reply(contact_view{c, committed_company(self->state, c.company_id)});
-  }, fail_with(reply));
+  stage_write(
+      self,
+      [self, reply, c] {
+        reply(contact_view{c, committed_company(self->state, c.company_id)});
+      },
+      fail_with(reply));
 }
 
 void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag,
@@ -747,7 +779,8 @@ void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag
   c.updated_at = next_timestamp(before.updated_at);
   stage_contact(st, &before, c);
   contact_events(st, c, apply_result{}, false, {"tags"});
-  stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+  stage_write(
+      self, [reply] { reply(domain::done{}); }, fail_with(reply));
 }
 
 // Exclusive (runs with nothing staged or in flight), so the committed store is the whole truth.
@@ -773,16 +806,20 @@ void do_rename_tag(contacts_actor* self, const std::string& from, const std::str
     stage_contact(st, &before, c);
     contact_events(st, c, apply_result{}, false, {"tags"});
   }
-  stage_write(self, [self, reply, lto] {
-    for (auto& t : self->state.store.tags())
-      if (domain::ascii_lower(t.name) == lto) return reply(t);
-    reply(domain::tag_count{});
-  }, fail_with(reply));
+  stage_write(
+      self,
+      [self, reply, lto, to] {
+        for (auto& t : self->state.store.tags())
+          if (domain::ascii_lower(t.name) == lto) return reply(domain::tag_count{to, t.count});
+        reply(domain::tag_count{to, 0});
+      },
+      fail_with(reply));
 }
 
 // ---- companies -------------------------------------------------------------------------
 
-std::vector<issue> apply_company_fields(domain::company& c, const company_fields& f, bool creating) {
+std::vector<issue> apply_company_fields(domain::company& c, const company_fields& f,
+                                        bool creating) {
   std::vector<issue> out;
   if (f.name) c.name = *f.name;
   if (f.domain) c.domain = *f.domain;
@@ -792,10 +829,12 @@ std::vector<issue> apply_company_fields(domain::company& c, const company_fields
   if (f.custom_fields) {
     auto merged = merge_custom_fields(c.custom_fields, *f.custom_fields, creating);
     if (!merged)
-      out.push_back({{"body", "custom_fields"}, "Input should be a valid dictionary", "value_error"});
+      out.push_back(
+          {{"body", "custom_fields"}, "Input should be a valid dictionary", "value_error"});
     else if (merged->size() > max_custom_fields_bytes)
       out.push_back({{"body", "custom_fields"}, "custom fields exceed 16 KiB", "value_error"});
-    else c.custom_fields = std::move(*merged);
+    else
+      c.custom_fields = std::move(*merged);
   }
   return out;
 }
@@ -810,7 +849,8 @@ void do_create_company(contacts_actor* self, company_fields f, callback<domain::
   st.company_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
   stage_company(st, c);
-  stage_write(self, [reply, c] { reply(c); }, fail_with(reply));
+  stage_write(
+      self, [reply, c] { reply(c); }, fail_with(reply));
 }
 
 void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
@@ -826,7 +866,8 @@ void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   c.updated_at = next_timestamp(cur->updated_at);
   stage_company(st, c);
-  stage_write(self, [reply, c] { reply(c); }, fail_with(reply));
+  stage_write(
+      self, [reply, c] { reply(c); }, fail_with(reply));
 }
 
 // Exclusive: its contacts lose their company_id in the same transaction.
@@ -846,7 +887,8 @@ void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::d
   }
   st.open.sql.company_deletes.push_back(id);
   st.p_companies[id] = {st.open.seq, std::nullopt};
-  stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+  stage_write(
+      self, [reply] { reply(domain::done{}); }, fail_with(reply));
 }
 
 company_list list_companies_of(contacts_state& st, const company_query& q) {
@@ -863,7 +905,8 @@ company_list list_companies_of(contacts_state& st, const company_query& q) {
   }
   auto key = [&](const domain::company* c) -> std::optional<std::string> {
     if (q.sort == "name") return domain::ascii_lower(c->name);
-    if (q.sort == "domain") return c->domain ? std::optional(domain::ascii_lower(*c->domain)) : std::nullopt;
+    if (q.sort == "domain")
+      return c->domain ? std::optional(domain::ascii_lower(*c->domain)) : std::nullopt;
     if (q.sort == "industry")
       return c->industry ? std::optional(domain::ascii_lower(*c->industry)) : std::nullopt;
     return std::nullopt;
@@ -878,8 +921,10 @@ company_list list_companies_of(contacts_state& st, const company_query& q) {
     int cmp = 0;
     if (text) {
       auto ka = key(a), kb = key(b);
-      if (ka && kb) cmp = ka->compare(*kb);
-      else if (ka != kb) cmp = ka ? -1 : 1; // absent last (ascending)
+      if (ka && kb)
+        cmp = ka->compare(*kb);
+      else if (ka != kb)
+        cmp = ka ? -1 : 1; // absent last (ascending)
       if (q.descending) cmp = -cmp;
     } else {
       auto na = num(a), nb = num(b);
@@ -891,7 +936,8 @@ company_list list_companies_of(contacts_state& st, const company_query& q) {
   });
   company_list out;
   out.total = static_cast<std::int64_t>(hits.size());
-  for (auto i = q.offset; i < out.total && static_cast<std::int64_t>(out.items.size()) < q.limit; ++i)
+  for (auto i = q.offset; i < out.total && static_cast<std::int64_t>(out.items.size()) < q.limit;
+       ++i)
     out.items.push_back(*hits[static_cast<std::size_t>(i)]);
   return out;
 }
@@ -908,155 +954,163 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
   self->attach_functor([m = st0.meter, stats = env.stats](const caf::error&) {
     m->instances--;
     m->mailbox.fetch_sub(
-      stats->mailbox[static_cast<std::size_t>(child_kind::contacts)].exchange(0));
+        stats->mailbox[static_cast<std::size_t>(child_kind::contacts)].exchange(0));
   });
   auto measure = [self, slot] {
     return metered(*self->state.meter, self, self->state.published_mailbox, slot);
   };
   return {
-    [self, measure](resume_atom, continuation& k) {
-      auto _ = measure();
-      k();
-    },
-    [self, measure](create_atom, contact_fields& f, idempotency& key,
-                    callback<stored_response>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, f = std::move(f), key = std::move(key), reply]() mutable {
-        do_create(self, std::move(f), std::move(key), reply);
-      }, 1);
-    },
-    [self, measure](bulk_atom, std::vector<contact_fields>& items,
-                    std::vector<std::vector<issue>>& pre, idempotency& key, std::string& row_loc,
-                    callback<stored_response>& reply) {
-      auto _ = measure();
-      auto n = items.size();
-      when_ready(self, need::write, fail_with(reply),
-                 [self, items = std::move(items), pre = std::move(pre), key = std::move(key),
-                  row_loc = std::move(row_loc), reply]() mutable {
-                   do_bulk(self, std::move(items), std::move(pre), std::move(key),
-                           std::move(row_loc), reply);
-                 },
-                 n);
-    },
-    [self, measure](get_atom, std::int64_t id, callback<contact_view>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, id, reply] {
+      [self, measure](resume_atom, continuation& k) {
+        auto _ = measure();
+        k();
+      },
+      [self, measure](create_atom, contact_fields& f, idempotency& key,
+                      callback<stored_response>& reply) {
+        auto _ = measure();
+        when_ready(
+            self, need::write, fail_with(reply),
+            [self, f = std::move(f), key = std::move(key), reply]() mutable {
+              do_create(self, std::move(f), std::move(key), reply);
+            },
+            1);
+      },
+      [self, measure](bulk_atom, std::vector<contact_fields>& items,
+                      std::vector<std::vector<issue>>& pre, idempotency& key, std::string& row_loc,
+                      callback<stored_response>& reply) {
+        auto _ = measure();
+        auto n = items.size();
+        when_ready(
+            self, need::write, fail_with(reply),
+            [self, items = std::move(items), pre = std::move(pre), key = std::move(key),
+             row_loc = std::move(row_loc), reply]() mutable {
+              do_bulk(self, std::move(items), std::move(pre), std::move(key), std::move(row_loc),
+                      reply);
+            },
+            n);
+      },
+      [self, measure](get_atom, std::int64_t id, callback<contact_view>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, id, reply] {
+          auto& st = self->state;
+          auto c = st.store.find(id);
+          if (!c) return reply_missing(self, persistence::record_kind::contact, id, reply);
+          reply(contact_view{*c, committed_company(st, c->company_id)});
+        });
+      },
+      [self, measure](update_atom, std::int64_t id, contact_fields& f,
+                      callback<domain::contact>& reply) {
+        auto _ = measure();
+        when_ready(self, need::write, fail_with(reply),
+                   [self, id, f = std::move(f), reply]() mutable {
+                     do_update(self, id, std::move(f), reply);
+                   });
+      },
+      [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
+        auto _ = measure();
+        when_ready(self, need::write, fail_with(reply),
+                   [self, id, reply] { do_delete(self, id, reply); });
+      },
+      [self, measure](list_atom, domain::contact_query& q, callback<contact_list>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
+          auto page = self->state.store.list(q);
+          contact_list out;
+          out.total = page.total;
+          out.items.reserve(page.items.size());
+          for (auto* c : page.items) out.items.push_back(*c);
+          reply(std::move(out));
+        });
+      },
+      [self, measure](match_atom, domain::contact_query& q,
+                      callback<std::vector<std::int64_t>>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
+          std::vector<std::int64_t> ids;
+          self->state.store.for_each(q, [&](const domain::contact& c) { ids.push_back(c.id); });
+          reply(std::move(ids));
+        });
+      },
+      [self, measure](fetch_atom, std::vector<std::int64_t>& ids,
+                      callback<std::vector<domain::contact>>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, ids = std::move(ids), reply] {
+          std::vector<domain::contact> out;
+          out.reserve(ids.size());
+          for (auto id : ids)
+            if (auto c = self->state.store.find(id)) out.push_back(*c);
+          reply(std::move(out));
+        });
+      },
+      [self, measure](tags_atom, callback<std::vector<domain::tag_count>>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply),
+                   [self, reply] { reply(self->state.store.tags()); });
+      },
+      [self, measure](tag_add_atom, std::int64_t id, std::vector<std::string>& tags,
+                      callback<contact_view>& reply) {
+        auto _ = measure();
+        when_ready(self, need::write, fail_with(reply),
+                   [self, id, tags = std::move(tags), reply]() mutable {
+                     do_add_tags(self, id, std::move(tags), reply);
+                   });
+      },
+      [self, measure](tag_rm_atom, std::int64_t id, std::string& tag,
+                      callback<domain::done>& reply) {
+        auto _ = measure();
+        when_ready(self, need::write, fail_with(reply), [self, id, tag = std::move(tag), reply] {
+          do_remove_tag(self, id, tag, reply);
+        });
+      },
+      [self, measure](tag_mv_atom, std::string& from, std::string& to,
+                      callback<domain::tag_count>& reply) {
+        auto _ = measure();
+        when_ready(self, need::exclusive, fail_with(reply),
+                   [self, from = std::move(from), to = std::move(to), reply] {
+                     do_rename_tag(self, from, to, reply);
+                   });
+      },
+      [self, measure](co_new_atom, company_fields& f, callback<domain::company>& reply) {
+        auto _ = measure();
+        when_ready(
+            self, need::write, fail_with(reply),
+            [self, f = std::move(f), reply]() mutable {
+              do_create_company(self, std::move(f), reply);
+            },
+            0, 1);
+      },
+      [self, measure](co_get_atom, std::int64_t id, callback<domain::company>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, id, reply] {
+          auto& st = self->state;
+          auto it = st.companies.find(id);
+          if (it == st.companies.end())
+            return reply_missing(self, persistence::record_kind::company, id, reply);
+          reply(it->second);
+        });
+      },
+      [self, measure](co_put_atom, std::int64_t id, company_fields& f,
+                      callback<domain::company>& reply) {
+        auto _ = measure();
+        when_ready(self, need::write, fail_with(reply),
+                   [self, id, f = std::move(f), reply]() mutable {
+                     do_update_company(self, id, std::move(f), reply);
+                   });
+      },
+      [self, measure](co_del_atom, std::int64_t id, callback<domain::done>& reply) {
+        auto _ = measure();
+        when_ready(self, need::exclusive, fail_with(reply),
+                   [self, id, reply] { do_delete_company(self, id, reply); });
+      },
+      [self, measure](co_list_atom, company_query& q, callback<company_list>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply),
+                   [self, q = std::move(q), reply] { reply(list_companies_of(self->state, q)); });
+      },
+      [self](stop_atom) {
         auto& st = self->state;
-        auto c = st.store.find(id);
-        if (!c) return reply_missing(self, persistence::record_kind::contact, id, reply);
-        reply(contact_view{*c, committed_company(st, c->company_id)});
-      });
-    },
-    [self, measure](update_atom, std::int64_t id, contact_fields& f,
-                    callback<domain::contact>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, id, f = std::move(f), reply]() mutable {
-        do_update(self, id, std::move(f), reply);
-      });
-    },
-    [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, id, reply] {
-        do_delete(self, id, reply);
-      });
-    },
-    [self, measure](list_atom, domain::contact_query& q, callback<contact_list>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
-        auto page = self->state.store.list(q);
-        contact_list out;
-        out.total = page.total;
-        out.items.reserve(page.items.size());
-        for (auto* c : page.items) out.items.push_back(*c);
-        reply(std::move(out));
-      });
-    },
-    [self, measure](match_atom, domain::contact_query& q,
-                    callback<std::vector<std::int64_t>>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
-        std::vector<std::int64_t> ids;
-        self->state.store.for_each(q, [&](const domain::contact& c) { ids.push_back(c.id); });
-        reply(std::move(ids));
-      });
-    },
-    [self, measure](fetch_atom, std::vector<std::int64_t>& ids,
-                    callback<std::vector<domain::contact>>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, ids = std::move(ids), reply] {
-        std::vector<domain::contact> out;
-        out.reserve(ids.size());
-        for (auto id : ids)
-          if (auto c = self->state.store.find(id)) out.push_back(*c);
-        reply(std::move(out));
-      });
-    },
-    [self, measure](tags_atom, callback<std::vector<domain::tag_count>>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, reply] {
-        reply(self->state.store.tags());
-      });
-    },
-    [self, measure](tag_add_atom, std::int64_t id, std::vector<std::string>& tags,
-                    callback<contact_view>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, id, tags = std::move(tags), reply]() mutable {
-        do_add_tags(self, id, std::move(tags), reply);
-      });
-    },
-    [self, measure](tag_rm_atom, std::int64_t id, std::string& tag, callback<domain::done>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, id, tag = std::move(tag), reply] {
-        do_remove_tag(self, id, tag, reply);
-      });
-    },
-    [self, measure](tag_mv_atom, std::string& from, std::string& to,
-                    callback<domain::tag_count>& reply) {
-      auto _ = measure();
-      when_ready(self, need::exclusive, fail_with(reply), [self, from = std::move(from), to = std::move(to), reply] {
-        do_rename_tag(self, from, to, reply);
-      });
-    },
-    [self, measure](co_new_atom, company_fields& f, callback<domain::company>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, f = std::move(f), reply]() mutable {
-        do_create_company(self, std::move(f), reply);
-      }, 0, 1);
-    },
-    [self, measure](co_get_atom, std::int64_t id, callback<domain::company>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, id, reply] {
-        auto& st = self->state;
-        auto it = st.companies.find(id);
-        if (it == st.companies.end())
-          return reply_missing(self, persistence::record_kind::company, id, reply);
-        reply(it->second);
-      });
-    },
-    [self, measure](co_put_atom, std::int64_t id, company_fields& f,
-                    callback<domain::company>& reply) {
-      auto _ = measure();
-      when_ready(self, need::write, fail_with(reply), [self, id, f = std::move(f), reply]() mutable {
-        do_update_company(self, id, std::move(f), reply);
-      });
-    },
-    [self, measure](co_del_atom, std::int64_t id, callback<domain::done>& reply) {
-      auto _ = measure();
-      when_ready(self, need::exclusive, fail_with(reply), [self, id, reply] {
-        do_delete_company(self, id, reply);
-      });
-    },
-    [self, measure](co_list_atom, company_query& q, callback<company_list>& reply) {
-      auto _ = measure();
-      when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
-        reply(list_companies_of(self->state, q));
-      });
-    },
-    [self](stop_atom) {
-      auto& st = self->state;
-      st.stopping = true;
-      if (idle_pipeline(st) && st.waiting.empty()) self->quit();
-    },
+        st.stopping = true;
+        if (idle_pipeline(st) && st.waiting.empty()) self->quit();
+      },
   };
 }
 
@@ -1072,7 +1126,8 @@ caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env)
 
 void create_contact(runtime& rt, std::int64_t tenant, contact_fields f, idempotency key,
                     callback<stored_response> reply) {
-  send(rt, tenant, caf::make_message(create_atom::value, std::move(f), std::move(key), std::move(reply)));
+  send(rt, tenant,
+       caf::make_message(create_atom::value, std::move(f), std::move(key), std::move(reply)));
 }
 
 void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_fields> items,

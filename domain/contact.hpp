@@ -27,9 +27,9 @@ struct contact {
   std::optional<std::int64_t> company_id;
   contact_status status = contact_status::active;
   std::optional<contact_source> source;
-  std::vector<std::string> tags;       // de-duplicated case-insensitively, in the order given
-  std::string custom_fields = "{}";    // JSON object text
-  std::int64_t created_at = 0;         // microseconds since the epoch, UTC
+  std::vector<std::string> tags;    // de-duplicated case-insensitively, in the order given
+  std::string custom_fields = "{}"; // JSON object text
+  std::int64_t created_at = 0;      // microseconds since the epoch, UTC
   std::int64_t updated_at = 0;
 };
 
@@ -48,7 +48,15 @@ struct company {
 
 // The keys a contact list may be sorted on (contract §4).
 enum class contact_sort : std::uint8_t {
-  id, first_name, last_name, email, phone, status, source, created_at, updated_at
+  id,
+  first_name,
+  last_name,
+  email,
+  phone,
+  status,
+  source,
+  created_at,
+  updated_at
 };
 std::optional<contact_sort> parse_contact_sort(std::string_view s);
 

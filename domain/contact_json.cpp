@@ -83,8 +83,10 @@ std::string encode_contact_created(const contact& c) {
 
 std::string encode_contact_full(const contact& c, const company* co) {
   auto o = list_item(c);
-  if (co) o["company"] = json::object{{"id", co->id}, {"name", co->name}};
-  else o["company"] = nullptr;
+  if (co)
+    o["company"] = json::object{{"id", co->id}, {"name", co->name}};
+  else
+    o["company"] = nullptr;
   o["tags"] = tag_array(c.tags);
   o["custom_fields"] = parse_object(c.custom_fields);
   return json::serialize(o);
@@ -103,15 +105,20 @@ std::string encode_contact_update(const contact& c, const std::vector<std::strin
   json::object o;
   o["id"] = c.id;
   for (auto& f : fields) {
-    if (f == "tags") o["tags"] = tag_array(c.tags);
-    else if (f == "custom_fields") o["custom_fields"] = parse_object(c.custom_fields);
-    else if (auto it = full.find(f); it != full.end()) o[f] = it->value();
+    if (f == "tags")
+      o["tags"] = tag_array(c.tags);
+    else if (f == "custom_fields")
+      o["custom_fields"] = parse_object(c.custom_fields);
+    else if (auto it = full.find(f); it != full.end())
+      o[f] = it->value();
   }
   o["updated_at"] = format_rfc3339(c.updated_at);
   return json::serialize(o);
 }
 
-std::string encode_company(const company& c) { return json::serialize(company_object(c)); }
+std::string encode_company(const company& c) {
+  return json::serialize(company_object(c));
+}
 
 std::string encode_company_page(const std::vector<company>& items, std::int64_t total, int page,
                                 int per_page) {
@@ -142,8 +149,10 @@ std::string encode_bulk_results(const std::vector<bulk_item>& results) {
       for (auto& e : results[i].errors) {
         json::array loc;
         for (auto& p : e.loc) {
-          if (auto s = std::get_if<std::string>(&p)) loc.emplace_back(*s);
-          else loc.emplace_back(std::get<std::int64_t>(p));
+          if (auto s = std::get_if<std::string>(&p))
+            loc.emplace_back(*s);
+          else
+            loc.emplace_back(std::get<std::int64_t>(p));
         }
         errs.emplace_back(json::object{{"loc", std::move(loc)}, {"msg", e.msg}, {"type", e.type}});
       }

@@ -5,8 +5,14 @@
 //   one by one stays fast);
 // - a trigram index over the lower-cased "first last", e-mail and phone, each field on its own so
 //   that no trigram spans two fields; posting lists are sorted slot vectors;
+// - the same lower-cased text of every contact in one buffer, to check candidates (and scan for
+//   1–2 character searches) reading memory in order instead of chasing each contact's strings;
 // - tag counts keyed by lower-cased name, and the id map.
 // E-mail lookups use the e-mail order (a binary search), so they need no map of their own.
+//
+// A list without filters reads its page straight from the order. Otherwise the matches are found
+// first (in slot order), which gives the total; then either the few matches are sorted, or the
+// order is walked against a bitmap of them until the page is full.
 #include "domain/contact_store.hpp"
 
 #include "domain/validation.hpp"
@@ -48,11 +54,10 @@ int compare_ci(std::string_view a, std::string_view b) {
   return compare_values(a.size(), b.size());
 }
 
-// The order of string sort keys: case-insensitive first, then byte-wise (so that the order is
-// total and "Ann" and "ann" always come out the same way round).
+// The order of string sort keys: case-insensitive only, so "Ann" and "ann" are equal keys and
+// their order comes from the id (contract §4: ties break on id ascending in both directions).
 int compare_text(std::string_view a, std::string_view b) {
-  if (const int c = compare_ci(a, b); c != 0) return c;
-  return compare_values(a, b); // char_traits<char> compares bytes as unsigned char
+  return compare_ci(a, b);
 }
 
 // Absent values after present ones.
@@ -182,7 +187,19 @@ public:
            !q_.created_before && !q_.updated_after && q_.search.empty() && !q_.extra;
   }
 
-  bool operator()(const contact& c) const {
+  // Anything to test besides the search text.
+  bool has_others() const {
+    return q_.status || q_.source || q_.company_id || !q_.tags.empty() || q_.created_after ||
+           q_.created_before || q_.updated_after || q_.extra;
+  }
+
+  bool operator()(const contact& c) const { return fields(c) && search_(c) && extra(c); }
+
+  // Everything but the search text.
+  bool others(const contact& c) const { return fields(c) && extra(c); }
+
+private:
+  bool fields(const contact& c) const {
     if (q_.status && c.status != *q_.status) return false;
     if (q_.source && c.source != q_.source) return false;
     if (q_.company_id && c.company_id != q_.company_id) return false;
@@ -194,11 +211,11 @@ public:
                                    [&](const std::string& t) { return equals_ci(t, wanted); });
       if (!has) return false;
     }
-    if (!search_(c)) return false;
-    return !q_.extra || q_.extra(c);
+    return true;
   }
 
-private:
+  bool extra(const contact& c) const { return !q_.extra || q_.extra(c); }
+
   const contact_query& q_;
   text_matcher search_;
   std::vector<std::string> tags_;
@@ -232,6 +249,21 @@ std::vector<trigram> trigrams_of(const contact& c) {
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// The lower-cased searchable text: "first last" (or the first name alone), e-mail and phone,
+// separated by NUL bytes so that a needle without one never matches across fields.
+std::string search_text(const contact& c) {
+  std::string t = ascii_lower(c.first_name);
+  if (c.last_name) t.append(1, ' ').append(ascii_lower(*c.last_name));
+  if (c.email) t.append(1, '\0').append(ascii_lower(*c.email));
+  if (c.phone) t.append(1, '\0').append(ascii_lower(*c.phone));
+  return t;
+}
+
+bool same_searchable_fields(const contact& a, const contact& b) {
+  return a.first_name == b.first_name && a.last_name == b.last_name && a.email == b.email &&
+         a.phone == b.phone;
 }
 
 // Posting lists grow by a quarter rather than doubling: they hold most of the index's memory.
@@ -283,7 +315,7 @@ public:
         blk.insert(blk.begin() + at, s);
       else
         upper.insert(upper.begin() + (at - half), s);
-      blocks_.insert(blocks_.begin() + b + 1, std::move(upper));
+      blocks_.insert(block(b + 1), std::move(upper));
     }
     ++size_;
     reindex(b);
@@ -299,15 +331,15 @@ public:
     blk.erase(pos);
     --size_;
     if (blk.empty()) {
-      blocks_.erase(blocks_.begin() + b);
+      blocks_.erase(block(b));
     } else if (blk.size() < block_max / 4) {
       // Merge small neighbours so that mass deletions do not leave a trail of tiny blocks.
       if (b + 1 < blocks_.size() && blk.size() + blocks_[b + 1].size() <= block_max / 2) {
         blk.insert(blk.end(), blocks_[b + 1].begin(), blocks_[b + 1].end());
-        blocks_.erase(blocks_.begin() + b + 1);
+        blocks_.erase(block(b + 1));
       } else if (b > 0 && blk.size() + blocks_[b - 1].size() <= block_max / 2) {
         blocks_[b - 1].insert(blocks_[b - 1].end(), blk.begin(), blk.end());
-        blocks_.erase(blocks_.begin() + b);
+        blocks_.erase(block(b));
         --b;
       }
     }
@@ -354,13 +386,27 @@ public:
       for (const auto s : blk) f(s);
   }
 
+  // Calls f(slot) in order while it returns true.
   template <class F>
-  void visit_all_reversed(F&& f) const {
-    for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b)
-      for (auto s = b->rbegin(); s != b->rend(); ++s) f(*s);
+  void visit_while(F&& f) const {
+    for (const auto& blk : blocks_)
+      for (const auto s : blk)
+        if (!f(s)) return;
+  }
+
+  // Calls f(slot) from the last position to the first while it returns true.
+  template <class F>
+  void visit_reversed_while(F&& f) const {
+    for (std::size_t b = blocks_.size(); b-- > 0;)
+      for (std::size_t i = blocks_[b].size(); i-- > 0;)
+        if (!f(blocks_[b][i])) return;
   }
 
 private:
+  std::vector<std::vector<std::uint32_t>>::iterator block(std::size_t b) {
+    return blocks_.begin() + static_cast<std::ptrdiff_t>(b);
+  }
+
   // The block holding `s`, or where it belongs: the first block whose last slot is not before it.
   template <class Less>
   std::size_t block_of(std::uint32_t s, Less less) const {
@@ -417,17 +463,64 @@ struct contact_store::impl {
   static constexpr std::size_t chunk_bits = 6;
   static constexpr std::size_t chunk_size = std::size_t{1} << chunk_bits;
 
-  std::vector<std::unique_ptr<contact[]>> chunks;
+  std::vector<std::unique_ptr<std::array<contact, chunk_size>>> chunks;
   std::uint32_t slots_used = 0; // slots ever handed out, live or free
   std::vector<std::uint32_t> free_slots;
+  std::vector<bool> live; // by slot
+  // The search text of every slot in one buffer, so that a scan reads memory in order; replaced
+  // texts stay behind as garbage until it makes up half of the buffer.
+  struct text_ref {
+    std::uint32_t start = 0;
+    std::uint32_t size = 0;
+  };
+  std::vector<char> text_buffer;
+  std::vector<text_ref> texts; // by slot
+  std::size_t text_garbage = 0;
   std::unordered_map<std::int64_t, std::uint32_t> by_id;
   std::array<slot_order, sort_key_count> orders;
   std::unordered_map<trigram, std::vector<std::uint32_t>> postings;
   std::map<std::string, tag_entry, std::less<>> tag_index; // by lower-cased name
 
-  contact& slot(std::uint32_t s) { return chunks[s >> chunk_bits][s & (chunk_size - 1)]; }
+  contact& slot(std::uint32_t s) { return (*chunks[s >> chunk_bits])[s & (chunk_size - 1)]; }
   const contact& slot(std::uint32_t s) const {
-    return chunks[s >> chunk_bits][s & (chunk_size - 1)];
+    return (*chunks[s >> chunk_bits])[s & (chunk_size - 1)];
+  }
+
+  std::string_view text(std::uint32_t s) const {
+    return {text_buffer.data() + texts[s].start, texts[s].size};
+  }
+
+  void set_text(std::uint32_t s, const contact& c) {
+    const auto t = search_text(c);
+    if (s >= texts.size()) texts.resize(s + 1);
+    text_garbage += texts[s].size;
+    if (text_buffer.size() + t.size() > text_buffer.capacity())
+      text_buffer.reserve(text_buffer.size() + t.size() + text_buffer.size() / 4 + 256);
+    texts[s] = {static_cast<std::uint32_t>(text_buffer.size()),
+                static_cast<std::uint32_t>(t.size())};
+    text_buffer.insert(text_buffer.end(), t.begin(), t.end());
+    compact_texts();
+  }
+
+  void clear_text(std::uint32_t s) {
+    text_garbage += texts[s].size;
+    texts[s] = {};
+    compact_texts();
+  }
+
+  void compact_texts() {
+    if (text_garbage < 4096 || text_garbage * 2 < text_buffer.size()) return;
+    const std::size_t used = text_buffer.size() - text_garbage;
+    std::vector<char> fresh;
+    fresh.reserve(used + used / 4 + 256);
+    for (auto& t : texts) {
+      const auto start = static_cast<std::uint32_t>(fresh.size());
+      fresh.insert(fresh.end(), text_buffer.begin() + t.start,
+                   text_buffer.begin() + t.start + t.size);
+      t.start = start;
+    }
+    text_buffer.swap(fresh);
+    text_garbage = 0;
   }
 
   const slot_order& order(contact_sort key) const { return orders[static_cast<std::size_t>(key)]; }
@@ -442,11 +535,13 @@ struct contact_store::impl {
     if (!free_slots.empty()) {
       const auto s = free_slots.back();
       free_slots.pop_back();
+      live[s] = true;
       return s;
     }
     const auto s = slots_used++;
+    live.push_back(true);
     if ((s >> chunk_bits) >= chunks.size())
-      chunks.push_back(std::make_unique<contact[]>(chunk_size));
+      chunks.push_back(std::make_unique<std::array<contact, chunk_size>>());
     return s;
   }
 
@@ -486,6 +581,7 @@ struct contact_store::impl {
     for (std::size_t k = 0; k < sort_key_count; ++k)
       orders[k].insert(s, ascending(static_cast<contact_sort>(k)));
     add_postings(trigrams_of(stored), s);
+    set_text(s, stored);
     add_tags(stored);
   }
 
@@ -496,14 +592,17 @@ struct contact_store::impl {
       moved[k] = compare_key(current, c, static_cast<contact_sort>(k)) != 0;
       if (moved[k]) orders[k].erase(s, ascending(static_cast<contact_sort>(k)));
     }
-    auto old_keys = trigrams_of(current);
-    auto new_keys = trigrams_of(c);
+    const bool searchable_changed = !same_searchable_fields(current, c);
     std::vector<trigram> gone;
     std::vector<trigram> added;
-    std::set_difference(old_keys.begin(), old_keys.end(), new_keys.begin(), new_keys.end(),
-                        std::back_inserter(gone));
-    std::set_difference(new_keys.begin(), new_keys.end(), old_keys.begin(), old_keys.end(),
-                        std::back_inserter(added));
+    if (searchable_changed) {
+      const auto old_keys = trigrams_of(current);
+      const auto new_keys = trigrams_of(c);
+      std::set_difference(old_keys.begin(), old_keys.end(), new_keys.begin(), new_keys.end(),
+                          std::back_inserter(gone));
+      std::set_difference(new_keys.begin(), new_keys.end(), old_keys.begin(), old_keys.end(),
+                          std::back_inserter(added));
+    }
     // New tags first: a tag the contact keeps (perhaps spelt differently) keeps its name.
     add_tags(c);
     remove_tags(current);
@@ -512,6 +611,7 @@ struct contact_store::impl {
       if (moved[k]) orders[k].insert(s, ascending(static_cast<contact_sort>(k)));
     remove_postings(gone, s);
     add_postings(added, s);
+    if (searchable_changed) set_text(s, current);
   }
 
   void remove(std::uint32_t s) {
@@ -519,45 +619,97 @@ struct contact_store::impl {
     for (std::size_t k = 0; k < sort_key_count; ++k)
       orders[k].erase(s, ascending(static_cast<contact_sort>(k)));
     remove_postings(trigrams_of(c), s);
+    clear_text(s);
     remove_tags(c);
     by_id.erase(c.id);
     slot(s) = contact{}; // frees the strings now
+    live[s] = false;
     free_slots.push_back(s);
   }
 
-  // The shortest posting list among the needle's trigrams, or null when one has none: then
-  // nothing can match.
-  const std::vector<std::uint32_t>* candidates(std::string_view needle) const {
-    const std::vector<std::uint32_t>* best = nullptr;
+  // The slots whose contacts may contain `needle` (lower-cased, 3 bytes or more): the
+  // intersection of its trigrams' posting lists, shortest first, while intersecting pays.
+  std::vector<std::uint32_t> candidates(std::string_view needle) const {
+    std::vector<const std::vector<std::uint32_t>*> lists;
     for (std::size_t i = 0; i + 3 <= needle.size(); ++i) {
       const auto it = postings.find(trigram_at(needle, i));
-      if (it == postings.end()) return nullptr;
-      if (!best || it->second.size() < best->size()) best = &it->second;
+      if (it == postings.end()) return {};
+      lists.push_back(&it->second);
     }
-    return best;
+    std::sort(lists.begin(), lists.end(), [](const auto* a, const auto* b) {
+      return a->size() != b->size() ? a->size() < b->size() : std::less<>{}(a, b);
+    });
+    lists.erase(std::unique(lists.begin(), lists.end()), lists.end());
+    std::vector<std::uint32_t> out(*lists.front());
+    std::vector<std::uint32_t> next;
+    for (std::size_t i = 1; i < lists.size() && out.size() > 16; ++i) {
+      if (lists[i]->size() > 32 * out.size()) break; // checking the few candidates is cheaper
+      next.clear();
+      std::set_intersection(out.begin(), out.end(), lists[i]->begin(), lists[i]->end(),
+                            std::back_inserter(next));
+      out.swap(next);
+    }
+    return out;
   }
 
-  // Calls visit(slot) for every slot that `accept` takes, in list order.
-  template <class Accept, class Visit>
-  void walk(contact_sort key, bool descending, Accept&& accept, Visit&& visit) const {
+  // The slots of every match, in slot order: memory order, which is what makes a scan of the
+  // whole store fast.
+  std::vector<std::uint32_t> matching_slots(const query_matcher& matches) const {
+    const std::string& needle = matches.search().needle();
+    // The search text separates fields with NUL: a needle holding one goes field by field.
+    const bool by_text = needle.find('\0') == std::string::npos;
+    const bool others = matches.has_others();
+    const auto match = [&](std::uint32_t s, bool search_known) {
+      if (!search_known) {
+        const bool found =
+            by_text ? text(s).find(needle) != std::string_view::npos : matches.search()(slot(s));
+        if (!found) return false;
+      }
+      return !others || matches.others(slot(s));
+    };
+    if (needle.size() >= 3) {
+      auto hits = candidates(needle);
+      // A 3-byte needle is a single trigram, taken from the very texts the search looks in.
+      const bool exact = needle.size() == 3;
+      if (!exact || others) std::erase_if(hits, [&](std::uint32_t s) { return !match(s, exact); });
+      return hits;
+    }
+    std::vector<std::uint32_t> hits;
+    for (std::uint32_t s = 0; s < slots_used; ++s)
+      if (live[s] && match(s, needle.empty())) hits.push_back(s);
+    return hits;
+  }
+
+  // Emits the positions [from, to) among the accepted slots in list order, `to` at most the
+  // number accepted; stops as soon as the page is full.
+  template <class Accept, class Emit>
+  void emit_accepted(contact_sort key, bool descending, std::size_t from, std::size_t to,
+                     Accept&& accept, Emit& emit) const {
+    std::size_t position = 0;
+    const auto page = [&](std::uint32_t s) {
+      if (position >= from) emit(slot(s));
+      return ++position < to;
+    };
     const auto& o = order(key);
     if (!descending) {
-      o.visit_all([&](std::uint32_t s) {
-        if (accept(s)) visit(s);
-      });
+      o.visit_while([&](std::uint32_t s) { return !accept(s) || page(s); });
       return;
     }
     // Backwards, but each run of equal keys forwards again (ids ascending). Runs among the
     // accepted slots are enough: equal keys are adjacent in the order.
     std::vector<std::uint32_t> run;
     const auto flush = [&] {
-      for (auto it = run.rbegin(); it != run.rend(); ++it) visit(*it);
+      bool more = true;
+      for (auto it = run.rbegin(); more && it != run.rend(); ++it) more = page(*it);
       run.clear();
+      return more;
     };
-    o.visit_all_reversed([&](std::uint32_t s) {
-      if (!accept(s)) return;
-      if (!run.empty() && compare_key(slot(run.front()), slot(s), key) != 0) flush();
+    o.visit_reversed_while([&](std::uint32_t s) {
+      if (!accept(s)) return true;
+      if (!run.empty() && compare_key(slot(run.front()), slot(s), key) != 0 && !flush())
+        return false;
       run.push_back(s);
+      return true;
     });
     flush();
   }
@@ -604,41 +756,30 @@ struct contact_store::impl {
       emit_positions(q.sort, q.descending, from, to, emit);
       return n;
     }
-    std::size_t total = 0;
-    const auto page = [&](std::uint32_t s) {
-      if (total >= from && total < to) emit(slot(s));
-      ++total;
-    };
-    const std::string& needle = matches.search().needle();
-    if (needle.size() < 3) {
-      walk(
-          q.sort, q.descending, [&](std::uint32_t s) { return matches(slot(s)); }, page);
+    auto hits = matching_slots(matches);
+    const std::size_t total = hits.size();
+    to = std::min(to, total);
+    if (from >= to) return total;
+    // Either walk the order until the page is full, testing a bitmap of the hits (about n / total
+    // steps per item), or sort the hits (a few comparisons each, every one touching two
+    // contacts: some 25 times dearer than a step).
+    const std::size_t steps = to == total ? n : std::min(n, to * (n / total + 1));
+    if (steps < 25 * total) {
+      std::vector<bool> hit(slots_used);
+      for (const auto s : hits) hit[s] = true;
+      emit_accepted(
+          q.sort, q.descending, from, to, [&](std::uint32_t s) { return hit[s]; }, emit);
       return total;
     }
-    const auto* found = candidates(needle);
-    if (!found) return 0;
-    if (found->size() * 8 > n) {
-      // Many candidates: walking the order is cheaper than sorting them.
-      std::vector<bool> candidate(slots_used);
-      for (const auto s : *found) candidate[s] = true;
-      walk(
-          q.sort, q.descending, [&](std::uint32_t s) { return candidate[s] && matches(slot(s)); },
-          page);
-      return total;
-    }
-    std::vector<std::uint32_t> hits;
-    for (const auto s : *found)
-      if (matches(slot(s))) hits.push_back(s);
-    if (from >= hits.size()) return hits.size();
     const auto before = [&](std::uint32_t a, std::uint32_t b) {
       return precedes(slot(a), slot(b), q.sort, q.descending);
     };
     const auto first = hits.begin() + static_cast<std::ptrdiff_t>(from);
-    const auto last = hits.begin() + static_cast<std::ptrdiff_t>(std::min(to, hits.size()));
+    const auto last = hits.begin() + static_cast<std::ptrdiff_t>(to);
     if (first != hits.begin()) std::nth_element(hits.begin(), first, hits.end(), before);
     std::partial_sort(first, last, hits.end(), before);
     for (auto it = first; it != last; ++it) emit(slot(*it));
-    return hits.size();
+    return total;
   }
 };
 

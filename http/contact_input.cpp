@@ -47,8 +47,9 @@ struct field_reader {
     auto t = std::string(domain::trim(std::string_view(s->data(), s->size())));
     auto n = domain::utf8_length(t);
     if (n < min) {
-      add(key, "String should have at least " + std::to_string(min) + " character" +
-                 (min == 1 ? "" : "s"),
+      add(key,
+          "String should have at least " + std::to_string(min) + " character" +
+              (min == 1 ? "" : "s"),
           "string_too_short");
       return std::nullopt;
     }
@@ -67,7 +68,7 @@ struct field_reader {
     if (v->is_null()) return std::optional<std::string>{};
     auto t = text(key, *v, 0, max);
     if (!t) return std::nullopt;
-    return std::optional<std::string>{t->empty() ? std::nullopt : std::optional<std::string>(*t)};
+    return std::optional<std::string>{std::move(*t)};
   }
 
   void forbid_unknown() {
@@ -91,7 +92,7 @@ std::optional<E> enum_value(field_reader& r, std::string_view key, const json::v
 
 constexpr const char* status_names = "'active', 'inactive', 'qualified' or 'unqualified'";
 constexpr const char* source_names =
-  "'website', 'referral', 'social', 'ads', 'api', 'import' or 'manual'";
+    "'website', 'referral', 'social', 'ads', 'api', 'import' or 'manual'";
 
 void check_email(field_reader& r, std::optional<std::optional<std::string>>& email) {
   if (email && *email && (!domain::is_valid_email(**email))) {
@@ -187,17 +188,21 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
   f.last_name = r.nullable_text("last_name", 100);
   f.email = r.nullable_text("email", 254);
   check_email(r, f.email);
-  f.phone = r.nullable_text("phone", 16);
+  f.phone = r.nullable_text("phone", 0);
   check_phone(r, f.phone);
   if (auto v = r.get("company_id")) {
-    if (v->is_null()) f.company_id = std::optional<std::int64_t>{};
-    else if (auto i = v->if_int64()) f.company_id = std::optional<std::int64_t>{*i};
-    else r.add("company_id", "Input should be a valid integer", "int_parsing");
+    if (v->is_null())
+      f.company_id = std::optional<std::int64_t>{};
+    else if (auto i = v->if_int64())
+      f.company_id = std::optional<std::int64_t>{*i};
+    else
+      r.add("company_id", "Input should be a valid integer", "int_parsing");
   }
   if (auto v = r.get("status"))
     f.status = enum_value(r, "status", *v, &domain::parse_contact_status, status_names);
   if (auto v = r.get("source")) {
-    if (v->is_null()) f.source = std::optional<domain::contact_source>{};
+    if (v->is_null())
+      f.source = std::optional<domain::contact_source>{};
     else if (auto s = enum_value(r, "source", *v, &domain::parse_contact_source, source_names))
       f.source = std::optional<domain::contact_source>{*s};
   }
@@ -208,8 +213,8 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
 }
 
 bool importable_column(std::string_view name) {
-  static const std::vector<std::string_view> names = {
-    "first_name", "last_name", "email", "phone", "company_id", "status", "source", "tags"};
+  static const std::vector<std::string_view> names = {"first_name", "last_name", "email",  "phone",
+                                                      "company_id", "status",    "source", "tags"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return true;
   return name.size() > 3 && name.substr(0, 3) == "cf.";
 }
@@ -236,8 +241,10 @@ actors::contact_fields read_contact_row(const std::vector<std::string>& header,
       }
       o["tags"] = std::move(tags);
     } else if (name == "company_id") {
-      if (auto n = parse_int(cell)) o["company_id"] = *n;
-      else o["company_id"] = cell; // reported as int_parsing
+      if (auto n = parse_int(cell))
+        o["company_id"] = *n;
+      else
+        o["company_id"] = cell; // reported as int_parsing
     } else if (name.rfind("cf.", 0) == 0) {
       cf[name.substr(3)] = cell;
     } else {
@@ -254,10 +261,12 @@ actors::company_fields read_company(const json::object& o, bool creating,
   loc_path prefix{std::string("body")};
   field_reader r{o, prefix, issues, {}};
   actors::company_fields f;
-  if (auto v = r.get("name")) f.name = r.text("name", *v, 1, 200);
-  else if (creating) r.add("name", "Field required", "missing");
+  if (auto v = r.get("name"))
+    f.name = r.text("name", *v, 1, 200);
+  else if (creating)
+    r.add("name", "Field required", "missing");
   f.domain = r.nullable_text("domain", 255);
-  f.phone = r.nullable_text("phone", 16);
+  f.phone = r.nullable_text("phone", 0);
   check_phone(r, f.phone);
   f.industry = r.nullable_text("industry", 100);
   f.address = r.nullable_text("address", 500);
@@ -282,24 +291,35 @@ std::optional<contact_list_params> read_contact_query(const request& req,
     } else if (k == "sort_by") {
       auto s = domain::parse_contact_sort(v);
       if (!s)
-        bad(k, "Input should be 'id', 'first_name', 'last_name', 'email', 'phone', 'status', "
-               "'source', 'created_at' or 'updated_at'",
+        bad(k,
+            "Input should be 'id', 'first_name', 'last_name', 'email', 'phone', 'status', "
+            "'source', 'created_at' or 'updated_at'",
             "enum");
-      else q.sort = *s;
+      else
+        q.sort = *s;
     } else if (k == "sort_order") {
-      if (v == "asc") q.descending = false;
-      else if (v == "desc") q.descending = true;
-      else bad(k, "Input should be 'asc' or 'desc'", "enum");
+      if (v == "asc")
+        q.descending = false;
+      else if (v == "desc")
+        q.descending = true;
+      else
+        bad(k, "Input should be 'asc' or 'desc'", "enum");
     } else if (k == "status") {
-      if (auto s = domain::parse_contact_status(v)) q.status = s;
-      else bad(k, std::string("Input should be ") + status_names, "enum");
+      if (auto s = domain::parse_contact_status(v))
+        q.status = s;
+      else
+        bad(k, std::string("Input should be ") + status_names, "enum");
     } else if (k == "source") {
-      if (auto s = domain::parse_contact_source(v)) q.source = s;
-      else bad(k, std::string("Input should be ") + source_names, "enum");
+      if (auto s = domain::parse_contact_source(v))
+        q.source = s;
+      else
+        bad(k, std::string("Input should be ") + source_names, "enum");
     } else if (k == "company_id") {
-      if (auto n = parse_int(v)) q.company_id = n;
-      else bad(k, "Input should be a valid integer, unable to parse string as an integer",
-               "int_parsing");
+      if (auto n = parse_int(v))
+        q.company_id = n;
+      else
+        bad(k, "Input should be a valid integer, unable to parse string as an integer",
+            "int_parsing");
     } else if (k == "tag") {
       q.tags.push_back(v);
     } else if (k == "created_after" || k == "created_before" || k == "updated_after") {
@@ -308,9 +328,12 @@ std::optional<contact_list_params> read_contact_query(const request& req,
         bad(k, "Input should be a valid RFC 3339 datetime", "value_error");
         continue;
       }
-      if (k == "created_after") q.created_after = t;
-      else if (k == "created_before") q.created_before = t;
-      else q.updated_after = t;
+      if (k == "created_after")
+        q.created_after = t;
+      else if (k == "created_before")
+        q.created_before = t;
+      else
+        q.updated_after = t;
     } else if (k.rfind("cf.", 0) == 0 && k.size() > 3) {
       cf.emplace_back(k.substr(3), v);
     }

@@ -21,8 +21,7 @@ actors::contact_fields read_contact(const boost::json::object& o, bool creating,
 // Reads a CSV row (header names → cells) as contact fields; empty cells are absent.
 actors::contact_fields read_contact_row(const std::vector<std::string>& header,
                                         const std::vector<std::string>& cells,
-                                        const loc_path& prefix,
-                                        std::vector<domain::issue>& issues);
+                                        const loc_path& prefix, std::vector<domain::issue>& issues);
 // The header names import accepts: the contact fields, `tags`, and `cf.<key>`.
 bool importable_column(std::string_view name);
 
@@ -30,8 +29,7 @@ actors::company_fields read_company(const boost::json::object& o, bool creating,
                                     std::vector<domain::issue>& issues);
 
 // Tags as sent: strings of 1–50 characters (trimmed); de-duplication is the actor's.
-std::optional<std::vector<std::string>> read_tags(const boost::json::value& v,
-                                                  const loc_path& loc,
+std::optional<std::vector<std::string>> read_tags(const boost::json::value& v, const loc_path& loc,
                                                   std::vector<domain::issue>& issues);
 
 // The list query of contact endpoints (contract §4); paging into `page`/`per_page`.

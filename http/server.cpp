@@ -233,13 +233,12 @@ private:
     res->keep_alive(keep_alive_ && !r.close);
     auto sr = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*res);
     stream_.expires_after(std::chrono::seconds(30));
-    bhttp::async_write_header(
-      stream_, *sr,
-      [self = shared_from_this(), res, sr, source = std::move(r.stream),
-       status = r.status](beast::error_code ec, std::size_t) mutable {
-        if (ec) return self->finish(status, false);
-        self->next_chunk(std::move(source), status, res->keep_alive());
-      });
+    bhttp::async_write_header(stream_, *sr,
+                              [self = shared_from_this(), res, sr, source = std::move(r.stream),
+                               status = r.status](beast::error_code ec, std::size_t) mutable {
+                                if (ec) return self->finish(status, false);
+                                self->next_chunk(std::move(source), status, res->keep_alive());
+                              });
   }
 
   void next_chunk(chunk_source source, int status, bool keep) {
@@ -269,7 +268,7 @@ private:
 
   void finish(int status, bool keep) {
     auto elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     ctx_.metrics.record(slot_, status, elapsed);
     --ctx_.in_flight;
     if (!keep) return close();

@@ -9,14 +9,14 @@ namespace crm::persistence {
 namespace {
 
 const char* contact_columns =
-  "id, first_name, last_name, email, phone, company_id, status, source, array_to_json(tags)::text,"
-  " custom_fields::text, (extract(epoch from created_at) * 1000000)::bigint,"
-  " (extract(epoch from updated_at) * 1000000)::bigint";
+    "id, first_name, last_name, email, phone, company_id, status, source, "
+    "array_to_json(tags)::text,"
+    " custom_fields::text, (extract(epoch from created_at) * 1000000)::bigint,"
+    " (extract(epoch from updated_at) * 1000000)::bigint";
 
-const char* company_columns =
-  "id, name, domain, phone, industry, address, custom_fields::text,"
-  " (extract(epoch from created_at) * 1000000)::bigint,"
-  " (extract(epoch from updated_at) * 1000000)::bigint";
+const char* company_columns = "id, name, domain, phone, industry, address, custom_fields::text,"
+                              " (extract(epoch from created_at) * 1000000)::bigint,"
+                              " (extract(epoch from updated_at) * 1000000)::bigint";
 
 std::optional<std::string> opt_text(const pqxx::field& f) {
   if (f.is_null()) return std::nullopt;
@@ -67,7 +67,7 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
   contacts_snapshot snap;
   pqxx::read_transaction tx(c.raw());
   auto companies = tx.exec_params(std::string("SELECT ") + company_columns +
-                                    " FROM companies WHERE tenant_id = $1 ORDER BY id",
+                                      " FROM companies WHERE tenant_id = $1 ORDER BY id",
                                   tenant_id);
   snap.companies.reserve(companies.size());
   for (const auto& r : companies) {
@@ -85,7 +85,7 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
     snap.companies.push_back(std::move(co));
   }
   auto contacts = tx.exec_params(std::string("SELECT ") + contact_columns +
-                                   " FROM contacts WHERE tenant_id = $1 ORDER BY id",
+                                     " FROM contacts WHERE tenant_id = $1 ORDER BY id",
                                  tenant_id);
   snap.contacts.reserve(contacts.size());
   for (const auto& r : contacts) {
@@ -98,7 +98,7 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
     ct.phone = opt_text(r[4]);
     if (!r[5].is_null()) ct.company_id = r[5].as<std::int64_t>();
     ct.status = domain::parse_contact_status(r[6].as<std::string>())
-                  .value_or(domain::contact_status::active);
+                    .value_or(domain::contact_status::active);
     if (!r[7].is_null()) ct.source = domain::parse_contact_source(r[7].as<std::string>());
     ct.tags = tags_from_json(r[8].as<std::string>());
     auto cf = r[9].as<std::string>();
@@ -107,11 +107,11 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
     ct.updated_at = r[11].as<std::int64_t>();
     snap.contacts.push_back(std::move(ct));
   }
-  auto keys = tx.exec_params(
-    "SELECT key, request_hash, status, response,"
-    " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
-    " WHERE tenant_id = $1 AND created_at > now() - interval '24 hours'",
-    tenant_id);
+  auto keys =
+      tx.exec_params("SELECT key, request_hash, status, response,"
+                     " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
+                     " WHERE tenant_id = $1 AND created_at > now() - interval '24 hours'",
+                     tenant_id);
   for (const auto& r : keys)
     snap.keys.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int>(),
                          r[3].as<std::string>(), r[4].as<std::int64_t>()});
@@ -121,8 +121,8 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
 std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n) {
   pqxx::nontransaction tx(c.raw());
   auto seq = kind == id_kind::contact ? "contacts_id_seq" : "companies_id_seq";
-  auto r = tx.exec_params(std::string("SELECT nextval('") + seq + "') FROM generate_series(1, $1)",
-                          n);
+  auto r =
+      tx.exec_params(std::string("SELECT nextval('") + seq + "') FROM generate_series(1, $1)", n);
   std::vector<std::int64_t> ids;
   ids.reserve(r.size());
   for (const auto& row : r) ids.push_back(row[0].as<std::int64_t>());
@@ -158,8 +158,8 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
            w.q(ct.last_name) + "," + w.q(ct.email) + "," + w.q(ct.phone) + "," +
            w.q(ct.company_id) + "," + w.q(std::string(domain::to_string(ct.status))) + "," +
            (ct.source ? w.q(std::string(domain::to_string(*ct.source))) : std::string("NULL")) +
-           "," + w.tags(ct.tags) + "," + w.q(ct.custom_fields) + "::jsonb," +
-           w.ts(ct.created_at) + "," + w.ts(ct.updated_at) + ")";
+           "," + w.tags(ct.tags) + "," + w.q(ct.custom_fields) + "::jsonb," + w.ts(ct.created_at) +
+           "," + w.ts(ct.updated_at) + ")";
     }
     s += " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
          " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
@@ -188,8 +188,9 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
   }
   for (auto& k : b.keys)
     s += "INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response) VALUES (" +
-         tid + "," + w.q(k.key) + "," + w.q(k.request_hash) + "," + std::to_string(k.status) +
-         "," + w.q(k.response) + ") ON CONFLICT (tenant_id, key) DO UPDATE SET"
+         tid + "," + w.q(k.key) + "," + w.q(k.request_hash) + "," + std::to_string(k.status) + "," +
+         w.q(k.response) +
+         ") ON CONFLICT (tenant_id, key) DO UPDATE SET"
          " request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,"
          " response = EXCLUDED.response, created_at = now();\n";
   // A single round trip for the whole batch, then one fsync at COMMIT.

@@ -38,7 +38,8 @@ actors::callback<domain::company> company_reply(const exchange_ptr& ex, int stat
     response res;
     res.status = status;
     res.body = domain::encode_company(*r);
-    if (status == 201) res.headers.emplace_back("Location", "/api/v1/companies/" + std::to_string(r->id));
+    if (status == 201)
+      res.headers.emplace_back("Location", "/api/v1/companies/" + std::to_string(r->id));
     ex->respond(std::move(res));
   });
 }
@@ -85,8 +86,10 @@ void list(services& s, const exchange_ptr& ex) {
   auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
   actors::company_query q;
   for (auto& [k, v] : ex->req.query) {
-    if (k == "search") q.search = v;
-    else if (k == "industry") q.industry = v;
+    if (k == "search")
+      q.search = v;
+    else if (k == "industry")
+      q.industry = v;
     else if (k == "sort_by") {
       if (v == "id" || v == "name" || v == "domain" || v == "industry" || v == "created_at" ||
           v == "updated_at")
@@ -97,21 +100,22 @@ void list(services& s, const exchange_ptr& ex) {
                           "'updated_at'",
                           "enum"});
     } else if (k == "sort_order") {
-      if (v == "asc" || v == "desc") q.descending = v == "desc";
-      else issues.push_back({{"query", "sort_order"}, "Input should be 'asc' or 'desc'", "enum"});
+      if (v == "asc" || v == "desc")
+        q.descending = v == "desc";
+      else
+        issues.push_back({{"query", "sort_order"}, "Input should be 'asc' or 'desc'", "enum"});
     }
   }
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   q.offset = static_cast<std::int64_t>(*page - 1) * *per_page;
   q.limit = *per_page;
-  actors::list_companies(s.rt, ex->who.tenant_id, std::move(q),
-                         actors::callback<actors::company_list>(
-                           [ex, page = *page, per_page = *per_page](
-                             domain::outcome<actors::company_list> r) {
-                             if (!r) return ex->fail(r.error());
-                             ex->json(200, domain::encode_company_page(r->items, r->total, page,
-                                                                        per_page));
-                           }));
+  actors::list_companies(
+      s.rt, ex->who.tenant_id, std::move(q),
+      actors::callback<actors::company_list>(
+          [ex, page = *page, per_page = *per_page](domain::outcome<actors::company_list> r) {
+            if (!r) return ex->fail(r.error());
+            ex->json(200, domain::encode_company_page(r->items, r->total, page, per_page));
+          }));
 }
 
 } // namespace
@@ -127,12 +131,12 @@ void add_company_routes(router& r, services& s) {
          "Create a company", "companies", 201});
   r.add({verb::get, "/api/v1/companies/{id}", access::bearer, permission::read_records, h(get),
          "Get a company", "companies"});
-  r.add({verb::put, "/api/v1/companies/{id}", access::bearer, permission::write_records,
-         h(update), "Update a company", "companies"});
+  r.add({verb::put, "/api/v1/companies/{id}", access::bearer, permission::write_records, h(update),
+         "Update a company", "companies"});
   r.add({verb::patch, "/api/v1/companies/{id}", access::bearer, permission::write_records,
          h(update), "Update a company (same as PUT)", "companies"});
-  r.add({verb::del, "/api/v1/companies/{id}", access::bearer, permission::delete_records,
-         h(remove), "Delete a company (its contacts keep no company)", "companies", 204});
+  r.add({verb::del, "/api/v1/companies/{id}", access::bearer, permission::delete_records, h(remove),
+         "Delete a company (its contacts keep no company)", "companies", 204});
 }
 
 } // namespace crm::http

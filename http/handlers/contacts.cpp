@@ -50,9 +50,9 @@ actors::idempotency idempotency_of(const exchange_ptr& ex) {
   actors::idempotency key;
   if (auto k = ex->req.header("idempotency-key"); k && !k->empty() && k->size() <= 255) {
     key.key = std::string(*k);
-    key.request_hash = domain::hex_encode(domain::as_bytes(domain::hmac_sha256(
-      "idempotency", std::string(to_string(ex->req.method)) + " " + ex->req.path + "\n" +
-                       ex->req.body)));
+    key.request_hash = domain::hex_encode(domain::as_bytes(
+        domain::hmac_sha256("idempotency", std::string(to_string(ex->req.method)) + " " +
+                                               ex->req.path + "\n" + ex->req.body)));
   }
   return key;
 }
@@ -69,7 +69,8 @@ void reply_stored(const exchange_ptr& ex, domain::outcome<actors::stored_respons
     if (!r->id) {
       json::error_code ec;
       auto v = json::parse(res.body, ec);
-      if (!ec && v.is_object() && v.as_object().contains("id")) id = v.at("id").to_number<std::int64_t>();
+      if (!ec && v.is_object() && v.as_object().contains("id"))
+        id = v.at("id").to_number<std::int64_t>();
     }
     res.headers.emplace_back("Location", location_prefix + std::to_string(id));
   }
@@ -82,23 +83,22 @@ void create(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto f = read_contact(*body, true, {std::string("body")}, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
-  actors::create_contact(s.rt, ex->who.tenant_id, std::move(f), idempotency_of(ex),
-                         actors::callback<actors::stored_response>(
-                           [ex](domain::outcome<actors::stored_response> r) {
-                             reply_stored(ex, std::move(r), "/api/v1/contacts/");
-                           }));
+  actors::create_contact(
+      s.rt, ex->who.tenant_id, std::move(f), idempotency_of(ex),
+      actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
+        reply_stored(ex, std::move(r), "/api/v1/contacts/");
+      }));
 }
 
 void get(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::get_contact(s.rt, ex->who.tenant_id, *id,
-                      actors::callback<actors::contact_view>(
-                        [ex](domain::outcome<actors::contact_view> r) {
-                          if (!r) return ex->fail(r.error());
-                          ex->json(200, domain::encode_contact_full(
-                                          r->contact, r->company ? &*r->company : nullptr));
-                        }));
+  actors::get_contact(
+      s.rt, ex->who.tenant_id, *id,
+      actors::callback<actors::contact_view>([ex](domain::outcome<actors::contact_view> r) {
+        if (!r) return ex->fail(r.error());
+        ex->json(200, domain::encode_contact_full(r->contact, r->company ? &*r->company : nullptr));
+      }));
 }
 
 std::vector<std::string> sent_fields(const json::object& o) {
@@ -117,10 +117,10 @@ void update(services& s, const exchange_ptr& ex) {
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::update_contact(s.rt, ex->who.tenant_id, *id, std::move(f),
                          actors::callback<domain::contact>(
-                           [ex, fields = sent_fields(*body)](domain::outcome<domain::contact> r) {
-                             if (!r) return ex->fail(r.error());
-                             ex->json(200, domain::encode_contact_update(*r, fields));
-                           }));
+                             [ex, fields = sent_fields(*body)](domain::outcome<domain::contact> r) {
+                               if (!r) return ex->fail(r.error());
+                               ex->json(200, domain::encode_contact_update(*r, fields));
+                             }));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
@@ -137,14 +137,13 @@ void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto p = read_contact_query(ex->req, issues);
   if (!p) return ex->fail(failure::invalid(std::move(issues)));
-  actors::list_contacts(s.rt, ex->who.tenant_id, std::move(p->query),
-                        actors::callback<actors::contact_list>(
-                          [ex, page = p->page, per_page = p->per_page](
-                            domain::outcome<actors::contact_list> r) {
-                            if (!r) return ex->fail(r.error());
-                            ex->json(200, domain::encode_contact_page(r->items, r->total, page,
-                                                                       per_page));
-                          }));
+  actors::list_contacts(
+      s.rt, ex->who.tenant_id, std::move(p->query),
+      actors::callback<actors::contact_list>(
+          [ex, page = p->page, per_page = p->per_page](domain::outcome<actors::contact_list> r) {
+            if (!r) return ex->fail(r.error());
+            ex->json(200, domain::encode_contact_page(r->items, r->total, page, per_page));
+          }));
 }
 
 void bulk(services& s, const exchange_ptr& ex) {
@@ -154,8 +153,8 @@ void bulk(services& s, const exchange_ptr& ex) {
   auto it = body->find("contacts");
   for (auto& kv : *body)
     if (kv.key() != "contacts")
-      issues.push_back({{"body", std::string(kv.key())}, "Extra inputs are not permitted",
-                        "extra_forbidden"});
+      issues.push_back(
+          {{"body", std::string(kv.key())}, "Extra inputs are not permitted", "extra_forbidden"});
   if (it == body->end()) {
     issues.push_back({{"body", "contacts"}, "Field required", "missing"});
   } else if (!it->value().is_array()) {
@@ -175,22 +174,22 @@ void bulk(services& s, const exchange_ptr& ex) {
       errors[i].push_back({prefix, "Input should be a valid dictionary", "value_error"});
     }
   }
-  actors::bulk_create_contacts(s.rt, ex->who.tenant_id, std::move(fields), std::move(errors),
-                               idempotency_of(ex), "contacts",
-                               actors::callback<actors::stored_response>(
-                                 [ex](domain::outcome<actors::stored_response> r) {
-                                   reply_stored(ex, std::move(r), "");
-                                 }));
+  actors::bulk_create_contacts(
+      s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), idempotency_of(ex), "contacts",
+      actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
+        reply_stored(ex, std::move(r), "");
+      }));
 }
 
 void import(services& s, const exchange_ptr& ex) {
   auto ct = ex->req.header("content-type");
   if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv")
     return ex->fail(failure::invalid(
-      {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
+        {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
   auto rows = parse_csv(ex->req.body);
   if (!rows)
-    return ex->fail(failure::invalid({{{"body"}, "malformed CSV (unbalanced quotes)", "value_error"}}));
+    return ex->fail(
+        failure::invalid({{{"body"}, "malformed CSV (unbalanced quotes)", "value_error"}}));
   if (rows->empty())
     return ex->fail(failure::invalid({{{"body"}, "the CSV has no header row", "value_error"}}));
   auto header = (*rows)[0];
@@ -198,7 +197,8 @@ void import(services& s, const exchange_ptr& ex) {
   for (auto& h : header) {
     h = std::string(domain::trim(h));
     if (!importable_column(h))
-      issues.push_back({{"body", "header", h}, "Extra inputs are not permitted", "extra_forbidden"});
+      issues.push_back(
+          {{"body", "header", h}, "Extra inputs are not permitted", "extra_forbidden"});
   }
   if (std::find(header.begin(), header.end(), "first_name") == header.end())
     issues.push_back({{"body", "header", "first_name"}, "Field required", "missing"});
@@ -212,12 +212,11 @@ void import(services& s, const exchange_ptr& ex) {
     loc_path prefix{std::string("body"), std::string("rows"), static_cast<std::int64_t>(i)};
     fields[i] = read_contact_row(header, (*rows)[i + 1], prefix, errors[i]);
   }
-  actors::bulk_create_contacts(s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), {},
-                               "rows",
-                               actors::callback<actors::stored_response>(
-                                 [ex](domain::outcome<actors::stored_response> r) {
-                                   reply_stored(ex, std::move(r), "");
-                                 }));
+  actors::bulk_create_contacts(
+      s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), {}, "rows",
+      actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
+        reply_stored(ex, std::move(r), "");
+      }));
 }
 
 std::string csv_row(const domain::contact& c) {
@@ -251,53 +250,56 @@ void export_csv(services& s, const exchange_ptr& ex) {
   if (!p) return ex->fail(failure::invalid(std::move(issues)));
   auto tenant = ex->who.tenant_id;
   actors::match_contacts(
-    s.rt, tenant, std::move(p->query),
-    actors::callback<std::vector<std::int64_t>>([&s, ex, tenant](
-                                                  domain::outcome<std::vector<std::int64_t>> ids) {
-      if (!ids) return ex->fail(ids.error());
-      struct cursor {
-        std::vector<std::int64_t> ids;
-        std::size_t next = 0;
-        bool header_sent = false;
-      };
-      auto cur = std::make_shared<cursor>();
-      cur->ids = std::move(*ids);
-      response res;
-      res.content_type = "text/csv; charset=utf-8";
-      res.headers.emplace_back("Content-Disposition", "attachment; filename=\"contacts.csv\"");
-      res.stream = [&s, cur, tenant](chunk_sink sink) {
-        if (!cur->header_sent) {
-          cur->header_sent = true;
-          return sink(std::string("id,first_name,last_name,email,phone,company_id,status,source,"
-                                  "tags,custom_fields,created_at,updated_at\r\n"));
-        }
-        if (cur->next >= cur->ids.size()) return sink(std::nullopt);
-        auto end = std::min(cur->ids.size(), cur->next + export_chunk);
-        std::vector<std::int64_t> slice(cur->ids.begin() + static_cast<std::ptrdiff_t>(cur->next),
-                                        cur->ids.begin() + static_cast<std::ptrdiff_t>(end));
-        cur->next = end;
-        actors::fetch_contacts(
-          s.rt, tenant, std::move(slice),
-          actors::callback<std::vector<domain::contact>>(
-            [sink](domain::outcome<std::vector<domain::contact>> cs) {
-              // A failure mid-stream can only end the body early; the status is already sent.
-              if (!cs) return sink(std::nullopt);
-              std::string out;
-              for (auto& c : *cs) out += csv_row(c);
-              sink(std::move(out));
-            }));
-      };
-      ex->respond(std::move(res));
-    }));
+      s.rt, tenant, std::move(p->query),
+      actors::callback<std::vector<std::int64_t>>(
+          [&s, ex, tenant](domain::outcome<std::vector<std::int64_t>> ids) {
+            if (!ids) return ex->fail(ids.error());
+            struct cursor {
+              std::vector<std::int64_t> ids;
+              std::size_t next = 0;
+              bool header_sent = false;
+            };
+            auto cur = std::make_shared<cursor>();
+            cur->ids = std::move(*ids);
+            response res;
+            res.content_type = "text/csv; charset=utf-8";
+            res.headers.emplace_back("Content-Disposition",
+                                     "attachment; filename=\"contacts.csv\"");
+            res.stream = [&s, cur, tenant](chunk_sink sink) {
+              if (!cur->header_sent) {
+                cur->header_sent = true;
+                return sink(
+                    std::string("id,first_name,last_name,email,phone,company_id,status,source,"
+                                "tags,custom_fields,created_at,updated_at\r\n"));
+              }
+              if (cur->next >= cur->ids.size()) return sink(std::nullopt);
+              auto end = std::min(cur->ids.size(), cur->next + export_chunk);
+              std::vector<std::int64_t> slice(cur->ids.begin() +
+                                                  static_cast<std::ptrdiff_t>(cur->next),
+                                              cur->ids.begin() + static_cast<std::ptrdiff_t>(end));
+              cur->next = end;
+              actors::fetch_contacts(s.rt, tenant, std::move(slice),
+                                     actors::callback<std::vector<domain::contact>>(
+                                         [sink](domain::outcome<std::vector<domain::contact>> cs) {
+                                           // A failure mid-stream can only end the body early; the
+                                           // status is already sent.
+                                           if (!cs) return sink(std::nullopt);
+                                           std::string out;
+                                           for (auto& c : *cs) out += csv_row(c);
+                                           sink(std::move(out));
+                                         }));
+            };
+            ex->respond(std::move(res));
+          }));
 }
 
 void tags(services& s, const exchange_ptr& ex) {
   actors::list_tags(s.rt, ex->who.tenant_id,
                     actors::callback<std::vector<domain::tag_count>>(
-                      [ex](domain::outcome<std::vector<domain::tag_count>> r) {
-                        if (!r) return ex->fail(r.error());
-                        ex->json(200, domain::encode_tags(*r));
-                      }));
+                        [ex](domain::outcome<std::vector<domain::tag_count>> r) {
+                          if (!r) return ex->fail(r.error());
+                          ex->json(200, domain::encode_tags(*r));
+                        }));
 }
 
 void add_tags(services& s, const exchange_ptr& ex) {
@@ -309,18 +311,19 @@ void add_tags(services& s, const exchange_ptr& ex) {
   std::optional<std::vector<std::string>> list;
   for (auto& kv : *body)
     if (kv.key() != "tags")
-      issues.push_back({{"body", std::string(kv.key())}, "Extra inputs are not permitted",
-                        "extra_forbidden"});
+      issues.push_back(
+          {{"body", std::string(kv.key())}, "Extra inputs are not permitted", "extra_forbidden"});
   if (auto it = body->find("tags"); it == body->end())
     issues.push_back({{"body", "tags"}, "Field required", "missing"});
-  else list = read_tags(it->value(), {std::string("body"), std::string("tags")}, issues);
+  else
+    list = read_tags(it->value(), {std::string("body"), std::string("tags")}, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
-  actors::add_tags(s.rt, ex->who.tenant_id, *id, std::move(*list),
-                   actors::callback<actors::contact_view>([ex](domain::outcome<actors::contact_view> r) {
-                     if (!r) return ex->fail(r.error());
-                     ex->json(200, domain::encode_contact_full(r->contact,
-                                                               r->company ? &*r->company : nullptr));
-                   }));
+  actors::add_tags(
+      s.rt, ex->who.tenant_id, *id, std::move(*list),
+      actors::callback<actors::contact_view>([ex](domain::outcome<actors::contact_view> r) {
+        if (!r) return ex->fail(r.error());
+        ex->json(200, domain::encode_contact_full(r->contact, r->company ? &*r->company : nullptr));
+      }));
 }
 
 void remove_tag(services& s, const exchange_ptr& ex) {
@@ -337,11 +340,12 @@ void rename_tag(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto name = body.text("name", true, {.min = 1, .max = 50, .trim = true});
   if (!body.finish()) return ex->fail(body.failure());
-  actors::rename_tag(s.rt, ex->who.tenant_id, std::string(ex->param("name")), *name,
-                     actors::callback<domain::tag_count>([ex](domain::outcome<domain::tag_count> r) {
-                       if (!r) return ex->fail(r.error());
-                       ex->json(200, domain::encode_tag(*r));
-                     }));
+  actors::rename_tag(
+      s.rt, ex->who.tenant_id, std::string(ex->param("name")), *name,
+      actors::callback<domain::tag_count>([ex](domain::outcome<domain::tag_count> r) {
+        if (!r) return ex->fail(r.error());
+        ex->json(200, domain::encode_tag(*r));
+      }));
 }
 
 } // namespace
@@ -363,20 +367,20 @@ void add_contact_routes(router& r, services& s) {
          h(export_csv), "Export the matching contacts as CSV (streamed)", "contacts"});
   r.add({verb::get, "/api/v1/contacts/{id}", access::bearer, permission::read_records, h(get),
          "Get a contact", "contacts"});
-  r.add({verb::put, "/api/v1/contacts/{id}", access::bearer, permission::write_records,
-         h(update), "Update a contact (fields sent)", "contacts"});
-  r.add({verb::patch, "/api/v1/contacts/{id}", access::bearer, permission::write_records,
-         h(update), "Update a contact (same as PUT)", "contacts"});
-  r.add({verb::del, "/api/v1/contacts/{id}", access::bearer, permission::delete_records,
-         h(remove), "Delete a contact", "contacts", 204});
+  r.add({verb::put, "/api/v1/contacts/{id}", access::bearer, permission::write_records, h(update),
+         "Update a contact (fields sent)", "contacts"});
+  r.add({verb::patch, "/api/v1/contacts/{id}", access::bearer, permission::write_records, h(update),
+         "Update a contact (same as PUT)", "contacts"});
+  r.add({verb::del, "/api/v1/contacts/{id}", access::bearer, permission::delete_records, h(remove),
+         "Delete a contact", "contacts", 204});
   r.add({verb::post, "/api/v1/contacts/{id}/tags", access::bearer, permission::write_records,
          h(add_tags), "Add tags to a contact", "tags"});
-  r.add({verb::del, "/api/v1/contacts/{id}/tags/{tag}", access::bearer,
-         permission::write_records, h(remove_tag), "Remove a tag from a contact", "tags", 204});
+  r.add({verb::del, "/api/v1/contacts/{id}/tags/{tag}", access::bearer, permission::write_records,
+         h(remove_tag), "Remove a tag from a contact", "tags", 204});
   r.add({verb::get, "/api/v1/tags", access::bearer, permission::read_records, h(tags),
          "Tags in use with their counts", "tags"});
-  r.add({verb::put, "/api/v1/tags/{name}", access::bearer, permission::write_records,
-         h(rename_tag), "Rename a tag across the tenant", "tags"});
+  r.add({verb::put, "/api/v1/tags/{name}", access::bearer, permission::write_records, h(rename_tag),
+         "Rename a tag across the tenant", "tags"});
 }
 
 } // namespace crm::http

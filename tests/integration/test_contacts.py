@@ -697,17 +697,22 @@ def test_everything_survives_a_restart(database, redis_url, migrated, cli_env):
 # ---- outbox events --------------------------------------------------------------------------
 
 
-def _mentions(value, contact_id) -> bool:
-    """True when a `contact_id` or `id` key anywhere in the payload equals the id."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if key in ("contact_id", "id") and str(inner) == str(contact_id):
+def _mentions(payload, contact_id) -> bool:
+    """payload->>'contact_id' (at any depth) or payload->'contact'->>'id' equals the id. A bare
+    `id` elsewhere (a company's, a user's) does not count: those are other sequences."""
+    def walk(value) -> bool:
+        if isinstance(value, dict):
+            if str(value.get("contact_id")) == str(contact_id):
                 return True
-            if _mentions(inner, contact_id):
+            inner = value.get("contact")
+            if isinstance(inner, dict) and str(inner.get("id")) == str(contact_id):
                 return True
-    elif isinstance(value, list):
-        return any(_mentions(v, contact_id) for v in value)
-    return False
+            return any(walk(v) for v in value.values())
+        if isinstance(value, list):
+            return any(walk(v) for v in value)
+        return False
+
+    return walk(payload)
 
 
 def events_of(database, tenant_id, contact_id) -> list[str]:
