@@ -38,6 +38,11 @@ void write_actor_metrics(std::string& out) {
   for (auto& m : all_meters())
     out += "carecrm_actor_processing_seconds_total{actor=\"" + m.name + "\"} " +
            std::to_string(static_cast<double>(m.nanos.load()) / 1e9) + "\n";
+  out += "# HELP carecrm_actor_restarts_total Actors that failed and were restarted.\n"
+         "# TYPE carecrm_actor_restarts_total counter\n";
+  for (auto& m : all_meters())
+    out += "carecrm_actor_restarts_total{actor=\"" + m.name + "\"} " +
+           std::to_string(m.restarts.load()) + "\n";
   out += "# HELP carecrm_actor_instances Live actors, per type.\n"
          "# TYPE carecrm_actor_instances gauge\n";
   for (auto& m : all_meters())

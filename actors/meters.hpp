@@ -15,6 +15,7 @@ struct actor_meter {
   std::atomic<std::uint64_t> nanos{0};
   std::atomic<std::int64_t> mailbox{0}; // sum over the live instances
   std::atomic<std::int64_t> instances{0};
+  std::atomic<std::uint64_t> restarts{0}; // failures the supervisor recovered from
 };
 
 // Process-wide: metrics describe the process, whatever the number of actor systems.

@@ -75,6 +75,18 @@ void runtime::shutdown() {
   impl_->system->await_all_actors_done();
 }
 
+bool runtime::fail_child(std::int64_t tenant, std::string_view child) {
+  int kind = -1;
+  for (std::size_t k = 0; k < child_count; ++k)
+    if (child == child_name(static_cast<child_kind>(k))) kind = static_cast<int>(k);
+  if (kind < 0) return false;
+  std::shared_lock lock(impl_->mutex);
+  auto it = impl_->tenants.find(tenant);
+  if (it == impl_->tenants.end()) return false;
+  caf::anon_send(it->second.supervisor, fail_atom::value, kind);
+  return true;
+}
+
 std::size_t runtime::live_tenants() const {
   std::shared_lock lock(impl_->mutex);
   return impl_->tenants.size();

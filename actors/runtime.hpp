@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace crm::persistence {
 class pg_pool;
@@ -30,6 +31,11 @@ public:
   // {"tenants":[{"tenant_id":N,"mailbox":N,"children":[{"name":"users","mailbox":0}]}]}
   std::string actors_json() const;
   std::size_t live_tenants() const;
+
+  // Operator action: fails child `child` ("users", "contacts") of a live tenant as a crash
+  // would, so its supervisor restarts it from Postgres on next use. False if the tenant is not
+  // live or the child name is unknown.
+  bool fail_child(std::int64_t tenant, std::string_view child);
 
   struct impl;
   impl& internals() { return *impl_; }

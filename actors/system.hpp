@@ -29,6 +29,7 @@ namespace crm::actors {
 using route_atom = caf::atom_constant<caf::atom("route")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using fail_atom = caf::atom_constant<caf::atom("fail")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using get_atom = caf::atom_constant<caf::atom("get")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;

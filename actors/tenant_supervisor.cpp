@@ -54,6 +54,9 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
     m->instances--;
     m->mailbox.fetch_sub(stats->supervisor_mailbox.exchange(0));
   });
+  // Children are linked so that they die with a crashed supervisor; a child's own failure
+  // arrives as a down message below and must not take the supervisor with it.
+  self->set_exit_handler([](caf::exit_msg&) {});
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     for (std::size_t i = 0; i < child_count; ++i) {
@@ -62,10 +65,12 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
       c = nullptr;
       st.env.stats->alive[i] = false;
       st.env.stats->mailbox[i] = 0;
-      if (dm.reason)
+      if (dm.reason) {
+        meter(child_name(static_cast<child_kind>(i))).restarts++;
         log_error("tenant {}: {} actor failed ({}); it restarts from Postgres on next use",
                   st.env.tenant_id, child_name(static_cast<child_kind>(i)),
                   self->system().render(dm.reason));
+      }
     }
   });
   auto interval = tick_interval(env.rt->opts.tenant_idle_timeout);
@@ -90,6 +95,11 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
           return;
         }
         self->delayed_send(self, interval, tick_atom::value);
+      },
+      [self](fail_atom, int kind) {
+        if (kind < 0 || kind >= static_cast<int>(child_count)) return;
+        if (auto& c = self->state.children[static_cast<std::size_t>(kind)])
+          self->send_exit(c, caf::make_error(caf::sec::runtime_error, "failed by operator"));
       },
       [self](stop_atom) {
         stop_children(self);

@@ -3,6 +3,7 @@
 
 #include "actors/meters.hpp"
 #include "actors/runtime.hpp"
+#include "http/json.hpp"
 #include "http/metrics.hpp"
 
 namespace crm::http {
@@ -36,6 +37,18 @@ router make_ops_router(services& s) {
          },
          "Prometheus metrics",
          "operations"});
+  r.add({verb::post, "/actors/{tenant_id}/{child}/fail", access::open, {},
+         [&s](const exchange_ptr& ex) {
+           std::vector<domain::issue> issues;
+           auto tid = path_id(ex->param("tenant_id"), "tenant_id", issues);
+           if (!tid) return ex->fail(domain::failure::invalid(std::move(issues)));
+           if (!s.rt.fail_child(*tid, ex->param("child")))
+             return ex->fail(domain::failure::of(domain::errc::not_found,
+                                                 "no such live tenant or child actor"));
+           ex->json(202, R"({"status":"failing"})");
+         },
+         "Fail a tenant's child actor as a crash would (it restarts from Postgres)", "operations",
+         202});
   r.add({verb::get,
          "/actors",
          access::open,
