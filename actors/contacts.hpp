@@ -8,6 +8,7 @@
 #include "domain/contact.hpp"
 #include "domain/contact_json.hpp"
 #include "domain/contact_store.hpp"
+#include "domain/custom_field.hpp"
 
 #include <optional>
 #include <string>
@@ -117,5 +118,12 @@ void delete_company(runtime& rt, std::int64_t tenant, std::int64_t id,
                     callback<domain::done> reply);
 void list_companies(runtime& rt, std::int64_t tenant, company_query q,
                     callback<company_list> reply);
+
+// Custom fields: the fields actor tells the record actors of every committed change of the
+// definitions (they validate values against the newest version they have seen), and has the
+// contacts actor, which owns contact and company values, carry out a hard delete.
+void push_field_definitions(runtime& rt, std::int64_t tenant, domain::field_definitions defs);
+void purge_custom_field(runtime& rt, std::int64_t tenant, domain::custom_field f,
+                        callback<std::int64_t> reply);
 
 } // namespace crm::actors

@@ -9,6 +9,7 @@
 #include "domain/clock.hpp"
 #include "domain/validation.hpp"
 #include "persistence/contact_repo.hpp"
+#include "persistence/field_repo.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <boost/json.hpp>
@@ -26,6 +27,10 @@ template <>
 struct allowed_unsafe_message_type<crm::actors::idempotency> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::company_query> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::field_definitions> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::custom_field> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type {};
 template <>
@@ -94,6 +99,8 @@ struct contacts_state {
   domain::contact_store store;
   std::map<std::int64_t, domain::company> companies;
   std::unordered_map<std::string, persistence::idempotency_record> keys;
+  domain::field_definitions defs; // custom-field definitions, newest version seen
+  bool purging = false;           // a hard delete of a custom field is committing
 
   // Projection of staged and in-flight writes over the committed state.
   template <class T>
@@ -167,11 +174,13 @@ void load(contacts_actor* self) {
   if (st.loading) return;
   st.loading = true;
   auto me = caf::actor_cast<caf::actor>(self);
-  st.env.pool->run<persistence::contacts_snapshot>(
+  using loaded = std::pair<persistence::contacts_snapshot, domain::field_definitions>;
+  st.env.pool->run<loaded>(
       [tid = st.env.tenant_id](persistence::pg_conn& c) {
-        return persistence::load_contacts(c, tid);
+        auto defs = persistence::load_fields(c, tid);
+        return loaded{persistence::load_contacts(c, tid), std::move(defs)};
       },
-      [me, self](domain::outcome<persistence::contacts_snapshot> r) mutable {
+      [me, self](domain::outcome<loaded> r) mutable {
         caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
                          auto& st = self->state;
                          st.loading = false;
@@ -179,9 +188,12 @@ void load(contacts_actor* self) {
                            drain(self, &r.error());
                            return;
                          }
-                         for (auto& co : r->companies) st.companies.emplace(co.id, std::move(co));
-                         for (auto& c : r->contacts) st.store.upsert(std::move(c));
-                         for (auto& k : r->keys) st.keys.emplace(k.key, std::move(k));
+                         auto& snap = r->first;
+                         for (auto& co : snap.companies) st.companies.emplace(co.id, std::move(co));
+                         for (auto& c : snap.contacts) st.store.upsert(std::move(c));
+                         for (auto& k : snap.keys) st.keys.emplace(k.key, std::move(k));
+                         // Definitions pushed while loading may be newer than the snapshot's.
+                         if (r->second.version >= st.defs.version) st.defs = std::move(r->second);
                          st.loaded = true;
                          drain(self);
                        }});
@@ -221,11 +233,12 @@ void reserve(contacts_actor* self) {
 }
 
 bool idle_pipeline(const contacts_state& st) {
-  return !st.in_flight && st.open.writes == 0;
+  return !st.in_flight && st.open.writes == 0 && !st.purging;
 }
 
 bool ready(const contacts_state& st, const held& h) {
   if (!st.loaded) return false;
+  if (st.purging && h.n != need::read) return false;
   if (st.contact_ids.size() < h.ids || st.company_ids.size() < h.company_ids) return false;
   if (h.n == need::exclusive && !idle_pipeline(st)) return false;
   return true;
@@ -516,6 +529,12 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
       c.custom_fields = std::move(*merged);
     }
   }
+  if (f.custom_fields || creating) {
+    auto written = f.custom_fields.value_or("{}");
+    for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::contact, written,
+                                               c.custom_fields, creating, loc_prefix))
+      out.issues.push_back(std::move(i));
+  }
   return out;
 }
 
@@ -612,6 +631,73 @@ void stage_key(contacts_state& st, const idempotency& key, int status, const std
   st.p_keys[key.key] = {st.open.seq, key.request_hash};
 }
 
+// CSV cells arrive as text: convert those under a defined contact field to its type.
+std::string convert_cells(const domain::field_definitions& defs, const std::string& text) {
+  json::error_code ec;
+  auto v = json::parse(text, ec);
+  if (ec || !v.is_object()) return text;
+  for (auto& kv : v.as_object()) {
+    auto f = defs.find(domain::field_entity::contact,
+                       std::string_view(kv.key().data(), kv.key().size()));
+    auto s = kv.value().if_string();
+    if (!f || !s) continue;
+    if (auto converted = domain::cell_to_json(f->type, std::string_view(s->data(), s->size())))
+      kv.value() = json::parse(*converted, ec);
+  }
+  return json::serialize(v);
+}
+
+// Removes key `name` from a custom-fields JSON text; nothing if it was not there.
+std::optional<std::string> without_key(const std::string& text, const std::string& name) {
+  if (text.find('"' + name + '"') == std::string::npos) return std::nullopt;
+  json::error_code ec;
+  auto v = json::parse(text, ec);
+  if (ec || !v.is_object() || !v.as_object().contains(name)) return std::nullopt;
+  v.as_object().erase(name);
+  return json::serialize(v);
+}
+
+// Hard delete of a custom field (exclusive): one transaction removes the definition and every
+// value under its name; memory follows after COMMIT, within this one actor step, so no request
+// ever sees the field gone with its values still there, or the reverse.
+void do_purge(contacts_actor* self, domain::custom_field f, callback<std::int64_t> reply) {
+  auto& st = self->state;
+  st.purging = true;
+  auto me = caf::actor_cast<caf::actor>(self);
+  st.env.pool->run<std::int64_t>(
+      [f](persistence::pg_conn& c) { return persistence::purge_field(c, f); },
+      [me, self, f, reply](domain::outcome<std::int64_t> r) mutable {
+        caf::anon_send(me, resume_atom::value, continuation{[self, f, reply, r]() mutable {
+                         auto& st = self->state;
+                         st.purging = false;
+                         if (r) {
+                           if (f.entity == domain::field_entity::contact) {
+                             std::vector<domain::contact> changed;
+                             domain::contact_query all;
+                             all.limit = 0;
+                             st.store.for_each(all, [&](const domain::contact& c) {
+                               if (auto next = without_key(c.custom_fields, f.name)) {
+                                 changed.push_back(c);
+                                 changed.back().custom_fields = std::move(*next);
+                               }
+                             });
+                             for (auto& c : changed) st.store.upsert(std::move(c));
+                           } else if (f.entity == domain::field_entity::company) {
+                             for (auto& [id, co] : st.companies)
+                               if (auto next = without_key(co.custom_fields, f.name))
+                                 co.custom_fields = std::move(*next);
+                           }
+                           std::erase_if(st.defs.fields, [&](const domain::custom_field& d) {
+                             return d.id == f.id;
+                           });
+                           st.defs.version = std::max(st.defs.version, *r);
+                         }
+                         reply(std::move(r));
+                         drain(self);
+                       }});
+      });
+}
+
 // ---- handlers ---------------------------------------------------------------------------
 
 void do_create(contacts_actor* self, contact_fields f, idempotency key,
@@ -652,6 +738,8 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
     }
     std::vector<domain::loc_part> prefix{std::string("body"), row_loc,
                                          static_cast<std::int64_t>(i)};
+    if (row_loc == "rows" && items[i].custom_fields)
+      items[i].custom_fields = convert_cells(st.defs, *items[i].custom_fields);
     domain::contact c;
     c.id = st.contact_ids.front();
     c.tenant_id = st.env.tenant_id;
@@ -818,8 +906,8 @@ void do_rename_tag(contacts_actor* self, const std::string& from, const std::str
 
 // ---- companies -------------------------------------------------------------------------
 
-std::vector<issue> apply_company_fields(domain::company& c, const company_fields& f,
-                                        bool creating) {
+std::vector<issue> apply_company_fields(const contacts_state& st, domain::company& c,
+                                        const company_fields& f, bool creating) {
   std::vector<issue> out;
   if (f.name) c.name = *f.name;
   if (f.domain) c.domain = *f.domain;
@@ -836,6 +924,12 @@ std::vector<issue> apply_company_fields(domain::company& c, const company_fields
     else
       c.custom_fields = std::move(*merged);
   }
+  if (f.custom_fields || creating) {
+    for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::company,
+                                               f.custom_fields.value_or("{}"), c.custom_fields,
+                                               creating, {std::string("body")}))
+      out.push_back(std::move(i));
+  }
   return out;
 }
 
@@ -844,7 +938,7 @@ void do_create_company(contacts_actor* self, company_fields f, callback<domain::
   domain::company c;
   c.id = st.company_ids.front();
   c.tenant_id = st.env.tenant_id;
-  auto issues = apply_company_fields(c, f, true);
+  auto issues = apply_company_fields(st, c, f, true);
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   st.company_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
@@ -862,7 +956,7 @@ void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
     return reply_missing(self, persistence::record_kind::company, id, reply);
   }
   auto c = *cur;
-  auto issues = apply_company_fields(c, f, false);
+  auto issues = apply_company_fields(st, c, f, false);
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   c.updated_at = next_timestamp(cur->updated_at);
   stage_company(st, c);
@@ -1106,6 +1200,16 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         when_ready(self, need::read, fail_with(reply),
                    [self, q = std::move(q), reply] { reply(list_companies_of(self->state, q)); });
       },
+      [self](defs_atom, domain::field_definitions& defs) {
+        auto& st = self->state;
+        if (defs.version > st.defs.version) st.defs = std::move(defs);
+      },
+      [self, measure](purge_atom, domain::custom_field& f, callback<std::int64_t>& reply) {
+        auto _ = measure();
+        when_ready(
+            self, need::exclusive, fail_with(reply),
+            [self, f = std::move(f), reply]() mutable { do_purge(self, std::move(f), reply); });
+      },
       [self](stop_atom) {
         auto& st = self->state;
         st.stopping = true;
@@ -1210,6 +1314,15 @@ void delete_company(runtime& rt, std::int64_t tenant, std::int64_t id,
 void list_companies(runtime& rt, std::int64_t tenant, company_query q,
                     callback<company_list> reply) {
   send(rt, tenant, caf::make_message(co_list_atom::value, std::move(q), std::move(reply)));
+}
+
+void push_field_definitions(runtime& rt, std::int64_t tenant, domain::field_definitions defs) {
+  send(rt, tenant, caf::make_message(defs_atom::value, std::move(defs)));
+}
+
+void purge_custom_field(runtime& rt, std::int64_t tenant, domain::custom_field f,
+                        callback<std::int64_t> reply) {
+  send(rt, tenant, caf::make_message(purge_atom::value, std::move(f), std::move(reply)));
 }
 
 } // namespace crm::actors

@@ -11,6 +11,7 @@ const char* child_name(child_kind k) {
   switch (k) {
   case child_kind::users: return "users";
   case child_kind::contacts: return "contacts";
+  case child_kind::fields: return "fields";
   case child_kind::count_: break;
   }
   return "unknown";

@@ -30,6 +30,9 @@ using route_atom = caf::atom_constant<caf::atom("route")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using fail_atom = caf::atom_constant<caf::atom("fail")>;
+// Custom-field definitions pushed to record actors, and a hard delete carried out by them.
+using defs_atom = caf::atom_constant<caf::atom("defs")>;
+using purge_atom = caf::atom_constant<caf::atom("purge")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using get_atom = caf::atom_constant<caf::atom("get")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;
@@ -41,7 +44,7 @@ using continuation = std::function<void()>;
 
 // The children of a tenant supervisor. Add a kind here and a spawn function in the table of
 // tenant_supervisor.cpp for each new per-tenant aggregate.
-enum class child_kind : std::uint8_t { users, contacts, count_ };
+enum class child_kind : std::uint8_t { users, contacts, fields, count_ };
 constexpr std::size_t child_count = static_cast<std::size_t>(child_kind::count_);
 const char* child_name(child_kind k);
 
@@ -102,5 +105,6 @@ caf::actor spawn_tenant_supervisor(caf::actor_system& sys, const tenant_env& env
 // Child spawn functions (one per file pair).
 caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env);
+caf::actor spawn_fields(caf::event_based_actor* parent, const tenant_env& env);
 
 } // namespace crm::actors

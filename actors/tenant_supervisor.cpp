@@ -19,7 +19,8 @@ struct supervisor_state {
 namespace {
 
 using spawn_fn = caf::actor (*)(caf::event_based_actor*, const tenant_env&);
-constexpr std::array<spawn_fn, child_count> spawners = {&spawn_users, &spawn_contacts};
+constexpr std::array<spawn_fn, child_count> spawners = {&spawn_users, &spawn_contacts,
+                                                        &spawn_fields};
 
 caf::actor& child(caf::stateful_actor<supervisor_state>* self, child_kind k) {
   auto i = static_cast<std::size_t>(k);

@@ -15,6 +15,7 @@ router make_api_router(services& s) {
   add_user_routes(r, s);
   add_contact_routes(r, s);
   add_company_routes(r, s);
+  add_field_routes(r, s);
   add_openapi_route(r, r);
   return r;
 }
@@ -37,7 +38,10 @@ router make_ops_router(services& s) {
          },
          "Prometheus metrics",
          "operations"});
-  r.add({verb::post, "/actors/{tenant_id}/{child}/fail", access::open, {},
+  r.add({verb::post,
+         "/actors/{tenant_id}/{child}/fail",
+         access::open,
+         {},
          [&s](const exchange_ptr& ex) {
            std::vector<domain::issue> issues;
            auto tid = path_id(ex->param("tenant_id"), "tenant_id", issues);
@@ -47,7 +51,8 @@ router make_ops_router(services& s) {
                                                  "no such live tenant or child actor"));
            ex->json(202, R"({"status":"failing"})");
          },
-         "Fail a tenant's child actor as a crash would (it restarts from Postgres)", "operations",
+         "Fail a tenant's child actor as a crash would (it restarts from Postgres)",
+         "operations",
          202});
   r.add({verb::get,
          "/actors",

@@ -12,6 +12,7 @@ void add_auth_routes(router& r, services& s);
 void add_user_routes(router& r, services& s);
 void add_contact_routes(router& r, services& s);
 void add_company_routes(router& r, services& s);
+void add_field_routes(router& r, services& s);
 void add_health_routes(router& r, services& s);
 void add_openapi_route(router& r, const router& documented);
 

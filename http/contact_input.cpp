@@ -1,6 +1,7 @@
 #include "http/contact_input.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/custom_field.hpp"
 #include "domain/validation.hpp"
 #include "http/json.hpp"
 
@@ -346,28 +347,8 @@ std::optional<contact_list_params> read_contact_query(const request& req,
   if (!cf.empty()) {
     // Custom field equality by the stored value's JSON type: text, number or boolean.
     q.extra = [cf](const domain::contact& c) {
-      if (c.custom_fields.size() <= 2) return false;
-      json::error_code ec;
-      auto v = json::parse(c.custom_fields, ec);
-      if (ec || !v.is_object()) return false;
-      auto& o = v.as_object();
-      for (auto& [key, want] : cf) {
-        auto it = o.find(key);
-        if (it == o.end()) return false;
-        auto& val = it->value();
-        if (auto s = val.if_string()) {
-          if (std::string_view(s->data(), s->size()) != want) return false;
-        } else if (val.is_bool()) {
-          if ((val.as_bool() ? "true" : "false") != want) return false;
-        } else if (val.is_number()) {
-          char* end = nullptr;
-          double d = std::strtod(want.c_str(), &end);
-          if (want.empty() || end != want.c_str() + want.size()) return false;
-          if (val.to_number<double>() != d) return false;
-        } else {
-          return false;
-        }
-      }
+      for (auto& [key, want] : cf)
+        if (!domain::value_equals(c.custom_fields, key, want)) return false;
       return true;
     };
   }

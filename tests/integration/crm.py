@@ -945,3 +945,75 @@ def sql_rows(db: "Database", select: str) -> list[dict]:
     """The rows of `select` as a list of dicts (through json_agg)."""
     out = db.query(f"SELECT coalesce(json_agg(t), '[]'::json) FROM ({select}) t").strip()
     return _json.loads(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Custom fields (contract §6)
+
+FIELD_ENTITIES = ("contact", "company", "deal")
+FIELD_TYPES = ("text", "textarea", "number", "integer", "boolean", "date", "datetime", "email",
+               "phone", "url", "select", "multiselect")
+SELECT_TYPES = ("select", "multiselect")
+FIELD_KEYS = {"field_id", "entity", "name", "label", "field_type", "options", "required",
+              "is_active", "created_at", "updated_at"}
+
+
+def fields_url(entity: str, params: Any = None) -> str:
+    return with_query(f"/api/v1/fields/{entity}/custom", params)
+
+
+def field_url(entity: str, field_id, params: Any = None) -> str:
+    return with_query(f"/api/v1/fields/{entity}/custom/{field_id}", params)
+
+
+def field_name(prefix: str = "f") -> str:
+    """A unique name matching ^[a-z][a-z0-9_]{0,62}$ (prefix: lower-case letters/digits/_)."""
+    return f"{prefix}_{secrets.token_hex(4)}"
+
+
+def assert_field(body: Any, **expected) -> None:
+    """Exactly field_id, entity, name, label, field_type, options, required, is_active,
+    created_at, updated_at; options a list of strings for select types, null otherwise."""
+    assert isinstance(body, dict) and set(body) == FIELD_KEYS, \
+        f"custom field must have exactly {sorted(FIELD_KEYS)}: {body}"
+    assert is_int(body["field_id"]), body
+    assert body["entity"] in FIELD_ENTITIES, body
+    assert isinstance(body["name"], str) and isinstance(body["label"], str), body
+    assert body["field_type"] in FIELD_TYPES, body
+    if body["field_type"] in SELECT_TYPES:
+        assert isinstance(body["options"], list) and body["options"], body
+        assert all(isinstance(o, str) for o in body["options"]), body
+    else:
+        assert body["options"] is None, f"options must be null for {body['field_type']}: {body}"
+    assert isinstance(body["required"], bool) and isinstance(body["is_active"], bool), body
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    assert body["updated_at"] >= body["created_at"], body
+    _assert_expected(body, expected)
+
+
+def create_field(client: Client, token: str, entity: str = "contact", **fields) -> dict:
+    """POST /fields/{entity}/custom (201 and Location required); returns the field."""
+    fields.setdefault("name", field_name())
+    fields.setdefault("field_type", "text")
+    resp = client.post(fields_url(entity), fields, token=token)
+    assert resp.status == 201, f"creating custom field {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_field(body, entity=entity, name=fields["name"], field_type=fields["field_type"])
+    assert resp.header("Location") == field_url(entity, body["field_id"]), resp.describe()
+    return body
+
+
+def get_field(client: Client, token: str, entity: str, field_id: int) -> dict:
+    body = assert_json_response(client.get(field_url(entity, field_id), token=token), 200)
+    assert_field(body)
+    return body
+
+
+def list_fields(client: Client, token: str, entity: str, include_inactive: Any = None) -> list:
+    params = None if include_inactive is None else {"include_inactive": include_inactive}
+    body = assert_json_response(client.get(fields_url(entity, params), token=token), 200)
+    assert isinstance(body, list), f"field list must be a JSON array: {body}"
+    for item in body:
+        assert_field(item, entity=entity)
+    return body

@@ -1,0 +1,251 @@
+#include "domain/custom_field.hpp"
+
+#include "domain/clock.hpp"
+#include "domain/validation.hpp"
+
+#include <boost/json.hpp>
+
+#include <array>
+#include <charconv>
+#include <set>
+
+namespace crm::domain {
+namespace json = boost::json;
+namespace {
+
+constexpr std::array<std::pair<field_entity, std::string_view>, 3> entities = {
+    {{field_entity::contact, "contact"},
+     {field_entity::company, "company"},
+     {field_entity::deal, "deal"}}};
+
+constexpr std::array<std::pair<field_type, std::string_view>, 12> types = {{
+    {field_type::text, "text"},
+    {field_type::textarea, "textarea"},
+    {field_type::number, "number"},
+    {field_type::integer, "integer"},
+    {field_type::boolean, "boolean"},
+    {field_type::date, "date"},
+    {field_type::datetime, "datetime"},
+    {field_type::email, "email"},
+    {field_type::phone, "phone"},
+    {field_type::url, "url"},
+    {field_type::select, "select"},
+    {field_type::multiselect, "multiselect"},
+}};
+
+bool valid_date(std::string_view s) {
+  if (s.size() != 10 || s[4] != '-' || s[7] != '-') return false;
+  return parse_rfc3339(s).has_value();
+}
+
+bool valid_url(std::string_view s) {
+  std::string_view rest;
+  if (s.rfind("https://", 0) == 0)
+    rest = s.substr(8);
+  else if (s.rfind("http://", 0) == 0)
+    rest = s.substr(7);
+  else
+    return false;
+  auto host = rest.substr(0, rest.find_first_of("/?#"));
+  if (host.empty() || host.size() > 253) return false;
+  for (char c : host)
+    if (std::isspace(static_cast<unsigned char>(c))) return false;
+  for (char c : s)
+    if (static_cast<unsigned char>(c) <= 0x20) return false;
+  return true;
+}
+
+const char* type_error(const custom_field& f, const json::value& v) {
+  auto str = v.if_string();
+  std::string_view sv = str ? std::string_view(str->data(), str->size()) : std::string_view{};
+  switch (f.type) {
+  case field_type::text:
+    if (!str) return "Input should be a valid string";
+    return utf8_length(sv) > 1000 ? "String should have at most 1000 characters" : nullptr;
+  case field_type::textarea:
+    if (!str) return "Input should be a valid string";
+    return utf8_length(sv) > 10000 ? "String should have at most 10000 characters" : nullptr;
+  case field_type::number: return v.is_number() ? nullptr : "Input should be a valid number";
+  case field_type::integer:
+    if (v.is_int64() || v.is_uint64()) return nullptr;
+    return "Input should be a valid integer";
+  case field_type::boolean: return v.is_bool() ? nullptr : "Input should be a valid boolean";
+  case field_type::date:
+    return str && valid_date(sv) ? nullptr : "Input should be a valid date (YYYY-MM-DD)";
+  case field_type::datetime:
+    return str && sv.size() > 10 && parse_rfc3339(sv) ? nullptr
+                                                      : "Input should be a valid RFC 3339 datetime";
+  case field_type::email:
+    return str && is_valid_email(sv) ? nullptr : "value is not a valid email address";
+  case field_type::phone:
+    return str && is_e164(sv) ? nullptr : "value is not a valid E.164 phone number";
+  case field_type::url: return str && valid_url(sv) ? nullptr : "Input should be a valid URL";
+  case field_type::select:
+    if (!str) return "Input should be a valid string";
+    for (auto& o : f.options)
+      if (o == sv) return nullptr;
+    return "Input should be one of the field's options";
+  case field_type::multiselect: {
+    auto a = v.if_array();
+    if (!a) return "Input should be a valid list";
+    std::set<std::string_view> seen;
+    for (auto& item : *a) {
+      auto s = item.if_string();
+      if (!s) return "Input should be a list of the field's options";
+      std::string_view x(s->data(), s->size());
+      if (!seen.insert(x).second) return "options must not repeat";
+      bool known = false;
+      for (auto& o : f.options) known = known || o == x;
+      if (!known) return "Input should be a list of the field's options";
+    }
+    return nullptr;
+  }
+  }
+  return "invalid value";
+}
+
+} // namespace
+
+std::optional<field_entity> parse_field_entity(std::string_view s) {
+  for (auto& [e, n] : entities)
+    if (n == s) return e;
+  return std::nullopt;
+}
+std::string_view to_string(field_entity e) {
+  for (auto& [v, n] : entities)
+    if (v == e) return n;
+  return "";
+}
+std::optional<field_type> parse_field_type(std::string_view s) {
+  for (auto& [t, n] : types)
+    if (n == s) return t;
+  return std::nullopt;
+}
+std::string_view to_string(field_type t) {
+  for (auto& [v, n] : types)
+    if (v == t) return n;
+  return "";
+}
+bool has_options(field_type t) {
+  return t == field_type::select || t == field_type::multiselect;
+}
+
+bool widening(field_type from, field_type to) {
+  if (from == to) return true;
+  if ((from == field_type::text && to == field_type::textarea)) return true;
+  if (from == field_type::textarea && to == field_type::text) return false; // may be too long
+  return from == field_type::integer && to == field_type::number;
+}
+
+bool valid_field_name(std::string_view s) {
+  if (s.empty() || s.size() > 63 || s[0] < 'a' || s[0] > 'z') return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+const custom_field* field_definitions::find(field_entity e, std::string_view name) const {
+  for (auto& f : fields)
+    if (f.entity == e && f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<issue> check_custom_values(const field_definitions& defs, field_entity entity,
+                                       std::string_view written, std::string_view merged,
+                                       bool creating, const std::vector<loc_part>& prefix) {
+  std::vector<issue> out;
+  auto loc = [&](std::string_view key) {
+    auto l = prefix;
+    l.emplace_back(std::string("custom_fields"));
+    l.emplace_back(std::string(key));
+    return l;
+  };
+  json::error_code ec;
+  auto w = json::parse(written, ec);
+  if (!ec && w.is_object()) {
+    for (auto& kv : w.as_object()) {
+      std::string_view key(kv.key().data(), kv.key().size());
+      auto f = defs.find(entity, key);
+      if (!f) continue;
+      if (!f->is_active) {
+        out.push_back(
+            {loc(key), "the custom field '" + std::string(key) + "' is inactive", "value_error"});
+        continue;
+      }
+      if (kv.value().is_null()) continue; // removal
+      if (auto why = type_error(*f, kv.value())) out.push_back({loc(key), why, "value_error"});
+    }
+  }
+  if (creating) {
+    auto m = json::parse(merged, ec);
+    const json::object* mo = !ec ? m.if_object() : nullptr;
+    for (auto& f : defs.fields) {
+      if (f.entity != entity || !f.is_active || !f.required) continue;
+      auto it = mo ? mo->find(f.name) : nullptr;
+      if (!mo || it == mo->end() || it->value().is_null())
+        out.push_back({loc(f.name), "Field required", "missing"});
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> cell_to_json(field_type t, std::string_view cell) {
+  switch (t) {
+  case field_type::number: {
+    char* end = nullptr;
+    std::string s(cell);
+    double d = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size()) return std::nullopt;
+    return json::serialize(json::value(d));
+  }
+  case field_type::integer: {
+    std::int64_t n = 0;
+    auto [p, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), n);
+    if (cell.empty() || ec != std::errc{} || p != cell.data() + cell.size()) return std::nullopt;
+    return std::to_string(n);
+  }
+  case field_type::boolean:
+    if (cell == "true" || cell == "1") return std::string("true");
+    if (cell == "false" || cell == "0") return std::string("false");
+    return std::nullopt;
+  case field_type::multiselect: {
+    json::array a;
+    std::string_view rest = cell;
+    while (!rest.empty()) {
+      auto semi = rest.find(';');
+      auto part = trim(rest.substr(0, semi));
+      if (!part.empty()) a.emplace_back(part);
+      if (semi == std::string_view::npos) break;
+      rest = rest.substr(semi + 1);
+    }
+    return json::serialize(a);
+  }
+  default: return json::serialize(json::value(json::string(cell)));
+  }
+}
+
+bool value_equals(std::string_view custom_fields_json, std::string_view key,
+                  std::string_view want) {
+  if (custom_fields_json.size() <= 2) return false;
+  json::error_code ec;
+  auto v = json::parse(custom_fields_json, ec);
+  if (ec || !v.is_object()) return false;
+  auto it = v.as_object().find(key);
+  if (it == v.as_object().end()) return false;
+  auto& val = it->value();
+  if (auto s = val.if_string()) return std::string_view(s->data(), s->size()) == want;
+  if (val.is_bool()) {
+    bool b = val.as_bool();
+    return b ? (want == "true" || want == "1") : (want == "false" || want == "0");
+  }
+  if (val.is_number()) {
+    std::string w(want);
+    char* end = nullptr;
+    double d = std::strtod(w.c_str(), &end);
+    if (w.empty() || end != w.c_str() + w.size()) return false;
+    return val.to_number<double>() == d;
+  }
+  return false;
+}
+
+} // namespace crm::domain

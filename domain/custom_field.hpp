@@ -1,0 +1,82 @@
+// Custom-field definitions (spec "Custom field", contract §6) and the rules their values obey.
+// Values are JSON; this header names no JSON library, so validation takes the value's text.
+#pragma once
+#include "domain/failure.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crm::domain {
+
+enum class field_entity : std::uint8_t { contact, company, deal };
+enum class field_type : std::uint8_t {
+  text,
+  textarea,
+  number,
+  integer,
+  boolean,
+  date,
+  datetime,
+  email,
+  phone,
+  url,
+  select,
+  multiselect
+};
+
+std::optional<field_entity> parse_field_entity(std::string_view s);
+std::string_view to_string(field_entity e);
+std::optional<field_type> parse_field_type(std::string_view s);
+std::string_view to_string(field_type t);
+bool has_options(field_type t);
+
+// A change of type that can never invalidate a stored value.
+bool widening(field_type from, field_type to);
+
+// `^[a-z][a-z0-9_]{0,62}$`
+bool valid_field_name(std::string_view s);
+
+struct custom_field {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  field_entity entity = field_entity::contact;
+  std::string name;
+  std::string label;
+  field_type type = field_type::text;
+  std::vector<std::string> options;
+  bool required = false;
+  bool is_active = true;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+// The definitions of one tenant, as every record actor sees them. `version` grows with each
+// committed change, so a newer snapshot always wins over an older one.
+struct field_definitions {
+  std::int64_t version = 0;
+  std::vector<custom_field> fields;
+
+  const custom_field* find(field_entity e, std::string_view name) const;
+};
+
+// Checks a JSON object text of custom values against the definitions of `entity`:
+// - every key of `written` that names an inactive field → value_error;
+// - every key of `written` that names an active field must hold a value of its type;
+// - when `creating`, every required active field must be present (not null) in `merged`.
+// Issues are reported at `prefix` + "custom_fields" + key. Keys without a definition are free.
+std::vector<issue> check_custom_values(const field_definitions& defs, field_entity entity,
+                                       std::string_view written, std::string_view merged,
+                                       bool creating, const std::vector<loc_part>& prefix);
+
+// Converts a CSV cell to the JSON text of a value of `t` ("42" → 42 for numbers, "true"/"1" for
+// booleans); nothing if it cannot be converted (the caller keeps the text, validation reports).
+std::optional<std::string> cell_to_json(field_type t, std::string_view cell);
+
+// Whether a stored JSON value equals a query parameter's text, by the value's JSON type:
+// strings as text, numbers numerically, booleans from true/false/1/0.
+bool value_equals(std::string_view custom_fields_json, std::string_view key, std::string_view want);
+
+} // namespace crm::domain
