@@ -31,6 +31,9 @@ struct contact_fields {
   std::optional<std::vector<std::string>> tags;
   // JSON object text. On create: the whole map. On update: merged key by key, null removes.
   std::optional<std::string> custom_fields;
+  // Syntax issues the HTTP layer found; the actor adds those that need the tenant's state and
+  // answers one 422 with all of them.
+  std::vector<domain::issue> issues;
 };
 
 // A replayable response for Idempotency-Key requests.
@@ -92,6 +95,7 @@ struct company_fields {
   std::optional<std::optional<std::string>> industry;
   std::optional<std::optional<std::string>> address;
   std::optional<std::string> custom_fields; // as for contacts
+  std::vector<domain::issue> issues;        // as for contacts
 };
 
 struct company_query {

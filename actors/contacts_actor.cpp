@@ -708,6 +708,7 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
   c.id = st.contact_ids.front();
   c.tenant_id = st.env.tenant_id;
   auto r = apply_fields(st, c, f, true, {"body"});
+  r.issues.insert(r.issues.begin(), f.issues.begin(), f.issues.end());
   if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
   if (r.duplicate_email) return reply(duplicate_email_failure());
   st.contact_ids.pop_front();
@@ -732,10 +733,6 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
   std::vector<domain::bulk_item> results(items.size());
   auto now = domain::now_micros();
   for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i < pre_errors.size() && !pre_errors[i].empty()) {
-      results[i].errors = std::move(pre_errors[i]);
-      continue;
-    }
     std::vector<domain::loc_part> prefix{std::string("body"), row_loc,
                                          static_cast<std::int64_t>(i)};
     if (row_loc == "rows" && items[i].custom_fields)
@@ -744,6 +741,8 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
     c.id = st.contact_ids.front();
     c.tenant_id = st.env.tenant_id;
     auto r = apply_fields(st, c, items[i], true, prefix);
+    if (i < pre_errors.size())
+      r.issues.insert(r.issues.begin(), pre_errors[i].begin(), pre_errors[i].end());
     if (r.duplicate_email) {
       auto l = prefix;
       l.emplace_back(std::string("email"));
@@ -774,12 +773,15 @@ void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
   auto& st = self->state;
   auto cur = projected_contact(st, id);
   if (!cur) {
+    // A body that fails validation is 422 whatever the id (validation comes first).
+    if (!f.issues.empty()) return reply(failure::invalid(std::move(f.issues)));
     if (st.p_contacts.count(id)) return reply(missing_contact()); // deleted, not yet committed
     return reply_missing(self, persistence::record_kind::contact, id, reply);
   }
   auto before = *cur;
   auto c = before;
   auto r = apply_fields(st, c, f, false, {"body"});
+  r.issues.insert(r.issues.begin(), f.issues.begin(), f.issues.end());
   if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
   if (r.duplicate_email) return reply(duplicate_email_failure());
   c.updated_at = next_timestamp(before.updated_at);
@@ -939,6 +941,7 @@ void do_create_company(contacts_actor* self, company_fields f, callback<domain::
   c.id = st.company_ids.front();
   c.tenant_id = st.env.tenant_id;
   auto issues = apply_company_fields(st, c, f, true);
+  issues.insert(issues.begin(), f.issues.begin(), f.issues.end());
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   st.company_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
@@ -952,11 +955,13 @@ void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
   auto& st = self->state;
   auto cur = projected_company(st, id);
   if (!cur) {
+    if (!f.issues.empty()) return reply(failure::invalid(std::move(f.issues)));
     if (st.p_companies.count(id)) return reply(missing_company());
     return reply_missing(self, persistence::record_kind::company, id, reply);
   }
   auto c = *cur;
   auto issues = apply_company_fields(st, c, f, false);
+  issues.insert(issues.begin(), f.issues.begin(), f.issues.end());
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   c.updated_at = next_timestamp(cur->updated_at);
   stage_company(st, c);

@@ -20,6 +20,8 @@ struct field_patch {
   std::optional<std::vector<std::string>> options;
   std::optional<bool> required;
   std::optional<bool> is_active;
+  // Syntax issues the HTTP layer found: the actor adds its own and answers one 422.
+  std::vector<domain::issue> issues;
 };
 
 void list_fields(runtime& rt, std::int64_t tenant, domain::field_entity entity,

@@ -185,20 +185,20 @@ void save(fields_actor* self, domain::custom_field f, callback<domain::custom_fi
 void do_update(fields_actor* self, const domain::custom_field& cur, field_patch p,
                callback<domain::custom_field> reply) {
   auto next = cur;
+  auto issues = std::move(p.issues);
+  auto type = p.type.value_or(cur.type);
+  if (p.options && !domain::has_options(type))
+    issues.push_back({{"body", "options"},
+                      "options are only allowed for select and multiselect",
+                      "value_error"});
+  if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   if (p.name && *p.name != cur.name)
     return reply(failure::of(errc::conflict, "a custom field's name cannot change"));
-  if (p.type && *p.type != cur.type) {
-    if (!domain::widening(cur.type, *p.type))
-      return reply(failure::of(errc::conflict,
-                               "this type change could invalidate stored values; create a new "
-                               "field instead"));
-    next.type = *p.type;
-  }
+  if (type != cur.type && !domain::widening(cur.type, type))
+    return reply(failure::of(errc::conflict, "this type change could invalidate stored values; "
+                                             "create a new field instead"));
+  next.type = type;
   if (p.options) {
-    if (!domain::has_options(next.type))
-      return reply(failure::invalid({{{"body", "options"},
-                                      "options are only allowed for select and multiselect",
-                                      "value_error"}}));
     for (auto& o : cur.options)
       if (std::find(p.options->begin(), p.options->end(), o) == p.options->end())
         return reply(
@@ -291,6 +291,9 @@ caf::behavior fields_behavior(fields_actor* self, tenant_env env) {
                       callback<domain::custom_field>& reply) {
         auto _ = measure();
         when_ready(self, fail_with(reply), [self, entity, id, p = std::move(p), reply]() mutable {
+          // A body that fails validation is 422 whatever the id (validation comes first).
+          if (!p.issues.empty() && !find(self->state, id))
+            return reply(failure::invalid(std::move(p.issues)));
           if (auto f = lookup(self, entity, id, reply)) do_update(self, *f, std::move(p), reply);
         });
       },

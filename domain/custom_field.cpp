@@ -132,8 +132,9 @@ bool has_options(field_type t) {
 
 bool widening(field_type from, field_type to) {
   if (from == to) return true;
-  if ((from == field_type::text && to == field_type::textarea)) return true;
-  if (from == field_type::textarea && to == field_type::text) return false; // may be too long
+  // Text and long text hold the same values; only the length limit of new writes differs.
+  if (from == field_type::text && to == field_type::textarea) return true;
+  if (from == field_type::textarea && to == field_type::text) return true;
   return from == field_type::integer && to == field_type::number;
 }
 

@@ -49,7 +49,7 @@ void create(services& s, const exchange_ptr& ex) {
   if (!body) return;
   std::vector<issue> issues;
   auto f = read_company(*body, true, issues);
-  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  f.issues = std::move(issues);
   actors::create_company(s.rt, ex->who.tenant_id, std::move(f), company_reply(ex, 201));
 }
 
@@ -66,7 +66,7 @@ void update(services& s, const exchange_ptr& ex) {
   if (!body) return;
   std::vector<issue> issues;
   auto f = read_company(*body, false, issues);
-  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  f.issues = std::move(issues);
   actors::update_company(s.rt, ex->who.tenant_id, *id, std::move(f), company_reply(ex, 200));
 }
 

@@ -82,7 +82,7 @@ void create(services& s, const exchange_ptr& ex) {
   if (!body) return;
   std::vector<issue> issues;
   auto f = read_contact(*body, true, {std::string("body")}, issues);
-  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  f.issues = std::move(issues);
   actors::create_contact(
       s.rt, ex->who.tenant_id, std::move(f), idempotency_of(ex),
       actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
@@ -114,7 +114,7 @@ void update(services& s, const exchange_ptr& ex) {
   if (!body) return;
   std::vector<issue> issues;
   auto f = read_contact(*body, false, {std::string("body")}, issues);
-  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  f.issues = std::move(issues);
   actors::update_contact(s.rt, ex->who.tenant_id, *id, std::move(f),
                          actors::callback<domain::contact>(
                              [ex, fields = sent_fields(*body)](domain::outcome<domain::contact> r) {

