@@ -1,6 +1,9 @@
 // Micro-benchmarks of the hot pieces of a request: route matching, access-token verification,
 // and JSON encoding. Run by benchmarks/run; compare ratios within one run.
 #include "domain/clock.hpp"
+#include "domain/contact_json.hpp"
+#include "domain/contact_store.hpp"
+#include "domain/crypto.hpp"
 #include "domain/jwt.hpp"
 #include "http/json.hpp"
 #include "http/router.hpp"
@@ -68,6 +71,77 @@ void json_encode_user_page(benchmark::State& state) {
   }
 }
 BENCHMARK(json_encode_user_page);
+
+
+domain::contact_store sample_store(int n) {
+  static const char* first[] = {"Anna", "Marie", "Jonas", "Lukas", "Sofia", "Mia", "Leon", "Noah"};
+  static const char* last[] = {"Smith", "Nguyen", "Lee", "Berg", "Johansson", "Schmidt", "Kim"};
+  domain::contact_store store;
+  for (int i = 1; i <= n; ++i) {
+    domain::contact c;
+    c.id = i;
+    c.first_name = first[i % 8];
+    c.last_name = std::string(last[(i / 8) % 7]);
+    c.email = "c" + std::to_string(i) + "@example.org";
+    c.phone = "+4930" + std::to_string(1000000 + i);
+    c.tags = {"vip"};
+    c.created_at = c.updated_at = 1'700'000'000'000'000 + i;
+    store.upsert(std::move(c));
+  }
+  return store;
+}
+
+void store_page_by_id(benchmark::State& state) {
+  auto store = sample_store(10000);
+  domain::contact_query q;
+  q.offset = 4000;
+  for (auto _ : state) benchmark::DoNotOptimize(store.list(q));
+}
+BENCHMARK(store_page_by_id);
+
+void store_page_by_last_name_desc(benchmark::State& state) {
+  auto store = sample_store(10000);
+  domain::contact_query q;
+  q.sort = domain::contact_sort::last_name;
+  q.descending = true;
+  q.offset = 2000;
+  for (auto _ : state) benchmark::DoNotOptimize(store.list(q));
+}
+BENCHMARK(store_page_by_last_name_desc);
+
+void store_search(benchmark::State& state) {
+  auto store = sample_store(10000);
+  domain::contact_query q;
+  q.search = "berg";
+  for (auto _ : state) benchmark::DoNotOptimize(store.list(q));
+}
+BENCHMARK(store_search);
+
+void json_encode_contact_page(benchmark::State& state) {
+  auto store = sample_store(100);
+  domain::contact_query q;
+  auto page = store.list(q);
+  std::vector<domain::contact> items;
+  for (auto* c : page.items) items.push_back(*c);
+  for (auto _ : state) benchmark::DoNotOptimize(domain::encode_contact_page(items, 100, 1, 20));
+}
+BENCHMARK(json_encode_contact_page);
+
+void json_encode_contact_full(benchmark::State& state) {
+  auto store = sample_store(1);
+  auto c = *store.find(1);
+  for (auto _ : state) benchmark::DoNotOptimize(domain::encode_contact_full(c, nullptr));
+}
+BENCHMARK(json_encode_contact_full);
+
+// One Argon2id verification: the unit of login cost.
+void password_verify(benchmark::State& state) {
+  domain::init_crypto();
+  auto hash = domain::hash_password("correct horse battery staple");
+  for (auto _ : state)
+    benchmark::DoNotOptimize(domain::verify_password(hash, "correct horse battery staple"));
+}
+BENCHMARK(password_verify)->Unit(benchmark::kMillisecond)->Iterations(10);
 
 } // namespace
 

@@ -1,0 +1,1 @@
+INSERT INTO bench_insert (v) VALUES ('benchmark row');

@@ -1,0 +1,3 @@
+request = function()
+  return wrk.format("GET", "/")
+end
