@@ -1,6 +1,7 @@
 #include "domain/contact_json.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_writer.hpp"
 
 #include <boost/json.hpp>
 
@@ -67,37 +68,84 @@ json::object page_object(json::array items, std::int64_t total, int page, int pe
   return o;
 }
 
+// The hot shapes are written directly, without a DOM: one output string, no per-field nodes.
+void write_list_item_fields(json_writer& w, const contact& c) {
+  w.key("id").value(c.id);
+  w.key("first_name").value(c.first_name);
+  w.key("last_name").nullable(c.last_name);
+  w.key("email").nullable(c.email);
+  w.key("phone").nullable(c.phone);
+  w.key("company_id").nullable(c.company_id);
+  w.key("status").value(to_string(c.status));
+  w.key("source");
+  if (c.source)
+    w.value(to_string(*c.source));
+  else
+    w.null();
+  w.key("created_at").value(format_rfc3339(c.created_at));
+  w.key("updated_at").value(format_rfc3339(c.updated_at));
+}
+
 } // namespace
 
 std::string encode_contact_created(const contact& c) {
-  json::object o;
-  o["id"] = c.id;
-  o["first_name"] = c.first_name;
-  o["last_name"] = opt(c.last_name);
-  o["email"] = opt(c.email);
-  o["phone"] = opt(c.phone);
-  o["status"] = to_string(c.status);
-  o["created_at"] = format_rfc3339(c.created_at);
-  return json::serialize(o);
+  std::string out;
+  out.reserve(256);
+  json_writer w(out);
+  w.begin_object();
+  w.key("id").value(c.id);
+  w.key("first_name").value(c.first_name);
+  w.key("last_name").nullable(c.last_name);
+  w.key("email").nullable(c.email);
+  w.key("phone").nullable(c.phone);
+  w.key("status").value(to_string(c.status));
+  w.key("created_at").value(format_rfc3339(c.created_at));
+  w.end_object();
+  return out;
 }
 
 std::string encode_contact_full(const contact& c, const company* co) {
-  auto o = list_item(c);
-  if (co)
-    o["company"] = json::object{{"id", co->id}, {"name", co->name}};
-  else
-    o["company"] = nullptr;
-  o["tags"] = tag_array(c.tags);
-  o["custom_fields"] = parse_object(c.custom_fields);
-  return json::serialize(o);
+  std::string out;
+  out.reserve(384 + c.custom_fields.size());
+  json_writer w(out);
+  w.begin_object();
+  write_list_item_fields(w, c);
+  w.key("company");
+  if (co) {
+    w.begin_object();
+    w.key("id").value(co->id);
+    w.key("name").value(co->name);
+    w.end_object();
+  } else {
+    w.null();
+  }
+  w.key("tags").begin_array();
+  for (auto& t : c.tags) w.value(t);
+  w.end_array();
+  w.key("custom_fields").raw(c.custom_fields.empty() ? std::string_view("{}") : c.custom_fields);
+  w.end_object();
+  return out;
 }
 
 std::string encode_contact_page(const std::vector<contact>& items, std::int64_t total, int page,
                                 int per_page) {
-  json::array a;
-  a.reserve(items.size());
-  for (auto& c : items) a.emplace_back(list_item(c));
-  return json::serialize(page_object(std::move(a), total, page, per_page));
+  std::string out;
+  out.reserve(96 + items.size() * 320);
+  json_writer w(out);
+  w.begin_object();
+  w.key("items").begin_array();
+  for (auto& c : items) {
+    w.begin_object();
+    write_list_item_fields(w, c);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("total").value(total);
+  w.key("page").value(static_cast<std::int64_t>(page));
+  w.key("per_page").value(static_cast<std::int64_t>(per_page));
+  w.key("pages").value(per_page > 0 ? (total + per_page - 1) / per_page : 0);
+  w.end_object();
+  return out;
 }
 
 std::string encode_contact_update(const contact& c, const std::vector<std::string>& fields) {

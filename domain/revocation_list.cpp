@@ -12,7 +12,7 @@ void revocation_list::revoke(std::string sid, std::int64_t until) {
 
 bool revocation_list::is_revoked(std::string_view sid) const {
   std::shared_lock lock(mutex_);
-  return sessions_.find(std::string(sid)) != sessions_.end();
+  return sessions_.find(sid) != sessions_.end();
 }
 
 void revocation_list::prune(std::int64_t now_seconds) {

@@ -20,8 +20,12 @@ public:
   std::size_t size() const;
 
 private:
+  struct sid_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   mutable std::shared_mutex mutex_;
-  std::unordered_map<std::string, std::int64_t> sessions_;
+  std::unordered_map<std::string, std::int64_t, sid_hash, std::equal_to<>> sessions_;
 };
 
 } // namespace crm::domain

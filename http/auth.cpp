@@ -4,6 +4,9 @@
 #include "domain/jwt.hpp"
 #include "domain/revocation_list.hpp"
 
+#include <string>
+#include <unordered_map>
+
 namespace crm::http {
 
 std::optional<domain::failure> authenticate(const request& req, std::string_view secret,
@@ -21,11 +24,38 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
     if (static_cast<char>(std::tolower(static_cast<unsigned char>(v[i]))) != scheme[i])
       return unauthorized("invalid authentication scheme");
   auto token = v.substr(scheme.size());
-  auto r = domain::verify_jwt(token, secret, domain::now_seconds());
-  if (!r.claims) {
-    return unauthorized(r.error == domain::jwt_error::expired ? "token expired" : "invalid token");
+  auto now = domain::now_seconds();
+  // Clients send the same token for many requests: each thread remembers the claims of the
+  // tokens it verified (same secret), so a repeat costs a lookup instead of an HMAC, a base64
+  // decode and a JSON parse. Expiry and revocation are still checked on every request.
+  struct token_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view t) const { return std::hash<std::string_view>{}(t); }
+  };
+  thread_local std::unordered_map<std::string, domain::token_claims, token_hash, std::equal_to<>>
+      verified;
+  thread_local std::string cached_secret;
+  if (cached_secret != secret) {
+    verified.clear();
+    cached_secret = std::string(secret);
   }
-  auto& c = *r.claims;
+  const domain::token_claims* found = nullptr;
+  if (auto it = verified.find(token); it != verified.end()) {
+    if (it->second.exp <= now) {
+      verified.erase(it);
+      return unauthorized("token expired");
+    }
+    found = &it->second;
+  } else {
+    auto r = domain::verify_jwt(token, secret, now);
+    if (!r.claims) {
+      return unauthorized(r.error == domain::jwt_error::expired ? "token expired"
+                                                                : "invalid token");
+    }
+    if (verified.size() >= 4096) verified.clear();
+    found = &verified.emplace(std::string(token), std::move(*r.claims)).first->second;
+  }
+  auto& c = *found;
   if (c.typ != domain::token_type::access) return unauthorized("not an access token");
   auto role = domain::parse_role(c.role);
   if (!role) return unauthorized("invalid token");
