@@ -9,10 +9,10 @@ using namespace crm::domain;
 
 TEST(json_writer, escapes_quotes_backslashes_and_control_characters) {
   std::string out;
-  append_json_string(out, std::string("a\"b\\c\n\t\x01 é", 12));
+  append_json_string(out, std::string("a\"b\\c\n\t\x01 é", 11));
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\t\\u0001 é\"");
   auto v = boost::json::parse(out);
-  EXPECT_EQ(v.as_string(), std::string("a\"b\\c\n\t\x01 é", 12));
+  EXPECT_EQ(v.as_string(), std::string("a\"b\\c\n\t\x01 é", 11));
 }
 
 TEST(json_writer, writes_nested_objects_arrays_and_nulls_with_commas) {
