@@ -7,6 +7,7 @@
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
+#include "domain/json_writer.hpp"
 #include "domain/validation.hpp"
 #include "persistence/contact_repo.hpp"
 #include "persistence/field_repo.hpp"
@@ -346,13 +347,28 @@ void event(contacts_state& st, std::string name, json::object payload) {
   st.open.sql.events.push_back({std::move(name), json::serialize(payload)});
 }
 
-json::object contact_event(const domain::contact& c) {
-  json::error_code ec;
-  auto v = json::parse(domain::encode_contact_full(c, nullptr), ec);
-  json::object o;
-  o["contact_id"] = c.id;
-  o["contact"] = ec ? json::value(nullptr) : std::move(v);
-  return o;
+// {"contact_id": N, "contact": <single-contact shape>, ["changed": [...],] "tenant_id": T},
+// written directly: this runs for every write, so no DOM round trip.
+void contact_event(contacts_state& st, const char* name, const domain::contact& c,
+                   const std::vector<std::string>* changed = nullptr) {
+  std::string out;
+  out.reserve(512);
+  out += "{\"contact_id\":";
+  out += std::to_string(c.id);
+  out += ",\"contact\":";
+  out += domain::encode_contact_full(c, nullptr);
+  if (changed) {
+    out += ",\"changed\":[";
+    for (std::size_t i = 0; i < changed->size(); ++i) {
+      if (i) out += ',';
+      domain::append_json_string(out, (*changed)[i]);
+    }
+    out += ']';
+  }
+  out += ",\"tenant_id\":";
+  out += std::to_string(st.env.tenant_id);
+  out += '}';
+  st.open.sql.events.push_back({name, std::move(out)});
 }
 
 // Registers one write of the open batch: `applied` runs after COMMIT (apply + reply),
@@ -409,10 +425,14 @@ void flush(contacts_actor* self) {
                          auto& st = self->state;
                          auto done = std::move(*st.in_flight);
                          st.in_flight.reset();
+                         auto& gc = group_commits();
                          if (r) {
+                           gc.batches++;
+                           gc.writes += done.writes;
                            apply_committed(st, done);
                            for (auto& k : done.on_commit) k();
                          } else {
+                           gc.failures++;
                            // Writes staged behind it were validated against its changes.
                            auto behind = std::move(st.open);
                            st.open = batch{};
@@ -546,13 +566,9 @@ failure duplicate_email_failure() {
 void contact_events(contacts_state& st, const domain::contact& c, const apply_result& r,
                     bool created, const std::vector<std::string>& fields) {
   if (created) {
-    event(st, "contact.created", contact_event(c));
+    contact_event(st, "contact.created", c);
   } else {
-    auto p = contact_event(c);
-    json::array changed;
-    for (auto& f : fields) changed.emplace_back(f);
-    p["changed"] = std::move(changed);
-    event(st, "contact.updated", std::move(p));
+    contact_event(st, "contact.updated", c, &fields);
   }
   if (r.old_status && !created) {
     json::object p{{"contact_id", c.id},
@@ -800,7 +816,7 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
   }
   auto before = *cur;
   stage_contact_delete(st, before);
-  event(st, "contact.deleted", contact_event(before));
+  contact_event(st, "contact.deleted", before);
   stage_write(
       self, [reply] { reply(domain::done{}); }, fail_with(reply));
 }

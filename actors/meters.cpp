@@ -14,6 +14,11 @@ std::deque<actor_meter>& all_meters() {
 
 } // namespace
 
+commit_meter& group_commits() {
+  static commit_meter m;
+  return m;
+}
+
 actor_meter& meter(const std::string& actor_type) {
   std::lock_guard<std::mutex> lock(meters_mutex());
   for (auto& m : all_meters())
@@ -43,6 +48,17 @@ void write_actor_metrics(std::string& out) {
   for (auto& m : all_meters())
     out += "carecrm_actor_restarts_total{actor=\"" + m.name + "\"} " +
            std::to_string(m.restarts.load()) + "\n";
+  auto& gc = group_commits();
+  out +=
+      "# HELP carecrm_group_commit_batches_total Transactions committed by record actors.\n"
+      "# TYPE carecrm_group_commit_batches_total counter\ncarecrm_group_commit_batches_total " +
+      std::to_string(gc.batches.load()) +
+      "\n# HELP carecrm_group_commit_writes_total Writes carried by those transactions.\n"
+      "# TYPE carecrm_group_commit_writes_total counter\ncarecrm_group_commit_writes_total " +
+      std::to_string(gc.writes.load()) +
+      "\n# HELP carecrm_group_commit_failures_total Transactions that failed to commit.\n"
+      "# TYPE carecrm_group_commit_failures_total counter\ncarecrm_group_commit_failures_total " +
+      std::to_string(gc.failures.load()) + "\n";
   out += "# HELP carecrm_actor_instances Live actors, per type.\n"
          "# TYPE carecrm_actor_instances gauge\n";
   for (auto& m : all_meters())

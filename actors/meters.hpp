@@ -18,6 +18,14 @@ struct actor_meter {
   std::atomic<std::uint64_t> restarts{0}; // failures the supervisor recovered from
 };
 
+// Group commit: transactions committed by record actors and the writes they carried.
+struct commit_meter {
+  std::atomic<std::uint64_t> batches{0};
+  std::atomic<std::uint64_t> writes{0};
+  std::atomic<std::uint64_t> failures{0};
+};
+commit_meter& group_commits();
+
 // Process-wide: metrics describe the process, whatever the number of actor systems.
 actor_meter& meter(const std::string& actor_type);
 

@@ -10,8 +10,11 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace caf {
@@ -83,6 +86,14 @@ struct runtime::impl {
   mutable std::shared_mutex mutex;
   std::unordered_map<std::int64_t, entry> tenants;
   bool shut_down = false;
+
+  // Freed tenant state goes back to the OS: glibc keeps freed memory in its arenas, so after a
+  // passivation the housekeeping thread asks it to return free pages (malloc_trim).
+  std::atomic<bool> trim_wanted{false};
+  std::mutex housekeeping_mutex;
+  std::condition_variable housekeeping_cv;
+  bool housekeeping_stop = false;
+  std::thread housekeeping;
 };
 
 // Measures one handled message: count, time, and (sampled) the actor's mailbox depth.
