@@ -4,6 +4,7 @@
 #include "actors/contacts.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
+#include "http/request_input.hpp"
 
 #include <boost/json.hpp>
 
@@ -14,23 +15,6 @@ namespace {
 
 using domain::failure;
 using domain::issue;
-
-std::optional<std::int64_t> id_param(const exchange_ptr& ex) {
-  std::vector<issue> issues;
-  auto id = path_id(ex->param("id"), "id", issues);
-  if (!id) ex->fail(failure::invalid(std::move(issues)));
-  return id;
-}
-
-std::optional<json::object> object_body(const exchange_ptr& ex) {
-  json::error_code ec;
-  auto v = json::parse(ex->req.body, ec);
-  if (ec || !v.is_object()) {
-    ex->fail(failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
-    return std::nullopt;
-  }
-  return std::move(v.as_object());
-}
 
 actors::callback<domain::company> company_reply(const exchange_ptr& ex, int status) {
   return actors::callback<domain::company>([ex, status](domain::outcome<domain::company> r) {

@@ -9,6 +9,7 @@
 #include "http/contact_input.hpp"
 #include "http/csv.hpp"
 #include "http/json.hpp"
+#include "http/request_input.hpp"
 
 #include <boost/json.hpp>
 
@@ -24,27 +25,7 @@ using domain::issue;
 constexpr std::size_t max_bulk = 1000;
 constexpr std::size_t export_chunk = 500;
 
-std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view name = "id") {
-  std::vector<issue> issues;
-  auto id = path_id(ex->param(name), name, issues);
-  if (!id) ex->fail(failure::invalid(std::move(issues)));
-  return id;
-}
-
 // The body as a JSON object, or a 422 already sent.
-std::optional<json::object> object_body(const exchange_ptr& ex) {
-  json::error_code ec;
-  auto v = json::parse(ex->req.body, ec);
-  if (ec) {
-    ex->fail(failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
-    return std::nullopt;
-  }
-  if (!v.is_object()) {
-    ex->fail(failure::invalid({{{"body"}, "Input should be a valid dictionary", "json_invalid"}}));
-    return std::nullopt;
-  }
-  return std::move(v.as_object());
-}
 
 actors::idempotency idempotency_of(const exchange_ptr& ex) {
   actors::idempotency key;

@@ -6,6 +6,7 @@
 #include "domain/crypto.hpp"
 #include "domain/validation.hpp"
 #include "http/json.hpp"
+#include "http/request_input.hpp"
 #include "persistence/revocations.hpp"
 #include "persistence/worker_pool.hpp"
 
@@ -17,13 +18,6 @@ using domain::failure;
 
 constexpr std::size_t min_password = 10;
 constexpr std::size_t max_password = 256;
-
-std::optional<std::int64_t> user_id_of(const exchange_ptr& ex) {
-  std::vector<domain::issue> issues;
-  auto id = path_id(ex->param("id"), "id", issues);
-  if (!id) ex->fail(failure::invalid(std::move(issues)));
-  return id;
-}
 
 std::optional<domain::role> read_role(body_reader& body, bool required) {
   auto r = body.one_of("role", required, {"viewer", "agent", "manager", "admin"});
@@ -91,7 +85,7 @@ void create(services& s, const exchange_ptr& ex) {
 }
 
 void get(services& s, const exchange_ptr& ex) {
-  auto id = user_id_of(ex);
+  auto id = id_param(ex);
   if (!id) return;
   actors::get_user(s.rt, ex->who.tenant_id, *id,
                    actors::callback<domain::user>([ex](domain::outcome<domain::user> r) {
@@ -115,7 +109,7 @@ void apply_patch(services& s, const exchange_ptr& ex, std::int64_t id, actors::u
 }
 
 void update(services& s, const exchange_ptr& ex) {
-  auto id = user_id_of(ex);
+  auto id = id_param(ex);
   if (!id) return;
   body_reader body(ex->req.body);
   actors::user_patch patch;
@@ -132,7 +126,7 @@ void update(services& s, const exchange_ptr& ex) {
 }
 
 void deactivate(services& s, const exchange_ptr& ex) {
-  auto id = user_id_of(ex);
+  auto id = id_param(ex);
   if (!id) return;
   actors::user_patch patch;
   patch.is_active = false;

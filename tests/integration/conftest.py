@@ -75,3 +75,20 @@ def admin_pair(client, tenant) -> dict:
 @pytest.fixture(scope="module")
 def admin_token(admin_pair) -> str:
     return admin_pair["access_token"]
+
+
+@pytest.fixture(scope="module")
+def sess(client, cli_env) -> crm.TenantSession:
+    """Tenant A: its admin plus a viewer, an agent and a manager, logged in once per module."""
+    return crm.tenant_session(client, cli_env, ("viewer", "agent", "manager"))
+
+
+@pytest.fixture(scope="module")
+def admin(sess) -> str:
+    return sess.admin
+
+
+@pytest.fixture(scope="module")
+def sess_b(client, cli_env) -> crm.TenantSession:
+    """Tenant B, for isolation checks."""
+    return crm.tenant_session(client, cli_env)

@@ -19,21 +19,6 @@ def url(company_id) -> str:
 
 
 @pytest.fixture(scope="module")
-def sess(client, cli_env) -> crm.TenantSession:
-    return crm.tenant_session(client, cli_env, ("viewer", "agent", "manager"))
-
-
-@pytest.fixture(scope="module")
-def admin(sess) -> str:
-    return sess.admin
-
-
-@pytest.fixture(scope="module")
-def sess_b(client, cli_env) -> crm.TenantSession:
-    return crm.tenant_session(client, cli_env)
-
-
-@pytest.fixture(scope="module")
 def company_b(client, sess_b) -> dict:
     created = crm.create_company(client, sess_b.admin, name="Tenant B Clinic", domain="b.test",
                                  phone="+4930123456", industry="clinic", address="B Street",

@@ -22,22 +22,6 @@ def email(prefix="contact") -> str:
 
 
 @pytest.fixture(scope="module")
-def sess(client, cli_env) -> crm.TenantSession:
-    """Tenant A: its admin plus a viewer, an agent and a manager, logged in once."""
-    return crm.tenant_session(client, cli_env, ("viewer", "agent", "manager"))
-
-
-@pytest.fixture(scope="module")
-def admin(sess) -> str:
-    return sess.admin
-
-
-@pytest.fixture(scope="module")
-def sess_b(client, cli_env) -> crm.TenantSession:
-    return crm.tenant_session(client, cli_env)
-
-
-@pytest.fixture(scope="module")
 def company_a(client, admin) -> dict:
     return crm.create_company(client, admin, name="Acme Clinic " + secrets.token_hex(2))
 

@@ -39,23 +39,6 @@ def marker(prefix="Cf") -> str:
 
 
 @pytest.fixture(scope="module")
-def sess(client, cli_env) -> crm.TenantSession:
-    """Tenant A: its admin plus a viewer, an agent and a manager. No required contact or company
-    field is ever left active in A, so contact creates elsewhere in the file keep working."""
-    return crm.tenant_session(client, cli_env, ("viewer", "agent", "manager"))
-
-
-@pytest.fixture(scope="module")
-def admin(sess) -> str:
-    return sess.admin
-
-
-@pytest.fixture(scope="module")
-def sess_b(client, cli_env) -> crm.TenantSession:
-    return crm.tenant_session(client, cli_env)
-
-
-@pytest.fixture(scope="module")
 def slow_client(server) -> crm.Client:
     """For the 1000-item bulk and the hard delete over it under a sanitizer build."""
     return crm.Client(server.host, server.port, timeout=180)

@@ -41,21 +41,6 @@ def lower_sorted(tags) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def sess(client, cli_env) -> crm.TenantSession:
-    return crm.tenant_session(client, cli_env, ("viewer", "agent", "manager"))
-
-
-@pytest.fixture(scope="module")
-def admin(sess) -> str:
-    return sess.admin
-
-
-@pytest.fixture(scope="module")
-def sess_b(client, cli_env) -> crm.TenantSession:
-    return crm.tenant_session(client, cli_env)
-
-
-@pytest.fixture(scope="module")
 def contact_b(client, sess_b) -> dict:
     created = crm.create_contact(client, sess_b.admin, first_name="Bea", email=email("bea"),
                                  tags=["vip", "beta", "zulu-b", "Heart Failure"])

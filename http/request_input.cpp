@@ -1,0 +1,31 @@
+#include "http/request_input.hpp"
+
+#include "http/json.hpp"
+
+#include <boost/json/parse.hpp>
+
+namespace crm::http {
+
+std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view name) {
+  std::vector<domain::issue> issues;
+  auto id = path_id(ex->param(name), name, issues);
+  if (!id) ex->fail(domain::failure::invalid(std::move(issues)));
+  return id;
+}
+
+std::optional<boost::json::object> object_body(const exchange_ptr& ex) {
+  boost::json::error_code ec;
+  auto v = boost::json::parse(ex->req.body, ec);
+  if (ec) {
+    ex->fail(domain::failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
+    return std::nullopt;
+  }
+  if (!v.is_object()) {
+    ex->fail(domain::failure::invalid(
+        {{{"body"}, "Input should be a valid dictionary", "json_invalid"}}));
+    return std::nullopt;
+  }
+  return std::move(v.as_object());
+}
+
+} // namespace crm::http
