@@ -53,24 +53,21 @@ struct contact_view {
   std::optional<domain::company> company;
 };
 
-struct contact_list {
-  std::vector<domain::contact> items;
-  std::int64_t total = 0;
-};
-
 // Contacts.
 void create_contact(runtime& rt, std::int64_t tenant, contact_fields f, idempotency key,
                     callback<stored_response> reply);
 void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_fields> items,
                           std::vector<std::vector<domain::issue>> pre_errors, idempotency key,
                           std::string row_loc, callback<stored_response> reply);
-void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<contact_view> reply);
+// Reads answer with the response body, rendered in the actor: no copy of the contacts leaves it.
+void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_fields f,
                     callback<domain::contact> reply);
 void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
                     callback<domain::done> reply);
-void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
-                   callback<contact_list> reply);
+// The page shape of contract §4 for page `page` of `per_page` (the query's offset and limit).
+void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,
+                   int per_page, callback<std::string> reply);
 // Matching contact ids in the query's order (exports fetch them in chunks).
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
                     callback<std::vector<std::int64_t>> reply);

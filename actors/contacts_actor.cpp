@@ -1103,13 +1103,17 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
             },
             n);
       },
-      [self, measure](get_atom, std::int64_t id, callback<contact_view>& reply) {
+      [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, id, reply] {
           auto& st = self->state;
           auto c = st.store.find(id);
           if (!c) return reply_missing(self, persistence::record_kind::contact, id, reply);
-          reply(contact_view{*c, committed_company(st, c->company_id)});
+          const domain::company* co = nullptr;
+          if (c->company_id)
+            if (auto it = st.companies.find(*c->company_id); it != st.companies.end())
+              co = &it->second;
+          reply(domain::encode_contact_full(*c, co));
         });
       },
       [self, measure](update_atom, std::int64_t id, contact_fields& f,
@@ -1125,16 +1129,14 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         when_ready(self, need::write, fail_with(reply),
                    [self, id, reply] { do_delete(self, id, reply); });
       },
-      [self, measure](list_atom, domain::contact_query& q, callback<contact_list>& reply) {
+      [self, measure](list_atom, domain::contact_query& q, int page, int per_page,
+                      callback<std::string>& reply) {
         auto _ = measure();
-        when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
-          auto page = self->state.store.list(q);
-          contact_list out;
-          out.total = page.total;
-          out.items.reserve(page.items.size());
-          for (auto* c : page.items) out.items.push_back(*c);
-          reply(std::move(out));
-        });
+        when_ready(self, need::read, fail_with(reply),
+                   [self, q = std::move(q), page, per_page, reply] {
+                     auto found = self->state.store.list(q);
+                     reply(domain::encode_contact_page(found.items, found.total, page, per_page));
+                   });
       },
       [self, measure](match_atom, domain::contact_query& q,
                       callback<std::vector<std::int64_t>>& reply) {
@@ -1263,7 +1265,7 @@ void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_
                          std::move(row_loc), std::move(reply)));
 }
 
-void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<contact_view> reply) {
+void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
   send(rt, tenant, caf::make_message(get_atom::value, id, std::move(reply)));
 }
 
@@ -1277,9 +1279,10 @@ void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
   send(rt, tenant, caf::make_message(delete_atom::value, id, std::move(reply)));
 }
 
-void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
-                   callback<contact_list> reply) {
-  send(rt, tenant, caf::make_message(list_atom::value, std::move(q), std::move(reply)));
+void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,
+                   int per_page, callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(list_atom::value, std::move(q), page, per_page, std::move(reply)));
 }
 
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,

@@ -127,16 +127,16 @@ std::string encode_contact_full(const contact& c, const company* co) {
   return out;
 }
 
-std::string encode_contact_page(const std::vector<contact>& items, std::int64_t total, int page,
-                                int per_page) {
+std::string encode_contact_page(const std::vector<const contact*>& items, std::int64_t total,
+                                int page, int per_page) {
   std::string out;
   out.reserve(96 + items.size() * 320);
   json_writer w(out);
   w.begin_object();
   w.key("items").begin_array();
-  for (auto& c : items) {
+  for (auto* c : items) {
     w.begin_object();
-    write_list_item_fields(w, c);
+    write_list_item_fields(w, *c);
     w.end_object();
   }
   w.end_array();

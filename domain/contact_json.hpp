@@ -15,8 +15,8 @@ std::string encode_contact_created(const contact& c);
 // The single-contact shape: list item fields plus company ({id, name} or null), tags,
 // custom_fields.
 std::string encode_contact_full(const contact& c, const company* co);
-std::string encode_contact_page(const std::vector<contact>& items, std::int64_t total, int page,
-                                int per_page);
+std::string encode_contact_page(const std::vector<const contact*>& items, std::int64_t total,
+                                int page, int per_page);
 // Update response: id, each named field with its stored value, updated_at.
 std::string encode_contact_update(const contact& c, const std::vector<std::string>& fields);
 

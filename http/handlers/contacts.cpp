@@ -74,12 +74,11 @@ void create(services& s, const exchange_ptr& ex) {
 void get(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::get_contact(
-      s.rt, ex->who.tenant_id, *id,
-      actors::callback<actors::contact_view>([ex](domain::outcome<actors::contact_view> r) {
-        if (!r) return ex->fail(r.error());
-        ex->json(200, domain::encode_contact_full(r->contact, r->company ? &*r->company : nullptr));
-      }));
+  actors::get_contact(s.rt, ex->who.tenant_id, *id,
+                      actors::callback<std::string>([ex](domain::outcome<std::string> r) {
+                        if (!r) return ex->fail(r.error());
+                        ex->json(200, std::move(*r));
+                      }));
 }
 
 std::vector<std::string> sent_fields(const json::object& o) {
@@ -118,13 +117,11 @@ void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto p = read_contact_query(ex->req, issues);
   if (!p) return ex->fail(failure::invalid(std::move(issues)));
-  actors::list_contacts(
-      s.rt, ex->who.tenant_id, std::move(p->query),
-      actors::callback<actors::contact_list>(
-          [ex, page = p->page, per_page = p->per_page](domain::outcome<actors::contact_list> r) {
-            if (!r) return ex->fail(r.error());
-            ex->json(200, domain::encode_contact_page(r->items, r->total, page, per_page));
-          }));
+  actors::list_contacts(s.rt, ex->who.tenant_id, std::move(p->query), p->page, p->per_page,
+                        actors::callback<std::string>([ex](domain::outcome<std::string> r) {
+                          if (!r) return ex->fail(r.error());
+                          ex->json(200, std::move(*r));
+                        }));
 }
 
 void bulk(services& s, const exchange_ptr& ex) {

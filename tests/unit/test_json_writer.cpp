@@ -47,7 +47,7 @@ TEST(json_writer, contact_shapes_parse_back_with_every_field) {
   EXPECT_EQ(full.at("source").as_string(), "referral");
   EXPECT_EQ(full.at("tags").as_array().size(), 2u);
   EXPECT_EQ(full.at("custom_fields").at("age").as_int64(), 42);
-  auto page = boost::json::parse(encode_contact_page({c, c}, 41, 2, 20)).as_object();
+  auto page = boost::json::parse(encode_contact_page({&c, &c}, 41, 2, 20)).as_object();
   EXPECT_EQ(page.at("items").as_array().size(), 2u);
   EXPECT_EQ(page.at("items").as_array()[0].as_object().size(), 10u);
   EXPECT_EQ(page.at("pages").as_int64(), 3);
