@@ -29,10 +29,6 @@ struct allowed_unsafe_message_type<crm::actors::idempotency> : std::true_type {}
 template <>
 struct allowed_unsafe_message_type<crm::actors::company_query> : std::true_type {};
 template <>
-struct allowed_unsafe_message_type<crm::domain::field_definitions> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::custom_field> : std::true_type {};
-template <>
 struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<std::vector<crm::actors::contact_fields>> : std::true_type {};
@@ -289,17 +285,11 @@ void drain(contacts_actor* self, const failure* error) {
 template <class T>
 void reply_missing(contacts_actor* self, persistence::record_kind kind, std::int64_t id,
                    callback<T> reply) {
-  self->state.env.pool->run<std::optional<std::int64_t>>(
+  reply_not_held(
+      *self->state.env.pool,
       [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
-      [reply, kind](domain::outcome<std::optional<std::int64_t>> r) {
-        if (!r)
-          reply(r.error());
-        else if (*r)
-          reply(
-              failure::of(errc::insufficient_permissions, "the record belongs to another tenant"));
-        else
-          reply(kind == persistence::record_kind::contact ? missing_contact() : missing_company());
-      });
+      kind == persistence::record_kind::contact ? missing_contact() : missing_company(),
+      std::move(reply));
 }
 
 // ---- staging and group commit -----------------------------------------------------------

@@ -17,10 +17,6 @@ namespace caf {
 template <>
 struct allowed_unsafe_message_type<crm::actors::field_patch> : std::true_type {};
 template <>
-struct allowed_unsafe_message_type<crm::domain::custom_field> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::field_definitions> : std::true_type {};
-template <>
 struct allowed_unsafe_message_type<crm::domain::field_entity> : std::true_type {};
 } // namespace caf
 
@@ -123,16 +119,10 @@ const domain::custom_field* find(const fields_state& st, std::int64_t id) {
 // An id this tenant does not hold: 403 when another tenant does, else 404.
 template <class T>
 void reply_missing(fields_actor* self, std::int64_t id, callback<T> reply) {
-  self->state.env.pool->run<std::optional<std::int64_t>>(
+  reply_not_held(
+      *self->state.env.pool,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_field(c, id); },
-      [reply](domain::outcome<std::optional<std::int64_t>> r) {
-        if (!r)
-          reply(r.error());
-        else if (*r)
-          reply(failure::of(errc::insufficient_permissions, "the field belongs to another tenant"));
-        else
-          reply(failure::of(errc::not_found, "custom field not found"));
-      });
+      failure::of(errc::not_found, "custom field not found"), std::move(reply));
 }
 
 // Finds field `id` of `entity` for a continuation, or answers for it.

@@ -4,7 +4,9 @@
 #include "actors/callback.hpp"
 #include "actors/meters.hpp"
 #include "actors/runtime.hpp"
+#include "domain/custom_field.hpp"
 #include "domain/failure.hpp"
+#include "persistence/pg_pool.hpp"
 
 #include <caf/all.hpp>
 
@@ -25,6 +27,11 @@ template <class T>
 struct allowed_unsafe_message_type<crm::domain::outcome<T>> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<std::function<void()>> : std::true_type {};
+// Custom-field definitions travel between the fields actor and the record actors.
+template <>
+struct allowed_unsafe_message_type<crm::domain::custom_field> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::field_definitions> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -112,6 +119,24 @@ private:
 };
 
 caf::actor spawn_tenant_supervisor(caf::actor_system& sys, const tenant_env& env);
+
+// Answers for a record id this tenant does not hold (architecture rule 8): 403 when
+// `owner_of` finds it in another tenant, else `missing` (404). The lookup runs on a pool thread.
+template <class T, class Lookup>
+void reply_not_held(persistence::pg_pool& pool, Lookup owner_of, domain::failure missing,
+                    callback<T> reply) {
+  pool.run<std::optional<std::int64_t>>(
+      std::move(owner_of),
+      [reply, missing = std::move(missing)](domain::outcome<std::optional<std::int64_t>> r) {
+        if (!r)
+          reply(r.error());
+        else if (*r)
+          reply(domain::failure::of(domain::errc::insufficient_permissions,
+                                    "the record belongs to another tenant"));
+        else
+          reply(missing);
+      });
+}
 
 // Child spawn functions (one per file pair).
 caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);

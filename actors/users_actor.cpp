@@ -115,16 +115,10 @@ void commit(users_actor* self, Work work, Apply apply) {
 // A user id this tenant does not hold: 403 when another tenant does, else 404.
 template <class T>
 void reply_missing(users_actor* self, std::int64_t user_id, callback<T> reply) {
-  self->state.env.pool->run<std::optional<std::int64_t>>(
+  reply_not_held(
+      *self->state.env.pool,
       [user_id](persistence::pg_conn& c) { return persistence::tenant_of_user(c, user_id); },
-      [reply](domain::outcome<std::optional<std::int64_t>> r) {
-        if (!r)
-          reply(r.error());
-        else if (*r)
-          reply(failure::of(errc::insufficient_permissions, "the user belongs to another tenant"));
-        else
-          reply(not_found());
-      });
+      not_found(), std::move(reply));
 }
 
 // After a failed load, continuations answer with its failure.
