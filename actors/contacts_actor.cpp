@@ -1053,17 +1053,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
   auto& st0 = self->state;
   st0.env = env;
   st0.open.seq = st0.next_seq++;
-  st0.meter = &meter("contacts");
-  st0.meter->instances++;
-  auto slot = &env.stats->mailbox[static_cast<std::size_t>(child_kind::contacts)];
-  self->attach_functor([m = st0.meter, stats = env.stats](const caf::error&) {
-    m->instances--;
-    m->mailbox.fetch_sub(
-        stats->mailbox[static_cast<std::size_t>(child_kind::contacts)].exchange(0));
-  });
-  auto measure = [self, slot] {
-    return metered(*self->state.meter, self, self->state.published_mailbox, slot);
-  };
+  auto measure = instrument(self, child_kind::contacts);
   return {
       [self, measure](resume_atom, continuation& k) {
         auto _ = measure();

@@ -231,16 +231,7 @@ void do_hard_delete(fields_actor* self, domain::custom_field f, callback<domain:
 
 caf::behavior fields_behavior(fields_actor* self, tenant_env env) {
   self->state.env = env;
-  self->state.meter = &meter("fields");
-  self->state.meter->instances++;
-  auto slot = &env.stats->mailbox[static_cast<std::size_t>(child_kind::fields)];
-  self->attach_functor([m = self->state.meter, stats = env.stats](const caf::error&) {
-    m->instances--;
-    m->mailbox.fetch_sub(stats->mailbox[static_cast<std::size_t>(child_kind::fields)].exchange(0));
-  });
-  auto measure = [self, slot] {
-    return metered(*self->state.meter, self, self->state.published_mailbox, slot);
-  };
+  auto measure = instrument(self, child_kind::fields);
   return {
       [self, measure](resume_atom, continuation& k) {
         auto _ = measure();

@@ -138,6 +138,25 @@ void reply_not_held(persistence::pg_pool& pool, Lookup owner_of, domain::failure
       });
 }
 
+// Sets up the metrics of a child actor of kind `k`: its type's meter, its instance count, and
+// the mailbox slot /actors shows. Returns the factory of the per-message `metered` guard. The
+// exit functor keeps its own reference to the stats: it may run after the state is gone.
+template <class State>
+auto instrument(caf::stateful_actor<State>* self, child_kind k) {
+  auto& st = self->state;
+  st.meter = &meter(child_name(k));
+  st.meter->instances++;
+  auto index = static_cast<std::size_t>(k);
+  self->attach_functor([m = st.meter, stats = st.env.stats, index](const caf::error&) {
+    m->instances--;
+    m->mailbox.fetch_sub(stats->mailbox[index].exchange(0));
+  });
+  auto slot = &st.env.stats->mailbox[index];
+  return [self, slot] {
+    return metered(*self->state.meter, self, self->state.published_mailbox, slot);
+  };
+}
+
 // Child spawn functions (one per file pair).
 caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env);

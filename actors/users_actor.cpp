@@ -138,17 +138,7 @@ std::size_t active_admins(const users_state& st) {
 
 caf::behavior users_behavior(users_actor* self, tenant_env env) {
   self->state.env = env;
-  self->state.meter = &meter("users");
-  self->state.meter->instances++;
-  auto slot = &env.stats->mailbox[static_cast<std::size_t>(child_kind::users)];
-  // The functor may run after the state is gone: it holds its own reference to the stats.
-  self->attach_functor([m = self->state.meter, stats = env.stats](const caf::error&) {
-    m->instances--;
-    m->mailbox.fetch_sub(stats->mailbox[static_cast<std::size_t>(child_kind::users)].exchange(0));
-  });
-  auto measure = [self, slot] {
-    return metered(*self->state.meter, self, self->state.published_mailbox, slot);
-  };
+  auto measure = instrument(self, child_kind::users);
   return {
       [self, measure](resume_atom, continuation& k) {
         auto _ = measure();

@@ -8,6 +8,11 @@
 
 namespace crm::http {
 
+// A route handler from a function of the services and the exchange.
+inline handler_fn bind(services& s, void (*f)(services&, const exchange_ptr&)) {
+  return [&s, f](const exchange_ptr& ex) { f(s, ex); };
+}
+
 void add_auth_routes(router& r, services& s);
 void add_user_routes(router& r, services& s);
 void add_contact_routes(router& r, services& s);

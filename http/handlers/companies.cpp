@@ -106,21 +106,18 @@ void list(services& s, const exchange_ptr& ex) {
 
 void add_company_routes(router& r, services& s) {
   using domain::permission;
-  auto h = [&s](void (*f)(services&, const exchange_ptr&)) {
-    return [&s, f](const exchange_ptr& ex) { f(s, ex); };
-  };
-  r.add({verb::get, "/api/v1/companies", access::bearer, permission::read_records, h(list),
+  r.add({verb::get, "/api/v1/companies", access::bearer, permission::read_records, bind(s, list),
          "List companies", "companies"});
-  r.add({verb::post, "/api/v1/companies", access::bearer, permission::write_records, h(create),
-         "Create a company", "companies", 201});
-  r.add({verb::get, "/api/v1/companies/{id}", access::bearer, permission::read_records, h(get),
-         "Get a company", "companies"});
-  r.add({verb::put, "/api/v1/companies/{id}", access::bearer, permission::write_records, h(update),
-         "Update a company", "companies"});
+  r.add({verb::post, "/api/v1/companies", access::bearer, permission::write_records,
+         bind(s, create), "Create a company", "companies", 201});
+  r.add({verb::get, "/api/v1/companies/{id}", access::bearer, permission::read_records,
+         bind(s, get), "Get a company", "companies"});
+  r.add({verb::put, "/api/v1/companies/{id}", access::bearer, permission::write_records,
+         bind(s, update), "Update a company", "companies"});
   r.add({verb::patch, "/api/v1/companies/{id}", access::bearer, permission::write_records,
-         h(update), "Update a company (same as PUT)", "companies"});
-  r.add({verb::del, "/api/v1/companies/{id}", access::bearer, permission::delete_records, h(remove),
-         "Delete a company (its contacts keep no company)", "companies", 204});
+         bind(s, update), "Update a company (same as PUT)", "companies"});
+  r.add({verb::del, "/api/v1/companies/{id}", access::bearer, permission::delete_records,
+         bind(s, remove), "Delete a company (its contacts keep no company)", "companies", 204});
 }
 
 } // namespace crm::http

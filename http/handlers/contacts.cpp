@@ -330,35 +330,32 @@ void rename_tag(services& s, const exchange_ptr& ex) {
 
 void add_contact_routes(router& r, services& s) {
   using domain::permission;
-  auto h = [&s](void (*f)(services&, const exchange_ptr&)) {
-    return [&s, f](const exchange_ptr& ex) { f(s, ex); };
-  };
-  r.add({verb::get, "/api/v1/contacts", access::bearer, permission::read_records, h(list),
+  r.add({verb::get, "/api/v1/contacts", access::bearer, permission::read_records, bind(s, list),
          "List contacts (paging, search, sorting, filters)", "contacts"});
-  r.add({verb::post, "/api/v1/contacts", access::bearer, permission::write_records, h(create),
+  r.add({verb::post, "/api/v1/contacts", access::bearer, permission::write_records, bind(s, create),
          "Create a contact (Idempotency-Key supported)", "contacts", 201});
-  r.add({verb::post, "/api/v1/contacts/bulk", access::bearer, permission::write_records, h(bulk),
-         "Create up to 1000 contacts, each on its own", "contacts"});
+  r.add({verb::post, "/api/v1/contacts/bulk", access::bearer, permission::write_records,
+         bind(s, bulk), "Create up to 1000 contacts, each on its own", "contacts"});
   r.add({verb::post, "/api/v1/contacts/import", access::bearer, permission::write_records,
-         h(import), "Import contacts from CSV (text/csv)", "contacts"});
+         bind(s, import), "Import contacts from CSV (text/csv)", "contacts"});
   r.add({verb::get, "/api/v1/contacts/export", access::bearer, permission::read_records,
-         h(export_csv), "Export the matching contacts as CSV (streamed)", "contacts"});
-  r.add({verb::get, "/api/v1/contacts/{id}", access::bearer, permission::read_records, h(get),
+         bind(s, export_csv), "Export the matching contacts as CSV (streamed)", "contacts"});
+  r.add({verb::get, "/api/v1/contacts/{id}", access::bearer, permission::read_records, bind(s, get),
          "Get a contact", "contacts"});
-  r.add({verb::put, "/api/v1/contacts/{id}", access::bearer, permission::write_records, h(update),
-         "Update a contact (fields sent)", "contacts"});
-  r.add({verb::patch, "/api/v1/contacts/{id}", access::bearer, permission::write_records, h(update),
-         "Update a contact (same as PUT)", "contacts"});
-  r.add({verb::del, "/api/v1/contacts/{id}", access::bearer, permission::delete_records, h(remove),
-         "Delete a contact", "contacts", 204});
+  r.add({verb::put, "/api/v1/contacts/{id}", access::bearer, permission::write_records,
+         bind(s, update), "Update a contact (fields sent)", "contacts"});
+  r.add({verb::patch, "/api/v1/contacts/{id}", access::bearer, permission::write_records,
+         bind(s, update), "Update a contact (same as PUT)", "contacts"});
+  r.add({verb::del, "/api/v1/contacts/{id}", access::bearer, permission::delete_records,
+         bind(s, remove), "Delete a contact", "contacts", 204});
   r.add({verb::post, "/api/v1/contacts/{id}/tags", access::bearer, permission::write_records,
-         h(add_tags), "Add tags to a contact", "tags"});
+         bind(s, add_tags), "Add tags to a contact", "tags"});
   r.add({verb::del, "/api/v1/contacts/{id}/tags/{tag}", access::bearer, permission::write_records,
-         h(remove_tag), "Remove a tag from a contact", "tags", 204});
-  r.add({verb::get, "/api/v1/tags", access::bearer, permission::read_records, h(tags),
+         bind(s, remove_tag), "Remove a tag from a contact", "tags", 204});
+  r.add({verb::get, "/api/v1/tags", access::bearer, permission::read_records, bind(s, tags),
          "Tags in use with their counts", "tags"});
-  r.add({verb::put, "/api/v1/tags/{name}", access::bearer, permission::write_records, h(rename_tag),
-         "Rename a tag across the tenant", "tags"});
+  r.add({verb::put, "/api/v1/tags/{name}", access::bearer, permission::write_records,
+         bind(s, rename_tag), "Rename a tag across the tenant", "tags"});
 }
 
 } // namespace crm::http

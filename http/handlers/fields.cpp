@@ -211,19 +211,16 @@ void remove(services& s, const exchange_ptr& ex) {
 
 void add_field_routes(router& r, services& s) {
   using domain::permission;
-  auto h = [&s](void (*f)(services&, const exchange_ptr&)) {
-    return [&s, f](const exchange_ptr& ex) { f(s, ex); };
-  };
   r.add({verb::get, "/api/v1/fields/{entity}/custom", access::bearer, permission::read_records,
-         h(list), "List custom fields of an entity (include_inactive)", "fields"});
+         bind(s, list), "List custom fields of an entity (include_inactive)", "fields"});
   r.add({verb::post, "/api/v1/fields/{entity}/custom", access::bearer, permission::administer,
-         h(create), "Define a custom field", "fields", 201});
+         bind(s, create), "Define a custom field", "fields", 201});
   r.add({verb::get, "/api/v1/fields/{entity}/custom/{field_id}", access::bearer,
-         permission::read_records, h(get), "Get a custom field", "fields"});
+         permission::read_records, bind(s, get), "Get a custom field", "fields"});
   r.add({verb::put, "/api/v1/fields/{entity}/custom/{field_id}", access::bearer,
-         permission::administer, h(update), "Update a custom field", "fields"});
+         permission::administer, bind(s, update), "Update a custom field", "fields"});
   r.add({verb::del, "/api/v1/fields/{entity}/custom/{field_id}", access::bearer,
-         permission::administer, h(remove),
+         permission::administer, bind(s, remove),
          "Delete a custom field: soft (is_active=false, values kept) or hard_delete=true",
          "fields"});
 }
