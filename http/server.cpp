@@ -294,7 +294,7 @@ private:
 
 class listener : public std::enable_shared_from_this<listener> {
 public:
-  listener(net::io_context& ioc, tcp::endpoint ep, shared_context& ctx, const router& r)
+  listener(net::io_context& ioc, const tcp::endpoint& ep, shared_context& ctx, const router& r)
       : ioc_(ioc), acceptor_(net::make_strand(ioc)), ctx_(ctx), router_(r) {
     acceptor_.open(ep.protocol());
     acceptor_.set_option(net::socket_base::reuse_address(true));

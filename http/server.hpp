@@ -15,8 +15,8 @@ class router;
 class http_metrics;
 
 struct server_limits {
-  std::size_t body_limit = 1024 * 1024;
-  std::size_t header_limit = 8 * 1024;
+  std::size_t body_limit = std::size_t{1024} * 1024;
+  std::size_t header_limit = std::size_t{8} * 1024;
   double header_timeout = 10;
   double idle_timeout = 60;
   double body_timeout = 30;

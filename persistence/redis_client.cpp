@@ -103,7 +103,7 @@ bool redis_connection::ensure() {
   }
   redisSetTimeout(ctx_, to_timeval(timeout_));
   redisEnableKeepAlive(ctx_);
-  auto setup = [this](std::vector<std::string> args) {
+  auto setup = [this](const std::vector<std::string>& args) {
     auto r = command(args);
     return r.ok();
   };

@@ -142,7 +142,7 @@ void revocation_store::revoke(const std::vector<std::string>& sids,
     done(true);
     return;
   }
-  redis_.commands(std::move(batch), [done = std::move(done)](std::vector<redis_reply> rs) {
+  redis_.commands(std::move(batch), [done = std::move(done)](const std::vector<redis_reply>& rs) {
     bool ok = true;
     for (auto& r : rs) ok = ok && r.ok();
     if (!ok) log_warn("redis: a revocation was recorded in Postgres only");
@@ -156,7 +156,7 @@ void revocation_store::rotate(const std::string& sid, const std::string& jti,
   redis_.command({"EVAL", rotate_script, "3", session_key(sid), used_key(jti), stream_key,
                   std::to_string(std::max<std::int64_t>(ttl_seconds, 1)),
                   std::to_string(revocation_ttl), sid, std::to_string(until)},
-                 [this, sid, until, done = std::move(done)](redis_reply r) {
+                 [this, sid, until, done = std::move(done)](const redis_reply& r) {
                    if (!r.ok() || r.kind != redis_reply::integer) {
                      if (r.connected) log_warn("redis: rotation script failed: {}", r.text);
                      done(rotation::unavailable);
@@ -212,7 +212,7 @@ void login_throttle::record_failure(const std::string& email) {
 }
 
 void login_throttle::reset(const std::string& email) {
-  redis_.command({"DEL", throttle_key(email)}, [](redis_reply) {});
+  redis_.command({"DEL", throttle_key(email)}, [](const redis_reply&) {});
   std::lock_guard<std::mutex> lock(mutex_);
   local_.erase(domain::ascii_lower(email));
 }
