@@ -80,6 +80,17 @@ private:
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.header_limit));
     parser_->body_limit(ctx_.limits.body_limit);
+    parser_->eager(true);
+    // Most requests arrive whole in one read: parse what is buffered without another
+    // asynchronous operation, and go to the socket only for what is missing.
+    if (buffer_.size() > 0) {
+      beast::error_code ec;
+      auto used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec && ec != bhttp::error::need_more) return on_read_error(ec);
+      if (parser_->is_done()) return on_request();
+      if (parser_->is_header_done()) return read_body();
+    }
     stream_.expires_after(seconds_to(ctx_.limits.header_timeout));
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -153,9 +164,12 @@ private:
                          ? std::string(*rid)
                          : ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
     request_id_ = req.request_id;
-    boost::system::error_code ignored;
-    auto ep = stream_.socket().remote_endpoint(ignored);
-    if (!ignored) req.remote = ep.address().to_string();
+    if (remote_.empty()) {
+      boost::system::error_code ignored;
+      auto ep = stream_.socket().remote_endpoint(ignored);
+      if (!ignored) remote_ = ep.address().to_string();
+    }
+    req.remote = remote_;
 
     ++ctx_.in_flight;
     auto m = router_.match(req.method, req.path);
@@ -288,6 +302,7 @@ private:
   const router& router_;
   bool keep_alive_ = true;
   std::string request_id_;
+  std::string remote_; // the peer's address, read once per connection
   std::size_t slot_ = 0;
   std::chrono::steady_clock::time_point started_;
 };
