@@ -68,7 +68,7 @@ constexpr std::int64_t idempotency_window = 24LL * 3600 * 1'000'000;
 struct batch {
   std::uint64_t seq = 0;
   persistence::contact_batch sql;
-  std::unordered_map<std::int64_t, std::size_t> contact_pos; // dedupe upserts by id
+  std::unordered_map<std::int64_t, std::size_t> contact_pos; // ids in the current statement group
   std::unordered_map<std::int64_t, std::size_t> company_pos;
   std::vector<continuation> on_commit;
   std::vector<std::function<void(const failure&)>> on_fail;
@@ -304,20 +304,26 @@ void stage_contact(contacts_state& st, const domain::contact* before, domain::co
     if (!old_email.empty()) st.p_emails[old_email] = {seq, 0};
   }
   if (!new_email.empty()) st.p_emails[new_email] = {seq, after.id};
+  // A multi-row upsert may touch a row only once: a contact changed again within the batch
+  // starts a new statement, so rows apply in the order their changes were validated (an e-mail
+  // released by one change is free before a later change takes it).
   auto& b = st.open.sql;
-  if (auto it = st.open.contact_pos.find(after.id); it != st.open.contact_pos.end()) {
-    b.contact_upserts[it->second] = after;
-  } else {
-    st.open.contact_pos[after.id] = b.contact_upserts.size();
-    b.contact_upserts.push_back(after);
+  if (st.open.contact_pos.count(after.id)) {
+    b.contact_group_starts.push_back(b.contact_upserts.size());
+    st.open.contact_pos.clear();
   }
+  st.open.contact_pos[after.id] = b.contact_upserts.size();
+  b.contact_upserts.push_back(after);
   st.p_contacts[after.id] = {seq, std::move(after)};
 }
 
 void stage_contact_delete(contacts_state& st, const domain::contact& before) {
   auto seq = st.open.seq;
   if (before.email) st.p_emails[domain::ascii_lower(*before.email)] = {seq, 0};
-  st.open.sql.contact_deletes.push_back(before.id);
+  // Deletes run before the batch's upserts, which skip deleted contacts: an e-mail a deleted
+  // contact released is then free for a contact created in the same batch.
+  auto& b = st.open.sql;
+  b.contact_deletes.push_back(before.id);
   st.p_contacts[before.id] = {seq, std::nullopt};
 }
 

@@ -5,6 +5,8 @@
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
 
+#include <unordered_set>
+
 namespace crm::persistence {
 namespace {
 
@@ -147,13 +149,26 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
          " WHERE companies.tenant_id = " +
          tid + ";\n";
   }
-  if (!b.contact_upserts.empty()) {
-    // One multi-row statement for every created or changed contact of the batch.
-    s += "INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
-         " status, source, tags, custom_fields, created_at, updated_at) VALUES ";
-    for (std::size_t i = 0; i < b.contact_upserts.size(); ++i) {
+  auto id_list = [](const std::vector<std::int64_t>& ids) {
+    std::string l;
+    for (std::size_t i = 0; i < ids.size(); ++i) l += (i ? "," : "") + std::to_string(ids[i]);
+    return l;
+  };
+  // Deletes first: an e-mail a deleted contact released may be taken by a row below.
+  if (!b.contact_deletes.empty())
+    s += "DELETE FROM contacts WHERE tenant_id = " + tid + " AND id IN (" +
+         id_list(b.contact_deletes) + ");\n";
+  std::unordered_set<std::int64_t> deleted(b.contact_deletes.begin(), b.contact_deletes.end());
+  auto upsert_group = [&](std::size_t from, std::size_t to) {
+    bool first = true;
+    for (auto i = from; i < to; ++i) {
       auto& ct = b.contact_upserts[i];
-      if (i) s += ",\n";
+      if (deleted.count(ct.id)) continue;
+      s += first ? "INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone,"
+                   " company_id, status, source, tags, custom_fields, created_at, updated_at)"
+                   " VALUES "
+                 : ",\n";
+      first = false;
       s += "(" + std::to_string(ct.id) + "," + tid + "," + w.q(ct.first_name) + "," +
            w.q(ct.last_name) + "," + w.q(ct.email) + "," + w.q(ct.phone) + "," +
            w.q(ct.company_id) + "," + w.q(std::string(domain::to_string(ct.status))) + "," +
@@ -161,21 +176,21 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
            "," + w.tags(ct.tags) + "," + w.q(ct.custom_fields) + "::jsonb," + w.ts(ct.created_at) +
            "," + w.ts(ct.updated_at) + ")";
     }
+    if (first) return;
     s += " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
          " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
          " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
          " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
          " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = " +
          tid + ";\n";
-  }
-  auto id_list = [](const std::vector<std::int64_t>& ids) {
-    std::string l;
-    for (std::size_t i = 0; i < ids.size(); ++i) l += (i ? "," : "") + std::to_string(ids[i]);
-    return l;
   };
-  if (!b.contact_deletes.empty())
-    s += "DELETE FROM contacts WHERE tenant_id = " + tid + " AND id IN (" +
-         id_list(b.contact_deletes) + ");\n";
+  // One multi-row statement per group (a group holds each contact at most once).
+  std::size_t from = 0;
+  for (auto start : b.contact_group_starts) {
+    upsert_group(from, start);
+    from = start;
+  }
+  upsert_group(from, b.contact_upserts.size());
   if (!b.company_deletes.empty())
     s += "DELETE FROM companies WHERE tenant_id = " + tid + " AND id IN (" +
          id_list(b.company_deletes) + ");\n";

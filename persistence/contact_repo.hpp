@@ -38,11 +38,13 @@ struct outbox_event {
 };
 
 // One transaction's worth of changes, applied in this order: company inserts and updates,
-// contact inserts, updates and deletes, company deletes, events, idempotency keys.
+// contact deletes, contact inserts and updates (skipping deleted contacts), company deletes,
+// events, idempotency keys.
 struct contact_batch {
   std::int64_t tenant_id = 0;
-  std::vector<domain::company> company_upserts; // insert or full-row update, by id
-  std::vector<domain::contact> contact_upserts;
+  std::vector<domain::company> company_upserts;  // insert or full-row update, by id
+  std::vector<domain::contact> contact_upserts;  // in the order their changes were validated
+  std::vector<std::size_t> contact_group_starts; // where a new statement starts (a row repeats)
   std::vector<std::int64_t> contact_deletes;
   std::vector<std::int64_t> company_deletes;
   std::vector<outbox_event> events;
