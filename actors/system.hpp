@@ -40,6 +40,7 @@ using route_atom = caf::atom_constant<caf::atom("route")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using fail_atom = caf::atom_constant<caf::atom("fail")>;
+using final_atom = caf::atom_constant<caf::atom("final")>;
 // Custom-field definitions pushed to record actors, and a hard delete carried out by them.
 using defs_atom = caf::atom_constant<caf::atom("defs")>;
 using purge_atom = caf::atom_constant<caf::atom("purge")>;

@@ -1,6 +1,11 @@
 // The tenant supervisor: one per active tenant. It spawns the tenant's child actors on first
 // use, forwards each routed message to its child, restarts a child that crashed (its state
 // reloads from Postgres on the next request) and passivates the tenant when idle.
+//
+// Passivation keeps one writer per tenant: the supervisor first stops its children (each
+// finishes its mailbox and its commits), holding any message that still arrives; only when the
+// last child is down does it leave the registry and hand the held messages back to it, so the
+// next supervisor loads state that includes every committed write.
 #include "actors/system.hpp"
 
 #include "persistence/log.hpp"
@@ -13,6 +18,8 @@ struct supervisor_state {
   std::chrono::steady_clock::time_point last_activity = std::chrono::steady_clock::now();
   std::int64_t published_mailbox = 0;
   actor_meter* meter = nullptr;
+  bool retiring = false;                          // passivating: children stopping
+  std::vector<std::pair<int, caf::message>> held; // routed while retiring
   static inline const char* name = "tenant_supervisor";
 };
 
@@ -43,6 +50,21 @@ void stop_children(caf::stateful_actor<supervisor_state>* self) {
     if (c) self->send(c, stop_atom::value);
 }
 
+bool children_down(const supervisor_state& st) {
+  for (auto& c : st.children)
+    if (c) return false;
+  return true;
+}
+
+// The children are down: leave the registry, then let the messages that arrived meanwhile go
+// to the next supervisor. Every send to this one happened before the registry let go of it,
+// so they are all in the mailbox ahead of the final message.
+void retire(caf::stateful_actor<supervisor_state>* self) {
+  auto& st = self->state;
+  st.env.rt->passivate(st.env.tenant_id, caf::actor_cast<caf::actor>(self));
+  self->send(self, final_atom::value);
+}
+
 } // namespace
 
 namespace {
@@ -66,13 +88,14 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
       c = nullptr;
       st.env.stats->alive[i] = false;
       st.env.stats->mailbox[i] = 0;
-      if (dm.reason) {
+      if (dm.reason && !st.retiring) {
         meter(child_name(static_cast<child_kind>(i))).restarts++;
         log_error("tenant {}: {} actor failed ({}); it restarts from Postgres on next use",
                   st.env.tenant_id, child_name(static_cast<child_kind>(i)),
                   self->system().render(dm.reason));
       }
     }
+    if (st.retiring && children_down(st)) retire(self);
   });
   auto interval = tick_interval(env.rt->opts.tenant_idle_timeout);
   self->delayed_send(self, interval, tick_atom::value);
@@ -80,19 +103,22 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
       [self](route_atom, int kind, caf::message& m) {
         metered _(*self->state.meter, self, self->state.published_mailbox,
                   &self->state.env.stats->supervisor_mailbox);
-        self->state.last_activity = std::chrono::steady_clock::now();
         if (kind < 0 || kind >= static_cast<int>(child_count)) return;
+        if (self->state.retiring) {
+          self->state.held.emplace_back(kind, std::move(m));
+          return;
+        }
+        self->state.last_activity = std::chrono::steady_clock::now();
         self->send(child(self, static_cast<child_kind>(kind)), std::move(m));
       },
       [self, interval](tick_atom) {
         auto& st = self->state;
         auto idle = std::chrono::steady_clock::now() - st.last_activity;
         auto limit = std::chrono::duration<double>(st.env.rt->opts.tenant_idle_timeout);
-        if (idle >= limit &&
-            st.env.rt->passivate(st.env.tenant_id, caf::actor_cast<caf::actor>(self))) {
-          // No new message can reach us now; whatever is queued was sent earlier and is answered
-          // before the stop message we send ourselves.
-          self->send(self, stop_atom::value);
+        if (idle >= limit) {
+          st.retiring = true;
+          if (children_down(st)) return retire(self);
+          stop_children(self);
           return;
         }
         self->delayed_send(self, interval, tick_atom::value);
@@ -101,6 +127,13 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
         if (kind < 0 || kind >= static_cast<int>(child_count)) return;
         if (auto& c = self->state.children[static_cast<std::size_t>(kind)])
           self->send_exit(c, caf::make_error(caf::sec::runtime_error, "failed by operator"));
+      },
+      [self](final_atom) {
+        auto& st = self->state;
+        for (auto& [kind, m] : st.held)
+          st.env.rt->route(st.env.tenant_id, static_cast<child_kind>(kind), std::move(m));
+        st.held.clear();
+        self->quit();
       },
       [self](stop_atom) {
         stop_children(self);

@@ -126,3 +126,34 @@ def test_failed_commit_answers_503_and_changes_nothing_in_memory(client, cli_env
         database.query("ALTER TABLE contacts DROP CONSTRAINT test_no_boom")
     again = crm.create_contact(client, s.admin, first_name="Fine", email=email)
     assert again["email"] == email
+
+
+def test_requests_at_the_moment_of_passivation_lose_nothing(client, metrics, cli_env, database):
+    """Requests arriving while an idle tenant's actors stop are held and handed to the next
+    supervisor, which loads state that includes every committed write (one writer per tenant)."""
+    s = crm.tenant_session(client, cli_env)
+    created = []
+    offsets = [-0.2, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    for offset in offsets:
+        time.sleep(TENANT_IDLE_TIMEOUT + offset)
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            posts = [pool.submit(client.post, crm.CONTACTS,
+                                 {"first_name": "Edge", "email": crm.unique_email("edge")},
+                                 token=s.admin) for _ in range(3)]
+            lists = [pool.submit(client.get, crm.CONTACTS + "?per_page=1", token=s.admin)
+                     for _ in range(2)]
+            for f in posts:
+                r = f.result(timeout=30)
+                assert r.status == 201, r.describe()
+                created.append(r.json["id"])
+            for f in lists:
+                assert f.result(timeout=30).status == 200
+        # Read your writes, from memory and from Postgres.
+        listing = crm.assert_json_response(client.get(crm.CONTACTS + "?per_page=1", token=s.admin),
+                                           200)
+        assert listing["total"] == len(created), (offset, listing["total"], len(created))
+        for cid in created[-3:]:
+            assert crm.get_contact(client, s.admin, cid)["first_name"] == "Edge"
+    in_db = database.query(
+        f"SELECT count(*) FROM contacts WHERE tenant_id = {s.tenant.tenant_id}").strip()
+    assert in_db == str(len(created))
