@@ -28,4 +28,18 @@ std::optional<boost::json::object> object_body(const exchange_ptr& ex) {
   return std::move(v.as_object());
 }
 
+actors::callback<domain::done> no_content_reply(const exchange_ptr& ex) {
+  return actors::callback<domain::done>([ex](domain::outcome<domain::done> r) {
+    if (!r) return ex->fail(r.error());
+    ex->no_content();
+  });
+}
+
+actors::callback<std::string> json_reply(const exchange_ptr& ex) {
+  return actors::callback<std::string>([ex](domain::outcome<std::string> r) {
+    if (!r) return ex->fail(r.error());
+    ex->json(200, std::move(*r));
+  });
+}
+
 } // namespace crm::http

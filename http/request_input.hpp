@@ -1,6 +1,7 @@
-// Reading a handler's inputs that every endpoint family shares: an id from the path and a JSON
-// object body. On failure the 422 is already sent and nothing is returned.
+// What every endpoint family shares: reading an id from the path and a JSON object body (on
+// failure the 422 is already sent and nothing is returned), and the common replies.
 #pragma once
+#include "actors/callback.hpp"
 #include "http/exchange.hpp"
 
 #include <boost/json/object.hpp>
@@ -12,5 +13,10 @@ namespace crm::http {
 
 std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view name = "id");
 std::optional<boost::json::object> object_body(const exchange_ptr& ex);
+
+// 204 with no body, or the failure.
+actors::callback<domain::done> no_content_reply(const exchange_ptr& ex);
+// 200 with a body the actor already rendered, or the failure.
+actors::callback<std::string> json_reply(const exchange_ptr& ex);
 
 } // namespace crm::http

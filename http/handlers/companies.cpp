@@ -57,11 +57,7 @@ void update(services& s, const exchange_ptr& ex) {
 void remove(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::delete_company(s.rt, ex->who.tenant_id, *id,
-                         actors::callback<domain::done>([ex](domain::outcome<domain::done> r) {
-                           if (!r) return ex->fail(r.error());
-                           ex->no_content();
-                         }));
+  actors::delete_company(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
 }
 
 void list(services& s, const exchange_ptr& ex) {

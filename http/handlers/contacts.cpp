@@ -74,11 +74,7 @@ void create(services& s, const exchange_ptr& ex) {
 void get(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::get_contact(s.rt, ex->who.tenant_id, *id,
-                      actors::callback<std::string>([ex](domain::outcome<std::string> r) {
-                        if (!r) return ex->fail(r.error());
-                        ex->json(200, std::move(*r));
-                      }));
+  actors::get_contact(s.rt, ex->who.tenant_id, *id, json_reply(ex));
 }
 
 std::vector<std::string> sent_fields(const json::object& o) {
@@ -106,11 +102,7 @@ void update(services& s, const exchange_ptr& ex) {
 void remove(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::delete_contact(s.rt, ex->who.tenant_id, *id,
-                         actors::callback<domain::done>([ex](domain::outcome<domain::done> r) {
-                           if (!r) return ex->fail(r.error());
-                           ex->no_content();
-                         }));
+  actors::delete_contact(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -118,10 +110,7 @@ void list(services& s, const exchange_ptr& ex) {
   auto p = read_contact_query(ex->req, issues);
   if (!p) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_contacts(s.rt, ex->who.tenant_id, std::move(p->query), p->page, p->per_page,
-                        actors::callback<std::string>([ex](domain::outcome<std::string> r) {
-                          if (!r) return ex->fail(r.error());
-                          ex->json(200, std::move(*r));
-                        }));
+                        json_reply(ex));
 }
 
 void bulk(services& s, const exchange_ptr& ex) {
@@ -308,10 +297,7 @@ void remove_tag(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
   actors::remove_tag(s.rt, ex->who.tenant_id, *id, std::string(ex->param("tag")),
-                     actors::callback<domain::done>([ex](domain::outcome<domain::done> r) {
-                       if (!r) return ex->fail(r.error());
-                       ex->no_content();
-                     }));
+                     no_content_reply(ex));
 }
 
 void rename_tag(services& s, const exchange_ptr& ex) {
