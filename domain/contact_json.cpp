@@ -12,36 +12,12 @@ namespace {
 json::value opt(const std::optional<std::string>& s) {
   return s ? json::value(*s) : json::value(nullptr);
 }
-json::value opt(const std::optional<std::int64_t>& v) {
-  return v ? json::value(*v) : json::value(nullptr);
-}
 
 json::value parse_object(const std::string& text) {
   json::error_code ec;
   auto v = json::parse(text, ec);
   if (ec || !v.is_object()) return json::object{};
   return v;
-}
-
-json::object list_item(const contact& c) {
-  json::object o;
-  o["id"] = c.id;
-  o["first_name"] = c.first_name;
-  o["last_name"] = opt(c.last_name);
-  o["email"] = opt(c.email);
-  o["phone"] = opt(c.phone);
-  o["company_id"] = opt(c.company_id);
-  o["status"] = to_string(c.status);
-  o["source"] = c.source ? json::value(to_string(*c.source)) : json::value(nullptr);
-  o["created_at"] = format_rfc3339(c.created_at);
-  o["updated_at"] = format_rfc3339(c.updated_at);
-  return o;
-}
-
-json::array tag_array(const std::vector<std::string>& tags) {
-  json::array a;
-  for (auto& t : tags) a.emplace_back(t);
-  return a;
 }
 
 json::object company_object(const company& c) {
@@ -69,21 +45,50 @@ json::object page_object(json::array items, std::int64_t total, int page, int pe
 }
 
 // The hot shapes are written directly, without a DOM: one output string, no per-field nodes.
+// Writes field `name` of `c` (key and value); false for a name that is no contact field.
+bool write_contact_field(json_writer& w, const contact& c, std::string_view name) {
+  if (name == "id")
+    w.key("id").value(c.id);
+  else if (name == "first_name")
+    w.key("first_name").value(c.first_name);
+  else if (name == "last_name")
+    w.key("last_name").nullable(c.last_name);
+  else if (name == "email")
+    w.key("email").nullable(c.email);
+  else if (name == "phone")
+    w.key("phone").nullable(c.phone);
+  else if (name == "company_id")
+    w.key("company_id").nullable(c.company_id);
+  else if (name == "status")
+    w.key("status").value(to_string(c.status));
+  else if (name == "source") {
+    w.key("source");
+    if (c.source)
+      w.value(to_string(*c.source));
+    else
+      w.null();
+  } else if (name == "created_at")
+    w.key("created_at").value(format_rfc3339(c.created_at));
+  else if (name == "updated_at")
+    w.key("updated_at").value(format_rfc3339(c.updated_at));
+  else if (name == "tags") {
+    w.key("tags").begin_array();
+    for (auto& t : c.tags) w.value(t);
+    w.end_array();
+  } else if (name == "custom_fields") {
+    w.key("custom_fields").raw(c.custom_fields.empty() ? std::string_view("{}") : c.custom_fields);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+constexpr std::string_view list_item_fields[] = {"id",         "first_name", "last_name", "email",
+                                                 "phone",      "company_id", "status",    "source",
+                                                 "created_at", "updated_at"};
+
 void write_list_item_fields(json_writer& w, const contact& c) {
-  w.key("id").value(c.id);
-  w.key("first_name").value(c.first_name);
-  w.key("last_name").nullable(c.last_name);
-  w.key("email").nullable(c.email);
-  w.key("phone").nullable(c.phone);
-  w.key("company_id").nullable(c.company_id);
-  w.key("status").value(to_string(c.status));
-  w.key("source");
-  if (c.source)
-    w.value(to_string(*c.source));
-  else
-    w.null();
-  w.key("created_at").value(format_rfc3339(c.created_at));
-  w.key("updated_at").value(format_rfc3339(c.updated_at));
+  for (auto f : list_item_fields) write_contact_field(w, c, f);
 }
 
 } // namespace
@@ -119,10 +124,8 @@ std::string encode_contact_full(const contact& c, const company* co) {
   } else {
     w.null();
   }
-  w.key("tags").begin_array();
-  for (auto& t : c.tags) w.value(t);
-  w.end_array();
-  w.key("custom_fields").raw(c.custom_fields.empty() ? std::string_view("{}") : c.custom_fields);
+  write_contact_field(w, c, "tags");
+  write_contact_field(w, c, "custom_fields");
   w.end_object();
   return out;
 }
@@ -149,19 +152,15 @@ std::string encode_contact_page(const std::vector<const contact*>& items, std::i
 }
 
 std::string encode_contact_update(const contact& c, const std::vector<std::string>& fields) {
-  auto full = list_item(c);
-  json::object o;
-  o["id"] = c.id;
-  for (auto& f : fields) {
-    if (f == "tags")
-      o["tags"] = tag_array(c.tags);
-    else if (f == "custom_fields")
-      o["custom_fields"] = parse_object(c.custom_fields);
-    else if (auto it = full.find(f); it != full.end())
-      o[f] = it->value();
-  }
-  o["updated_at"] = format_rfc3339(c.updated_at);
-  return json::serialize(o);
+  std::string out;
+  json_writer w(out);
+  w.begin_object();
+  w.key("id").value(c.id);
+  for (auto& f : fields)
+    if (f != "id" && f != "updated_at") write_contact_field(w, c, f);
+  w.key("updated_at").value(format_rfc3339(c.updated_at));
+  w.end_object();
+  return out;
 }
 
 std::string encode_company(const company& c) {

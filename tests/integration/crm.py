@@ -1017,3 +1017,36 @@ def list_fields(client: Client, token: str, entity: str, include_inactive: Any =
     for item in body:
         assert_field(item, entity=entity)
     return body
+
+
+MISSING = object()  # in a request-body override: leave this field out
+
+
+def with_override(base: dict, override: dict) -> dict:
+    """`base` with `override` applied: MISSING removes a key, any other value sets it."""
+    body = dict(base)
+    for key, value in override.items():
+        if value is MISSING:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+def assert_bulk_results(body, n) -> list[dict]:
+    """{"results": [...]} of a bulk create or import: one entry per input, in input order, each
+    an id or a non-empty list of validation items."""
+    assert isinstance(body, dict) and set(body) == {"results"}, body
+    results = body["results"]
+    assert isinstance(results, list) and len(results) == n, body
+    for i, item in enumerate(results):
+        assert isinstance(item, dict) and item.get("index") == i, item
+        assert set(item) in ({"index", "id"}, {"index", "errors"}), item
+        if "id" in item:
+            assert is_int(item["id"]), item
+        else:
+            assert isinstance(item["errors"], list) and item["errors"], item
+            for err in item["errors"]:
+                assert set(err) == {"loc", "msg", "type"}, err
+                assert isinstance(err["msg"], str) and err["msg"], err
+    return results

@@ -11,7 +11,7 @@ import crm
 COMPANIES = crm.COMPANIES
 NOWHERE_ID = crm.NOWHERE_ID
 UPDATE_METHODS = ["PUT", "PATCH"]
-MISSING = object()
+MISSING = crm.MISSING
 
 
 def url(company_id) -> str:
@@ -81,12 +81,7 @@ INVALID_CREATE = [
 @pytest.mark.parametrize("override,expected", INVALID_CREATE)
 def test_invalid_create_is_422_and_stores_nothing(client, admin, override, expected):
     before = total(client, admin)
-    body = {"name": "Valid " + secrets.token_hex(3)}
-    for key, value in override.items():
-        if value is MISSING:
-            body.pop(key)
-        else:
-            body[key] = value
+    body = crm.with_override({"name": "Valid " + secrets.token_hex(3)}, override)
     crm.assert_validation(client.post(COMPANIES, body, token=admin), *expected)
     assert total(client, admin) == before
 

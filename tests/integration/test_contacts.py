@@ -9,7 +9,7 @@ import crm
 
 CONTACTS = crm.CONTACTS
 NOWHERE_ID = crm.NOWHERE_ID
-MISSING = object()  # a field left out of the request body
+MISSING = crm.MISSING
 UPDATE_METHODS = ["PUT", "PATCH"]
 
 
@@ -221,13 +221,7 @@ INVALID_CREATE = [
 
 
 def build_body(override: dict) -> dict:
-    body = {"first_name": "Valid", "email": email("valid")}
-    for key, value in override.items():
-        if value is MISSING:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return body
+    return crm.with_override({"first_name": "Valid", "email": email("valid")}, override)
 
 
 @pytest.mark.parametrize("override,expected", [c[1:] for c in INVALID_CREATE],

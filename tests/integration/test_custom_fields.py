@@ -16,7 +16,7 @@ import crm
 CONTACTS, COMPANIES = crm.CONTACTS, crm.COMPANIES
 BULK, IMPORT = CONTACTS + "/bulk", CONTACTS + "/import"
 NOWHERE_ID = crm.NOWHERE_ID
-MISSING = object()  # a field left out of the request body
+MISSING = crm.MISSING
 UPDATE_METHODS = ["PUT", "PATCH"]
 NON_ADMIN = ["viewer", "agent", "manager"]
 COLOURS = ["red", "green", "blue"]
@@ -137,13 +137,7 @@ def cf_error(key, i=None, where="contacts", typ="value_error"):
 
 
 def bulk_results(body, n) -> list[dict]:
-    assert isinstance(body, dict) and set(body) == {"results"}, body
-    results = body["results"]
-    assert isinstance(results, list) and len(results) == n, body
-    for i, item in enumerate(results):
-        assert isinstance(item, dict) and item.get("index") == i, item
-        assert set(item) in ({"index", "id"}, {"index", "errors"}), item
-    return results
+    return crm.assert_bulk_results(body, n)
 
 
 def error_pairs(result) -> set:
@@ -286,13 +280,7 @@ INVALID_CREATE = [
 
 
 def build_field_body(override: dict) -> dict:
-    body = {"name": name("inv"), "field_type": "text"}
-    for key, value in override.items():
-        if value is MISSING:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return body
+    return crm.with_override({"name": name("inv"), "field_type": "text"}, override)
 
 
 @pytest.mark.parametrize("override,expected", [c[1:] for c in INVALID_CREATE],

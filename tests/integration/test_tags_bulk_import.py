@@ -295,21 +295,7 @@ def test_rename_to_a_50_character_name_is_accepted(client, admin):
 
 
 def assert_results(body, n) -> list[dict]:
-    """{"results": [...]} with one entry per input, in input order."""
-    assert isinstance(body, dict) and set(body) == {"results"}, body
-    results = body["results"]
-    assert isinstance(results, list) and len(results) == n, body
-    for i, item in enumerate(results):
-        assert isinstance(item, dict) and item.get("index") == i, item
-        assert set(item) in ({"index", "id"}, {"index", "errors"}), item
-        if "id" in item:
-            assert crm.is_int(item["id"]), item
-        else:
-            assert isinstance(item["errors"], list) and item["errors"], item
-            for err in item["errors"]:
-                assert set(err) == {"loc", "msg", "type"}, err
-                assert isinstance(err["msg"], str) and err["msg"], err
-    return results
+    return crm.assert_bulk_results(body, n)
 
 
 def error_pairs(result) -> set:
