@@ -34,6 +34,8 @@ struct contact_fields {
   // Syntax issues the HTTP layer found; the actor adds those that need the tenant's state and
   // answers one 422 with all of them.
   std::vector<domain::issue> issues;
+  // Set by a workflow action: the depth of the run, carried by the change's events.
+  int chain_depth = 0;
 };
 
 // A replayable response for Idempotency-Key requests.
@@ -77,10 +79,11 @@ void fetch_contacts(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> 
 
 // Tags.
 void list_tags(runtime& rt, std::int64_t tenant, callback<std::vector<domain::tag_count>> reply);
+// `chain_depth`: as contact_fields::chain_depth.
 void add_tags(runtime& rt, std::int64_t tenant, std::int64_t id, std::vector<std::string> tags,
-              callback<contact_view> reply);
+              callback<contact_view> reply, int chain_depth = 0);
 void remove_tag(runtime& rt, std::int64_t tenant, std::int64_t id, std::string tag,
-                callback<domain::done> reply);
+                callback<domain::done> reply, int chain_depth = 0);
 void rename_tag(runtime& rt, std::int64_t tenant, std::string from, std::string to,
                 callback<domain::tag_count> reply);
 

@@ -98,6 +98,9 @@ struct contacts_state {
   std::unordered_map<std::string, persistence::idempotency_record> keys;
   domain::field_definitions defs; // custom-field definitions, newest version seen
   bool purging = false;           // a hard delete of a custom field is committing
+  // The workflow chain depth of the change being staged (0 for a client's own request): its
+  // events carry it, so that chains of workflows stop (docs/automation.md).
+  int event_depth = 0;
 
   // Projection of staged and in-flight writes over the committed state.
   template <class T>
@@ -338,33 +341,79 @@ void stage_company(contacts_state& st, domain::company after) {
   st.p_companies[after.id] = {st.open.seq, std::move(after)};
 }
 
-void event(contacts_state& st, std::string name, json::object payload) {
-  payload["tenant_id"] = st.env.tenant_id;
-  st.open.sql.events.push_back({std::move(name), json::serialize(payload)});
+void append_optional(std::string& out, const std::optional<std::string>& v) {
+  if (v)
+    domain::append_json_string(out, *v);
+  else
+    out += "null";
 }
 
-// {"contact_id": N, "contact": <single-contact shape>, ["changed": [...],] "tenant_id": T},
-// written directly: this runs for every write, so no DOM round trip.
+// The value of contact field `key` as JSON, for the `previous` object of an update event.
+void append_field_value(std::string& out, const domain::contact& c, std::string_view key) {
+  if (key == "first_name") {
+    domain::append_json_string(out, c.first_name);
+  } else if (key == "last_name") {
+    append_optional(out, c.last_name);
+  } else if (key == "email") {
+    append_optional(out, c.email);
+  } else if (key == "phone") {
+    append_optional(out, c.phone);
+  } else if (key == "company_id") {
+    out += c.company_id ? std::to_string(*c.company_id) : "null";
+  } else if (key == "status") {
+    domain::append_json_string(out, domain::to_string(c.status));
+  } else if (key == "source") {
+    if (c.source)
+      domain::append_json_string(out, domain::to_string(*c.source));
+    else
+      out += "null";
+  } else if (key == "tags") {
+    out += '[';
+    for (std::size_t i = 0; i < c.tags.size(); ++i) {
+      if (i) out += ',';
+      domain::append_json_string(out, c.tags[i]);
+    }
+    out += ']';
+  } else {
+    out += c.custom_fields;
+  }
+}
+
+// Events of a contact change: {"contact_id", "contact": <single-contact shape>, then the
+// event's own keys, "tenant_id"}. Written directly: this runs for every write, so no DOM
+// round trip. `extra` is JSON text of the own keys (with a leading comma) or empty.
 void contact_event(contacts_state& st, const char* name, const domain::contact& c,
-                   const std::vector<std::string>* changed = nullptr) {
+                   std::string_view extra = {}) {
   std::string out;
-  out.reserve(512);
+  out.reserve(512 + extra.size());
   out += "{\"contact_id\":";
   out += std::to_string(c.id);
   out += ",\"contact\":";
   out += domain::encode_contact_full(c, nullptr);
-  if (changed) {
-    out += ",\"changed\":[";
-    for (std::size_t i = 0; i < changed->size(); ++i) {
-      if (i) out += ',';
-      domain::append_json_string(out, (*changed)[i]);
-    }
-    out += ']';
-  }
+  out += extra;
   out += ",\"tenant_id\":";
   out += std::to_string(st.env.tenant_id);
   out += '}';
-  st.open.sql.events.push_back({name, std::move(out)});
+  st.open.sql.events.push_back({name, std::move(out), st.event_depth});
+}
+
+// contact.updated: also the names of the fields sent and their values before the change.
+void update_event(contacts_state& st, const domain::contact& before, const domain::contact& c,
+                  const std::vector<std::string>& changed) {
+  std::string extra = ",\"changed\":[";
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    if (i) extra += ',';
+    domain::append_json_string(extra, changed[i]);
+  }
+  extra += "],\"previous\":{";
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    if (i) extra += ',';
+    domain::append_json_string(extra, changed[i]);
+    extra += ':';
+    append_field_value(extra, before, changed[i]);
+  }
+  extra += '}';
+  contact_event(st, "contact.updated", c, extra);
 }
 
 // Registers one write of the open batch: `applied` runs after COMMIT (apply + reply),
@@ -426,6 +475,10 @@ void flush(contacts_actor* self) {
                            gc.batches++;
                            gc.writes += done.writes;
                            apply_committed(st, done);
+                           // The workflow actor takes the committed events from the outbox.
+                           if (!done.sql.events.empty())
+                             st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                                              caf::make_message(outbox_atom::value));
                            for (auto& k : done.on_commit) k();
                          } else {
                            gc.failures++;
@@ -558,21 +611,29 @@ failure duplicate_email_failure() {
   return failure::of(errc::duplicate_email, "a contact with this e-mail already exists");
 }
 
-// Stages the events of one contact change.
-void contact_events(contacts_state& st, const domain::contact& c, const apply_result& r,
-                    bool created, const std::vector<std::string>& fields) {
-  if (created) {
+// Stages the events of one contact change (`before` is null for a create).
+void contact_events(contacts_state& st, const domain::contact* before, const domain::contact& c,
+                    const apply_result& r, const std::vector<std::string>& fields) {
+  if (!before) {
     contact_event(st, "contact.created", c);
   } else {
-    contact_event(st, "contact.updated", c, &fields);
+    update_event(st, *before, c, fields);
   }
-  if (r.old_status && !created) {
-    json::object p{{"contact_id", c.id},
-                   {"from", domain::to_string(*r.old_status)},
-                   {"to", domain::to_string(c.status)}};
-    event(st, "contact.status_changed", std::move(p));
+  if (r.old_status && before) {
+    std::string extra = ",\"from\":";
+    domain::append_json_string(extra, domain::to_string(*r.old_status));
+    extra += ",\"to\":";
+    domain::append_json_string(extra, domain::to_string(c.status));
+    extra += ",\"previous\":{\"status\":";
+    domain::append_json_string(extra, domain::to_string(*r.old_status));
+    extra += '}';
+    contact_event(st, "contact.status_changed", c, extra);
   }
-  for (auto& t : r.tags_added) event(st, "contact.tag_added", {{"contact_id", c.id}, {"tag", t}});
+  for (auto& t : r.tags_added) {
+    std::string extra = ",\"tag\":";
+    domain::append_json_string(extra, t);
+    contact_event(st, "contact.tag_added", c, extra);
+  }
 }
 
 std::vector<std::string> fields_sent(const contact_fields& f) {
@@ -727,7 +788,7 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
   c.created_at = c.updated_at = domain::now_micros();
   auto body = domain::encode_contact_created(c);
   stage_contact(st, nullptr, c);
-  contact_events(st, c, r, true, {});
+  contact_events(st, nullptr, c, r, {});
   stage_key(st, key, 201, body);
   stage_write(
       self,
@@ -768,7 +829,7 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
     c.created_at = c.updated_at = now;
     results[i].id = c.id;
     stage_contact(st, nullptr, c);
-    contact_events(st, c, r, true, {});
+    contact_events(st, nullptr, c, r, {});
   }
   auto body = domain::encode_bulk_results(results);
   stage_key(st, key, 200, body);
@@ -798,7 +859,7 @@ void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
   if (r.duplicate_email) return reply(duplicate_email_failure());
   c.updated_at = next_timestamp(before.updated_at);
   stage_contact(st, &before, c);
-  contact_events(st, c, r, false, fields_sent(f));
+  contact_events(st, &before, c, r, fields_sent(f));
   stage_write(
       self, [reply, c] { reply(c); }, fail_with(reply));
 }
@@ -854,7 +915,7 @@ void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string>
   }
   c.updated_at = next_timestamp(before.updated_at);
   stage_contact(st, &before, c);
-  contact_events(st, c, r, false, {"tags"});
+  contact_events(st, &before, c, r, {"tags"});
   stage_write(
       self,
       [self, reply, c] {
@@ -880,7 +941,7 @@ void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag
   c.tags.erase(it);
   c.updated_at = next_timestamp(before.updated_at);
   stage_contact(st, &before, c);
-  contact_events(st, c, apply_result{}, false, {"tags"});
+  contact_events(st, &before, c, apply_result{}, {"tags"});
   stage_write(
       self, [reply] { reply(domain::done{}); }, fail_with(reply));
 }
@@ -906,7 +967,7 @@ void do_rename_tag(contacts_actor* self, const std::string& from, const std::str
     c.tags = std::move(next);
     c.updated_at = std::max(now, before.updated_at + 1);
     stage_contact(st, &before, c);
-    contact_events(st, c, apply_result{}, false, {"tags"});
+    contact_events(st, &before, c, apply_result{}, {"tags"});
   }
   stage_write(
       self,
@@ -994,7 +1055,7 @@ void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::d
     c.company_id = std::nullopt;
     c.updated_at = std::max(now, before.updated_at + 1);
     stage_contact(st, &before, c);
-    contact_events(st, c, apply_result{}, false, {"company_id"});
+    contact_events(st, &before, c, apply_result{}, {"company_id"});
   }
   st.open.sql.company_deletes.push_back(id);
   st.p_companies[id] = {st.open.seq, std::nullopt};
@@ -1107,7 +1168,9 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         auto _ = measure();
         when_ready(self, need::write, fail_with(reply),
                    [self, id, f = std::move(f), reply]() mutable {
+                     self->state.event_depth = f.chain_depth;
                      do_update(self, id, std::move(f), reply);
+                     self->state.event_depth = 0;
                    });
       },
       [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
@@ -1150,19 +1213,24 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
                    [self, reply] { reply(self->state.store.tags()); });
       },
       [self, measure](tag_add_atom, std::int64_t id, std::vector<std::string>& tags,
-                      callback<contact_view>& reply) {
+                      callback<contact_view>& reply, int depth) {
         auto _ = measure();
         when_ready(self, need::write, fail_with(reply),
-                   [self, id, tags = std::move(tags), reply]() mutable {
+                   [self, id, tags = std::move(tags), reply, depth]() mutable {
+                     self->state.event_depth = depth;
                      do_add_tags(self, id, std::move(tags), reply);
+                     self->state.event_depth = 0;
                    });
       },
-      [self, measure](tag_rm_atom, std::int64_t id, std::string& tag,
-                      callback<domain::done>& reply) {
+      [self, measure](tag_rm_atom, std::int64_t id, std::string& tag, callback<domain::done>& reply,
+                      int depth) {
         auto _ = measure();
-        when_ready(self, need::write, fail_with(reply), [self, id, tag = std::move(tag), reply] {
-          do_remove_tag(self, id, tag, reply);
-        });
+        when_ready(self, need::write, fail_with(reply),
+                   [self, id, tag = std::move(tag), reply, depth] {
+                     self->state.event_depth = depth;
+                     do_remove_tag(self, id, tag, reply);
+                     self->state.event_depth = 0;
+                   });
       },
       [self, measure](tag_mv_atom, std::string& from, std::string& to,
                       callback<domain::tag_count>& reply) {
@@ -1286,13 +1354,15 @@ void list_tags(runtime& rt, std::int64_t tenant, callback<std::vector<domain::ta
 }
 
 void add_tags(runtime& rt, std::int64_t tenant, std::int64_t id, std::vector<std::string> tags,
-              callback<contact_view> reply) {
-  send(rt, tenant, caf::make_message(tag_add_atom::value, id, std::move(tags), std::move(reply)));
+              callback<contact_view> reply, int chain_depth) {
+  send(rt, tenant,
+       caf::make_message(tag_add_atom::value, id, std::move(tags), std::move(reply), chain_depth));
 }
 
 void remove_tag(runtime& rt, std::int64_t tenant, std::int64_t id, std::string tag,
-                callback<domain::done> reply) {
-  send(rt, tenant, caf::make_message(tag_rm_atom::value, id, std::move(tag), std::move(reply)));
+                callback<domain::done> reply, int chain_depth) {
+  send(rt, tenant,
+       caf::make_message(tag_rm_atom::value, id, std::move(tag), std::move(reply), chain_depth));
 }
 
 void rename_tag(runtime& rt, std::int64_t tenant, std::string from, std::string to,

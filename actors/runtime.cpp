@@ -14,6 +14,7 @@ const char* child_name(child_kind k) {
   case child_kind::users: return "users";
   case child_kind::contacts: return "contacts";
   case child_kind::fields: return "fields";
+  case child_kind::workflows: return "workflows";
   case child_kind::count_: break;
   }
   return "unknown";
@@ -78,7 +79,9 @@ bool runtime::impl::passivate(std::int64_t tid, const caf::actor& who) {
 }
 
 runtime::runtime(runtime_options opts, persistence::pg_pool& pool)
-    : impl_(std::make_unique<impl>(opts, pool)) {}
+    : impl_(std::make_unique<impl>(opts, pool)) {
+  impl_->owner = this;
+}
 
 runtime::~runtime() {
   shutdown();
@@ -96,6 +99,10 @@ void runtime::shutdown() {
   {
     std::unique_lock lock(impl_->mutex);
     if (impl_->shut_down) return;
+  }
+  stop_automation(*impl_);
+  {
+    std::unique_lock lock(impl_->mutex);
     impl_->shut_down = true;
     for (auto& [tid, e] : impl_->tenants) sups.push_back(e.supervisor);
     impl_->tenants.clear();

@@ -49,13 +49,17 @@ using get_atom = caf::atom_constant<caf::atom("get")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;
 using create_atom = caf::atom_constant<caf::atom("create")>;
 using update_atom = caf::atom_constant<caf::atom("update")>;
+// New events in the outbox (sent by record actors after COMMIT), and due automation work
+// found by the sweeper for a tenant.
+using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
+using wake_atom = caf::atom_constant<caf::atom("wake")>;
 
 // A closure that a pool thread sends back to run inside the actor that started the work.
 using continuation = std::function<void()>;
 
 // The children of a tenant supervisor. Add a kind here and a spawn function in the table of
 // tenant_supervisor.cpp for each new per-tenant aggregate.
-enum class child_kind : std::uint8_t { users, contacts, fields, count_ };
+enum class child_kind : std::uint8_t { users, contacts, fields, workflows, count_ };
 constexpr std::size_t child_count = static_cast<std::size_t>(child_kind::count_);
 const char* child_name(child_kind k);
 
@@ -65,6 +69,10 @@ struct tenant_stats {
   std::array<std::atomic<std::int64_t>, child_count> mailbox{};
   std::array<std::atomic<bool>, child_count> alive{};
 };
+
+struct runtime_automation;
+// Stops the sweeper (before the tenants stop).
+void stop_automation(runtime::impl& rt);
 
 struct tenant_env {
   std::int64_t tenant_id = 0;
@@ -89,6 +97,9 @@ struct runtime::impl {
 
   runtime_options opts;
   persistence::pg_pool& pool;
+  runtime* owner = nullptr; // the public face, for the per-area API functions
+  // Options and sweeper of the automation area (workflows_actor.cpp); null until started.
+  std::unique_ptr<runtime_automation, void (*)(runtime_automation*)> automation{nullptr, nullptr};
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   mutable std::shared_mutex mutex;
@@ -162,5 +173,6 @@ auto instrument(caf::stateful_actor<State>* self, child_kind k) {
 caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_fields(caf::event_based_actor* parent, const tenant_env& env);
+caf::actor spawn_workflows(caf::event_based_actor* parent, const tenant_env& env);
 
 } // namespace crm::actors

@@ -27,7 +27,7 @@ namespace {
 
 using spawn_fn = caf::actor (*)(caf::event_based_actor*, const tenant_env&);
 constexpr std::array<spawn_fn, child_count> spawners = {&spawn_users, &spawn_contacts,
-                                                        &spawn_fields};
+                                                        &spawn_fields, &spawn_workflows};
 
 caf::actor& child(caf::stateful_actor<supervisor_state>* self, child_kind k) {
   auto i = static_cast<std::size_t>(k);

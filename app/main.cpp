@@ -1,6 +1,7 @@
 // The composition root: parses the command line and wires the components together.
 // `carecrm serve | migrate | tenant create`; see `carecrm --help`.
 #include "actors/runtime.hpp"
+#include "actors/workflows.hpp"
 #include "config/settings.hpp"
 #include "domain/crypto.hpp"
 #include "domain/revocation_list.hpp"
@@ -9,6 +10,7 @@
 #include "http/api.hpp"
 #include "http/metrics.hpp"
 #include "http/server.hpp"
+#include "net/http_client.hpp"
 #include "persistence/log.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/pg_pool.hpp"
@@ -73,6 +75,30 @@ int serve(config::settings cfg) {
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
   srv.start();
+
+  // Automation: outbound HTTP on its own thread, and the sweeper that wakes idle tenants with
+  // due work (what a crash left unfinished included). Started once the API listens, so that
+  // webhook_url can name the real port.
+  net::client_options outbound;
+  outbound.allow_private = cfg.outbound_allow_private;
+  outbound.connect_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.outbound_connect_timeout * 1000));
+  outbound.response_timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.outbound_timeout * 1000));
+  outbound.user_agent = "carecrm-webhooks/1";
+  net::http_client client(outbound);
+  actors::automation_options automation;
+  automation.client = &client;
+  automation.public_url = cfg.public_url.empty() ? "http://" + api_at : cfg.public_url;
+  while (!automation.public_url.empty() && automation.public_url.back() == '/')
+    automation.public_url.pop_back();
+  automation.retry_base = cfg.webhook_retry_base;
+  automation.retry_max = cfg.webhook_retry_max;
+  automation.retry_window = cfg.webhook_retry_window;
+  automation.poll_interval = cfg.automation_poll;
+  automation.read_contact_patch = &http::read_contact_patch;
+  actors::start_automation(rt, std::move(automation));
+
   log_info("carecrm serving on http://{} (metrics on http://{})", api_at, ops_at);
   std::cout << R"({"event":"listening","http":")" << api_at << R"(","metrics":")" << ops_at << "\"}"
             << std::endl;

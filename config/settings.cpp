@@ -119,6 +119,42 @@ const std::vector<option>& options() {
        [](settings& s, const std::string& v) {
          s.tenant_idle_timeout = to_seconds("tenant-idle-timeout", v);
        }},
+      {"outbound-allow-private", "automation", "outbound_allow_private",
+       "CARECRM_OUTBOUND_ALLOW_PRIVATE",
+       "let webhooks and http_request actions reach loopback, private and link-local addresses",
+       [](settings& s, const std::string& v) {
+         s.outbound_allow_private = to_bool("outbound-allow-private", v);
+       }},
+      {"outbound-connect-timeout", "automation", "outbound_connect_timeout",
+       "CARECRM_OUTBOUND_CONNECT_TIMEOUT", "seconds to connect to a webhook receiver",
+       [](settings& s, const std::string& v) {
+         s.outbound_connect_timeout = to_seconds("outbound-connect-timeout", v);
+       }},
+      {"outbound-timeout", "automation", "outbound_timeout", "CARECRM_OUTBOUND_TIMEOUT",
+       "seconds for a whole outbound request",
+       [](settings& s, const std::string& v) {
+         s.outbound_timeout = to_seconds("outbound-timeout", v);
+       }},
+      {"webhook-retry-base", "automation", "webhook_retry_base", "CARECRM_WEBHOOK_RETRY_BASE",
+       "seconds before the first retry of a failed delivery (doubling after)",
+       [](settings& s, const std::string& v) {
+         s.webhook_retry_base = to_seconds("webhook-retry-base", v);
+       }},
+      {"webhook-retry-max", "automation", "webhook_retry_max", "CARECRM_WEBHOOK_RETRY_MAX",
+       "longest delay between delivery attempts (seconds)",
+       [](settings& s, const std::string& v) {
+         s.webhook_retry_max = to_seconds("webhook-retry-max", v);
+       }},
+      {"webhook-retry-window", "automation", "webhook_retry_window", "CARECRM_WEBHOOK_RETRY_WINDOW",
+       "seconds a failing delivery keeps being retried",
+       [](settings& s, const std::string& v) {
+         s.webhook_retry_window = to_seconds("webhook-retry-window", v);
+       }},
+      {"automation-poll", "automation", "automation_poll", "CARECRM_AUTOMATION_POLL",
+       "seconds between checks of idle tenants for due automation work",
+       [](settings& s, const std::string& v) {
+         s.automation_poll = to_seconds("automation-poll", v);
+       }},
       {"dev", "", "dev", "CARECRM_DEV", "development mode: allows a missing or short JWT secret",
        [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
   };

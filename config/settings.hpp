@@ -38,6 +38,14 @@ struct settings {
   // [actors]
   int actor_threads = 0; // 0: one per core
   double tenant_idle_timeout = 300;
+  // [automation] (docs/automation.md)
+  bool outbound_allow_private = false;
+  double outbound_connect_timeout = 5;
+  double outbound_timeout = 10;
+  double webhook_retry_base = 5;
+  double webhook_retry_max = 3600;
+  double webhook_retry_window = 86400;
+  double automation_poll = 1;
   // mode
   bool dev = false;
   std::string config_file = "config/carecrm.toml";

@@ -129,6 +129,37 @@ std::string base64_encode(std::string_view bytes) {
   return encode_base64(bytes, b64_std, true);
 }
 
+std::optional<std::string> base64_decode(std::string_view text) {
+  std::size_t pad = 0;
+  while (pad < 2 && pad < text.size() && text[text.size() - 1 - pad] == '=') {
+    ++pad;
+  }
+  if (pad > 0 && text.size() % 4 != 0) {
+    return std::nullopt;
+  }
+  text.remove_suffix(pad);
+  if (text.size() % 4 == 1) {
+    return std::nullopt;
+  }
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : text) {
+    const auto at = b64_std.find(c);
+    if (at == std::string_view::npos) {
+      return std::nullopt;
+    }
+    acc = (acc << 6 | static_cast<std::uint32_t>(at)) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>(acc >> bits & 0xff));
+    }
+  }
+  return out;
+}
+
 std::string hex_encode(std::string_view bytes) {
   constexpr std::string_view digits = "0123456789abcdef";
   std::string out;

@@ -17,6 +17,9 @@ std::string base64url_encode(std::string_view bytes);               // no paddin
 std::optional<std::string> base64url_decode(std::string_view text); // rejects padding and junk
 std::string base64_encode(std::string_view bytes);                  // standard, padded
 std::string hex_encode(std::string_view bytes);                     // lower case
+// Standard alphabet; padding optional (but only at the end), non-zero trailing bits ignored as
+// most decoders do, so keys encoded elsewhere decode the same here.
+std::optional<std::string> base64_decode(std::string_view text);
 
 inline std::string_view as_bytes(const sha256_digest& d) {
   return {reinterpret_cast<const char*>(d.data()), d.size()};

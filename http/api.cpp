@@ -16,6 +16,8 @@ router make_api_router(services& s) {
   add_contact_routes(r, s);
   add_company_routes(r, s);
   add_field_routes(r, s);
+  add_workflow_routes(r, s);
+  add_webhook_subscription_routes(r, s);
   add_openapi_route(r, r);
   return r;
 }

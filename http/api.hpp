@@ -4,7 +4,17 @@
 #include "http/router.hpp"
 #include "http/services.hpp"
 
+#include <boost/json/fwd.hpp>
+
 #include <string>
+#include <vector>
+
+namespace crm::actors {
+struct contact_fields;
+}
+namespace crm::domain {
+struct issue;
+}
 
 namespace crm::http {
 
@@ -18,8 +28,15 @@ void add_user_routes(router& r, services& s);
 void add_contact_routes(router& r, services& s);
 void add_company_routes(router& r, services& s);
 void add_field_routes(router& r, services& s);
+void add_workflow_routes(router& r, services& s);
+void add_webhook_subscription_routes(router& r, services& s);
 void add_health_routes(router& r, services& s);
 void add_openapi_route(router& r, const router& documented);
+
+// The rules of PATCH /contacts/{id} for an update_contact action's `fields` (issues located
+// under params.fields): handed to the workflow actors at start-up.
+actors::contact_fields read_contact_patch(const boost::json::object& fields,
+                                          std::vector<domain::issue>& issues);
 
 router make_api_router(services& s);
 router make_ops_router(services& s);

@@ -3,6 +3,7 @@
 #include "http/json.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 namespace crm::http {
 
@@ -40,6 +41,22 @@ actors::callback<std::string> json_reply(const exchange_ptr& ex) {
     if (!r) return ex->fail(r.error());
     ex->json(200, std::move(*r));
   });
+}
+
+actors::callback<std::string> created_reply(const exchange_ptr& ex, std::string location_prefix) {
+  return actors::callback<std::string>(
+      [ex, prefix = std::move(location_prefix)](domain::outcome<std::string> r) {
+        if (!r) return ex->fail(r.error());
+        response res;
+        res.status = 201;
+        boost::json::error_code ec;
+        auto v = boost::json::parse(*r, ec);
+        if (!ec && v.is_object())
+          if (auto id = v.as_object().if_contains("id"))
+            res.headers.emplace_back("Location", prefix + boost::json::serialize(*id));
+        res.body = std::move(*r);
+        ex->respond(std::move(res));
+      });
 }
 
 } // namespace crm::http

@@ -18,5 +18,7 @@ std::optional<boost::json::object> object_body(const exchange_ptr& ex);
 actors::callback<domain::done> no_content_reply(const exchange_ptr& ex);
 // 200 with a body the actor already rendered, or the failure.
 actors::callback<std::string> json_reply(const exchange_ptr& ex);
+// 201 with a body the actor rendered (an object with an "id") and Location: prefix + id.
+actors::callback<std::string> created_reply(const exchange_ptr& ex, std::string location_prefix);
 
 } // namespace crm::http

@@ -35,6 +35,7 @@ std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n);
 struct outbox_event {
   std::string event;   // "contact.created", ...
   std::string payload; // JSON object
+  int depth = 0;       // workflow chain depth of the change (docs/automation.md)
 };
 
 // One transaction's worth of changes, applied in this order: company inserts and updates,

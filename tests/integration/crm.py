@@ -1050,3 +1050,568 @@ def assert_bulk_results(body, n) -> list[dict]:
                 assert set(err) == {"loc", "msg", "type"}, err
                 assert isinstance(err["msg"], str) and err["msg"], err
     return results
+
+
+# --------------------------------------------------------------------------------------------
+# Automation (contract §7, docs/automation.md): a local HTTP receiver for outbound webhook
+# deliveries and workflow http_request actions, Standard Webhooks verification, and shortcuts
+# for workflows, runs, inbound webhooks and webhook subscriptions.
+
+import http.server as _http_server  # noqa: E402  (kept with the code that uses it)
+
+HANG = "hang"  # a Receiver plan entry: read the request, record it, never answer
+
+
+class ReceivedRequest:
+    """One request a Receiver got: method, path (with query), headers (case-insensitive
+    `header()`), the raw body bytes, `at` (time.time() when it was read) and `status` (what the
+    receiver answered; None when it hung)."""
+
+    def __init__(self, method: str, path: str, headers, body: bytes, at: float,
+                 status: int | None):
+        self.method, self.path, self.headers, self.body = method, path, headers, body
+        self.at, self.status = at, status
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+    @property
+    def json(self) -> Any:
+        try:
+            return _json.loads(self.body)
+        except ValueError:
+            return None
+
+    def describe(self) -> str:
+        return (f"{self.method} {self.path} -> {self.status} {dict(self.headers.items())} "
+                f"{self.body[:1000]!r}")
+
+    def __repr__(self) -> str:
+        return f"<ReceivedRequest {self.describe()}>"
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1:<free port> in a thread that records every request and answers
+    from a plan: `responses` are answered in order, then the last one forever. An entry is a
+    status (int), HANG (accept, read, never answer until stop()), or (status, headers, body).
+    `hang=True` hangs on every request. Usable as a context manager."""
+
+    def __init__(self, responses=(200,), *, hang: bool = False, body: bytes = b"ok",
+                 port: int = 0):
+        self._cond = threading.Condition()
+        self._requests: list[ReceivedRequest] = []
+        self._plan = list(responses) or [200]
+        self._served = 0
+        self._hang = hang
+        self._default_body = body
+        self._stopping = threading.Event()
+        self._stopped = False
+        receiver = self
+
+        class Handler(_http_server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _read_body(self) -> bytes:
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    out = b""
+                    while True:
+                        size_line = self.rfile.readline()
+                        if not size_line:
+                            return out
+                        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass  # trailers
+                            return out
+                        out += self.rfile.read(size)
+                        self.rfile.readline()  # CRLF after the chunk
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length > 0 else b""
+
+            def _handle(self):
+                body = self._read_body()
+                entry = receiver._take_entry()
+                status = None if entry == HANG else (entry if isinstance(entry, int) else entry[0])
+                receiver._record(ReceivedRequest(self.command, self.path, self.headers, body,
+                                                 time.time(), status))
+                self.close_connection = True
+                if entry == HANG:
+                    receiver._stopping.wait(timeout=600)
+                    return
+                if isinstance(entry, int):
+                    headers, payload = {}, receiver._default_body
+                else:
+                    _, headers, payload = entry
+                    payload = payload if payload is not None else b""
+                if isinstance(payload, str):
+                    payload = payload.encode()
+                bodiless = status < 200 or status in (204, 304)
+                if bodiless:
+                    payload = b""
+                try:
+                    self.send_response(status)
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    if not bodiless:
+                        if not any(k.lower() == "content-type" for k in (headers or {})):
+                            self.send_header("Content-Type", "text/plain")
+                        self.send_header("Content-Length", str(len(payload)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _handle
+
+        class _Server(_http_server.ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = _Server(("127.0.0.1", port), Handler)
+        self.host, self.port = self._server.server_address[:2]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    # -- plan
+
+    def _take_entry(self):
+        with self._cond:
+            if self._hang:
+                return HANG
+            entry = self._plan[min(self._served, len(self._plan) - 1)]
+            self._served += 1
+            return entry
+
+    def set_responses(self, responses, *, hang: bool = False) -> None:
+        """A new plan, starting from its first entry with the next request."""
+        with self._cond:
+            self._plan = list(responses) or [200]
+            self._served = 0
+            self._hang = hang
+
+    def _record(self, req: ReceivedRequest) -> None:
+        with self._cond:
+            self._requests.append(req)
+            self._cond.notify_all()
+
+    # -- what arrived
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    @property
+    def requests(self) -> list[ReceivedRequest]:
+        with self._cond:
+            return list(self._requests)
+
+    def wait_for(self, n: int, timeout: float = 15.0, where=None) -> list[ReceivedRequest]:
+        """Waits until at least n requests (matching `where(req)` if given) arrived; returns the
+        matching requests. Fails the test (AssertionError) on timeout."""
+        deadline = time.monotonic() + timeout
+
+        def matching():
+            return [r for r in self._requests if where is None or where(r)]
+
+        with self._cond:
+            while True:
+                got = matching()
+                if len(got) >= n:
+                    return got
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(timeout=min(remaining, 0.2))
+            everything = list(self._requests)
+        raise AssertionError(f"receiver on port {self.port}: want {n} matching request(s) within "
+                             f"{timeout:.0f} s, got {len(got)}; all requests: "
+                             f"{[r.describe() for r in everything]}")
+
+    # -- lifecycle
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "Receiver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _header_value(headers, name: str) -> str | None:
+    if hasattr(headers, "get_all") or hasattr(headers, "getheader"):
+        return headers.get(name)
+    for key, value in dict(headers).items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def standard_webhook_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks secret: base64 after "whsec_", else the UTF-8 bytes."""
+    if secret.startswith("whsec_"):
+        return base64.b64decode(secret[len("whsec_"):])
+    return secret.encode("utf-8")
+
+
+def sign_standard_webhook(secret: str, msg_id: str, timestamp, body: bytes | str) -> str:
+    """"v1,<base64 HMAC-SHA256(key, id.timestamp.body)>"."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    content = f"{msg_id}.{timestamp}.".encode("utf-8") + raw
+    digest = hmac.new(standard_webhook_key(secret), content, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def verify_standard_webhook(secret: str, headers, body: bytes | str,
+                            tolerance: float | None = None) -> bool:
+    """Standard Webhooks verification, written independently of the server: webhook-id,
+    webhook-timestamp and webhook-signature (a space-separated list of "v1,<base64>") must be
+    present and one v1 signature must match. With `tolerance`, the timestamp must also be within
+    that many seconds of now."""
+    msg_id = _header_value(headers, "webhook-id")
+    timestamp = _header_value(headers, "webhook-timestamp")
+    signatures = _header_value(headers, "webhook-signature")
+    if not (msg_id and timestamp and signatures):
+        return False
+    if tolerance is not None:
+        try:
+            if abs(time.time() - int(timestamp)) > tolerance:
+                return False
+        except ValueError:
+            return False
+    want = sign_standard_webhook(secret, msg_id, timestamp, body).split(",", 1)[1]
+    for candidate in signatures.split():
+        version, _, sig = candidate.partition(",")
+        if version == "v1" and hmac.compare_digest(sig.encode(), want.encode()):
+            return True
+    return False
+
+
+def inbound_webhook_signature(secret: str, body: bytes | str) -> str:
+    """X-Webhook-Signature of an inbound workflow webhook: sha256=<hex HMAC-SHA256(secret, body)>."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    return "sha256=" + hmac.new(secret.encode("utf-8"), raw, hashlib.sha256).hexdigest()
+
+
+def closed_port_url(path: str = "/hook") -> str:
+    """An http URL on 127.0.0.1 where (very probably) nothing listens."""
+    return f"http://127.0.0.1:{free_port()}{path}"
+
+
+WORKFLOWS = "/api/v1/workflows"
+WORKFLOW_RUNS = "/api/v1/workflow-runs"
+WEBHOOKS = "/api/v1/webhooks"
+SUBSCRIPTIONS = "/api/v1/webhook-subscriptions"
+
+TRIGGER_TYPES = ("contact.created", "contact.updated", "contact.deleted", "contact.status_changed",
+                 "contact.tag_added", "deal.created", "deal.stage_changed", "message.received",
+                 "webhook", "schedule", "manual")
+RECORD_EVENTS = ("contact.created", "contact.updated", "contact.deleted", "contact.status_changed",
+                 "contact.tag_added", "deal.created", "deal.stage_changed", "message.received")
+CONDITION_OPS = ("eq", "neq", "contains", "in", "gt", "lt", "exists", "changed_to")
+RUN_STATUSES = ("queued", "running", "waiting", "succeeded", "failed")
+FINISHED = ("succeeded", "failed")
+DELIVERY_STATUSES = ("pending", "succeeded", "failed")
+
+WORKFLOW_KEYS = {"id", "name", "description", "trigger_type", "trigger_config", "conditions",
+                 "actions", "is_active", "has_secret", "is_webhook_trigger", "webhook_url",
+                 "next_run_at", "created_at", "updated_at"}
+RUN_KEYS = {"id", "workflow_id", "status", "trigger_type", "trigger_payload", "depth",
+            "conditions_met", "steps", "error", "resume_at", "created_at", "started_at",
+            "finished_at", "updated_at"}
+STEP_KEYS = {"index", "type", "status", "params", "result", "error", "started_at", "finished_at"}
+WEBHOOK_INFO_KEYS = {"has_secret", "workflow_id", "workflow_name", "trigger_type",
+                     "is_webhook_trigger", "webhook_url"}
+SUBSCRIPTION_KEYS = {"id", "url", "events", "description", "is_active", "has_secret",
+                     "disabled_reason", "created_at", "updated_at"}
+DELIVERY_KEYS = {"id", "subscription_id", "event", "webhook_id", "status", "attempts",
+                 "next_attempt_at", "last_status_code", "last_error", "payload", "created_at",
+                 "delivered_at", "attempt_log"}
+ATTEMPT_KEYS = {"attempt", "at", "status_code", "error", "duration_ms"}
+
+
+def workflow_url(workflow_id) -> str:
+    return f"{WORKFLOWS}/{workflow_id}"
+
+
+def workflow_runs_url(workflow_id, params: Any = None) -> str:
+    return with_query(f"{WORKFLOWS}/{workflow_id}/runs", params)
+
+
+def workflow_run_now_url(workflow_id) -> str:
+    return f"{WORKFLOWS}/{workflow_id}/run"
+
+
+def run_url(run_id) -> str:
+    return f"{WORKFLOW_RUNS}/{run_id}"
+
+
+def webhook_trigger_url(workflow_id) -> str:
+    return f"{WEBHOOKS}/{workflow_id}"
+
+
+def webhook_info_url(workflow_id) -> str:
+    return f"{WEBHOOKS}/info/{workflow_id}"
+
+
+def subscription_url(subscription_id) -> str:
+    return f"{SUBSCRIPTIONS}/{subscription_id}"
+
+
+def deliveries_url(subscription_id, params: Any = None) -> str:
+    return with_query(f"{SUBSCRIPTIONS}/{subscription_id}/deliveries", params)
+
+
+def redeliver_url(subscription_id, delivery_id) -> str:
+    return f"{SUBSCRIPTIONS}/{subscription_id}/deliveries/{delivery_id}/redeliver"
+
+
+def _assert_optional_timestamp(record: dict, *keys: str) -> None:
+    for key in keys:
+        if record[key] is not None:
+            assert_timestamp(record[key])
+
+
+def assert_workflow(body: Any, **expected) -> None:
+    """Exactly the workflow keys of docs/automation.md, with their types; never a secret."""
+    assert isinstance(body, dict) and set(body) == WORKFLOW_KEYS, \
+        f"workflow must have exactly {sorted(WORKFLOW_KEYS)}: {body}"
+    assert is_int(body["id"]), body
+    assert isinstance(body["name"], str) and body["name"], body
+    _assert_optional_str(body, "description")
+    assert body["trigger_type"] in TRIGGER_TYPES, body
+    assert isinstance(body["trigger_config"], dict), body
+    assert isinstance(body["conditions"], list) and isinstance(body["actions"], list), body
+    for key in ("is_active", "has_secret", "is_webhook_trigger"):
+        assert isinstance(body[key], bool), f"{key}: {body}"
+    assert body["is_webhook_trigger"] == (body["trigger_type"] == "webhook"), body
+    if body["trigger_type"] == "webhook":
+        assert isinstance(body["webhook_url"], str) and \
+            body["webhook_url"].endswith(f"/api/v1/webhooks/{body['id']}"), body
+        assert body["webhook_url"].startswith(("http://", "https://")), body
+    else:
+        assert body["webhook_url"] is None, f"webhook_url of a non-webhook workflow: {body}"
+    if body["trigger_type"] == "schedule" and body["is_active"]:
+        assert_timestamp(body["next_run_at"])
+    else:
+        assert body["next_run_at"] is None, f"next_run_at: {body}"
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    assert body["updated_at"] >= body["created_at"], body
+    _assert_expected(body, expected)
+
+
+def create_workflow(client: Client, token: str, **fields) -> dict:
+    """POST /workflows (201 + Location required); defaults: a unique name, trigger manual."""
+    fields.setdefault("name", unique("wf"))
+    fields.setdefault("trigger_type", "manual")
+    resp = client.post(WORKFLOWS, fields, token=token)
+    assert resp.status == 201, f"creating workflow {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_workflow(body, trigger_type=fields["trigger_type"])
+    assert resp.header("Location") == workflow_url(body["id"]), resp.describe()
+    return body
+
+
+def get_workflow(client: Client, token: str, workflow_id) -> dict:
+    body = assert_json_response(client.get(workflow_url(workflow_id), token=token), 200)
+    assert_workflow(body)
+    return body
+
+
+def assert_step(step: Any, index: int | None = None) -> None:
+    assert isinstance(step, dict) and set(step) == STEP_KEYS, \
+        f"step must have exactly {sorted(STEP_KEYS)}: {step}"
+    assert is_int(step["index"]) and isinstance(step["type"], str), step
+    if index is not None:
+        assert step["index"] == index, step
+    assert step["status"] in RUN_STATUSES, step
+    assert isinstance(step["params"], dict), step
+    assert step["error"] is None or isinstance(step["error"], str), step
+    _assert_optional_timestamp(step, "started_at", "finished_at")
+
+
+def assert_run(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == RUN_KEYS, \
+        f"run must have exactly {sorted(RUN_KEYS)}: {body}"
+    assert is_int(body["id"]) and is_int(body["workflow_id"]) and is_int(body["depth"]), body
+    assert body["status"] in RUN_STATUSES, body
+    assert body["trigger_type"] in TRIGGER_TYPES, body
+    assert isinstance(body["conditions_met"], bool), body
+    assert isinstance(body["steps"], list), body
+    for step in body["steps"]:
+        assert_step(step)
+    assert body["error"] is None or isinstance(body["error"], str), body
+    for key in ("created_at", "updated_at"):
+        assert_timestamp(body[key])
+    _assert_optional_timestamp(body, "started_at", "finished_at", "resume_at")
+    if body["status"] in FINISHED:
+        assert_timestamp(body["finished_at"])
+    if body["status"] == "failed":
+        assert isinstance(body["error"], str) and body["error"], f"failed without error: {body}"
+    _assert_expected(body, expected)
+
+
+def get_run(client: Client, token: str, run_id) -> dict:
+    body = assert_json_response(client.get(run_url(run_id), token=token), 200)
+    assert_run(body)
+    return body
+
+
+def wait_run(client: Client, token: str, run_id, statuses=FINISHED,
+             timeout: float = 20.0) -> dict:
+    """Polls GET /workflow-runs/{id} until its status is one of `statuses`; returns the run."""
+    last = {}
+
+    def check():
+        last["run"] = get_run(client, token, run_id)
+        return last["run"]["status"] in statuses
+
+    if not eventually(check, timeout, 0.1):
+        raise AssertionError(f"run {run_id} did not reach {statuses} within {timeout:.0f} s: "
+                             f"{last.get('run')}")
+    return last["run"]
+
+
+def list_runs(client: Client, token: str, workflow_id, params: Any = None) -> list[dict]:
+    """Every run of a workflow (all pages), newest first."""
+    base = list(params.items()) if isinstance(params, dict) else list(params or [])
+    items, page = [], 1
+    while True:
+        resp = client.get(workflow_runs_url(workflow_id, base + [("page", page),
+                                                                  ("per_page", 100)]),
+                          token=token)
+        body = assert_json_response(resp, 200)
+        assert_page(body)
+        items.extend(body["items"])
+        if page >= body["pages"]:
+            return items
+        page += 1
+
+
+def wait_runs(client: Client, token: str, workflow_id, n: int, timeout: float = 20.0,
+              finished: bool = True) -> list[dict]:
+    """Waits until the workflow has at least n runs (all finished, with `finished`); returns
+    them newest first."""
+    last = {"runs": []}
+
+    def check():
+        runs = list_runs(client, token, workflow_id)
+        last["runs"] = runs
+        return len(runs) >= n and (not finished or all(r["status"] in FINISHED for r in runs))
+
+    if not eventually(check, timeout, 0.2):
+        raise AssertionError(f"workflow {workflow_id}: want {n} {'finished ' if finished else ''}"
+                             f"run(s) within {timeout:.0f} s, got {last['runs']}")
+    return last["runs"]
+
+
+def start_run(client: Client, token: str, workflow_id) -> int:
+    """POST /workflows/{id}/run on a manual workflow: 202 {"run_id", "status": "queued"}."""
+    body = assert_json_response(client.post(workflow_run_now_url(workflow_id), token=token), 202)
+    assert isinstance(body, dict) and set(body) == {"run_id", "status"}, body
+    assert is_int(body["run_id"]) and body["status"] == "queued", body
+    return body["run_id"]
+
+
+def assert_subscription(body: Any, secret_returned: bool = False, **expected) -> None:
+    want = SUBSCRIPTION_KEYS | ({"secret"} if secret_returned else set())
+    assert isinstance(body, dict) and set(body) == want, \
+        f"subscription must have exactly {sorted(want)}: {body}"
+    assert is_int(body["id"]) and isinstance(body["url"], str), body
+    assert isinstance(body["events"], list) and body["events"], body
+    _assert_optional_str(body, "description", "disabled_reason")
+    assert isinstance(body["is_active"], bool) and body["has_secret"] is True, body
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    _assert_expected(body, expected)
+
+
+def create_subscription(client: Client, token: str, **fields) -> dict:
+    """POST /webhook-subscriptions (201 + Location required)."""
+    fields.setdefault("events", ["*"])
+    resp = client.post(SUBSCRIPTIONS, fields, token=token)
+    assert resp.status == 201, f"creating subscription {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_subscription(body, secret_returned="secret" not in fields, url=fields["url"],
+                        events=fields["events"])
+    assert resp.header("Location") == subscription_url(body["id"]), resp.describe()
+    return body
+
+
+def get_subscription(client: Client, token: str, subscription_id) -> dict:
+    body = assert_json_response(client.get(subscription_url(subscription_id), token=token), 200)
+    assert_subscription(body)
+    return body
+
+
+def assert_delivery(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == DELIVERY_KEYS, \
+        f"delivery must have exactly {sorted(DELIVERY_KEYS)}: {body}"
+    assert is_int(body["id"]) and is_int(body["subscription_id"]), body
+    assert body["event"] in RECORD_EVENTS, body
+    assert body["webhook_id"] == f"msg_{body['id']}", body
+    assert body["status"] in DELIVERY_STATUSES, body
+    assert is_int(body["attempts"]) and body["attempts"] >= 0, body
+    assert body["last_status_code"] is None or is_int(body["last_status_code"]), body
+    assert body["last_error"] is None or isinstance(body["last_error"], str), body
+    assert_timestamp(body["created_at"])
+    _assert_optional_timestamp(body, "next_attempt_at", "delivered_at")
+    assert isinstance(body["attempt_log"], list), body
+    assert len(body["attempt_log"]) == body["attempts"], f"attempt_log vs attempts: {body}"
+    for i, attempt in enumerate(body["attempt_log"]):
+        assert isinstance(attempt, dict) and set(attempt) == ATTEMPT_KEYS, \
+            f"attempt must have exactly {sorted(ATTEMPT_KEYS)}: {attempt}"
+        assert attempt["attempt"] == i + 1, body
+        assert_timestamp(attempt["at"])
+        assert attempt["status_code"] is None or is_int(attempt["status_code"]), attempt
+        assert attempt["error"] is None or isinstance(attempt["error"], str), attempt
+        assert is_int(attempt["duration_ms"]) and attempt["duration_ms"] >= 0, attempt
+    if body["status"] == "succeeded":
+        assert_timestamp(body["delivered_at"])
+    _assert_expected(body, expected)
+
+
+def list_deliveries(client: Client, token: str, subscription_id,
+                    params: Any = None) -> list[dict]:
+    """Every delivery of a subscription (all pages), newest first."""
+    base = list(params.items()) if isinstance(params, dict) else list(params or [])
+    items, page = [], 1
+    while True:
+        resp = client.get(deliveries_url(subscription_id, base + [("page", page),
+                                                                  ("per_page", 100)]),
+                          token=token)
+        body = assert_json_response(resp, 200)
+        assert_page(body)
+        for item in body["items"]:
+            assert_delivery(item)
+        items.extend(body["items"])
+        if page >= body["pages"]:
+            return items
+        page += 1
+
+
+def wait_deliveries(client: Client, token: str, subscription_id, check,
+                    timeout: float = 20.0) -> list[dict]:
+    """Polls the deliveries of a subscription until check(deliveries) is true; returns them."""
+    last = {"items": []}
+
+    def poll():
+        last["items"] = list_deliveries(client, token, subscription_id)
+        return check(last["items"])
+
+    if not eventually(poll, timeout, 0.2):
+        raise AssertionError(f"subscription {subscription_id}: deliveries did not reach the "
+                             f"expected state within {timeout:.0f} s: {last['items']}")
+    return last["items"]

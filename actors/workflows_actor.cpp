@@ -1,0 +1,1406 @@
+// The workflow actor of one tenant (docs/automation.md): the only writer of the tenant's
+// workflows, runs and webhook subscriptions.
+//
+// - Definitions load on first use and are served from memory. Changes, and taking events from
+//   the outbox, run one at a time ("serial"), so a batch of events is matched against the
+//   definitions as they were committed before it.
+// - Runs step one action at a time: the outcome of each step is written before the next
+//   starts, so a restart resumes at the first unfinished step. Delays are stored resume times.
+// - Deliveries are read from Postgres when due (a receiver that is down for a day must not
+//   fill memory) and attempted a few at a time; each attempt is recorded with its next time.
+// Nothing blocks the actor: the pool and the HTTP client answer with continuations.
+#include "actors/workflows.hpp"
+
+#include "actors/system.hpp"
+#include "domain/clock.hpp"
+#include "domain/crypto.hpp"
+#include "domain/validation.hpp"
+#include "net/http_client.hpp"
+#include "persistence/automation_repo.hpp"
+#include "persistence/log.hpp"
+
+#include <boost/json.hpp>
+
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+
+namespace caf {
+template <>
+struct allowed_unsafe_message_type<crm::domain::workflow> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::webhook_subscription> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::workflow_patch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::workflow_filter> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::subscription_patch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::webhook_call> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<boost::json::value> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::optional<crm::domain::run_status>> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::optional<std::string>> : std::true_type {};
+} // namespace caf
+
+namespace crm::actors {
+
+struct runtime_automation {
+  automation_options opts;
+  std::atomic<bool> sweeping{false};
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread sweeper;
+};
+
+namespace {
+
+namespace json = boost::json;
+using domain::errc;
+using domain::failure;
+
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using runs_atom = caf::atom_constant<caf::atom("runs")>;
+using getrun_atom = caf::atom_constant<caf::atom("getrun")>;
+using hook_atom = caf::atom_constant<caf::atom("hook")>;
+using sub_atom = caf::atom_constant<caf::atom("sub")>;
+using deliv_atom = caf::atom_constant<caf::atom("deliv")>;
+using redeliv_atom = caf::atom_constant<caf::atom("redeliv")>;
+
+constexpr std::size_t max_running = 16;      // runs with a step in flight
+constexpr std::size_t max_delivering = 8;    // deliveries with an attempt in flight
+constexpr std::size_t dispatch_limit = 1000; // outbox rows per transaction
+constexpr auto tick_every = std::chrono::milliseconds(250);
+
+struct open_run {
+  domain::workflow_run run;
+  bool busy = false;      // a step or a save is in flight
+  bool cancelled = false; // its workflow was deleted
+};
+
+struct workflows_state {
+  tenant_env env;
+  const automation_options* opts = nullptr;
+  bool loaded = false;
+  bool loading = false;
+  bool stopping = false;
+  std::deque<std::pair<continuation, std::function<void(const failure&)>>> waiting;
+
+  std::map<std::int64_t, domain::workflow> workflows;
+  std::map<std::int64_t, domain::webhook_subscription> subs;
+
+  std::map<std::int64_t, open_run> runs;
+  std::deque<std::int64_t> ready; // queued runs waiting for a slot
+  std::size_t running = 0;
+  std::set<std::int64_t> firing; // schedule workflows whose run is being stored
+
+  bool serial_busy = false; // a definition change or an outbox dispatch is committing
+  std::deque<continuation> serial;
+  bool dispatch_wanted = false;
+
+  std::set<std::int64_t> delivering;
+  bool fetching = false;
+  std::int64_t next_delivery_at = 0; // 0: none known
+
+  int pending_io = 0; // pool jobs, HTTP requests and contact actions in flight
+  std::mt19937_64 rng{std::random_device{}()};
+
+  std::int64_t published_mailbox = 0;
+  actor_meter* meter = nullptr;
+  static inline const char* name = "workflows";
+};
+
+using wf_actor = caf::stateful_actor<workflows_state>;
+
+void maybe_quit(wf_actor* self) {
+  auto& st = self->state;
+  if (st.stopping && st.pending_io == 0 && !st.serial_busy && !st.loading) self->quit();
+}
+
+// Runs `work` on a pool thread and `then(outcome)` back in the actor.
+template <class T, class Work, class Then>
+void db(wf_actor* self, Work work, Then then) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.pending_io++;
+  self->state.env.pool->run<T>(std::move(work), [me, self, then = std::move(then)](
+                                                    domain::outcome<T> r) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, then, r = std::move(r)]() mutable {
+                     self->state.pending_io--;
+                     then(std::move(r));
+                     maybe_quit(self);
+                   }});
+  });
+}
+
+// A function whose call, from any thread, runs `then(value)` in the actor.
+template <class T, class Then>
+std::function<void(T)> in_actor(wf_actor* self, Then then) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.pending_io++;
+  return [me, self, then = std::move(then)](T v) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, then, v = std::move(v)]() mutable {
+                     self->state.pending_io--;
+                     then(std::move(v));
+                     maybe_quit(self);
+                   }});
+  };
+}
+
+template <class T>
+std::function<void(const failure&)> fail_with(callback<T> reply) {
+  return [reply](const failure& f) { reply(f); };
+}
+
+std::string to_text(const failure& f) {
+  if (f.code != errc::validation) return f.detail;
+  std::string out;
+  for (auto& i : f.issues) {
+    if (!out.empty()) out += "; ";
+    std::string loc;
+    for (auto& p : i.loc) {
+      if (!loc.empty()) loc += '.';
+      if (auto s = std::get_if<std::string>(&p))
+        loc += *s;
+      else
+        loc += std::to_string(std::get<std::int64_t>(p));
+    }
+    out += loc + ": " + i.msg;
+  }
+  return out.empty() ? f.detail : out;
+}
+
+// ---- serial work and loading -------------------------------------------------------------
+
+void serial(wf_actor* self, continuation k) {
+  auto& st = self->state;
+  if (!st.serial_busy) {
+    st.serial_busy = true;
+    k();
+  } else {
+    st.serial.push_back(std::move(k));
+  }
+}
+
+void dispatch(wf_actor* self);
+
+void serial_done(wf_actor* self) {
+  auto& st = self->state;
+  st.serial_busy = false;
+  if (!st.serial.empty()) {
+    auto k = std::move(st.serial.front());
+    st.serial.pop_front();
+    st.serial_busy = true;
+    k();
+    return;
+  }
+  if (st.dispatch_wanted) dispatch(self);
+  maybe_quit(self);
+}
+
+void drain(wf_actor* self, const failure* error);
+void start_ready(wf_actor* self);
+void pump_deliveries(wf_actor* self);
+
+void add_open_run(wf_actor* self, domain::workflow_run r) {
+  auto& st = self->state;
+  if (domain::finished(r.status)) return;
+  auto id = r.id;
+  bool runnable = r.status != domain::run_status::waiting;
+  st.runs[id] = open_run{std::move(r)};
+  if (runnable) st.ready.push_back(id);
+}
+
+void load(wf_actor* self) {
+  auto& st = self->state;
+  if (st.loading) return;
+  st.loading = true;
+  db<persistence::automation_snapshot>(
+      self,
+      [tid = st.env.tenant_id](persistence::pg_conn& c) {
+        return persistence::load_automation(c, tid);
+      },
+      [self](domain::outcome<persistence::automation_snapshot> r) {
+        auto& st = self->state;
+        st.loading = false;
+        if (!r) return drain(self, &r.error());
+        for (auto& w : r->workflows) st.workflows[w.id] = std::move(w);
+        for (auto& s : r->subscriptions) st.subs[s.id] = std::move(s);
+        for (auto& run : r->open_runs) add_open_run(self, std::move(run));
+        st.loaded = true;
+        st.next_delivery_at = domain::now_micros(); // look for deliveries left pending
+        drain(self, nullptr);
+        dispatch(self);
+        start_ready(self);
+        pump_deliveries(self);
+      });
+}
+
+void when_loaded(wf_actor* self, std::function<void(const failure&)> fail, continuation k) {
+  auto& st = self->state;
+  if (st.loaded) return k();
+  st.waiting.emplace_back(std::move(k), std::move(fail));
+  load(self);
+}
+
+void drain(wf_actor* self, const failure* error) {
+  auto& st = self->state;
+  auto waiting = std::move(st.waiting);
+  st.waiting.clear();
+  for (auto& [k, fail] : waiting) {
+    if (error)
+      fail(*error);
+    else
+      k();
+  }
+}
+
+// ---- runs ---------------------------------------------------------------------------------
+
+void advance(wf_actor* self, std::int64_t id);
+
+void save_then(wf_actor* self, std::int64_t id) {
+  auto& st = self->state;
+  auto it = st.runs.find(id);
+  if (it == st.runs.end()) return;
+  it->second.busy = true;
+  db<domain::done>(
+      self,
+      [run = it->second.run](persistence::pg_conn& c) {
+        persistence::save_run(c, run);
+        return domain::done{};
+      },
+      [self, id](domain::outcome<domain::done> r) {
+        auto& st = self->state;
+        auto it = st.runs.find(id);
+        if (it == st.runs.end()) return;
+        auto& x = it->second;
+        x.busy = false;
+        if (!r) {
+          // The step's outcome is not stored: retry the save later rather than move on.
+          log_warn("tenant {}: run {} progress not saved ({}); retrying", st.env.tenant_id, id,
+                   r.error().detail);
+          st.running--;
+          x.run.status = domain::run_status::queued;
+          st.ready.push_back(id);
+          return;
+        }
+        if (x.cancelled || domain::finished(x.run.status) ||
+            x.run.status == domain::run_status::waiting) {
+          st.running--;
+          if (x.cancelled || domain::finished(x.run.status)) st.runs.erase(it);
+          start_ready(self);
+          return;
+        }
+        advance(self, id);
+      });
+}
+
+void finish_step(wf_actor* self, std::int64_t id, json::object step, bool ok, json::value result,
+                 std::string error, std::int64_t resume_at = 0) {
+  auto& st = self->state;
+  auto it = st.runs.find(id);
+  if (it == st.runs.end()) return;
+  auto& r = it->second.run;
+  auto now = domain::now_micros();
+  step["status"] = ok ? "succeeded" : "failed";
+  step["result"] = std::move(result);
+  step["error"] = ok ? json::value(nullptr) : json::value(error);
+  step["finished_at"] = domain::format_rfc3339(now);
+  r.steps.push_back(std::move(step));
+  r.updated_at = now;
+  if (!ok) {
+    r.status = domain::run_status::failed;
+    r.error = "step " + std::to_string(r.next_step) + " failed: " + error;
+    r.finished_at = now;
+  } else {
+    r.next_step++;
+    if (resume_at) {
+      r.status = domain::run_status::waiting;
+      r.resume_at = resume_at;
+    } else if (r.next_step >= static_cast<int>(r.actions.size())) {
+      r.status = domain::run_status::succeeded;
+      r.finished_at = now;
+    }
+  }
+  save_then(self, id);
+}
+
+// At most `n` bytes of `s`, cut at a character boundary; null when `s` is not UTF-8 text.
+json::value utf8_prefix(const std::string& s, std::size_t n) {
+  std::size_t i = 0, end = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80         ? 1
+                      : (c >> 5) == 6  ? 2
+                      : (c >> 4) == 14 ? 3
+                      : (c >> 3) == 30 ? 4
+                                       : 0;
+    if (len == 0 || i + len > s.size()) return nullptr;
+    for (std::size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return nullptr;
+    if (i + len > n) break;
+    i += len;
+    end = i;
+  }
+  return json::value(s.substr(0, end));
+}
+
+std::string envelope(std::string_view type, std::int64_t at, std::string_view data) {
+  std::string out = "{\"type\":";
+  out += json::serialize(json::value(type));
+  out += ",\"timestamp\":\"";
+  out += domain::format_rfc3339(at);
+  out += "\",\"data\":";
+  out += data;
+  out += '}';
+  return out;
+}
+
+// Headers of Standard Webhooks for one signed request.
+void sign(std::vector<std::pair<std::string, std::string>>& headers, const std::string& secret,
+          const std::string& msg_id, const std::string& body) {
+  auto ts = domain::now_seconds();
+  headers.emplace_back("webhook-id", msg_id);
+  headers.emplace_back("webhook-timestamp", std::to_string(ts));
+  headers.emplace_back("webhook-signature", domain::webhook_signature(secret, msg_id, ts, body));
+}
+
+void run_contact_action(wf_actor* self, std::int64_t id, json::object step,
+                        domain::action_type type, const json::object& params);
+void run_http_action(wf_actor* self, std::int64_t id, json::object step,
+                     const json::object& params);
+
+void advance(wf_actor* self, std::int64_t id) {
+  auto& st = self->state;
+  auto it = st.runs.find(id);
+  if (it == st.runs.end()) return;
+  auto& x = it->second;
+  auto& r = x.run;
+  auto now = domain::now_micros();
+  auto wf = st.workflows.find(r.workflow_id);
+  if (x.cancelled || wf == st.workflows.end()) {
+    st.running--;
+    st.runs.erase(it);
+    start_ready(self);
+    return;
+  }
+  if (r.status != domain::run_status::running) {
+    r.status = domain::run_status::running;
+    r.resume_at = 0;
+    if (!r.started_at) r.started_at = now;
+  }
+  if (r.depth >= domain::max_chain_depth) {
+    r.status = domain::run_status::failed;
+    r.error =
+        "workflow chain depth limit (" + std::to_string(domain::max_chain_depth) + ") reached";
+    r.finished_at = r.updated_at = now;
+    return save_then(self, id);
+  }
+  if (r.next_step >= static_cast<int>(r.actions.size())) {
+    r.status = domain::run_status::succeeded;
+    r.finished_at = r.updated_at = now;
+    return save_then(self, id);
+  }
+  auto& a = r.actions[static_cast<std::size_t>(r.next_step)];
+  auto* ao = a.if_object();
+  auto type = ao ? domain::parse_action_type(json::value_to<std::string>(
+                       ao->contains("type") ? ao->at("type") : json::value("")))
+                 : std::nullopt;
+  json::object params;
+  if (ao && ao->contains("params") && ao->at("params").is_object()) {
+    domain::template_context ctx{&r.payload, r.id, wf->second.id, wf->second.name};
+    auto rendered = domain::render_templates(ao->at("params"), ctx);
+    if (rendered.is_object()) params = rendered.as_object();
+  }
+  json::object step;
+  step["index"] = r.next_step;
+  step["type"] = type ? json::value(domain::to_string(*type)) : json::value(nullptr);
+  step["status"] = "running";
+  step["params"] = params;
+  step["result"] = nullptr;
+  step["error"] = nullptr;
+  step["started_at"] = domain::format_rfc3339(now);
+  step["finished_at"] = nullptr;
+  if (!type) return finish_step(self, id, std::move(step), false, nullptr, "unknown action");
+  if (!domain::action_available(*type))
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       "action '" + std::string(domain::to_string(*type)) +
+                           "' is not available yet");
+  switch (*type) {
+  case domain::action_type::delay: {
+    auto secs = domain::delay_seconds(params);
+    auto resume = now + secs * 1'000'000;
+    json::object result{{"resume_at", domain::format_rfc3339(resume)}};
+    return finish_step(self, id, std::move(step), true, std::move(result), {}, resume);
+  }
+  case domain::action_type::http_request: return run_http_action(self, id, std::move(step), params);
+  default: return run_contact_action(self, id, std::move(step), *type, params);
+  }
+}
+
+void run_contact_action(wf_actor* self, std::int64_t id, json::object step,
+                        domain::action_type type, const json::object& params) {
+  auto& st = self->state;
+  auto& r = st.runs.at(id).run;
+  auto contact = domain::action_contact_id(params, r.payload);
+  if (!contact)
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       "no contact: the trigger payload has no contact_id; set params.contact_id");
+  auto depth = r.depth + 1;
+  auto tenant = st.env.tenant_id;
+  auto& rt = *st.env.rt->owner;
+  auto cid = *contact;
+  // The continuation of every contact action: the step's outcome, back in this actor.
+  auto finish = [self, id, step, cid](const failure* f, json::object result) mutable {
+    if (f) return finish_step(self, id, std::move(step), false, nullptr, to_text(*f));
+    result["contact_id"] = cid;
+    finish_step(self, id, std::move(step), true, std::move(result), {});
+  };
+  switch (type) {
+  case domain::action_type::update_contact:
+  case domain::action_type::set_status: {
+    contact_fields f;
+    if (type == domain::action_type::set_status) {
+      auto s = params.if_contains("status");
+      auto status = s && s->is_string()
+                        ? domain::parse_contact_status(std::string_view(s->as_string()))
+                        : std::nullopt;
+      if (!status)
+        return finish_step(self, id, std::move(step), false, nullptr,
+                           "status must be one of active, inactive, qualified, unqualified");
+      f.status = *status;
+    } else {
+      std::vector<domain::issue> issues;
+      auto fields = params.if_contains("fields");
+      if (!fields || !fields->is_object() || !st.opts || !st.opts->read_contact_patch)
+        return finish_step(self, id, std::move(step), false, nullptr,
+                           "params.fields must be an object");
+      f = st.opts->read_contact_patch(fields->as_object(), issues);
+      if (!issues.empty())
+        return finish_step(self, id, std::move(step), false, nullptr,
+                           to_text(failure::invalid(std::move(issues))));
+    }
+    f.chain_depth = depth;
+    auto k = in_actor<domain::outcome<domain::contact>>(
+        self, [finish](domain::outcome<domain::contact> c) mutable {
+          if (!c) return finish(&c.error(), {});
+          finish(nullptr, {{"status", domain::to_string(c->status)}});
+        });
+    return update_contact(rt, tenant, cid, std::move(f), callback<domain::contact>(std::move(k)));
+  }
+  case domain::action_type::add_tag: {
+    std::vector<std::string> tags;
+    if (auto t = params.if_contains("tag"); t && t->is_string())
+      tags.emplace_back(t->as_string().c_str());
+    if (auto ts = params.if_contains("tags"); ts && ts->is_array())
+      for (auto& t : ts->as_array())
+        if (t.is_string()) tags.emplace_back(t.as_string().c_str());
+    if (tags.empty())
+      return finish_step(self, id, std::move(step), false, nullptr, "no tag to add");
+    json::array added;
+    for (auto& t : tags) added.emplace_back(t);
+    auto k = in_actor<domain::outcome<contact_view>>(
+        self, [finish, added](domain::outcome<contact_view> v) mutable {
+          if (!v) return finish(&v.error(), {});
+          finish(nullptr, {{"tags", added}});
+        });
+    return add_tags(rt, tenant, cid, std::move(tags), callback<contact_view>(std::move(k)), depth);
+  }
+  case domain::action_type::remove_tag: {
+    auto t = params.if_contains("tag");
+    if (!t || !t->is_string())
+      return finish_step(self, id, std::move(step), false, nullptr, "no tag to remove");
+    std::string tag(t->as_string().c_str());
+    auto k = in_actor<domain::outcome<domain::done>>(
+        self, [finish, tag](domain::outcome<domain::done> v) mutable {
+          // Removing a tag the contact does not have leaves it as wanted: not a failure.
+          if (!v && v.error().detail == "the contact has no such tag")
+            return finish(nullptr, {{"tag", tag}, {"removed", false}});
+          if (!v) return finish(&v.error(), {});
+          finish(nullptr, {{"tag", tag}, {"removed", true}});
+        });
+    return remove_tag(rt, tenant, cid, tag, callback<domain::done>(std::move(k)), depth);
+  }
+  default: finish_step(self, id, std::move(step), false, nullptr, "not a contact action");
+  }
+}
+
+void run_http_action(wf_actor* self, std::int64_t id, json::object step,
+                     const json::object& params) {
+  auto& st = self->state;
+  auto& r = st.runs.at(id).run;
+  if (!st.opts || !st.opts->client)
+    return finish_step(self, id, std::move(step), false, nullptr, "outbound HTTP is not set up");
+  net::client_request req;
+  if (auto m = params.if_contains("method"); m && m->is_string()) req.method = m->as_string();
+  if (auto u = params.if_contains("url"); u && u->is_string()) req.url = u->as_string();
+  if (!domain::parse_url(req.url))
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       "url is not an http or https URL: " + req.url);
+  if (auto h = params.if_contains("headers"); h && h->is_object())
+    for (auto& [k, v] : h->as_object())
+      if (v.is_string()) req.headers.emplace_back(std::string(k), std::string(v.as_string()));
+  if (auto b = params.if_contains("body")) {
+    req.body = json::serialize(*b);
+  } else {
+    req.body = envelope(r.trigger, r.created_at, json::serialize(r.payload));
+  }
+  if (req.method == "GET" || req.method == "DELETE") {
+    if (!params.contains("body")) req.body.clear();
+  }
+  if (auto t = params.if_contains("timeout_seconds"); t && t->is_int64())
+    req.timeout = std::chrono::milliseconds(t->as_int64() * 1000);
+  req.headers.emplace_back("carecrm-chain-depth", std::to_string(r.depth + 1));
+  auto& wf = st.workflows.at(r.workflow_id);
+  if (wf.webhook_secret)
+    sign(req.headers, *wf.webhook_secret,
+         "run_" + std::to_string(r.id) + "_" + std::to_string(r.next_step), req.body);
+  auto done = in_actor<net::client_response>(self, [self, id,
+                                                    step](net::client_response res) mutable {
+    json::object result;
+    if (!res.ok)
+      return finish_step(self, id, std::move(step), false, nullptr, "request failed: " + res.error);
+    result["status_code"] = res.status;
+    result["body"] = utf8_prefix(res.body, 4096);
+    result["duration_ms"] = res.elapsed.count();
+    bool ok = res.status >= 200 && res.status < 300;
+    finish_step(self, id, std::move(step), ok, ok ? json::value(result) : json::value(nullptr),
+                ok ? std::string() : "the server answered " + std::to_string(res.status));
+  });
+  st.opts->client->send(std::move(req), std::move(done));
+}
+
+void start_ready(wf_actor* self) {
+  auto& st = self->state;
+  while (!st.stopping && st.running < max_running && !st.ready.empty()) {
+    auto id = st.ready.front();
+    st.ready.pop_front();
+    auto it = st.runs.find(id);
+    if (it == st.runs.end() || it->second.busy) continue;
+    st.running++;
+    advance(self, id);
+  }
+}
+
+// Stores a new run (webhook, manual, schedule) and answers its id; starts it when open.
+void create_run(wf_actor* self, const domain::workflow& w, json::value payload, int depth,
+                callback<std::int64_t> reply, std::int64_t schedule_next = 0) {
+  auto& st = self->state;
+  domain::workflow_run run;
+  run.tenant_id = st.env.tenant_id;
+  run.workflow_id = w.id;
+  run.trigger = std::string(domain::to_string(w.trigger));
+  run.depth = depth;
+  run.actions = domain::actions_to_json(w.actions);
+  run.created_at = run.updated_at = domain::now_micros();
+  run.conditions_met = domain::conditions_hold(w.conditions, payload);
+  run.payload = std::move(payload);
+  if (!run.conditions_met) {
+    run.status = domain::run_status::succeeded;
+    run.started_at = run.finished_at = run.created_at;
+  } else if (depth >= domain::max_chain_depth) {
+    run.status = domain::run_status::failed;
+    run.error =
+        "workflow chain depth limit (" + std::to_string(domain::max_chain_depth) + ") reached";
+    run.finished_at = run.created_at;
+  }
+  db<domain::workflow_run>(
+      self,
+      [run, schedule_next](persistence::pg_conn& c) {
+        return persistence::insert_run(c, run, schedule_next);
+      },
+      [self, reply, wid = w.id, schedule_next](domain::outcome<domain::workflow_run> r) {
+        auto& st = self->state;
+        if (schedule_next) {
+          st.firing.erase(wid);
+          if (r) {
+            if (auto it = st.workflows.find(wid); it != st.workflows.end())
+              it->second.next_run_at = schedule_next;
+          }
+        }
+        if (!r) return reply(r.error());
+        reply(r->id);
+        add_open_run(self, std::move(*r));
+        start_ready(self);
+      });
+}
+
+// ---- outbox dispatch ---------------------------------------------------------------------
+
+void dispatch(wf_actor* self) {
+  auto& st = self->state;
+  if (!st.loaded || st.stopping) return;
+  if (st.serial_busy) {
+    st.dispatch_wanted = true;
+    return;
+  }
+  st.dispatch_wanted = false;
+  persistence::event_consumers to;
+  for (auto& [id, w] : st.workflows)
+    if (w.is_active && domain::is_record_event(w.trigger)) to.workflows.push_back(w);
+  for (auto& [id, s] : st.subs)
+    if (s.is_active) to.subscriptions.push_back(s);
+  serial(self, [self, to = std::move(to)] {
+    db<persistence::dispatch_result>(
+        self,
+        [tid = self->state.env.tenant_id, to](persistence::pg_conn& c) {
+          return persistence::dispatch_outbox(c, tid, to, dispatch_limit);
+        },
+        [self](domain::outcome<persistence::dispatch_result> r) {
+          auto& st = self->state;
+          if (!r) {
+            log_warn("tenant {}: outbox dispatch failed ({}); the sweeper retries",
+                     st.env.tenant_id, r.error().detail);
+          } else {
+            for (auto& run : r->runs) add_open_run(self, std::move(run));
+            if (r->deliveries) st.next_delivery_at = domain::now_micros();
+            if (r->events == dispatch_limit) st.dispatch_wanted = true;
+          }
+          serial_done(self);
+          start_ready(self);
+          pump_deliveries(self);
+        });
+  });
+}
+
+// ---- deliveries --------------------------------------------------------------------------
+
+void attempt(wf_actor* self, domain::webhook_delivery d);
+
+void pump_deliveries(wf_actor* self) {
+  auto& st = self->state;
+  if (!st.loaded || st.stopping || st.fetching || !st.opts || !st.opts->client) return;
+  if (st.delivering.size() >= max_delivering) return;
+  auto now = domain::now_micros();
+  if (!st.next_delivery_at || st.next_delivery_at > now) return;
+  st.fetching = true;
+  std::vector<std::int64_t> busy(st.delivering.begin(), st.delivering.end());
+  auto want = max_delivering - st.delivering.size();
+  using found = std::pair<std::vector<domain::webhook_delivery>, std::int64_t>;
+  db<found>(
+      self,
+      [tid = st.env.tenant_id, busy, want](persistence::pg_conn& c) {
+        auto due = persistence::due_deliveries(c, tid, busy, want);
+        auto next = due.size() < want ? persistence::next_delivery_due(c, tid) : 0;
+        return found{std::move(due), next};
+      },
+      [self, want](domain::outcome<found> r) {
+        auto& st = self->state;
+        st.fetching = false;
+        if (!r) return;
+        auto now = domain::now_micros();
+        if (r->first.size() < want) {
+          // Everything due is taken: wait for the next due time (or a new delivery), but look
+          // again soon while attempts are in flight, as their retries may come due.
+          auto next = r->second;
+          if (next && next <= now) next = now + 500'000;
+          st.next_delivery_at = next;
+        }
+        for (auto& d : r->first) attempt(self, std::move(d));
+      });
+}
+
+void attempt(wf_actor* self, domain::webhook_delivery d) {
+  auto& st = self->state;
+  auto sub = st.subs.find(d.subscription_id);
+  if (sub == st.subs.end() || !sub->second.is_active) return; // failed with it in Postgres
+  st.delivering.insert(d.id);
+  auto body = envelope(d.event, d.created_at, d.payload);
+  net::client_request req;
+  req.method = "POST";
+  req.url = sub->second.url;
+  req.body = body;
+  req.headers.emplace_back("content-type", "application/json");
+  sign(req.headers, sub->second.secret, "msg_" + std::to_string(d.id), body);
+  auto started = domain::now_micros();
+  auto done = in_actor<net::client_response>(self, [self, d, started](net::client_response res) {
+    auto& st = self->state;
+    domain::delivery_attempt a;
+    a.delivery_id = d.id;
+    a.subscription_id = d.subscription_id;
+    a.attempt = d.attempts + 1;
+    a.at = started;
+    a.duration_ms = res.elapsed.count();
+    a.status_code = res.ok ? res.status : 0;
+    a.delivered = res.ok && res.status >= 200 && res.status < 300;
+    a.gone = res.ok && res.status == 410;
+    if (!res.ok)
+      a.error = res.error;
+    else if (!a.delivered)
+      a.error = "the receiver answered " + std::to_string(res.status);
+    auto now = domain::now_micros();
+    auto window = static_cast<std::int64_t>(st.opts->retry_window * 1e6);
+    if (!a.delivered && !a.gone && now - d.retry_from < window) {
+      std::uniform_real_distribution<double> jitter(0.0, 1.0);
+      auto delay = domain::retry_delay_seconds(a.attempt, st.opts->retry_base, st.opts->retry_max,
+                                               jitter(st.rng));
+      a.next_attempt_at = now + static_cast<std::int64_t>(delay * 1e6);
+    }
+    db<domain::done>(
+        self,
+        [tid = st.env.tenant_id, a](persistence::pg_conn& c) {
+          persistence::record_attempt(c, tid, a);
+          return domain::done{};
+        },
+        [self, a](domain::outcome<domain::done> r) {
+          auto& st = self->state;
+          st.delivering.erase(a.delivery_id);
+          if (!r) {
+            // Not recorded: the delivery is still pending in Postgres and is tried again.
+            st.next_delivery_at = domain::now_micros() + 1'000'000;
+            return;
+          }
+          if (a.gone) {
+            if (auto it = st.subs.find(a.subscription_id); it != st.subs.end()) {
+              it->second.is_active = false;
+              it->second.disabled_reason =
+                  "the receiver answered 410 Gone on " + domain::format_rfc3339(a.at);
+            }
+          }
+          if (a.next_attempt_at &&
+              (!st.next_delivery_at || a.next_attempt_at < st.next_delivery_at))
+            st.next_delivery_at = a.next_attempt_at;
+          pump_deliveries(self);
+        });
+  });
+  st.opts->client->send(std::move(req), std::move(done));
+}
+
+// ---- timers ------------------------------------------------------------------------------
+
+void fire_schedules(wf_actor* self) {
+  auto& st = self->state;
+  auto now = domain::now_micros();
+  for (auto& [id, w] : st.workflows) {
+    if (w.trigger != domain::trigger_type::schedule || !w.is_active || !w.next_run_at ||
+        w.next_run_at > now || st.firing.count(id))
+      continue;
+    st.firing.insert(id);
+    json::value payload = json::object();
+    if (auto p = w.trigger_config.if_contains("payload"); p && p->is_object()) payload = *p;
+    payload.as_object()["scheduled_at"] = domain::format_rfc3339(w.next_run_at);
+    auto next = domain::next_schedule_time(w.trigger_config, now);
+    create_run(self, w, std::move(payload), 0,
+               callback<std::int64_t>([](domain::outcome<std::int64_t>) {}), next ? next : 0);
+  }
+}
+
+void resume_waiting(wf_actor* self) {
+  auto& st = self->state;
+  auto now = domain::now_micros();
+  for (auto& [id, x] : st.runs)
+    if (x.run.status == domain::run_status::waiting && !x.busy && x.run.resume_at <= now) {
+      x.run.status = domain::run_status::queued;
+      st.ready.push_back(id);
+    }
+  start_ready(self);
+}
+
+void on_tick(wf_actor* self) {
+  if (!self->state.loaded || self->state.stopping) return;
+  fire_schedules(self);
+  resume_waiting(self);
+  pump_deliveries(self);
+}
+
+// ---- requests ----------------------------------------------------------------------------
+
+std::string public_url(const workflows_state& st) {
+  return st.opts ? st.opts->public_url : "";
+}
+
+template <class T>
+void reply_missing_workflow(wf_actor* self, std::int64_t id, callback<T> reply) {
+  reply_not_held(
+      *self->state.env.pool,
+      [id](persistence::pg_conn& c) { return persistence::tenant_of_workflow(c, id); },
+      failure::of(errc::not_found, "workflow not found"), std::move(reply));
+}
+
+template <class T>
+void reply_missing_subscription(wf_actor* self, std::int64_t id, callback<T> reply) {
+  reply_not_held(
+      *self->state.env.pool,
+      [id](persistence::pg_conn& c) { return persistence::tenant_of_subscription(c, id); },
+      failure::of(errc::not_found, "webhook subscription not found"), std::move(reply));
+}
+
+std::string page_of(std::vector<json::value> all, int page, int per_page) {
+  json::array items;
+  auto from = static_cast<std::size_t>(page - 1) * static_cast<std::size_t>(per_page);
+  for (auto i = from; i < all.size() && i < from + static_cast<std::size_t>(per_page); ++i)
+    items.push_back(std::move(all[i]));
+  json::object o;
+  auto total = static_cast<std::int64_t>(all.size());
+  o["items"] = std::move(items);
+  o["total"] = total;
+  o["page"] = page;
+  o["per_page"] = per_page;
+  o["pages"] = (total + per_page - 1) / per_page;
+  return json::serialize(o);
+}
+
+void save_workflow(wf_actor* self, domain::workflow w, callback<std::string> reply) {
+  serial(self, [self, w = std::move(w), reply] {
+    db<domain::workflow>(
+        self, [w](persistence::pg_conn& c) { return persistence::save_workflow(c, w); },
+        [self, reply](domain::outcome<domain::workflow> r) {
+          auto& st = self->state;
+          if (r) {
+            st.workflows[r->id] = *r;
+            reply(json::serialize(domain::workflow_to_json(*r, public_url(st))));
+          } else {
+            reply(r.error());
+          }
+          serial_done(self);
+        });
+  });
+}
+
+// next_run_at of an active schedule workflow, planned from now.
+std::int64_t plan(const domain::workflow& w) {
+  if (w.trigger != domain::trigger_type::schedule || !w.is_active) return 0;
+  return domain::next_schedule_time(w.trigger_config, domain::now_micros());
+}
+
+void do_update(wf_actor* self, domain::workflow cur, workflow_patch p,
+               callback<std::string> reply) {
+  auto next = cur;
+  std::vector<domain::issue> issues;
+  if (p.name) next.name = *p.name;
+  if (p.description) next.description = *p.description;
+  if (p.trigger) next.trigger = *p.trigger;
+  if (p.conditions) next.conditions = *p.conditions;
+  if (p.actions) next.actions = *p.actions;
+  if (p.is_active) next.is_active = *p.is_active;
+  if (p.webhook_secret) next.webhook_secret = *p.webhook_secret;
+  if (p.trigger || p.trigger_config) {
+    json::value cfg = p.trigger_config ? *p.trigger_config : json::value(cur.trigger_config);
+    // A new trigger type without a new config starts from an empty one.
+    if (p.trigger && *p.trigger != cur.trigger && !p.trigger_config) cfg = json::object();
+    auto parsed = domain::parse_trigger_config(next.trigger, cfg, issues);
+    if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+    next.trigger_config = *parsed;
+  }
+  bool replan = p.trigger || p.trigger_config || (p.is_active && *p.is_active != cur.is_active);
+  if (replan || next.trigger != domain::trigger_type::schedule || !next.is_active)
+    next.next_run_at = plan(next);
+  next.updated_at = std::max(domain::now_micros(), cur.updated_at + 1);
+  save_workflow(self, std::move(next), std::move(reply));
+}
+
+void save_subscription(wf_actor* self, domain::webhook_subscription s,
+                       std::optional<std::string> shown_secret, callback<std::string> reply) {
+  serial(self, [self, s = std::move(s), shown_secret, reply] {
+    db<domain::webhook_subscription>(
+        self, [s](persistence::pg_conn& c) { return persistence::save_subscription(c, s); },
+        [self, reply, shown_secret](domain::outcome<domain::webhook_subscription> r) {
+          auto& st = self->state;
+          if (r) {
+            st.subs[r->id] = *r;
+            auto o = domain::subscription_to_json(*r);
+            if (shown_secret) o["secret"] = *shown_secret;
+            reply(json::serialize(o));
+          } else {
+            reply(r.error());
+          }
+          serial_done(self);
+        });
+  });
+}
+
+bool webhook_secret_ok(const domain::workflow& w, const webhook_call& call) {
+  if (!w.webhook_secret) return true;
+  auto& secret = *w.webhook_secret;
+  if (call.secret && domain::constant_time_equal(*call.secret, secret)) return true;
+  if (call.signature) {
+    std::string_view sig = *call.signature;
+    if (sig.substr(0, 7) == "sha256=") {
+      auto mac = domain::hmac_sha256(secret, call.body);
+      auto expected = domain::hex_encode(domain::as_bytes(mac));
+      if (domain::constant_time_equal(domain::ascii_lower(sig.substr(7)), expected)) return true;
+    }
+  }
+  return false;
+}
+
+caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
+  auto& st = self->state;
+  st.env = env;
+  st.opts = env.rt->automation ? &env.rt->automation->opts : nullptr;
+  auto measure = instrument(self, child_kind::workflows);
+  self->delayed_send(self, tick_every, tick_atom::value);
+  // Load at once, whatever the first message: unfinished runs and due deliveries must resume
+  // even when the first request is a read that never needs the definitions.
+  load(self);
+  return {
+      [self, measure](resume_atom, continuation& k) {
+        auto _ = measure();
+        k();
+      },
+      [self](tick_atom) {
+        on_tick(self);
+        if (!self->state.stopping) self->delayed_send(self, tick_every, tick_atom::value);
+      },
+      [self, measure](outbox_atom) {
+        auto _ = measure();
+        when_loaded(
+            self, [](const failure&) {}, [self] { dispatch(self); });
+      },
+      [self, measure](wake_atom) {
+        auto _ = measure();
+        when_loaded(
+            self, [](const failure&) {},
+            [self] {
+              dispatch(self);
+              self->state.next_delivery_at = domain::now_micros();
+              on_tick(self);
+            });
+      },
+      [self, measure](list_atom, workflow_filter& f, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, f, reply] {
+          std::vector<json::value> all;
+          auto& st = self->state;
+          for (auto it = st.workflows.rbegin(); it != st.workflows.rend(); ++it) {
+            auto& w = it->second;
+            if (f.trigger && w.trigger != *f.trigger) continue;
+            if (f.is_active && w.is_active != *f.is_active) continue;
+            all.emplace_back(domain::workflow_to_json(w, public_url(st)));
+          }
+          reply(page_of(std::move(all), f.page, f.per_page));
+        });
+      },
+      [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& st = self->state;
+          auto it = st.workflows.find(id);
+          if (it == st.workflows.end()) return reply_missing_workflow(self, id, reply);
+          reply(json::serialize(domain::workflow_to_json(it->second, public_url(st))));
+        });
+      },
+      [self, measure](info_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& st = self->state;
+          auto it = st.workflows.find(id);
+          if (it == st.workflows.end()) return reply_missing_workflow(self, id, reply);
+          auto& w = it->second;
+          json::object o;
+          o["has_secret"] = w.webhook_secret.has_value();
+          o["workflow_id"] = w.id;
+          o["workflow_name"] = w.name;
+          o["trigger_type"] = domain::to_string(w.trigger);
+          o["is_webhook_trigger"] = w.trigger == domain::trigger_type::webhook;
+          o["webhook_url"] = domain::workflow_to_json(w, public_url(st))["webhook_url"];
+          reply(json::serialize(o));
+        });
+      },
+      [self, measure](create_atom, domain::workflow& w, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, w = std::move(w), reply]() mutable {
+          w.id = 0;
+          w.tenant_id = self->state.env.tenant_id;
+          w.created_at = w.updated_at = domain::now_micros();
+          w.next_run_at = plan(w);
+          save_workflow(self, std::move(w), reply);
+        });
+      },
+      [self, measure](update_atom, std::int64_t id, workflow_patch& p,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply]() mutable {
+          auto& st = self->state;
+          auto it = st.workflows.find(id);
+          if (it == st.workflows.end()) return reply_missing_workflow(self, id, reply);
+          do_update(self, it->second, std::move(p), reply);
+        });
+      },
+      [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& st = self->state;
+          if (!st.workflows.count(id)) return reply_missing_workflow(self, id, reply);
+          serial(self, [self, id, reply] {
+            db<domain::done>(
+                self,
+                [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
+                  persistence::delete_workflow(c, tid, id);
+                  return domain::done{};
+                },
+                [self, id, reply](domain::outcome<domain::done> r) {
+                  auto& st = self->state;
+                  if (r) {
+                    st.workflows.erase(id);
+                    for (auto it = st.runs.begin(); it != st.runs.end();) {
+                      if (it->second.run.workflow_id != id) {
+                        ++it;
+                      } else if (it->second.busy) {
+                        it->second.cancelled = true;
+                        ++it;
+                      } else {
+                        it = st.runs.erase(it);
+                      }
+                    }
+                  }
+                  reply(r ? domain::outcome<domain::done>(domain::done{})
+                          : domain::outcome<domain::done>(r.error()));
+                  serial_done(self);
+                });
+          });
+        });
+      },
+      [self, measure](run_atom, std::int64_t id, json::value& payload,
+                      callback<std::int64_t>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, payload, reply] {
+          auto& st = self->state;
+          auto it = st.workflows.find(id);
+          if (it == st.workflows.end()) return reply_missing_workflow(self, id, reply);
+          auto& w = it->second;
+          if (w.trigger != domain::trigger_type::manual)
+            return reply(failure::of(errc::conflict, "only a manual workflow can be run by hand"));
+          if (!w.is_active) return reply(failure::of(errc::conflict, "the workflow is inactive"));
+          create_run(self, w, payload, 0, reply);
+        });
+      },
+      [self, measure](hook_atom, std::int64_t id, webhook_call& call,
+                      callback<std::int64_t>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, call = std::move(call), reply] {
+          auto& st = self->state;
+          auto it = st.workflows.find(id);
+          if (it == st.workflows.end())
+            return reply(failure::of(errc::not_found, "workflow not found"));
+          auto& w = it->second;
+          if (!webhook_secret_ok(w, call))
+            return reply(failure::of(errc::invalid_credentials,
+                                     "missing or wrong webhook secret or signature"));
+          if (w.trigger != domain::trigger_type::webhook)
+            return reply(failure::of(errc::conflict, "the workflow is not a webhook workflow"));
+          if (!w.is_active) return reply(failure::of(errc::conflict, "the workflow is inactive"));
+          json::value payload = json::object();
+          if (!call.body.empty()) {
+            json::error_code ec;
+            payload = json::parse(call.body, ec);
+            if (ec)
+              return reply(failure::invalid(
+                  {{{"body"}, "JSON decode error: " + ec.message(), "json_invalid"}}));
+          }
+          create_run(self, w, std::move(payload), std::clamp(call.depth, 0, 100), reply);
+        });
+      },
+      [self, measure](runs_atom, std::int64_t id, std::optional<domain::run_status> status,
+                      int page, int per_page, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, status, page, per_page, reply] {
+          auto& st = self->state;
+          if (!st.workflows.count(id)) return reply_missing_workflow(self, id, reply);
+          st.env.pool->run<std::string>(
+              [tid = st.env.tenant_id, id, status, page, per_page](persistence::pg_conn& c) {
+                return persistence::runs_page_json(c, tid, id, status, page, per_page);
+              },
+              [reply](domain::outcome<std::string> r) { reply(std::move(r)); });
+        });
+      },
+      [self, measure](getrun_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        auto& st = self->state;
+        auto pool = st.env.pool;
+        pool->run<std::optional<std::string>>(
+            [tid = st.env.tenant_id, id](persistence::pg_conn& c) {
+              return persistence::run_json(c, tid, id);
+            },
+            [pool, id, reply](domain::outcome<std::optional<std::string>> r) {
+              if (!r) return reply(r.error());
+              if (*r) return reply(std::move(**r));
+              reply_not_held(
+                  *pool,
+                  [id](persistence::pg_conn& c) { return persistence::tenant_of_run(c, id); },
+                  failure::of(errc::not_found, "workflow run not found"), reply);
+            });
+      },
+      // Subscriptions.
+      [self, measure](sub_atom, list_atom, int page, int per_page, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, page, per_page, reply] {
+          std::vector<json::value> all;
+          auto& subs = self->state.subs;
+          for (auto it = subs.rbegin(); it != subs.rend(); ++it)
+            all.emplace_back(domain::subscription_to_json(it->second));
+          reply(page_of(std::move(all), page, per_page));
+        });
+      },
+      [self, measure](sub_atom, get_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& subs = self->state.subs;
+          auto it = subs.find(id);
+          if (it == subs.end()) return reply_missing_subscription(self, id, reply);
+          reply(json::serialize(domain::subscription_to_json(it->second)));
+        });
+      },
+      [self, measure](sub_atom, create_atom, domain::webhook_subscription& s, bool generated,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, s = std::move(s), generated, reply]() mutable {
+          s.id = 0;
+          s.tenant_id = self->state.env.tenant_id;
+          s.created_at = s.updated_at = domain::now_micros();
+          std::optional<std::string> shown;
+          if (generated) shown = s.secret;
+          save_subscription(self, std::move(s), shown, reply);
+        });
+      },
+      [self, measure](sub_atom, update_atom, std::int64_t id, subscription_patch& p,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply] {
+          auto& subs = self->state.subs;
+          auto it = subs.find(id);
+          if (it == subs.end()) return reply_missing_subscription(self, id, reply);
+          auto next = it->second;
+          if (p.url) next.url = *p.url;
+          if (p.events) next.events = *p.events;
+          if (p.description) next.description = *p.description;
+          if (p.secret) next.secret = *p.secret;
+          if (p.is_active) {
+            if (*p.is_active && !next.is_active) next.disabled_reason.reset();
+            next.is_active = *p.is_active;
+          }
+          next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
+          save_subscription(self, std::move(next), std::nullopt, reply);
+        });
+      },
+      [self, measure](sub_atom, delete_atom, std::int64_t id, callback<domain::done>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          if (!self->state.subs.count(id)) return reply_missing_subscription(self, id, reply);
+          serial(self, [self, id, reply] {
+            db<domain::done>(
+                self,
+                [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
+                  persistence::delete_subscription(c, tid, id);
+                  return domain::done{};
+                },
+                [self, id, reply](domain::outcome<domain::done> r) {
+                  if (r) self->state.subs.erase(id);
+                  reply(std::move(r));
+                  serial_done(self);
+                });
+          });
+        });
+      },
+      [self, measure](deliv_atom, std::int64_t id, std::optional<std::string>& status, int page,
+                      int per_page, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, status, page, per_page, reply] {
+          auto& st = self->state;
+          if (!st.subs.count(id)) return reply_missing_subscription(self, id, reply);
+          st.env.pool->run<std::string>(
+              [tid = st.env.tenant_id, id, status, page, per_page](persistence::pg_conn& c) {
+                return persistence::deliveries_page_json(c, tid, id, status, page, per_page);
+              },
+              [reply](domain::outcome<std::string> r) { reply(std::move(r)); });
+        });
+      },
+      [self, measure](redeliv_atom, std::int64_t sub, std::int64_t delivery,
+                      callback<domain::done>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, sub, delivery, reply] {
+          auto& st = self->state;
+          auto it = st.subs.find(sub);
+          if (it == st.subs.end()) return reply_missing_subscription(self, sub, reply);
+          if (st.delivering.count(delivery))
+            return reply(failure::of(errc::conflict, "the delivery is being attempted now"));
+          db<persistence::redelivery>(
+              self,
+              [tid = st.env.tenant_id, sub, delivery,
+               active = it->second.is_active](persistence::pg_conn& c) {
+                return persistence::redeliver(c, tid, sub, delivery, active);
+              },
+              [self, reply](domain::outcome<persistence::redelivery> r) {
+                if (!r) return reply(r.error());
+                if (*r == persistence::redelivery::not_found)
+                  return reply(
+                      failure::of(errc::not_found, "no such delivery of this subscription"));
+                if (*r == persistence::redelivery::inactive)
+                  return reply(failure::of(errc::conflict, "the subscription is inactive"));
+                self->state.next_delivery_at = domain::now_micros();
+                reply(domain::done{});
+                pump_deliveries(self);
+              });
+        });
+      },
+      [self](stop_atom) {
+        auto& st = self->state;
+        st.stopping = true;
+        maybe_quit(self);
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_workflows(caf::event_based_actor* parent, const tenant_env& env) {
+  return parent->spawn<caf::monitored + caf::linked>(workflows_behavior, env);
+}
+
+// ---- sweeper -------------------------------------------------------------------------------
+
+namespace {
+
+bool workflow_actor_alive(runtime::impl& rt, std::int64_t tid) {
+  std::shared_lock lock(rt.mutex);
+  auto it = rt.tenants.find(tid);
+  if (it == rt.tenants.end()) return false;
+  return it->second.stats->alive[static_cast<std::size_t>(child_kind::workflows)];
+}
+
+void sweep(runtime::impl& rt) {
+  auto& a = *rt.automation;
+  if (a.sweeping.exchange(true)) return; // the previous sweep is still waiting for Postgres
+  rt.pool.run<std::vector<std::int64_t>>(
+      [](persistence::pg_conn& c) { return persistence::tenants_with_due_work(c); },
+      [&rt](domain::outcome<std::vector<std::int64_t>> r) {
+        if (r)
+          for (auto tid : *r)
+            if (!workflow_actor_alive(rt, tid))
+              rt.route(tid, child_kind::workflows, caf::make_message(wake_atom::value));
+        rt.automation->sweeping = false;
+      });
+}
+
+} // namespace
+
+void start_automation(runtime& rt, automation_options opts) {
+  auto& impl = rt.internals();
+  auto a = new runtime_automation;
+  a->opts = std::move(opts);
+  impl.automation = {a, [](runtime_automation* p) { delete p; }};
+  a->sweeper = std::thread([&impl, a] {
+    std::unique_lock lock(a->mutex);
+    auto pruned = std::chrono::steady_clock::now() - std::chrono::hours(2);
+    while (!a->stop) {
+      lock.unlock();
+      sweep(impl);
+      // Dispatched events are kept a week as the record of what happened, then pruned.
+      if (std::chrono::steady_clock::now() - pruned > std::chrono::hours(1)) {
+        pruned = std::chrono::steady_clock::now();
+        impl.pool.run<std::int64_t>(
+            [](persistence::pg_conn& c) { return persistence::prune_outbox(c, 7 * 86400.0); },
+            [](domain::outcome<std::int64_t>) {});
+      }
+      lock.lock();
+      a->cv.wait_for(lock, std::chrono::duration<double>(a->opts.poll_interval),
+                     [a] { return a->stop; });
+    }
+  });
+}
+
+void stop_automation(runtime::impl& rt) {
+  auto a = rt.automation.get();
+  if (!a) return;
+  {
+    std::lock_guard lock(a->mutex);
+    a->stop = true;
+  }
+  a->cv.notify_all();
+  if (a->sweeper.joinable()) a->sweeper.join();
+  // A sweep still waiting on the pool routes nothing once the runtime is shut down.
+}
+
+// ---- API -----------------------------------------------------------------------------------
+
+namespace {
+void send(runtime& rt, std::int64_t tenant, caf::message m) {
+  rt.internals().route(tenant, child_kind::workflows, std::move(m));
+}
+} // namespace
+
+void list_workflows(runtime& rt, std::int64_t tenant, workflow_filter f,
+                    callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(list_atom::value, std::move(f), std::move(reply)));
+}
+void get_workflow(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(get_atom::value, id, std::move(reply)));
+}
+void create_workflow(runtime& rt, std::int64_t tenant, domain::workflow w,
+                     callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(create_atom::value, std::move(w), std::move(reply)));
+}
+void update_workflow(runtime& rt, std::int64_t tenant, std::int64_t id, workflow_patch p,
+                     callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(update_atom::value, id, std::move(p), std::move(reply)));
+}
+void delete_workflow(runtime& rt, std::int64_t tenant, std::int64_t id,
+                     callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(delete_atom::value, id, std::move(reply)));
+}
+void webhook_info(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(info_atom::value, id, std::move(reply)));
+}
+void run_workflow(runtime& rt, std::int64_t tenant, std::int64_t id, json::value payload,
+                  callback<std::int64_t> reply) {
+  send(rt, tenant, caf::make_message(run_atom::value, id, std::move(payload), std::move(reply)));
+}
+void list_runs(runtime& rt, std::int64_t tenant, std::int64_t workflow_id,
+               std::optional<domain::run_status> status, int page, int per_page,
+               callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(runs_atom::value, workflow_id, status, page, per_page, std::move(reply)));
+}
+void get_run(runtime& rt, std::int64_t tenant, std::int64_t run_id, callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(getrun_atom::value, run_id, std::move(reply)));
+}
+void receive_webhook(runtime& rt, std::int64_t tenant, std::int64_t workflow_id, webhook_call call,
+                     callback<std::int64_t> reply) {
+  send(rt, tenant,
+       caf::make_message(hook_atom::value, workflow_id, std::move(call), std::move(reply)));
+}
+void list_subscriptions(runtime& rt, std::int64_t tenant, int page, int per_page,
+                        callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(sub_atom::value, list_atom::value, page, per_page, std::move(reply)));
+}
+void get_subscription(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(sub_atom::value, get_atom::value, id, std::move(reply)));
+}
+void create_subscription(runtime& rt, std::int64_t tenant, domain::webhook_subscription s,
+                         bool generated_secret, callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(sub_atom::value, create_atom::value, std::move(s), generated_secret,
+                         std::move(reply)));
+}
+void update_subscription(runtime& rt, std::int64_t tenant, std::int64_t id, subscription_patch p,
+                         callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(sub_atom::value, update_atom::value, id, std::move(p), std::move(reply)));
+}
+void delete_subscription(runtime& rt, std::int64_t tenant, std::int64_t id,
+                         callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(sub_atom::value, delete_atom::value, id, std::move(reply)));
+}
+void list_deliveries(runtime& rt, std::int64_t tenant, std::int64_t subscription_id,
+                     std::optional<std::string> status, int page, int per_page,
+                     callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(deliv_atom::value, subscription_id, std::move(status), page, per_page,
+                         std::move(reply)));
+}
+void redeliver(runtime& rt, std::int64_t tenant, std::int64_t subscription_id,
+               std::int64_t delivery_id, callback<domain::done> reply) {
+  send(rt, tenant,
+       caf::make_message(redeliv_atom::value, subscription_id, delivery_id, std::move(reply)));
+}
+
+} // namespace crm::actors

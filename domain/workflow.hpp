@@ -1,0 +1,156 @@
+// Workflow definitions and the pure rules of automation (docs/automation.md): trigger types
+// and their configuration, conditions, actions and their parameters, templates, cron
+// schedules, retry backoff and Standard Webhooks signatures. No I/O: the workflow actor and
+// the HTTP layer call these.
+#pragma once
+#include "domain/failure.hpp"
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <bitset>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crm::domain {
+
+enum class trigger_type : std::uint8_t {
+  contact_created,
+  contact_updated,
+  contact_deleted,
+  contact_status_changed,
+  contact_tag_added,
+  deal_created,
+  deal_stage_changed,
+  message_received,
+  webhook,
+  schedule,
+  manual,
+};
+
+std::optional<trigger_type> parse_trigger_type(std::string_view s); // "contact.created", ...
+std::string_view to_string(trigger_type t);
+// Triggers fed by record events from the outbox (contact.*, deal.*, message.received).
+bool is_record_event(trigger_type t);
+// The record event names, in enum order: what subscriptions may name (besides "*").
+const std::vector<std::string_view>& record_event_names();
+
+enum class condition_op : std::uint8_t { eq, neq, contains, in, gt, lt, exists, changed_to };
+std::optional<condition_op> parse_condition_op(std::string_view s);
+std::string_view to_string(condition_op op);
+
+struct condition {
+  std::string field;
+  condition_op op = condition_op::eq;
+  boost::json::value value; // null for exists without a value (means true)
+};
+
+enum class action_type : std::uint8_t {
+  update_contact,
+  set_status,
+  add_tag,
+  remove_tag,
+  create_deal,
+  move_deal,
+  send_message,
+  http_request,
+  ai_reply,
+  delay,
+};
+std::optional<action_type> parse_action_type(std::string_view s);
+std::string_view to_string(action_type t);
+// False for the actions of areas that do not exist yet (create_deal, move_deal, send_message,
+// ai_reply): they are rejected at definition time with a clear message.
+bool action_available(action_type t);
+
+struct action {
+  action_type type = action_type::add_tag;
+  boost::json::object params;
+};
+
+// ---- Validation of a definition (422 issues, loc starting with "body") ------------------
+// Each parser appends every problem it finds to `issues` (loc e.g. ["body", "conditions", 0,
+// "op"]) and returns nothing when there was at least one.
+std::optional<boost::json::object> parse_trigger_config(trigger_type t, const boost::json::value& v,
+                                                        std::vector<issue>& issues);
+std::optional<std::vector<condition>> parse_conditions(const boost::json::value& v,
+                                                       std::vector<issue>& issues);
+std::optional<std::vector<action>> parse_actions(const boost::json::value& v,
+                                                 std::vector<issue>& issues);
+
+boost::json::array conditions_to_json(const std::vector<condition>& cs);
+boost::json::array actions_to_json(const std::vector<action>& as);
+// The inverse of *_to_json for stored definitions (already valid): never fails on them.
+std::vector<condition> conditions_from_json(const boost::json::value& v);
+std::vector<action> actions_from_json(const boost::json::value& v);
+
+// ---- Evaluation -------------------------------------------------------------------------
+// The value at a dotted path of the payload, with the contact fallback and the `cf.` alias of
+// docs/automation.md; nullptr when missing.
+const boost::json::value* resolve_path(const boost::json::value& payload, std::string_view path);
+bool condition_holds(const condition& c, const boost::json::value& payload);
+bool conditions_hold(const std::vector<condition>& cs, const boost::json::value& payload);
+// The trigger_config filters of contact.status_changed (from/to) and contact.tag_added (tag).
+bool trigger_config_matches(trigger_type t, const boost::json::object& config,
+                            const boost::json::value& payload);
+
+struct template_context {
+  const boost::json::value* trigger = nullptr; // the trigger payload
+  std::int64_t run_id = 0;
+  std::int64_t workflow_id = 0;
+  std::string workflow_name;
+};
+// Replaces the templates in every string of `params` (deeply).
+boost::json::value render_templates(const boost::json::value& params, const template_context& ctx);
+
+// The contact a contact action works on: params.contact_id (an integer, or a string of
+// digits after rendering), else payload.contact_id, else payload.contact.id.
+std::optional<std::int64_t> action_contact_id(const boost::json::object& rendered_params,
+                                              const boost::json::value& payload);
+// Seconds of a delay action's params (already validated).
+std::int64_t delay_seconds(const boost::json::object& params);
+
+// ---- Schedules --------------------------------------------------------------------------
+struct cron_expr {
+  std::bitset<60> minute;
+  std::bitset<24> hour;
+  std::bitset<32> day_of_month; // 1..31
+  std::bitset<13> month;        // 1..12
+  std::bitset<7> day_of_week;   // 0..6, Sunday 0 (7 is folded into 0)
+  bool day_of_month_any = true; // the field was "*"
+  bool day_of_week_any = true;
+};
+// Five fields; on failure returns nothing and sets `error` to a human message.
+std::optional<cron_expr> parse_cron(std::string_view text, std::string& error);
+// The first whole minute strictly after `after_micros` (UTC, microseconds since the epoch)
+// that matches. Searches at most ~5 years ahead; returns 0 if nothing matches (Feb 30).
+std::int64_t next_cron_time(const cron_expr& c, std::int64_t after_micros);
+// The next fire time of a validated schedule trigger_config after `after_micros`.
+std::int64_t next_schedule_time(const boost::json::object& config, std::int64_t after_micros);
+
+// ---- Deliveries -------------------------------------------------------------------------
+// Seconds before retry number `failed_attempts` (1 after the first failure):
+// min(base * 2^(n-1), max) * (0.8 + 0.4 * jitter01), jitter01 in [0, 1).
+double retry_delay_seconds(int failed_attempts, double base, double max, double jitter01);
+
+// "v1,<base64 HMAC-SHA256(key, id.timestamp.body)>", the key being the base64-decoded part
+// after "whsec_" for such a secret, else the secret's bytes (docs/automation.md).
+std::string webhook_signature(std::string_view secret, std::string_view msg_id,
+                              std::int64_t timestamp, std::string_view body);
+// "whsec_" + base64 of 24 random bytes.
+std::string generate_webhook_secret();
+
+// A URL of the form http(s)://host[:port][/path][?query]; nothing else (no user info, no
+// fragment). Used for validation and by the HTTP client.
+struct url_parts {
+  bool https = false;
+  std::string host; // without brackets for IPv6 literals
+  std::uint16_t port = 0;
+  std::string target; // path and query, at least "/"
+};
+std::optional<url_parts> parse_url(std::string_view url);
+
+} // namespace crm::domain
