@@ -291,8 +291,10 @@ void save_then(wf_actor* self, std::int64_t id) {
           st.ready.push_back(id);
           return;
         }
+        // Stopping (passivation, shutdown): the run is stored as it is and resumes from there
+        // when the sweeper wakes the tenant again.
         if (x.cancelled || domain::finished(x.run.status) ||
-            x.run.status == domain::run_status::waiting) {
+            x.run.status == domain::run_status::waiting || st.stopping) {
           st.running--;
           if (x.cancelled || domain::finished(x.run.status)) st.runs.erase(it);
           start_ready(self);
@@ -410,9 +412,16 @@ void advance(wf_actor* self, std::int64_t id) {
   }
   auto& a = r.actions[static_cast<std::size_t>(r.next_step)];
   auto* ao = a.if_object();
-  auto type = ao ? domain::parse_action_type(json::value_to<std::string>(
-                       ao->contains("type") ? ao->at("type") : json::value("")))
-                 : std::nullopt;
+  // Stored actions were validated when the workflow was saved; an unknown type can only come
+  // from a newer version's rows, and fails the step rather than the actor.
+  auto known = domain::action_type::add_tag;
+  bool has_type = false;
+  if (ao)
+    if (auto t = ao->if_contains("type"); t && t->is_string())
+      if (auto parsed = domain::parse_action_type(std::string_view(t->as_string()))) {
+        known = *parsed;
+        has_type = true;
+      }
   json::object params;
   if (ao && ao->contains("params") && ao->at("params").is_object()) {
     domain::template_context ctx{&r.payload, r.id, wf->second.id, wf->second.name};
@@ -421,19 +430,19 @@ void advance(wf_actor* self, std::int64_t id) {
   }
   json::object step;
   step["index"] = r.next_step;
-  step["type"] = type ? json::value(domain::to_string(*type)) : json::value(nullptr);
+  step["type"] = has_type ? json::value(domain::to_string(known)) : json::value(nullptr);
   step["status"] = "running";
   step["params"] = params;
   step["result"] = nullptr;
   step["error"] = nullptr;
   step["started_at"] = domain::format_rfc3339(now);
   step["finished_at"] = nullptr;
-  if (!type) return finish_step(self, id, std::move(step), false, nullptr, "unknown action");
-  if (!domain::action_available(*type))
+  if (!has_type) return finish_step(self, id, std::move(step), false, nullptr, "unknown action");
+  if (!domain::action_available(known))
     return finish_step(self, id, std::move(step), false, nullptr,
-                       "action '" + std::string(domain::to_string(*type)) +
+                       "action '" + std::string(domain::to_string(known)) +
                            "' is not available yet");
-  switch (*type) {
+  switch (known) {
   case domain::action_type::delay: {
     auto secs = domain::delay_seconds(params);
     auto resume = now + secs * 1'000'000;
@@ -441,7 +450,7 @@ void advance(wf_actor* self, std::int64_t id) {
     return finish_step(self, id, std::move(step), true, std::move(result), {}, resume);
   }
   case domain::action_type::http_request: return run_http_action(self, id, std::move(step), params);
-  default: return run_contact_action(self, id, std::move(step), *type, params);
+  default: return run_contact_action(self, id, std::move(step), known, params);
   }
 }
 
@@ -591,7 +600,8 @@ void start_ready(wf_actor* self) {
 
 // Stores a new run (webhook, manual, schedule) and answers its id; starts it when open.
 void create_run(wf_actor* self, const domain::workflow& w, json::value payload, int depth,
-                callback<std::int64_t> reply, std::int64_t schedule_next = 0) {
+                callback<std::int64_t> reply,
+                std::optional<std::int64_t> schedule_next = std::nullopt) {
   auto& st = self->state;
   domain::workflow_run run;
   run.tenant_id = st.env.tenant_id;
@@ -622,7 +632,7 @@ void create_run(wf_actor* self, const domain::workflow& w, json::value payload, 
           st.firing.erase(wid);
           if (r) {
             if (auto it = st.workflows.find(wid); it != st.workflows.end())
-              it->second.next_run_at = schedule_next;
+              it->second.next_run_at = *schedule_next;
           }
         }
         if (!r) return reply(r.error());
@@ -788,7 +798,7 @@ void fire_schedules(wf_actor* self) {
     payload.as_object()["scheduled_at"] = domain::format_rfc3339(w.next_run_at);
     auto next = domain::next_schedule_time(w.trigger_config, now);
     create_run(self, w, std::move(payload), 0,
-               callback<std::int64_t>([](domain::outcome<std::int64_t>) {}), next ? next : 0);
+               callback<std::int64_t>([](domain::outcome<std::int64_t>) {}), next);
   }
 }
 

@@ -69,13 +69,17 @@ domain::workflow to_workflow(const pqxx::row& r) {
   return w;
 }
 
-const char*
-    run_columns =
-        "id, tenant_id, workflow_id, status, trigger_type, trigger_payload::text, depth,"
-        " conditions_met, actions::text, next_step, steps::text, error, " MICROS(
-            "resume_at") ", " MICROS("created_at") ", " MICROS("started_at") ", " MICROS("finished_"
-                                                                                         "at") ","
-                                                                                               " " MICROS("updated_at");
+const char* run_columns =
+    "id, tenant_id, workflow_id, status, trigger_type, trigger_payload::text, depth,"
+    " conditions_met, actions::text, next_step, steps::text, error, " MICROS(
+        "resume_at") ", " MICROS("created_at") ", " MICROS("started_at") ", " MICROS("finished_"
+                                                                                     "at") ","
+                                                                                           " " MICROS(
+                                                                                               "upd"
+                                                                                               "ate"
+                                                                                               "d_"
+                                                                                               "a"
+                                                                                               "t");
 
 domain::workflow_run to_run(const pqxx::row& r) {
   domain::workflow_run x;
@@ -337,12 +341,12 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
 }
 
 domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
-                                std::int64_t schedule_next_run_at) {
+                                std::optional<std::int64_t> schedule_next_run_at) {
   pqxx::work tx(c.raw());
   std::vector<domain::workflow_run> one{std::move(r)};
   insert_run_rows(tx, one);
   if (schedule_next_run_at) {
-    ts_param next(schedule_next_run_at);
+    ts_param next(*schedule_next_run_at);
     tx.exec_params("UPDATE workflows SET next_run_at = $3::timestamptz WHERE tenant_id = $1 AND"
                    " id = $2",
                    one[0].tenant_id, one[0].workflow_id, next.get());
@@ -516,26 +520,24 @@ std::string deliveries_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_
   std::string filter = " WHERE tenant_id = $1 AND subscription_id = $2";
   if (status) filter += " AND status = $3";
   auto total_q = "SELECT count(*) FROM webhook_deliveries" + filter;
-  auto
-      rows_q = std::
-                   string(
-                       "SELECT id, subscription_id, event, status, attempts, " MICROS(
-                           "next_attempt_at") ", last_status_code, last_error, "
-                                              "payload::text, " MICROS("created_at") ", " MICROS("d"
-                                                                                                 "e"
-                                                                                                 "l"
-                                                                                                 "i"
-                                                                                                 "v"
-                                                                                                 "e"
-                                                                                                 "r"
-                                                                                                 "e"
-                                                                                                 "d"
-                                                                                                 "_"
-                                                                                                 "a"
-                                                                                                 "t") ", attempt_log::text FROM"
-                                                                                                      " webhook_deliveries") +
-               filter + " ORDER BY id DESC LIMIT " + std::to_string(per_page) + " OFFSET " +
-               std::to_string(static_cast<std::int64_t>(page - 1) * per_page);
+  auto rows_q = std::string("SELECT id, subscription_id, event, status, attempts, " MICROS(
+                    "next_attempt_at") ", last_status_code, last_error, "
+                                       "payload::text, " MICROS("created_at") ", " MICROS(
+                                           "d"
+                                           "e"
+                                           "l"
+                                           "i"
+                                           "v"
+                                           "e"
+                                           "r"
+                                           "e"
+                                           "d"
+                                           "_"
+                                           "a"
+                                           "t") ", attempt_log::text FROM"
+                                                " webhook_deliveries") +
+                filter + " ORDER BY id DESC LIMIT " + std::to_string(per_page) + " OFFSET " +
+                std::to_string(static_cast<std::int64_t>(page - 1) * per_page);
   pqxx::result total, rows;
   if (status) {
     total = tx.exec_params(total_q, tenant_id, subscription_id, *status);

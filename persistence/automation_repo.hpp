@@ -42,9 +42,9 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
                                 std::size_t limit);
 
 // Inserts a run (its id is set). For a schedule run, also moves the workflow's next_run_at to
-// `next_run_at` in the same transaction.
+// `schedule_next_run_at` (0: none) in the same transaction.
 domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
-                                std::int64_t schedule_next_run_at = 0);
+                                std::optional<std::int64_t> schedule_next_run_at = std::nullopt);
 // Writes the run's progress (status, steps, next step, error, times).
 void save_run(pg_conn& c, const domain::workflow_run& r);
 // A page of a workflow's runs (newest first) in the contract's page shape.
