@@ -77,6 +77,23 @@ void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
 void fetch_contacts(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> ids,
                     callback<std::vector<domain::contact>> reply);
 
+// Finding the contact of an inbound message (docs/channels.md): the contact `known_id` when it
+// still exists, else the one with `phone`, else the one with `email` (case-insensitive); when
+// the phone and the e-mail belong to two different contacts → errc::conflict. No match: a new
+// contact from `create` (every create rule applies).
+struct contact_match_request {
+  std::optional<std::int64_t> known_id;
+  std::optional<std::string> phone;
+  std::optional<std::string> email;
+  contact_fields create;
+};
+struct contact_match {
+  domain::contact contact;
+  bool created = false;
+};
+void match_contact(runtime& rt, std::int64_t tenant, contact_match_request req,
+                   callback<contact_match> reply);
+
 // Tags.
 void list_tags(runtime& rt, std::int64_t tenant, callback<std::vector<domain::tag_count>> reply);
 // `chain_depth`: as contact_fields::chain_depth.

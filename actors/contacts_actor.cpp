@@ -21,6 +21,8 @@
 
 namespace caf {
 template <>
+struct allowed_unsafe_message_type<crm::actors::contact_match_request> : std::true_type {};
+template <>
 struct allowed_unsafe_message_type<crm::actors::contact_fields> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::company_fields> : std::true_type {};
@@ -58,6 +60,7 @@ using co_get_atom = caf::atom_constant<caf::atom("coget")>;
 using co_put_atom = caf::atom_constant<caf::atom("coput")>;
 using co_del_atom = caf::atom_constant<caf::atom("codel")>;
 using co_list_atom = caf::atom_constant<caf::atom("colist")>;
+using find_atom = caf::atom_constant<caf::atom("find")>;
 
 constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;
@@ -162,6 +165,21 @@ std::int64_t email_owner(contacts_state& st, const std::string& email) {
   if (auto it = st.p_emails.find(key); it != st.p_emails.end()) return it->second.second;
   auto c = st.store.find_by_email(email);
   return c ? c->id : 0;
+}
+
+// The lowest id of a contact with `phone` once everything staged commits (0: nobody). A scan:
+// phones have no index, and only inbound messages from unknown senders look them up.
+std::int64_t phone_owner(contacts_state& st, const std::string& phone) {
+  std::int64_t best = 0;
+  auto consider = [&](std::int64_t id) {
+    if (!best || id < best) best = id;
+  };
+  for (auto& [id, p] : st.p_contacts)
+    if (p.value && p.value->phone == phone) consider(id);
+  st.store.for_each({}, [&](const domain::contact& c) {
+    if (c.phone == phone && !st.p_contacts.count(c.id)) consider(c.id);
+  });
+  return best;
 }
 
 // ---- readiness ---------------------------------------------------------------------------
@@ -798,6 +816,36 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
       fail_with(reply));
 }
 
+void do_match(contacts_actor* self, contact_match_request req, callback<contact_match> reply) {
+  auto& st = self->state;
+  if (req.known_id)
+    if (auto c = projected_contact(st, *req.known_id)) return reply(contact_match{*c, false});
+  auto by_phone = req.phone ? phone_owner(st, *req.phone) : 0;
+  auto by_email = req.email ? email_owner(st, *req.email) : 0;
+  if (by_phone && by_email && by_phone != by_email)
+    return reply(failure::of(errc::conflict, "the contact block matches two different contacts: "
+                                             "the phone one, the e-mail another"));
+  if (auto id = by_phone ? by_phone : by_email) {
+    if (auto c = projected_contact(st, id)) return reply(contact_match{*c, false});
+  }
+  domain::contact c;
+  c.id = st.contact_ids.front();
+  c.tenant_id = st.env.tenant_id;
+  auto r = apply_fields(st, c, req.create, true, {"body", "contact"});
+  if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
+  if (r.duplicate_email) return reply(duplicate_email_failure());
+  st.contact_ids.pop_front();
+  c.created_at = c.updated_at = domain::now_micros();
+  stage_contact(st, nullptr, c);
+  contact_events(st, nullptr, c, r, {});
+  stage_write(
+      self,
+      [reply, c] {
+        reply(contact_match{c, true});
+      },
+      fail_with(reply));
+}
+
 void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
              std::vector<std::vector<issue>> pre_errors, idempotency key, std::string row_loc,
              callback<stored_response> reply) {
@@ -1136,6 +1184,15 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
             },
             1);
       },
+      [self, measure](find_atom, contact_match_request& req, callback<contact_match>& reply) {
+        auto _ = measure();
+        when_ready(
+            self, need::write, fail_with(reply),
+            [self, req = std::move(req), reply]() mutable {
+              do_match(self, std::move(req), reply);
+            },
+            1);
+      },
       [self, measure](bulk_atom, std::vector<contact_fields>& items,
                       std::vector<std::vector<issue>>& pre, idempotency& key, std::string& row_loc,
                       callback<stored_response>& reply) {
@@ -1317,6 +1374,11 @@ void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_
   send(rt, tenant,
        caf::make_message(bulk_atom::value, std::move(items), std::move(pre_errors), std::move(key),
                          std::move(row_loc), std::move(reply)));
+}
+
+void match_contact(runtime& rt, std::int64_t tenant, contact_match_request req,
+                   callback<contact_match> reply) {
+  send(rt, tenant, caf::make_message(find_atom::value, std::move(req), std::move(reply)));
 }
 
 void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {

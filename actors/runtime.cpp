@@ -15,6 +15,7 @@ const char* child_name(child_kind k) {
   case child_kind::contacts: return "contacts";
   case child_kind::fields: return "fields";
   case child_kind::workflows: return "workflows";
+  case child_kind::channels: return "channels";
   case child_kind::count_: break;
   }
   return "unknown";

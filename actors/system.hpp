@@ -59,7 +59,7 @@ using continuation = std::function<void()>;
 
 // The children of a tenant supervisor. Add a kind here and a spawn function in the table of
 // tenant_supervisor.cpp for each new per-tenant aggregate.
-enum class child_kind : std::uint8_t { users, contacts, fields, workflows, count_ };
+enum class child_kind : std::uint8_t { users, contacts, fields, workflows, channels, count_ };
 constexpr std::size_t child_count = static_cast<std::size_t>(child_kind::count_);
 const char* child_name(child_kind k);
 
@@ -71,8 +71,11 @@ struct tenant_stats {
 };
 
 struct runtime_automation;
+struct automation_options;
 // Stops the sweeper (before the tenants stop).
 void stop_automation(runtime::impl& rt);
+// The options given to start_automation (null before it).
+const automation_options* automation_options_of(runtime::impl& rt);
 
 struct tenant_env {
   std::int64_t tenant_id = 0;
@@ -174,5 +177,6 @@ caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_fields(caf::event_based_actor* parent, const tenant_env& env);
 caf::actor spawn_workflows(caf::event_based_actor* parent, const tenant_env& env);
+caf::actor spawn_channels(caf::event_based_actor* parent, const tenant_env& env);
 
 } // namespace crm::actors

@@ -11,16 +11,19 @@
 // Nothing blocks the actor: the pool and the HTTP client answer with continuations.
 #include "actors/workflows.hpp"
 
+#include "actors/channels.hpp"
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/validation.hpp"
 #include "net/http_client.hpp"
 #include "persistence/automation_repo.hpp"
+#include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
 
 #include <boost/json.hpp>
 
+#include <charconv>
 #include <deque>
 #include <map>
 #include <random>
@@ -78,6 +81,8 @@ constexpr std::size_t max_running = 16;      // runs with a step in flight
 constexpr std::size_t max_delivering = 8;    // deliveries with an attempt in flight
 constexpr std::size_t dispatch_limit = 1000; // outbox rows per transaction
 constexpr auto tick_every = std::chrono::milliseconds(250);
+constexpr auto dispatch_gap = std::chrono::milliseconds(20);
+constexpr auto idle_dispatch_gap = std::chrono::milliseconds(1000);
 
 struct open_run {
   domain::workflow_run run;
@@ -104,6 +109,8 @@ struct workflows_state {
   bool serial_busy = false; // a definition change or an outbox dispatch is committing
   std::deque<continuation> serial;
   bool dispatch_wanted = false;
+  bool dispatch_timer = false; // a delayed dispatch is scheduled
+  std::chrono::steady_clock::time_point last_dispatch{};
 
   std::set<std::int64_t> delivering;
   bool fetching = false;
@@ -378,6 +385,8 @@ void run_contact_action(wf_actor* self, std::int64_t id, json::object step,
                         domain::action_type type, const json::object& params);
 void run_http_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
+void run_send_action(wf_actor* self, std::int64_t id, json::object step,
+                     const json::object& params);
 
 void advance(wf_actor* self, std::int64_t id) {
   auto& st = self->state;
@@ -450,6 +459,7 @@ void advance(wf_actor* self, std::int64_t id) {
     return finish_step(self, id, std::move(step), true, std::move(result), {}, resume);
   }
   case domain::action_type::http_request: return run_http_action(self, id, std::move(step), params);
+  case domain::action_type::send_message: return run_send_action(self, id, std::move(step), params);
   default: return run_contact_action(self, id, std::move(step), known, params);
   }
 }
@@ -586,6 +596,53 @@ void run_http_action(wf_actor* self, std::int64_t id, json::object step,
   st.opts->client->send(std::move(req), std::move(done));
 }
 
+// send_message: to the trigger's conversation (message.received), else to the contact's
+// most recent one (on params.channel_id when given). Succeeds once the message is queued.
+void run_send_action(wf_actor* self, std::int64_t id, json::object step,
+                     const json::object& params) {
+  auto& st = self->state;
+  auto& r = st.runs.at(id).run;
+  outbound_request req;
+  if (auto t = params.if_contains("text"); t && t->is_string()) req.text = t->as_string();
+  if (req.text.empty())
+    return finish_step(self, id, std::move(step), false, nullptr, "the message text is empty");
+  auto as_id = [](const json::value* v) -> std::optional<std::int64_t> {
+    if (!v) return std::nullopt;
+    if (v->is_int64() && v->as_int64() > 0) return v->as_int64();
+    if (v->is_string()) {
+      std::int64_t n = 0;
+      auto s = std::string_view(v->as_string());
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec == std::errc() && p == s.data() + s.size() && n > 0) return n;
+    }
+    return std::nullopt;
+  };
+  req.channel_id = as_id(params.if_contains("channel_id"));
+  req.contact_id = domain::action_contact_id(params, r.payload);
+  if (auto* p = r.payload.if_object(); p && !params.contains("contact_id"))
+    if (!req.channel_id || as_id(p->if_contains("channel_id")) == req.channel_id)
+      req.conversation_id = as_id(p->if_contains("conversation_id"));
+  if (!req.conversation_id && !req.contact_id)
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       "no conversation: the trigger has no conversation or contact");
+  auto k = in_actor<domain::outcome<std::string>>(
+      self, [self, id, step](domain::outcome<std::string> m) mutable {
+        if (!m) return finish_step(self, id, std::move(step), false, nullptr, to_text(m.error()));
+        json::error_code ec;
+        auto v = json::parse(*m, ec);
+        json::object result;
+        if (!ec && v.is_object()) {
+          auto& o = v.as_object();
+          for (auto key : {"id", "conversation_id", "status"})
+            if (auto x = o.if_contains(key))
+              result[key == std::string_view("id") ? "message_id" : key] = *x;
+        }
+        finish_step(self, id, std::move(step), true, std::move(result), {});
+      });
+  send_message(*st.env.rt->owner, st.env.tenant_id, std::move(req),
+               callback<std::string>(std::move(k)));
+}
+
 void start_ready(wf_actor* self) {
   auto& st = self->state;
   while (!st.stopping && st.running < max_running && !st.ready.empty()) {
@@ -644,6 +701,29 @@ void create_run(wf_actor* self, const domain::workflow& w, json::value payload, 
 
 // ---- outbox dispatch ---------------------------------------------------------------------
 
+bool has_consumers(const workflows_state& st) {
+  for (auto& [id, w] : st.workflows)
+    if (w.is_active && domain::is_record_event(w.trigger)) return true;
+  for (auto& [id, s] : st.subs)
+    if (s.is_active) return true;
+  return false;
+}
+
+// New events: take them at once, unless a batch was taken very recently. Every commit of a
+// busy tenant announces events; taking them at most every few milliseconds (every second when
+// nothing listens: they only need marking) keeps the dispatch transactions few, so the outbox
+// costs the write path little (benchmarks/RESULTS.md).
+void request_dispatch(wf_actor* self) {
+  auto& st = self->state;
+  auto gap = has_consumers(st) ? dispatch_gap : idle_dispatch_gap;
+  auto since = std::chrono::steady_clock::now() - st.last_dispatch;
+  if (since >= gap) return dispatch(self);
+  if (st.dispatch_timer) return;
+  st.dispatch_timer = true;
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(gap - since),
+                     outbox_atom::value, tick_atom::value);
+}
+
 void dispatch(wf_actor* self) {
   auto& st = self->state;
   if (!st.loaded || st.stopping) return;
@@ -652,6 +732,7 @@ void dispatch(wf_actor* self) {
     return;
   }
   st.dispatch_wanted = false;
+  st.last_dispatch = std::chrono::steady_clock::now();
   persistence::event_consumers to;
   for (auto& [id, w] : st.workflows)
     if (w.is_active && domain::is_record_event(w.trigger)) to.workflows.push_back(w);
@@ -929,7 +1010,7 @@ void save_subscription(wf_actor* self, domain::webhook_subscription s,
 bool webhook_secret_ok(const domain::workflow& w, const webhook_call& call) {
   if (!w.webhook_secret) return true;
   auto& secret = *w.webhook_secret;
-  if (call.secret && domain::constant_time_equal(*call.secret, secret)) return true;
+  if (call.secret && domain::secrets_equal(*call.secret, secret)) return true;
   if (call.signature) {
     std::string_view sig = *call.signature;
     if (sig.substr(0, 7) == "sha256=") {
@@ -944,7 +1025,7 @@ bool webhook_secret_ok(const domain::workflow& w, const webhook_call& call) {
 caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
   auto& st = self->state;
   st.env = env;
-  st.opts = env.rt->automation ? &env.rt->automation->opts : nullptr;
+  st.opts = automation_options_of(*env.rt);
   auto measure = instrument(self, child_kind::workflows);
   self->delayed_send(self, tick_every, tick_atom::value);
   // Load at once, whatever the first message: unfinished runs and due deliveries must resume
@@ -962,7 +1043,11 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
       [self, measure](outbox_atom) {
         auto _ = measure();
         when_loaded(
-            self, [](const failure&) {}, [self] { dispatch(self); });
+            self, [](const failure&) {}, [self] { request_dispatch(self); });
+      },
+      [self](outbox_atom, tick_atom) {
+        self->state.dispatch_timer = false;
+        dispatch(self);
       },
       [self, measure](wake_atom) {
         auto _ = measure();
@@ -1268,23 +1353,32 @@ caf::actor spawn_workflows(caf::event_based_actor* parent, const tenant_env& env
 
 namespace {
 
-bool workflow_actor_alive(runtime::impl& rt, std::int64_t tid) {
+bool child_alive(runtime::impl& rt, std::int64_t tid, child_kind k) {
   std::shared_lock lock(rt.mutex);
   auto it = rt.tenants.find(tid);
   if (it == rt.tenants.end()) return false;
-  return it->second.stats->alive[static_cast<std::size_t>(child_kind::workflows)];
+  return it->second.stats->alive[static_cast<std::size_t>(k)];
 }
+
+using due_work = std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>;
 
 void sweep(runtime::impl& rt) {
   auto& a = *rt.automation;
   if (a.sweeping.exchange(true)) return; // the previous sweep is still waiting for Postgres
-  rt.pool.run<std::vector<std::int64_t>>(
-      [](persistence::pg_conn& c) { return persistence::tenants_with_due_work(c); },
-      [&rt](domain::outcome<std::vector<std::int64_t>> r) {
-        if (r)
-          for (auto tid : *r)
-            if (!workflow_actor_alive(rt, tid))
+  rt.pool.run<due_work>(
+      [](persistence::pg_conn& c) {
+        return due_work{persistence::tenants_with_due_work(c),
+                        persistence::tenants_with_queued_messages(c)};
+      },
+      [&rt](domain::outcome<due_work> r) {
+        if (r) {
+          for (auto tid : r->first)
+            if (!child_alive(rt, tid, child_kind::workflows))
               rt.route(tid, child_kind::workflows, caf::make_message(wake_atom::value));
+          for (auto tid : r->second)
+            if (!child_alive(rt, tid, child_kind::channels))
+              rt.route(tid, child_kind::channels, caf::make_message(wake_atom::value));
+        }
         rt.automation->sweeping = false;
       });
 }
@@ -1314,6 +1408,10 @@ void start_automation(runtime& rt, automation_options opts) {
                      [a] { return a->stop; });
     }
   });
+}
+
+const automation_options* automation_options_of(runtime::impl& rt) {
+  return rt.automation ? &rt.automation->opts : nullptr;
 }
 
 void stop_automation(runtime::impl& rt) {

@@ -28,6 +28,10 @@ inline std::string_view as_bytes(const sha256_digest& d) {
 // Compares in time that depends only on the lengths, never on where the inputs differ.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
+// For presented secrets (webhooks): equal or not in a time independent of both lengths and of
+// the contents (compares keyed digests).
+bool secrets_equal(std::string_view presented, std::string_view secret);
+
 // `n` random bytes from the OS CSPRNG, base64url-encoded.
 std::string random_token(std::size_t n = 16);
 

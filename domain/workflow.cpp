@@ -410,9 +410,20 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
       if (auto v = given(p, unit)) ck.integer(*v, at(l, unit), 1, max_delay_seconds / scale);
     break;
   }
+  case action_type::send_message: {
+    ck.extra_keys(p, {"text", "channel_id", "contact_id"}, l);
+    check_contact_id(ck, p, l);
+    if (auto v = member(p, "text"))
+      ck.string(*v, at(l, "text"), 1, 4096);
+    else
+      ck.add(at(l, "text"), "Field required", "missing");
+    if (auto v = given(p, "channel_id"))
+      if (!(v->is_string() && is_template(sv(v->as_string()))))
+        ck.integer(*v, at(l, "channel_id"), 1, INT64_MAX);
+    break;
+  }
   case action_type::create_deal:
   case action_type::move_deal:
-  case action_type::send_message:
   case action_type::ai_reply: break;
   }
 }
@@ -421,7 +432,6 @@ std::string_view missing_area(action_type t) {
   switch (t) {
   case action_type::create_deal:
   case action_type::move_deal: return "the pipeline area";
-  case action_type::send_message: return "the channels area";
   case action_type::ai_reply: return "the AI assistants area";
   default: return "";
   }

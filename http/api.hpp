@@ -30,6 +30,8 @@ void add_company_routes(router& r, services& s);
 void add_field_routes(router& r, services& s);
 void add_workflow_routes(router& r, services& s);
 void add_webhook_subscription_routes(router& r, services& s);
+void add_channel_routes(router& r, services& s);
+void add_conversation_routes(router& r, services& s);
 void add_health_routes(router& r, services& s);
 void add_openapi_route(router& r, const router& documented);
 

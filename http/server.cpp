@@ -17,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -285,7 +286,7 @@ private:
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     ctx_.metrics.record(slot_, status, elapsed);
     --ctx_.in_flight;
-    if (!keep) return close();
+    if (!keep) return status == 413 || status == 431 ? linger() : close();
     await_request();
   }
 
@@ -294,6 +295,28 @@ private:
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     stream_.socket().close(ec);
   }
+
+  // Answered before the request was read to its end (413, 431): closing with unread bytes in
+  // the receive buffer makes the kernel reset the connection, and the client may lose the
+  // answer it has not read yet. So stop sending, read and discard what the client is still
+  // sending (at most 16 MiB, at most 2 s), then close (RFC 9112 §9.6).
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    discard(0);
+  }
+
+  void discard(std::size_t total) {
+    if (total > 16 * 1024 * 1024) return close();
+    stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this(), total](
+                                                            beast::error_code ec, std::size_t n) {
+      if (ec) return self->close();
+      self->discard(total + n);
+    });
+  }
+
+  std::array<char, 16 * 1024> drain_buffer_{};
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;

@@ -1615,3 +1615,266 @@ def wait_deliveries(client: Client, token: str, subscription_id, check,
         raise AssertionError(f"subscription {subscription_id}: deliveries did not reach the "
                              f"expected state within {timeout:.0f} s: {last['items']}")
     return last["items"]
+
+
+# --------------------------------------------------------------------------------------------
+# Channels, conversations and messages (contract §8, docs/channels.md): paths, shapes,
+# shortcuts for the inbound channel webhooks (generic api and Telegram) and for Receiver
+# answers that stand in for the Telegram Bot API.
+
+CHANNELS = "/api/v1/channels"
+CONVERSATIONS = "/api/v1/conversations"
+
+CHANNEL_TYPES = ("api", "telegram", "whatsapp", "sms", "email")
+CONVERSATION_STATUSES = ("open", "pending", "closed")
+MESSAGE_DIRECTIONS = ("inbound", "outbound")
+MESSAGE_STATUSES = ("received", "queued", "sent", "failed")
+
+CHANNEL_KEYS = {"id", "name", "type", "config", "is_active", "has_secret", "webhook_url",
+                "created_at", "updated_at"}
+CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", "unread_count",
+                     "last_message_at", "created_at", "updated_at"}
+MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
+                "error", "attempts", "sender_user_id", "created_at", "sent_at"}
+INBOUND_ACK_KEYS = {"status", "message_id", "conversation_id", "contact_id", "duplicate"}
+TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+def channel_url(channel_id) -> str:
+    return f"{CHANNELS}/{channel_id}"
+
+
+def channel_webhook_url(channel_id) -> str:
+    return f"{CHANNELS}/{channel_id}/api/webhook"
+
+
+def telegram_webhook_url(channel_id) -> str:
+    return f"{CHANNELS}/{channel_id}/telegram/webhook"
+
+
+def conversation_url(conversation_id) -> str:
+    return f"{CONVERSATIONS}/{conversation_id}"
+
+
+def messages_url(conversation_id, params: Any = None) -> str:
+    return with_query(f"{CONVERSATIONS}/{conversation_id}/messages", params)
+
+
+def read_url(conversation_id) -> str:
+    return f"{CONVERSATIONS}/{conversation_id}/read"
+
+
+def unique_phone() -> str:
+    """A random E.164 number (+1 and 10 digits, first digit 2-9)."""
+    return "+1" + str(secrets.randbelow(8) + 2) + "".join(str(secrets.randbelow(10))
+                                                         for _ in range(9))
+
+
+def bot_token() -> str:
+    """A Telegram bot token matching ^[0-9]+:[A-Za-z0-9_-]{20,}$."""
+    return f"{secrets.randbelow(9_000_000_000) + 1_000_000_000}:AA{secrets.token_hex(16)}"
+
+
+def assert_channel(body: Any, **expected) -> None:
+    """Exactly the channel keys of docs/channels.md; never a secret value."""
+    assert isinstance(body, dict) and set(body) == CHANNEL_KEYS, \
+        f"channel must have exactly {sorted(CHANNEL_KEYS)}: {body}"
+    assert is_int(body["id"]), body
+    assert isinstance(body["name"], str) and body["name"], body
+    assert body["type"] in CHANNEL_TYPES, body
+    assert isinstance(body["config"], dict), body
+    assert isinstance(body["is_active"], bool) and isinstance(body["has_secret"], bool), body
+    for key in body["config"]:
+        if key.startswith("has_"):
+            assert isinstance(body["config"][key], bool), f"config.{key}: {body}"
+    suffix = "telegram/webhook" if body["type"] == "telegram" else "api/webhook"
+    assert isinstance(body["webhook_url"], str) and \
+        body["webhook_url"].endswith(f"/api/v1/channels/{body['id']}/{suffix}"), body
+    assert body["webhook_url"].startswith(("http://", "https://")), body
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    assert body["updated_at"] >= body["created_at"], body
+    _assert_expected(body, expected)
+
+
+def create_channel(client: Client, token: str, **fields) -> dict:
+    """POST /channels (201 + Location required); defaults: a unique name, type api."""
+    fields.setdefault("name", unique("channel"))
+    fields.setdefault("type", "api")
+    resp = client.post(CHANNELS, fields, token=token)
+    assert resp.status == 201, f"creating channel {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_channel(body, type=fields["type"])
+    assert resp.header("Location") == channel_url(body["id"]), resp.describe()
+    return body
+
+
+def get_channel(client: Client, token: str, channel_id) -> dict:
+    body = assert_json_response(client.get(channel_url(channel_id), token=token), 200)
+    assert_channel(body)
+    return body
+
+
+def assert_conversation(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == CONVERSATION_KEYS, \
+        f"conversation must have exactly {sorted(CONVERSATION_KEYS)}: {body}"
+    for key in ("id", "channel_id", "contact_id", "unread_count"):
+        assert is_int(body[key]), f"{key}: {body}"
+    assert body["unread_count"] >= 0, body
+    assert body["status"] in CONVERSATION_STATUSES, body
+    assert body["assignee_id"] is None or is_int(body["assignee_id"]), body
+    for key in ("last_message_at", "created_at", "updated_at"):
+        assert_timestamp(body[key])
+    _assert_expected(body, expected)
+
+
+def get_conversation(client: Client, token: str, conversation_id) -> dict:
+    body = assert_json_response(client.get(conversation_url(conversation_id), token=token), 200)
+    assert_conversation(body)
+    return body
+
+
+def assert_message(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == MESSAGE_KEYS, \
+        f"message must have exactly {sorted(MESSAGE_KEYS)}: {body}"
+    assert is_int(body["id"]) and is_int(body["conversation_id"]), body
+    assert body["direction"] in MESSAGE_DIRECTIONS, body
+    assert isinstance(body["text"], str) and body["text"], body
+    _assert_optional_str(body, "external_message_id", "error")
+    assert body["status"] in MESSAGE_STATUSES, body
+    assert is_int(body["attempts"]) and body["attempts"] >= 0, body
+    assert body["sender_user_id"] is None or is_int(body["sender_user_id"]), body
+    assert_timestamp(body["created_at"])
+    _assert_optional_timestamp(body, "sent_at")
+    if body["direction"] == "inbound":
+        assert body["status"] == "received", f"inbound message not 'received': {body}"
+    else:
+        assert body["status"] != "received", f"outbound message 'received': {body}"
+    if body["status"] == "sent":
+        assert_timestamp(body["sent_at"])
+    if body["status"] == "failed":
+        assert isinstance(body["error"], str) and body["error"], f"failed without error: {body}"
+    _assert_expected(body, expected)
+
+
+def list_messages(client: Client, token: str, conversation_id) -> list[dict]:
+    """Every message of a conversation (all pages), oldest first."""
+    items, page = [], 1
+    while True:
+        resp = client.get(messages_url(conversation_id, {"page": page, "per_page": 100}),
+                          token=token)
+        body = assert_json_response(resp, 200)
+        assert_page(body)
+        for item in body["items"]:
+            assert_message(item, conversation_id=conversation_id)
+        items.extend(body["items"])
+        if page >= body["pages"]:
+            return items
+        page += 1
+
+
+def send_message(client: Client, token: str, conversation_id, text: str) -> dict:
+    """POST /conversations/{id}/messages: 201 with the outbound message, status queued."""
+    resp = client.post(messages_url(conversation_id), {"text": text}, token=token)
+    body = assert_json_response(resp, 201)
+    assert_message(body, conversation_id=conversation_id, direction="outbound", text=text,
+                   status="queued")
+    return body
+
+
+def wait_message(client: Client, token: str, conversation_id, message_id,
+                 statuses=("sent", "failed"), timeout: float = 20.0) -> dict:
+    """Polls the conversation's messages until message `message_id` has one of `statuses`."""
+    last = {}
+
+    def check():
+        found = [m for m in list_messages(client, token, conversation_id)
+                 if m["id"] == message_id]
+        last["message"] = found[0] if found else None
+        return bool(found) and found[0]["status"] in statuses
+
+    if not eventually(check, timeout, 0.2):
+        raise AssertionError(f"message {message_id} did not reach {statuses} within "
+                             f"{timeout:.0f} s: {last.get('message')}")
+    return last["message"]
+
+
+def post_channel_webhook(client: Client, channel_id, secret: str | None, body: Any = None, *,
+                         raw: bytes | None = None, header: str = "webhook_secret",
+                         headers: dict | None = None) -> Response:
+    """POST /channels/{id}/api/webhook without a JWT: the secret in `header` (unless None),
+    a JSON `body` or `raw` bytes as they are."""
+    hdrs = dict(headers or {})
+    if secret is not None:
+        hdrs[header] = secret
+    if raw is None and body is not None:
+        raw = _json.dumps(body).encode()
+    return client.request("POST", channel_webhook_url(channel_id), raw=raw, headers=hdrs)
+
+
+def inbound_body(contact: dict, text: str = "hello", external_message_id: str | None = None,
+                 **extra) -> dict:
+    body = {"contact": contact, "message": {
+        "text": text, "external_message_id": external_message_id or unique("ext-msg")}}
+    body.update(extra)
+    return body
+
+
+def assert_inbound_ack(resp: Response, duplicate: bool | None = None) -> dict:
+    body = assert_json_response(resp, 200)
+    assert isinstance(body, dict) and set(body) == INBOUND_ACK_KEYS, \
+        f"acknowledgement must have exactly {sorted(INBOUND_ACK_KEYS)}: {resp.describe()}"
+    assert body["status"] == "accepted", resp.describe()
+    for key in ("message_id", "conversation_id", "contact_id"):
+        assert is_int(body[key]), f"{key}: {resp.describe()}"
+    assert isinstance(body["duplicate"], bool), resp.describe()
+    if duplicate is not None:
+        assert body["duplicate"] is duplicate, resp.describe()
+    return body
+
+
+def inbound(client: Client, channel_id, secret: str, contact: dict, text: str = "hello",
+            external_message_id: str | None = None) -> dict:
+    """One inbound message through the generic channel webhook; returns the (non-duplicate)
+    acknowledgement."""
+    resp = post_channel_webhook(client, channel_id, secret,
+                                inbound_body(contact, text, external_message_id))
+    return assert_inbound_ack(resp, duplicate=False)
+
+
+def telegram_update(update_id: int = 1, message_id: int = 7, chat_id: int = 4242,
+                    text: str | None = "hi", first_name: str = "Ada",
+                    last_name: str | None = "L", kind: str = "message") -> dict:
+    """A Telegram Update with a private-chat message (under `kind`: message, edited_message)."""
+    sender = {"id": chat_id, "is_bot": False, "first_name": first_name}
+    if last_name is not None:
+        sender["last_name"] = last_name
+    message = {"message_id": message_id, "chat": {"id": chat_id, "type": "private"},
+               "from": sender, "date": 1700000000}
+    if text is not None:
+        message["text"] = text
+    if kind == "edited_message":
+        message["edit_date"] = 1700000100
+    return {"update_id": update_id, kind: message}
+
+
+def post_telegram_webhook(client: Client, channel_id, secret: str | None, update: Any = None,
+                          *, raw: bytes | None = None) -> Response:
+    hdrs = {} if secret is None else {TELEGRAM_SECRET_HEADER: secret}
+    if raw is None and update is not None:
+        raw = _json.dumps(update).encode()
+    return client.request("POST", telegram_webhook_url(channel_id), raw=raw, headers=hdrs)
+
+
+def telegram_ok(message_id: int):
+    """A Receiver answer standing in for a successful Bot API sendMessage."""
+    return (200, {"Content-Type": "application/json"},
+            _json.dumps({"ok": True, "result": {"message_id": message_id, "date": 1700000000,
+                                                "chat": {"id": 4242, "type": "private"},
+                                                "text": "x"}}))
+
+
+def telegram_error(description: str, status: int = 400):
+    """A Receiver answer standing in for a refused Bot API call."""
+    return (status, {"Content-Type": "application/json"},
+            _json.dumps({"ok": False, "error_code": status, "description": description}))

@@ -159,6 +159,14 @@ TEST(crypto, constant_time_equal_compares_contents) {
   EXPECT_FALSE(constant_time_equal(std::string_view("a\0b", 3), std::string_view("a\0c", 3)));
 }
 
+TEST(crypto, secrets_equal_matches_only_the_same_secret) {
+  EXPECT_TRUE(secrets_equal("a-webhook-secret-1", "a-webhook-secret-1"));
+  EXPECT_FALSE(secrets_equal("a-webhook-secret-2", "a-webhook-secret-1"));
+  EXPECT_FALSE(secrets_equal("a-webhook-secret", "a-webhook-secret-1"));
+  EXPECT_FALSE(secrets_equal("", "a-webhook-secret-1"));
+  EXPECT_FALSE(secrets_equal(std::string_view("x\0y", 3), std::string_view("x\0z", 3)));
+}
+
 TEST(crypto, constant_time_equal_rejects_different_lengths) {
   EXPECT_FALSE(constant_time_equal("", "a"));
   EXPECT_FALSE(constant_time_equal("a", ""));

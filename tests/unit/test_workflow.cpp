@@ -401,20 +401,29 @@ TEST(workflow, http_request_headers_are_limited_to_twenty) {
 TEST(workflow, actions_of_missing_areas_say_which_area) {
   std::vector<issue> issues;
   parse_actions(js(R"([{"type": "create_deal", "params": {"x": 1}}, {"type": "move_deal"},
-                       {"type": "send_message"}, {"type": "ai_reply"}])"),
+                       {"type": "ai_reply"}])"),
                 issues);
-  ASSERT_EQ(issues.size(), 4U);
+  ASSERT_EQ(issues.size(), 3U);
   EXPECT_EQ(described(issues),
             (strings{"body/actions/0/type:value_error", "body/actions/1/type:value_error",
-                     "body/actions/2/type:value_error", "body/actions/3/type:value_error"}));
+                     "body/actions/2/type:value_error"}));
   EXPECT_EQ(issues[0].msg,
             "action 'create_deal' is not available yet: the pipeline area is not built");
   EXPECT_EQ(issues[1].msg,
             "action 'move_deal' is not available yet: the pipeline area is not built");
   EXPECT_EQ(issues[2].msg,
-            "action 'send_message' is not available yet: the channels area is not built");
-  EXPECT_EQ(issues[3].msg,
             "action 'ai_reply' is not available yet: the AI assistants area is not built");
+}
+
+TEST(workflow, send_message_needs_its_text) {
+  std::vector<issue> issues;
+  parse_actions(js(R"([{"type": "send_message", "params": {"text": "Hi {{contact.first_name}}",
+                        "channel_id": 3}}, {"type": "send_message", "params": {"channel_id": 0,
+                        "to": "x"}}])"),
+                issues);
+  EXPECT_EQ(described(issues), (strings{"body/actions/1/params/to:extra_forbidden",
+                                        "body/actions/1/params/text:missing",
+                                        "body/actions/1/params/channel_id:greater_than_equal"}));
 }
 
 TEST(workflow, an_unknown_action_type_lists_the_types) {

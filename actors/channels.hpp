@@ -1,0 +1,87 @@
+// Channels, conversations and messages of a tenant (contract §8, docs/channels.md), owned by
+// the tenant's channel actor: inbound messages are matched to a contact (through the contacts
+// actor), stored with their event in one transaction and acknowledged after COMMIT; outbound
+// messages are queued, then sent through the channel's adapter with retries.
+#pragma once
+#include "actors/callback.hpp"
+#include "domain/channel.hpp"
+
+#include <boost/json/value.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crm::actors {
+
+class runtime;
+
+struct channel_patch {
+  std::optional<std::string> name;
+  std::optional<domain::channel_type> type; // a change is refused (409)
+  std::optional<boost::json::value> config; // validated by the actor against the stored one
+  std::optional<std::optional<std::string>> webhook_secret;
+  std::optional<bool> is_active;
+};
+
+struct channel_filter {
+  std::optional<domain::channel_type> type;
+  std::optional<bool> is_active;
+  int page = 1;
+  int per_page = 20;
+};
+
+void list_channels(runtime& rt, std::int64_t tenant, channel_filter f, callback<std::string> reply);
+void get_channel(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void create_channel(runtime& rt, std::int64_t tenant, domain::channel c,
+                    callback<std::string> reply);
+void update_channel(runtime& rt, std::int64_t tenant, std::int64_t id, channel_patch p,
+                    callback<std::string> reply);
+void delete_channel(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply);
+
+// The inbound channel webhook (the tenant is the channel's, looked up by the caller).
+enum class inbound_kind : std::uint8_t { api, telegram };
+struct inbound_call {
+  inbound_kind kind = inbound_kind::api;
+  std::string secret;
+  std::string body;
+};
+void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, inbound_call call,
+                     callback<std::string> reply);
+
+struct conversation_filter {
+  std::optional<domain::conversation_status> status;
+  std::optional<std::int64_t> channel_id;
+  std::optional<std::int64_t> contact_id;
+  std::optional<std::int64_t> assignee_id;
+  int page = 1;
+  int per_page = 20;
+};
+struct conversation_patch {
+  std::optional<domain::conversation_status> status;
+  std::optional<std::optional<std::int64_t>> assignee_id;
+};
+void list_conversations(runtime& rt, std::int64_t tenant, conversation_filter f,
+                        callback<std::string> reply);
+void get_conversation(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      callback<std::string> reply);
+void update_conversation(runtime& rt, std::int64_t tenant, std::int64_t id, conversation_patch p,
+                         callback<std::string> reply);
+void mark_read(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void list_messages(runtime& rt, std::int64_t tenant, std::int64_t conversation_id, int page,
+                   int per_page, callback<std::string> reply);
+
+// An outbound message: to `conversation_id`, or (workflows) to the contact's most recent
+// conversation, on `channel_id` when given. Answers the queued message as JSON.
+struct outbound_request {
+  std::optional<std::int64_t> conversation_id;
+  std::optional<std::int64_t> contact_id;
+  std::optional<std::int64_t> channel_id;
+  std::string text;
+  std::optional<std::int64_t> sender_user_id;
+};
+void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
+                  callback<std::string> reply);
+
+} // namespace crm::actors

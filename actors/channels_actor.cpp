@@ -1,0 +1,857 @@
+// The channel actor of one tenant (docs/channels.md): the only writer of its channels,
+// conversations and messages.
+//
+// - Channels and conversations load on first use and are served from memory; message
+//   histories are read from Postgres (they only grow).
+// - An inbound message: secret and state checks, then the contact (the contacts actor matches
+//   or creates it), then one transaction with the conversation, the message, the identity and
+//   the message.received event; the caller is answered after COMMIT. Posts of the same
+//   external message id that arrive while the first is being stored wait for it and get its
+//   ids with duplicate = true.
+// - Outbound messages are stored queued, then sent through the channel's adapter on the HTTP
+//   client's thread; each attempt's outcome is stored (sent, queued again, failed).
+#include "actors/channels.hpp"
+
+#include "actors/contacts.hpp"
+#include "actors/system.hpp"
+#include "actors/workflows.hpp"
+#include "domain/clock.hpp"
+#include "domain/crypto.hpp"
+#include "domain/messaging.hpp"
+#include "net/http_client.hpp"
+#include "persistence/channel_repo.hpp"
+#include "persistence/log.hpp"
+
+#include <boost/json.hpp>
+
+#include <deque>
+#include <map>
+#include <set>
+
+namespace caf {
+template <>
+struct allowed_unsafe_message_type<crm::domain::channel> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::channel_patch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::channel_filter> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::inbound_call> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::conversation_filter> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::conversation_patch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::outbound_request> : std::true_type {};
+} // namespace caf
+
+namespace crm::actors {
+namespace {
+
+namespace json = boost::json;
+using domain::errc;
+using domain::failure;
+
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using inbound_atom = caf::atom_constant<caf::atom("inbound")>;
+using conv_atom = caf::atom_constant<caf::atom("conv")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using msgs_atom = caf::atom_constant<caf::atom("msgs")>;
+using send_atom = caf::atom_constant<caf::atom("send")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+
+constexpr int max_send_attempts = 3;
+constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
+
+struct channels_state {
+  tenant_env env;
+  const automation_options* opts = nullptr;
+  bool loaded = false;
+  bool loading = false;
+  bool stopping = false;
+  std::deque<std::pair<continuation, std::function<void(const failure&)>>> waiting;
+
+  std::map<std::int64_t, domain::channel> channels;
+  std::map<std::int64_t, domain::conversation> conversations;
+  std::map<std::pair<std::int64_t, std::string>, std::int64_t> identities; // → contact
+  // Inbound messages being stored, by (channel, external message id): the callers waiting.
+  std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
+  std::set<std::int64_t> sending; // outbound messages with an attempt in flight
+  // Inbound messages are stored one at a time: each one's conversation (found or new, unread
+  // count, last message time) is computed from the state the previous one left.
+  bool store_busy = false;
+  std::deque<continuation> store_queue;
+
+  int pending_io = 0;
+  std::int64_t published_mailbox = 0;
+  actor_meter* meter = nullptr;
+  static inline const char* name = "channels";
+};
+
+using ch_actor = caf::stateful_actor<channels_state>;
+
+void maybe_quit(ch_actor* self) {
+  auto& st = self->state;
+  if (st.stopping && st.pending_io == 0 && !st.loading) self->quit();
+}
+
+template <class T, class Work, class Then>
+void db(ch_actor* self, Work work, Then then) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.pending_io++;
+  self->state.env.pool->run<T>(std::move(work), [me, self, then = std::move(then)](
+                                                    domain::outcome<T> r) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, then, r = std::move(r)]() mutable {
+                     self->state.pending_io--;
+                     then(std::move(r));
+                     maybe_quit(self);
+                   }});
+  });
+}
+
+template <class T, class Then>
+std::function<void(T)> in_actor(ch_actor* self, Then then) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.pending_io++;
+  return [me, self, then = std::move(then)](T v) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, then, v = std::move(v)]() mutable {
+                     self->state.pending_io--;
+                     then(std::move(v));
+                     maybe_quit(self);
+                   }});
+  };
+}
+
+template <class T>
+std::function<void(const failure&)> fail_with(callback<T> reply) {
+  return [reply](const failure& f) { reply(f); };
+}
+
+std::string public_url(const channels_state& st) {
+  return st.opts ? st.opts->public_url : "";
+}
+
+void drain(ch_actor* self, const failure* error) {
+  auto& st = self->state;
+  auto waiting = std::move(st.waiting);
+  st.waiting.clear();
+  for (auto& [k, fail] : waiting) {
+    if (error)
+      fail(*error);
+    else
+      k();
+  }
+}
+
+void attempt_send(ch_actor* self, persistence::queued_message m);
+
+void schedule_send(ch_actor* self, const persistence::queued_message& m) {
+  auto delay = std::max<std::int64_t>(0, (m.next_attempt_at - domain::now_micros()) / 1000);
+  if (delay == 0) return attempt_send(self, m);
+  self->delayed_send(self, std::chrono::milliseconds(delay), retry_atom::value, m.id,
+                     m.conversation_id, m.channel_id, m.contact_id, m.text, m.attempts,
+                     m.created_at);
+}
+
+void load(ch_actor* self) {
+  auto& st = self->state;
+  if (st.loading || st.loaded) return;
+  st.loading = true;
+  db<persistence::messaging_snapshot>(
+      self,
+      [tid = st.env.tenant_id](persistence::pg_conn& c) {
+        return persistence::load_messaging(c, tid);
+      },
+      [self](domain::outcome<persistence::messaging_snapshot> r) {
+        auto& st = self->state;
+        st.loading = false;
+        if (!r) return drain(self, &r.error());
+        for (auto& c : r->channels) st.channels[c.id] = std::move(c);
+        for (auto& c : r->conversations) st.conversations[c.id] = c;
+        for (auto& i : r->identities) st.identities[{i.channel_id, i.external_id}] = i.contact_id;
+        st.loaded = true;
+        drain(self, nullptr);
+        for (auto& m : r->queued) schedule_send(self, m);
+      });
+}
+
+void when_loaded(ch_actor* self, std::function<void(const failure&)> fail, continuation k) {
+  auto& st = self->state;
+  if (st.loaded) return k();
+  st.waiting.emplace_back(std::move(k), std::move(fail));
+  load(self);
+}
+
+template <class T, class Lookup>
+void reply_missing(ch_actor* self, Lookup lookup, const char* what, callback<T> reply) {
+  reply_not_held(*self->state.env.pool, std::move(lookup),
+                 failure::of(errc::not_found, std::string(what) + " not found"), std::move(reply));
+}
+
+template <class T>
+void missing_channel(ch_actor* self, std::int64_t id, callback<T> reply) {
+  reply_missing(
+      self, [id](persistence::pg_conn& c) { return persistence::tenant_of_channel(c, id); },
+      "channel", std::move(reply));
+}
+
+template <class T>
+void missing_conversation(ch_actor* self, std::int64_t id, callback<T> reply) {
+  reply_missing(
+      self, [id](persistence::pg_conn& c) { return persistence::tenant_of_conversation(c, id); },
+      "conversation", std::move(reply));
+}
+
+std::string page_of(std::vector<json::value> all, int page, int per_page) {
+  json::array items;
+  auto from = static_cast<std::size_t>(page - 1) * static_cast<std::size_t>(per_page);
+  for (auto i = from; i < all.size() && i < from + static_cast<std::size_t>(per_page); ++i)
+    items.push_back(std::move(all[i]));
+  json::object o;
+  auto total = static_cast<std::int64_t>(all.size());
+  o["items"] = std::move(items);
+  o["total"] = total;
+  o["page"] = page;
+  o["per_page"] = per_page;
+  o["pages"] = (total + per_page - 1) / per_page;
+  return json::serialize(o);
+}
+
+void save_channel(ch_actor* self, domain::channel c, callback<std::string> reply) {
+  db<domain::channel>(
+      self, [c](persistence::pg_conn& conn) { return persistence::save_channel(conn, c); },
+      [self, reply](domain::outcome<domain::channel> r) {
+        if (!r) return reply(r.error());
+        auto& st = self->state;
+        st.channels[r->id] = *r;
+        reply(json::serialize(domain::channel_to_json(*r, public_url(st))));
+      });
+}
+
+// ---- inbound -------------------------------------------------------------------------------
+
+std::string ack(const persistence::stored_inbound& ids, bool duplicate) {
+  json::object o{{"status", "accepted"},
+                 {"message_id", ids.message_id},
+                 {"conversation_id", ids.conversation_id},
+                 {"contact_id", ids.contact_id},
+                 {"duplicate", duplicate}};
+  return json::serialize(o);
+}
+
+// Answers everyone waiting on `key`: the first caller with `first`, the others as duplicates.
+void settle(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
+            const domain::outcome<persistence::stored_inbound>& r, bool first_duplicate) {
+  auto& st = self->state;
+  auto it = st.storing.find(key);
+  if (it == st.storing.end()) return;
+  auto waiters = std::move(it->second);
+  st.storing.erase(it);
+  for (std::size_t i = 0; i < waiters.size(); ++i) {
+    if (!r)
+      waiters[i](r.error());
+    else
+      waiters[i](ack(*r, i > 0 || first_duplicate));
+  }
+}
+
+void store_done(ch_actor* self) {
+  auto& st = self->state;
+  st.store_busy = false;
+  if (st.store_queue.empty()) return;
+  auto k = std::move(st.store_queue.front());
+  st.store_queue.pop_front();
+  k();
+}
+
+void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_message m,
+                   const domain::contact& contact) {
+  auto& st = self->state;
+  if (st.store_busy) {
+    st.store_queue.push_back([self, channel_id, m = std::move(m), contact]() mutable {
+      store_message(self, channel_id, std::move(m), contact);
+    });
+    return;
+  }
+  st.store_busy = true;
+  auto key = std::make_pair(channel_id, m.external_message_id);
+  auto now = domain::now_micros();
+  domain::conversation conv;
+  for (auto& [id, c] : st.conversations)
+    if (c.channel_id == channel_id && c.contact_id == contact.id &&
+        c.status != domain::conversation_status::closed &&
+        (conv.id == 0 || c.last_message_at > conv.last_message_at))
+      conv = c;
+  if (conv.id == 0) {
+    conv.tenant_id = st.env.tenant_id;
+    conv.channel_id = channel_id;
+    conv.contact_id = contact.id;
+    conv.created_at = now;
+  }
+  conv.unread_count++;
+  conv.last_message_at = now;
+  conv.updated_at = std::max(now, conv.updated_at + 1);
+
+  persistence::inbound_write w;
+  w.tenant_id = st.env.tenant_id;
+  w.conversation = conv;
+  w.channel_id = channel_id;
+  w.contact_id = contact.id;
+  w.text = m.text;
+  w.external_message_id = m.external_message_id;
+  w.received_at = now;
+  w.external_id = m.contact.external_id;
+  json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
+  if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
+  json::object payload{{"channel_id", channel_id},
+                       {"contact_id", contact.id},
+                       {"message", std::move(message)},
+                       {"tenant_id", st.env.tenant_id}};
+  json::error_code ec;
+  auto contact_json = json::parse(domain::encode_contact_full(contact, nullptr), ec);
+  payload["contact"] = ec ? json::value(nullptr) : contact_json;
+  w.event_payload = json::serialize(payload);
+  db<persistence::inbound_written>(
+      self, [w](persistence::pg_conn& c) { return persistence::store_inbound(c, w); },
+      [self, key, external = m.contact.external_id,
+       contact_id = contact.id](domain::outcome<persistence::inbound_written> r) {
+        auto& st = self->state;
+        if (!r) {
+          store_done(self);
+          return settle(self, key, r.error(), false);
+        }
+        if (!r->duplicate) {
+          st.conversations[r->conversation.id] = r->conversation;
+          if (external) st.identities[{key.first, *external}] = contact_id;
+          // The workflow actor takes message.received from the outbox.
+          st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                           caf::make_message(outbox_atom::value));
+        }
+        settle(self, key, r->ids, r->duplicate);
+        // Only now, with the conversation as this message left it, may the next one be stored.
+        store_done(self);
+      });
+}
+
+// Contact names hold at most 100 characters; a longer provider name is cut at a character
+// boundary rather than refused (the message must not be lost over a display name).
+std::string clip(std::string s) {
+  std::size_t chars = 0, i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    if (++chars > 100) {
+      s.resize(i);
+      break;
+    }
+    i += len;
+  }
+  return s;
+}
+
+void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_message m) {
+  auto& st = self->state;
+  auto key = std::make_pair(channel_id, m.external_message_id);
+  contact_match_request req;
+  if (m.contact.external_id)
+    if (auto it = st.identities.find({channel_id, *m.contact.external_id});
+        it != st.identities.end())
+      req.known_id = it->second;
+  req.phone = m.contact.phone;
+  req.email = m.contact.email;
+  auto& f = req.create;
+  if (m.contact.name) {
+    auto [first, last] = domain::split_name(*m.contact.name);
+    f.first_name = clip(first);
+    if (last) f.last_name = std::optional<std::string>(clip(*last));
+  } else {
+    f.first_name = clip(m.contact.phone   ? *m.contact.phone
+                        : m.contact.email ? *m.contact.email
+                                          : *m.contact.external_id);
+  }
+  if (m.contact.phone) f.phone = std::optional<std::string>(*m.contact.phone);
+  if (m.contact.email) f.email = std::optional<std::string>(*m.contact.email);
+  f.source = std::optional<domain::contact_source>(domain::contact_source::api);
+  auto k = in_actor<domain::outcome<contact_match>>(
+      self, [self, channel_id, key, m](domain::outcome<contact_match> r) mutable {
+        if (!r) return settle(self, key, r.error(), false);
+        store_message(self, channel_id, std::move(m), r->contact);
+      });
+  match_contact(*st.env.rt->owner, st.env.tenant_id, std::move(req),
+                callback<contact_match>(std::move(k)));
+}
+
+void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
+                callback<std::string> reply) {
+  auto& st = self->state;
+  auto it = st.channels.find(channel_id);
+  if (it == st.channels.end()) return reply(failure::of(errc::not_found, "channel not found"));
+  auto& ch = it->second;
+  // A channel without a secret never matches; the comparison is made all the same, so the
+  // answer takes as long as for a wrong secret.
+  bool ok = domain::secrets_equal(call.secret, ch.webhook_secret.value_or(std::string())) &&
+            ch.webhook_secret.has_value();
+  if (!ok) return reply(failure::of(errc::invalid_credentials, "missing or wrong webhook secret"));
+  if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
+  std::vector<domain::issue> issues;
+  std::optional<domain::inbound_message> m;
+  if (call.kind == inbound_kind::telegram) {
+    bool ignored = false;
+    m = domain::parse_telegram_update(call.body, ignored, issues);
+    if (ignored) return reply(std::string(R"({"status":"ignored"})"));
+  } else {
+    m = domain::parse_api_inbound(call.body, issues);
+  }
+  if (!m) return reply(failure::invalid(std::move(issues)));
+  auto key = std::make_pair(channel_id, m->external_message_id);
+  if (auto w = st.storing.find(key); w != st.storing.end()) {
+    w->second.push_back(std::move(reply));
+    return;
+  }
+  st.storing[key].push_back(std::move(reply));
+  db<std::optional<persistence::stored_inbound>>(
+      self,
+      [channel_id, ext = m->external_message_id](persistence::pg_conn& c) {
+        return persistence::find_inbound(c, channel_id, ext);
+      },
+      [self, channel_id, key,
+       m = std::move(*m)](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
+        if (!r) return settle(self, key, r.error(), false);
+        if (*r) return settle(self, key, **r, true);
+        match_then_store(self, channel_id, std::move(m));
+      });
+}
+
+// ---- outbound ------------------------------------------------------------------------------
+
+void record(ch_actor* self, persistence::send_outcome o, persistence::queued_message m) {
+  db<domain::done>(
+      self,
+      [tid = self->state.env.tenant_id, o](persistence::pg_conn& c) {
+        persistence::record_send(c, tid, o);
+        return domain::done{};
+      },
+      [self, o, m](domain::outcome<domain::done> r) mutable {
+        auto& st = self->state;
+        st.sending.erase(m.id);
+        if (!r) {
+          // Not recorded: it stays queued in Postgres and is tried again after a restart.
+          log_warn("tenant {}: message {} send outcome not stored ({})", st.env.tenant_id, m.id,
+                   r.error().detail);
+          return;
+        }
+        if (o.status == "queued" && !st.stopping) {
+          m.attempts = o.attempts;
+          m.next_attempt_at = o.next_attempt_at;
+          schedule_send(self, m);
+        }
+      });
+}
+
+void attempt_send(ch_actor* self, persistence::queued_message m) {
+  auto& st = self->state;
+  if (st.stopping || st.sending.count(m.id)) return;
+  st.sending.insert(m.id);
+  auto fail_now = [self, m](std::string error) {
+    persistence::send_outcome o;
+    o.message_id = m.id;
+    o.status = "failed";
+    o.attempts = m.attempts + 1;
+    o.error = std::move(error);
+    record(self, o, m);
+  };
+  auto ch = st.channels.find(m.channel_id);
+  if (ch == st.channels.end()) return fail_now("the channel was deleted");
+  if (!st.opts || !st.opts->client) return fail_now("outbound HTTP is not set up");
+  domain::outbound_message out;
+  out.message_id = m.id;
+  out.conversation_id = m.conversation_id;
+  out.contact_id = m.contact_id;
+  out.channel_id = m.channel_id;
+  out.text = m.text;
+  out.created_at = m.created_at;
+  for (auto& [k, contact] : st.identities)
+    if (k.first == m.channel_id && contact == m.contact_id) out.external_id = k.second;
+  auto channel = ch->second;
+  // The contact's phone and e-mail come from the contacts actor, which owns them.
+  auto k = in_actor<domain::outcome<std::vector<domain::contact>>>(
+      self, [self, m, out, channel](domain::outcome<std::vector<domain::contact>> r) mutable {
+        if (r && !r->empty()) {
+          out.phone = r->front().phone;
+          out.email = r->front().email;
+        }
+        auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
+        auto& st = self->state;
+        auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id) {
+          persistence::send_outcome o;
+          o.message_id = m.id;
+          o.attempts = m.attempts + 1;
+          o.provider_message_id = std::move(id);
+          if (sent) {
+            o.status = "sent";
+          } else {
+            o.error = std::move(error);
+            if (o.attempts < max_send_attempts) {
+              o.status = "queued";
+              o.next_attempt_at = domain::now_micros() +
+                                  retry_delays_ms[static_cast<std::size_t>(
+                                      std::min<int>(o.attempts - 1, retry_delays_ms.size() - 1))] *
+                                      1000;
+            } else {
+              o.status = "failed";
+            }
+          }
+          record(self, o, m);
+        };
+        // A channel that cannot send at all (no adapter, not configured) fails at once.
+        if (!plan.request) {
+          persistence::send_outcome o;
+          o.message_id = m.id;
+          o.status = "failed";
+          o.attempts = m.attempts + 1;
+          o.error = plan.error;
+          return record(self, o, m);
+        }
+        net::client_request req;
+        req.method = plan.request->method;
+        req.url = plan.request->url;
+        req.headers = plan.request->headers;
+        req.body = plan.request->body;
+        auto done = in_actor<net::client_response>(
+            self, [finish, type = channel.type](net::client_response res) mutable {
+              if (!res.ok) return finish(false, res.error, std::nullopt);
+              auto result = domain::read_outbound_response(type, res.status, res.body);
+              finish(result.sent, result.error, result.provider_message_id);
+            });
+        st.opts->client->send(std::move(req), std::move(done));
+      });
+  fetch_contacts(*st.env.rt->owner, st.env.tenant_id, {m.contact_id},
+                 callback<std::vector<domain::contact>>(std::move(k)));
+}
+
+void do_send(ch_actor* self, outbound_request req, callback<std::string> reply) {
+  auto& st = self->state;
+  const domain::conversation* conv = nullptr;
+  if (req.conversation_id) {
+    auto it = st.conversations.find(*req.conversation_id);
+    if (it == st.conversations.end())
+      return missing_conversation(self, *req.conversation_id, reply);
+    conv = &it->second;
+  } else if (req.contact_id) {
+    for (auto& [id, c] : st.conversations)
+      if (c.contact_id == *req.contact_id && (!req.channel_id || c.channel_id == *req.channel_id) &&
+          (!conv || c.last_message_at > conv->last_message_at))
+        conv = &c;
+    if (!conv)
+      return reply(failure::of(errc::not_found, "the contact has no conversation to answer in"));
+  } else {
+    return reply(failure::of(errc::not_found, "no conversation"));
+  }
+  auto ch = st.channels.find(conv->channel_id);
+  if (ch == st.channels.end()) return reply(failure::of(errc::not_found, "channel not found"));
+  if (!ch->second.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
+  auto now = domain::now_micros();
+  persistence::outbound_write w;
+  w.tenant_id = st.env.tenant_id;
+  w.conversation = *conv;
+  if (w.conversation.status == domain::conversation_status::closed)
+    w.conversation.status = domain::conversation_status::open;
+  w.conversation.last_message_at = now;
+  w.conversation.updated_at = std::max(now, conv->updated_at + 1);
+  w.text = std::move(req.text);
+  w.sender_user_id = req.sender_user_id;
+  w.created_at = now;
+  db<persistence::outbound_written>(
+      self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
+      [self, reply, conv_after = w.conversation](domain::outcome<persistence::outbound_written> r) {
+        if (!r) return reply(r.error());
+        self->state.conversations[conv_after.id] = conv_after;
+        reply(r->json);
+        attempt_send(self, r->message);
+      });
+}
+
+// ---- conversations -------------------------------------------------------------------------
+
+void save_conv(ch_actor* self, domain::conversation next, callback<std::string> reply) {
+  db<domain::done>(
+      self,
+      [next](persistence::pg_conn& c) {
+        persistence::save_conversation(c, next);
+        return domain::done{};
+      },
+      [self, next, reply](domain::outcome<domain::done> r) {
+        if (!r) return reply(r.error());
+        self->state.conversations[next.id] = next;
+        reply(json::serialize(domain::conversation_to_json(next)));
+      });
+}
+
+caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
+  auto& st = self->state;
+  st.env = env;
+  st.opts = automation_options_of(*env.rt);
+  auto measure = instrument(self, child_kind::channels);
+  load(self); // queued outbound messages resume at once
+  return {
+      [self, measure](resume_atom, continuation& k) {
+        auto _ = measure();
+        k();
+      },
+      [self, measure](wake_atom) {
+        auto _ = measure();
+        when_loaded(
+            self, [](const failure&) {}, [] {});
+      },
+      [self](retry_atom, std::int64_t id, std::int64_t conv, std::int64_t channel,
+             std::int64_t contact, std::string& text, int attempts, std::int64_t created) {
+        persistence::queued_message m{id, conv, channel, contact, text, attempts, 0, created};
+        attempt_send(self, std::move(m));
+      },
+      [self, measure](list_atom, channel_filter& f, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, f, reply] {
+          std::vector<json::value> all;
+          auto& st = self->state;
+          for (auto it = st.channels.rbegin(); it != st.channels.rend(); ++it) {
+            auto& c = it->second;
+            if (f.type && c.type != *f.type) continue;
+            if (f.is_active && c.is_active != *f.is_active) continue;
+            all.emplace_back(domain::channel_to_json(c, public_url(st)));
+          }
+          reply(page_of(std::move(all), f.page, f.per_page));
+        });
+      },
+      [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& st = self->state;
+          auto it = st.channels.find(id);
+          if (it == st.channels.end()) return missing_channel(self, id, reply);
+          reply(json::serialize(domain::channel_to_json(it->second, public_url(st))));
+        });
+      },
+      [self, measure](create_atom, domain::channel& c, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, c = std::move(c), reply]() mutable {
+          c.id = 0;
+          c.tenant_id = self->state.env.tenant_id;
+          c.created_at = c.updated_at = domain::now_micros();
+          save_channel(self, std::move(c), reply);
+        });
+      },
+      [self, measure](update_atom, std::int64_t id, channel_patch& p,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply] {
+          auto& st = self->state;
+          auto it = st.channels.find(id);
+          if (it == st.channels.end()) return missing_channel(self, id, reply);
+          auto next = it->second;
+          if (p.type && *p.type != next.type)
+            return reply(failure::of(errc::conflict, "a channel's type cannot change"));
+          if (p.config) {
+            std::vector<domain::issue> issues;
+            auto cfg = domain::parse_channel_config(next.type, *p.config, &next.config, issues);
+            if (!cfg) return reply(failure::invalid(std::move(issues)));
+            next.config = std::move(*cfg);
+          }
+          if (p.name) next.name = *p.name;
+          if (p.webhook_secret) next.webhook_secret = *p.webhook_secret;
+          if (p.is_active) next.is_active = *p.is_active;
+          next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
+          save_channel(self, std::move(next), reply);
+        });
+      },
+      [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          if (!self->state.channels.count(id)) return missing_channel(self, id, reply);
+          db<domain::done>(
+              self,
+              [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
+                persistence::delete_channel(c, tid, id);
+                return domain::done{};
+              },
+              [self, id, reply](domain::outcome<domain::done> r) {
+                auto& st = self->state;
+                if (r) {
+                  st.channels.erase(id);
+                  std::erase_if(st.conversations,
+                                [id](auto& kv) { return kv.second.channel_id == id; });
+                  std::erase_if(st.identities, [id](auto& kv) { return kv.first.first == id; });
+                }
+                reply(std::move(r));
+              });
+        });
+      },
+      [self, measure](inbound_atom, std::int64_t channel_id, inbound_call& call,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply),
+                    [self, channel_id, call = std::move(call), reply]() mutable {
+                      on_inbound(self, channel_id, std::move(call), reply);
+                    });
+      },
+      [self, measure](conv_atom, list_atom, conversation_filter& f, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, f, reply] {
+          std::vector<const domain::conversation*> found;
+          for (auto& [id, c] : self->state.conversations) {
+            if (f.status && c.status != *f.status) continue;
+            if (f.channel_id && c.channel_id != *f.channel_id) continue;
+            if (f.contact_id && c.contact_id != *f.contact_id) continue;
+            if (f.assignee_id && c.assignee_id != f.assignee_id) continue;
+            found.push_back(&c);
+          }
+          std::sort(found.begin(), found.end(), [](auto a, auto b) {
+            return a->last_message_at != b->last_message_at
+                       ? a->last_message_at > b->last_message_at
+                       : a->id > b->id;
+          });
+          std::vector<json::value> all;
+          for (auto c : found) all.emplace_back(domain::conversation_to_json(*c));
+          reply(page_of(std::move(all), f.page, f.per_page));
+        });
+      },
+      [self, measure](conv_atom, get_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& convs = self->state.conversations;
+          auto it = convs.find(id);
+          if (it == convs.end()) return missing_conversation(self, id, reply);
+          reply(json::serialize(domain::conversation_to_json(it->second)));
+        });
+      },
+      [self, measure](conv_atom, update_atom, std::int64_t id, conversation_patch& p,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, p, reply] {
+          auto& st = self->state;
+          auto it = st.conversations.find(id);
+          if (it == st.conversations.end()) return missing_conversation(self, id, reply);
+          auto next = it->second;
+          if (p.status) next.status = *p.status;
+          next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
+          if (!p.assignee_id || !*p.assignee_id) {
+            if (p.assignee_id) next.assignee_id.reset();
+            return save_conv(self, std::move(next), reply);
+          }
+          auto user = **p.assignee_id;
+          next.assignee_id = user;
+          db<bool>(
+              self,
+              [tid = st.env.tenant_id, user](persistence::pg_conn& c) {
+                return persistence::active_user_of(c, tid, user);
+              },
+              [self, next, reply](domain::outcome<bool> r) {
+                if (!r) return reply(r.error());
+                if (!*r)
+                  return reply(
+                      failure::invalid({{{"body", "assignee_id"},
+                                         "assignee_id must be an active user of the tenant",
+                                         "value_error"}}));
+                save_conv(self, next, reply);
+              });
+        });
+      },
+      [self, measure](conv_atom, read_atom, std::int64_t id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, reply] {
+          auto& convs = self->state.conversations;
+          auto it = convs.find(id);
+          if (it == convs.end()) return missing_conversation(self, id, reply);
+          auto next = it->second;
+          next.unread_count = 0;
+          next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
+          save_conv(self, std::move(next), reply);
+        });
+      },
+      [self, measure](msgs_atom, std::int64_t id, int page, int per_page,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, id, page, per_page, reply] {
+          auto& st = self->state;
+          if (!st.conversations.count(id)) return missing_conversation(self, id, reply);
+          st.env.pool->run<std::string>(
+              [tid = st.env.tenant_id, id, page, per_page](persistence::pg_conn& c) {
+                return persistence::messages_page_json(c, tid, id, page, per_page);
+              },
+              [reply](domain::outcome<std::string> r) { reply(std::move(r)); });
+        });
+      },
+      [self, measure](send_atom, outbound_request& req, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, req = std::move(req), reply]() mutable {
+          do_send(self, std::move(req), reply);
+        });
+      },
+      [self](stop_atom) {
+        self->state.stopping = true;
+        maybe_quit(self);
+      },
+  };
+}
+
+void send(runtime& rt, std::int64_t tenant, caf::message m) {
+  rt.internals().route(tenant, child_kind::channels, std::move(m));
+}
+
+} // namespace
+
+caf::actor spawn_channels(caf::event_based_actor* parent, const tenant_env& env) {
+  return parent->spawn<caf::monitored + caf::linked>(channels_behavior, env);
+}
+
+void list_channels(runtime& rt, std::int64_t tenant, channel_filter f,
+                   callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(list_atom::value, std::move(f), std::move(reply)));
+}
+void get_channel(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(get_atom::value, id, std::move(reply)));
+}
+void create_channel(runtime& rt, std::int64_t tenant, domain::channel c,
+                    callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(create_atom::value, std::move(c), std::move(reply)));
+}
+void update_channel(runtime& rt, std::int64_t tenant, std::int64_t id, channel_patch p,
+                    callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(update_atom::value, id, std::move(p), std::move(reply)));
+}
+void delete_channel(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(delete_atom::value, id, std::move(reply)));
+}
+void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, inbound_call call,
+                     callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(inbound_atom::value, channel_id, std::move(call), std::move(reply)));
+}
+void list_conversations(runtime& rt, std::int64_t tenant, conversation_filter f,
+                        callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(conv_atom::value, list_atom::value, std::move(f), std::move(reply)));
+}
+void get_conversation(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(conv_atom::value, get_atom::value, id, std::move(reply)));
+}
+void update_conversation(runtime& rt, std::int64_t tenant, std::int64_t id, conversation_patch p,
+                         callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(conv_atom::value, update_atom::value, id, std::move(p), std::move(reply)));
+}
+void mark_read(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(conv_atom::value, read_atom::value, id, std::move(reply)));
+}
+void list_messages(runtime& rt, std::int64_t tenant, std::int64_t conversation_id, int page,
+                   int per_page, callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(msgs_atom::value, conversation_id, page, per_page, std::move(reply)));
+}
+void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
+                  callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(send_atom::value, std::move(req), std::move(reply)));
+}
+
+} // namespace crm::actors

@@ -1,0 +1,702 @@
+// The pure rules of the messaging area (docs/channels.md): channel types and their config (with
+// write-only secrets), the inbound payloads (generic api body, Telegram Update) read into 422
+// issues, and the provider adapters: the request that sends a message and how the answer reads.
+#include "domain/channel.hpp"
+
+#include "domain/clock.hpp"
+#include "domain/validation.hpp"
+#include "domain/workflow.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <initializer_list>
+#include <limits>
+
+namespace crm::domain {
+namespace json = boost::json;
+namespace {
+
+constexpr std::array<std::pair<channel_type, std::string_view>, 5> channel_names = {{
+    {channel_type::api, "api"},
+    {channel_type::telegram, "telegram"},
+    {channel_type::whatsapp, "whatsapp"},
+    {channel_type::sms, "sms"},
+    {channel_type::email, "email"},
+}};
+
+constexpr std::array<std::pair<conversation_status, std::string_view>, 3> status_names = {{
+    {conversation_status::open, "open"},
+    {conversation_status::pending, "pending"},
+    {conversation_status::closed, "closed"},
+}};
+
+template <class E, std::size_t N>
+std::optional<E> lookup(const std::array<std::pair<E, std::string_view>, N>& table,
+                        std::string_view s) {
+  for (auto& [e, name] : table)
+    if (name == s) return e;
+  return std::nullopt;
+}
+
+template <class E, std::size_t N>
+std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
+  for (auto& [v, name] : table)
+    if (v == e) return name;
+  return "";
+}
+
+constexpr std::size_t max_config_keys = 20;
+constexpr std::size_t max_config_key_length = 64;
+constexpr std::size_t max_config_value_length = 1000;
+constexpr std::size_t min_secret_length = 16;
+constexpr std::size_t max_secret_length = 256;
+constexpr std::size_t max_url_length = 2048;
+constexpr std::size_t max_name_length = 200;
+constexpr std::size_t max_id_length = 200;
+constexpr std::size_t max_text_length = 4096;
+constexpr std::string_view default_telegram_base = "https://api.telegram.org";
+constexpr std::string_view url_message = "Input should be a valid URL: http or https with a host";
+
+std::string_view sv(const json::string& s) {
+  return {s.data(), s.size()};
+}
+// A string_view would convert to a temporary json::string and the view would dangle.
+std::string_view sv(std::string_view) = delete;
+
+std::optional<std::int64_t> parse_int64(std::string_view s) {
+  std::int64_t n = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (s.empty() || ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return n;
+}
+
+// A JSON integer as the provider sent it; doubles are not ids (they would lose digits).
+std::optional<std::int64_t> json_int64(const json::value& v) {
+  if (auto i = v.if_int64()) return *i;
+  if (auto u = v.if_uint64(); u && *u <= static_cast<std::uint64_t>(INT64_MAX))
+    return static_cast<std::int64_t>(*u);
+  return std::nullopt;
+}
+
+// ---- Validation helpers ------------------------------------------------------------------
+
+using loc_path = std::vector<loc_part>;
+
+loc_path at(loc_path l, std::string_view key) {
+  l.emplace_back(std::string(key));
+  return l;
+}
+
+const loc_path body_loc = {std::string("body")};
+
+struct checker {
+  std::vector<issue>& issues;
+
+  void add(loc_path l, std::string msg, std::string type) {
+    issues.push_back({std::move(l), std::move(msg), std::move(type)});
+  }
+
+  void extra_keys(const json::object& o, std::initializer_list<std::string_view> known,
+                  const loc_path& l) {
+    for (auto& kv : o) {
+      auto k = kv.key();
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        add(at(l, k), "Extra inputs are not permitted", "extra_forbidden");
+    }
+  }
+
+  const json::object* object(const json::value& v, const loc_path& l) {
+    if (auto o = v.if_object()) return o;
+    add(l, "Input should be a valid dictionary", "value_error");
+    return nullptr;
+  }
+
+  const json::string* text(const json::value& v, const loc_path& l) {
+    if (auto s = v.if_string()) return s;
+    add(l, "Input should be a valid string", "string_type");
+    return nullptr;
+  }
+
+  // Length in characters of `s` (already the part that counts) within min..max.
+  bool length(std::string_view s, const loc_path& l, std::size_t min, std::size_t max) {
+    auto len = utf8_length(s);
+    if (len < min) {
+      add(l,
+          "String should have at least " + std::to_string(min) +
+              (min == 1 ? " character" : " characters"),
+          "string_too_short");
+      return false;
+    }
+    if (len > max) {
+      add(l, "String should have at most " + std::to_string(max) + " characters",
+          "string_too_long");
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<std::string_view> string(const json::value& v, const loc_path& l, std::size_t min,
+                                         std::size_t max) {
+    auto s = text(v, l);
+    if (!s || !length(sv(*s), l, min, max)) return std::nullopt;
+    return sv(*s);
+  }
+
+  // An id sent as a string of min..max characters, or as an integer (kept as its decimal text:
+  // senders often number their messages and contacts).
+  std::optional<std::string> identifier(const json::value& v, const loc_path& l) {
+    if (auto n = json_int64(v)) return std::to_string(*n);
+    if (auto u = v.if_uint64()) return std::to_string(*u);
+    if (auto s = string(v, l, 1, max_id_length)) return std::string(*s);
+    return std::nullopt;
+  }
+
+  // The body as a JSON object; the 422 json_invalid of contract §4 otherwise.
+  const json::object* body(std::string_view text, json::value& doc) {
+    boost::system::error_code ec;
+    doc = json::parse(text, ec);
+    if (ec) {
+      add(body_loc, "JSON decode error", "json_invalid");
+      return nullptr;
+    }
+    auto o = doc.if_object();
+    if (!o) add(body_loc, "Input should be a valid dictionary", "json_invalid");
+    return o;
+  }
+};
+
+const json::value* member(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  return it == o.end() ? nullptr : &it->value();
+}
+
+// A key whose value is null counts as absent: the optional fields are "Optional[...] = None".
+const json::value* given(const json::object& o, std::string_view key) {
+  auto v = member(o, key);
+  return v && !v->is_null() ? v : nullptr;
+}
+
+std::optional<std::string> config_string(const json::object& config, std::string_view key) {
+  auto v = given(config, key);
+  if (!v || !v->is_string() || v->get_string().empty()) return std::nullopt;
+  return std::string(sv(v->get_string()));
+}
+
+// ^[0-9]+:[A-Za-z0-9_-]{20,}$, the shape BotFather hands out.
+bool looks_like_bot_token(std::string_view s) {
+  auto colon = s.find(':');
+  if (colon == 0 || colon == std::string_view::npos) return false;
+  auto id = s.substr(0, colon);
+  auto secret = s.substr(colon + 1);
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  auto secret_char = [&](char c) {
+    return digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
+  };
+  return std::all_of(id.begin(), id.end(), digit) && secret.size() >= 20 &&
+         std::all_of(secret.begin(), secret.end(), secret_char);
+}
+
+bool is_config_key(std::string_view k) {
+  return !k.empty() && k.size() <= max_config_key_length &&
+         std::all_of(k.begin(), k.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+         });
+}
+
+// An http(s) URL under the adapter's control. `as_base`: paths are appended to it, so a query
+// would end up in the middle of the request target.
+void check_url(checker& ck, const json::value& v, const loc_path& l, bool as_base,
+               json::object& out, std::string_view key) {
+  auto s = ck.string(v, l, 1, max_url_length);
+  if (!s) return;
+  if (!parse_url(*s) || (as_base && s->find('?') != std::string_view::npos)) {
+    ck.add(l, std::string(url_message) + (as_base ? " and no query" : ""), "value_error");
+    return;
+  }
+  out[key] = *s;
+}
+
+void check_api_config(checker& ck, const json::object& sent, const loc_path& l, json::object& out) {
+  ck.extra_keys(sent, {"outbound_url", "signing_secret"}, l);
+  if (auto v = given(sent, "outbound_url"))
+    check_url(ck, *v, at(l, "outbound_url"), false, out, "outbound_url");
+  if (auto v = given(sent, "signing_secret"))
+    if (auto s = ck.string(*v, at(l, "signing_secret"), min_secret_length, max_secret_length))
+      out["signing_secret"] = *s;
+}
+
+void check_telegram_config(checker& ck, const json::object& sent, const loc_path& l,
+                           json::object& out) {
+  ck.extra_keys(sent, {"bot_token", "api_base_url"}, l);
+  if (auto v = given(sent, "bot_token")) {
+    auto where = at(l, "bot_token");
+    if (auto s = ck.text(*v, where)) {
+      if (looks_like_bot_token(sv(*s)))
+        out["bot_token"] = *s;
+      else
+        ck.add(where, "bot_token must look like 123456:ABC-...", "value_error");
+    }
+  }
+  if (auto v = given(sent, "api_base_url"))
+    check_url(ck, *v, at(l, "api_base_url"), true, out, "api_base_url");
+}
+
+void check_free_config(checker& ck, const json::object& sent, const loc_path& l,
+                       json::object& out) {
+  if (sent.size() > max_config_keys)
+    ck.add(l,
+           "Dictionary should have at most " + std::to_string(max_config_keys) +
+               " items after validation, not " + std::to_string(sent.size()),
+           "too_long");
+  for (auto& kv : sent) {
+    auto key = kv.key();
+    auto where = at(l, key);
+    if (!is_config_key(key)) {
+      ck.add(where, "config keys are 1-64 characters of a-z, 0-9 and _", "value_error");
+      continue;
+    }
+    // null: a secret removed, or an optional value not given.
+    if (kv.value().is_null()) continue;
+    if (auto s = ck.string(kv.value(), where, 0, max_config_value_length)) out[key] = *s;
+  }
+}
+
+} // namespace
+
+std::optional<channel_type> parse_channel_type(std::string_view s) {
+  return lookup(channel_names, s);
+}
+std::string_view to_string(channel_type t) {
+  return name_of(channel_names, t);
+}
+
+std::optional<conversation_status> parse_conversation_status(std::string_view s) {
+  return lookup(status_names, s);
+}
+std::string_view to_string(conversation_status s) {
+  return name_of(status_names, s);
+}
+
+// ---- Channel config ------------------------------------------------------------------------
+
+std::optional<json::object> parse_channel_config(channel_type type, const json::value& config,
+                                                 const json::object* previous,
+                                                 std::vector<issue>& issues) {
+  checker ck{issues};
+  const auto before = issues.size();
+  const loc_path l = {std::string("body"), std::string("config")};
+  json::object sent;
+  if (!config.is_null()) {
+    auto o = ck.object(config, l);
+    if (!o) return std::nullopt;
+    sent = *o;
+  }
+  json::object out;
+  switch (type) {
+  case channel_type::api: check_api_config(ck, sent, l, out); break;
+  case channel_type::telegram: check_telegram_config(ck, sent, l, out); break;
+  default: check_free_config(ck, sent, l, out); break;
+  }
+  // Secrets are never shown, so a client editing the rest cannot send them back: one not sent
+  // is kept; null is how it is removed.
+  if (previous)
+    for (auto& kv : *previous)
+      if (is_secret_config_key(type, kv.key()) && !kv.value().is_null() && !sent.contains(kv.key()))
+        out[kv.key()] = kv.value();
+  if (type == channel_type::telegram && !given(sent, "bot_token") && !out.contains("bot_token"))
+    ck.add(at(l, "bot_token"), "Field required", "missing");
+  if (out.size() > max_config_keys && sent.size() <= max_config_keys)
+    ck.add(l,
+           "the config would hold " + std::to_string(out.size()) +
+               " keys with the secrets kept from before, at most " +
+               std::to_string(max_config_keys) + " (send a secret as null to remove it)",
+           "value_error");
+  if (issues.size() != before) return std::nullopt;
+  return out;
+}
+
+bool is_secret_config_key(channel_type type, std::string_view key) {
+  switch (type) {
+  case channel_type::api: return key == "signing_secret";
+  case channel_type::telegram: return key == "bot_token";
+  default: {
+    auto k = ascii_lower(key);
+    for (std::string_view word : {"token", "secret", "password", "key"})
+      if (k.find(word) != std::string::npos) return true;
+    return false;
+  }
+  }
+}
+
+json::object public_config(channel_type type, const json::object& config) {
+  json::object out;
+  for (auto& kv : config)
+    if (!is_secret_config_key(type, kv.key())) out[kv.key()] = kv.value();
+  switch (type) {
+  case channel_type::api:
+    out["has_signing_secret"] = config_string(config, "signing_secret").has_value();
+    break;
+  case channel_type::telegram:
+    out["has_bot_token"] = config_string(config, "bot_token").has_value();
+    break;
+  default:
+    // "has_<secret key>" is itself a secret key's name (it contains the same word), so it can
+    // never overwrite a value shown above.
+    for (auto& kv : config)
+      if (is_secret_config_key(type, kv.key()))
+        out["has_" + std::string(kv.key())] = !kv.value().is_null();
+    break;
+  }
+  return out;
+}
+
+// ---- Inbound -------------------------------------------------------------------------------
+
+namespace {
+
+std::optional<inbound_contact> read_contact(checker& ck, const json::object& body,
+                                            const loc_path& l) {
+  auto v = member(body, "contact");
+  if (!v) {
+    ck.add(l, "Field required", "missing");
+    return std::nullopt;
+  }
+  auto o = ck.object(*v, l);
+  if (!o) return std::nullopt;
+  const auto before = ck.issues.size();
+  ck.extra_keys(*o, {"phone", "email", "name", "external_id"}, l);
+  inbound_contact c;
+  if (auto p = given(*o, "phone")) {
+    auto where = at(l, "phone");
+    if (auto s = ck.text(*p, where)) {
+      auto t = trim(sv(*s));
+      if (is_e164(t))
+        c.phone = std::string(t);
+      else
+        ck.add(where, "value is not a valid E.164 phone number", "value_error.phone");
+    }
+  }
+  if (auto e = given(*o, "email")) {
+    auto where = at(l, "email");
+    if (auto s = ck.text(*e, where)) {
+      auto t = trim(sv(*s));
+      if (is_valid_email(t))
+        c.email = std::string(t);
+      else
+        ck.add(where, "value is not a valid email address", "value_error.email");
+    }
+  }
+  if (auto n = given(*o, "name")) {
+    auto where = at(l, "name");
+    if (auto s = ck.text(*n, where)) {
+      auto t = trim(sv(*s));
+      // A blank name is no name: the contact is then named after its phone, e-mail or id.
+      if (ck.length(t, where, 0, max_name_length) && !t.empty()) c.name = std::string(t);
+    }
+  }
+  auto id = given(*o, "external_id");
+  if (id) c.external_id = ck.identifier(*id, at(l, "external_id"));
+  // As a model validator, this runs on what was given: a malformed phone is its own issue.
+  if (!given(*o, "phone") && !given(*o, "email") && !id)
+    ck.add(l, "the contact needs a phone, an email or an external_id", "value_error");
+  if (ck.issues.size() != before) return std::nullopt;
+  return c;
+}
+
+bool read_message(checker& ck, const json::object& body, const loc_path& l, inbound_message& m) {
+  auto v = member(body, "message");
+  if (!v) {
+    ck.add(l, "Field required", "missing");
+    return false;
+  }
+  auto o = ck.object(*v, l);
+  if (!o) return false;
+  const auto before = ck.issues.size();
+  ck.extra_keys(*o, {"text", "external_message_id"}, l);
+  if (auto t = member(*o, "text")) {
+    auto where = at(l, "text");
+    if (auto s = ck.text(*t, where)) {
+      // Kept as sent (leading spaces and line breaks can matter in a message), but white space
+      // alone is no message.
+      if (trim(sv(*s)).empty())
+        ck.add(where, "String should have at least 1 character", "string_too_short");
+      else if (ck.length(sv(*s), where, 1, max_text_length))
+        m.text = std::string(sv(*s));
+    }
+  } else {
+    ck.add(at(l, "text"), "Field required", "missing");
+  }
+  if (auto id = member(*o, "external_message_id")) {
+    if (auto s = ck.identifier(*id, at(l, "external_message_id"))) m.external_message_id = *s;
+  } else {
+    ck.add(at(l, "external_message_id"), "Field required", "missing");
+  }
+  return ck.issues.size() == before;
+}
+
+} // namespace
+
+std::optional<inbound_message> parse_api_inbound(std::string_view body,
+                                                 std::vector<issue>& issues) {
+  checker ck{issues};
+  const auto before = issues.size();
+  json::value doc;
+  auto o = ck.body(body, doc);
+  if (!o) return std::nullopt;
+  ck.extra_keys(*o, {"event", "contact", "message", "timestamp"}, body_loc);
+  if (auto e = given(*o, "event")) {
+    auto s = e->if_string();
+    if (!s || sv(*s) != "message.received")
+      ck.add(at(body_loc, "event"), "Input should be 'message.received'", "enum");
+  }
+  inbound_message m;
+  if (auto c = read_contact(ck, *o, at(body_loc, "contact"))) m.contact = std::move(*c);
+  read_message(ck, *o, at(body_loc, "message"), m);
+  if (auto t = given(*o, "timestamp")) {
+    auto s = t->if_string();
+    auto micros = s ? parse_rfc3339(sv(*s)) : std::nullopt;
+    if (micros)
+      m.timestamp = *micros;
+    else
+      ck.add(at(body_loc, "timestamp"), "Input should be a valid RFC 3339 date-time",
+             "value_error");
+  }
+  if (issues.size() != before) return std::nullopt;
+  return m;
+}
+
+std::optional<inbound_message> parse_telegram_update(std::string_view body, bool& ignored,
+                                                     std::vector<issue>& issues) {
+  ignored = false;
+  checker ck{issues};
+  const auto before = issues.size();
+  json::value doc;
+  auto o = ck.body(body, doc);
+  if (!o) return std::nullopt;
+  // Edits, stickers, photos, callbacks...: acknowledged (Telegram would resend anything else)
+  // and not stored.
+  std::string_view key = "message";
+  auto v = given(*o, key);
+  if (!v) {
+    key = "channel_post";
+    v = given(*o, key);
+  }
+  auto mo = v ? v->if_object() : nullptr;
+  auto text = mo ? given(*mo, "text") : nullptr;
+  if (!text || !text->is_string() || text->get_string().empty()) {
+    ignored = true;
+    return std::nullopt;
+  }
+  const auto l = at(body_loc, key);
+  auto integer = [&](const json::object& in, std::string_view k,
+                     const loc_path& where) -> std::optional<std::int64_t> {
+    auto x = member(in, k);
+    if (!x) {
+      ck.add(at(where, k), "Field required", "missing");
+      return std::nullopt;
+    }
+    auto n = json_int64(*x);
+    if (!n) ck.add(at(where, k), "Input should be a valid integer", "int_type");
+    return n;
+  };
+  auto message_id = integer(*mo, "message_id", l);
+  std::optional<std::int64_t> chat_id;
+  if (auto chat = member(*mo, "chat")) {
+    if (auto co = ck.object(*chat, at(l, "chat"))) chat_id = integer(*co, "id", at(l, "chat"));
+  } else {
+    ck.add(at(l, "chat"), "Field required", "missing");
+  }
+  if (issues.size() != before) return std::nullopt;
+
+  inbound_message m;
+  m.text = std::string(sv(text->get_string()));
+  m.external_message_id = std::to_string(*chat_id) + ":" + std::to_string(*message_id);
+  m.contact.external_id = std::to_string(*chat_id);
+  if (auto from = given(*mo, "from"); from && from->is_object()) {
+    std::string name;
+    for (auto part : {"first_name", "last_name"}) {
+      auto p = given(from->get_object(), part);
+      if (!p || !p->is_string()) continue;
+      auto t = trim(sv(p->get_string()));
+      if (t.empty()) continue;
+      if (!name.empty()) name += ' ';
+      name += t;
+    }
+    if (!name.empty()) m.contact.name = std::move(name);
+  }
+  // The date is informational: a strange one leaves the arrival time in charge.
+  if (auto d = given(*mo, "date"))
+    if (auto secs = json_int64(*d);
+        secs && *secs > 0 && *secs <= std::numeric_limits<std::int64_t>::max() / 1'000'000)
+      m.timestamp = *secs * 1'000'000;
+  return m;
+}
+
+std::pair<std::string, std::optional<std::string>> split_name(std::string_view name) {
+  auto t = trim(name);
+  auto gap = t.find_first_of(" \t\r\n\f\v");
+  if (gap == std::string_view::npos) return {std::string(t), std::nullopt};
+  auto rest = trim(t.substr(gap));
+  return {std::string(t.substr(0, gap)),
+          rest.empty() ? std::nullopt : std::optional<std::string>(std::string(rest))};
+}
+
+// ---- Outbound ------------------------------------------------------------------------------
+
+namespace {
+
+std::string no_adapter(channel_type t) {
+  return "no adapter for " + std::string(to_string(t)) + " channels yet (not configured)";
+}
+
+json::value optional_text(const std::optional<std::string>& s) {
+  return s ? json::value(*s) : json::value(nullptr);
+}
+
+adapter_plan plan_api(const channel& c, const outbound_message& m, std::int64_t now_seconds) {
+  adapter_plan plan;
+  auto url = config_string(c.config, "outbound_url");
+  if (!url) {
+    plan.error = "not configured: the channel has no outbound_url";
+    return plan;
+  }
+  // Stored configs were validated; one edited behind the API's back still must not reach the
+  // HTTP client as something it would misread.
+  if (!parse_url(*url)) {
+    plan.error = "not configured: the channel's outbound_url is not a valid URL";
+    return plan;
+  }
+  json::object contact;
+  contact["phone"] = optional_text(m.phone);
+  contact["email"] = optional_text(m.email);
+  contact["external_id"] = optional_text(m.external_id);
+  json::object data;
+  data["message_id"] = m.message_id;
+  data["conversation_id"] = m.conversation_id;
+  data["contact_id"] = m.contact_id;
+  data["channel_id"] = m.channel_id;
+  data["text"] = m.text;
+  data["contact"] = std::move(contact);
+  json::object envelope;
+  envelope["type"] = "message.sent";
+  envelope["timestamp"] = format_rfc3339(m.created_at);
+  envelope["data"] = std::move(data);
+
+  adapter_request req;
+  req.url = std::move(*url);
+  req.body = json::serialize(envelope);
+  req.headers.emplace_back("content-type", "application/json");
+  if (auto secret = config_string(c.config, "signing_secret")) {
+    // The id is the message's: a retry carries the same one, so the receiver can deduplicate.
+    auto id = "msg_out_" + std::to_string(m.message_id);
+    req.headers.emplace_back("webhook-id", id);
+    req.headers.emplace_back("webhook-timestamp", std::to_string(now_seconds));
+    req.headers.emplace_back("webhook-signature",
+                             webhook_signature(*secret, id, now_seconds, req.body));
+  }
+  plan.request = std::move(req);
+  return plan;
+}
+
+adapter_plan plan_telegram(const channel& c, const outbound_message& m) {
+  adapter_plan plan;
+  auto token = config_string(c.config, "bot_token");
+  if (!token) {
+    plan.error = "not configured: the channel has no bot_token";
+    return plan;
+  }
+  if (!m.external_id || m.external_id->empty()) {
+    plan.error = "the contact has no chat on this channel";
+    return plan;
+  }
+  auto base = config_string(c.config, "api_base_url").value_or(std::string(default_telegram_base));
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  json::object body;
+  // Chat ids are integers (negative for groups); "@channelname" is the other form Telegram takes.
+  if (auto n = parse_int64(*m.external_id))
+    body["chat_id"] = *n;
+  else
+    body["chat_id"] = *m.external_id;
+  body["text"] = m.text;
+
+  adapter_request req;
+  req.url = base + "/bot" + *token + "/sendMessage";
+  req.body = json::serialize(body);
+  req.headers.emplace_back("content-type", "application/json");
+  plan.request = std::move(req);
+  return plan;
+}
+
+// The receiver's id for the message, when its JSON answer names one.
+std::optional<std::string> provider_id(std::string_view body) {
+  boost::system::error_code ec;
+  auto doc = json::parse(body, ec);
+  auto o = ec ? nullptr : doc.if_object();
+  if (!o) return std::nullopt;
+  for (auto key : {"id", "message_id"}) {
+    auto v = given(*o, key);
+    if (!v) continue;
+    if (auto n = json_int64(*v)) return std::to_string(*n);
+    // An id is stored as external_message_id (1-200 characters): anything else is no id.
+    if (auto s = v->if_string(); s && !s->empty() && utf8_length(sv(*s)) <= max_id_length)
+      return std::string(sv(*s));
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int64_t now_seconds) {
+  switch (c.type) {
+  case channel_type::api: return plan_api(c, m, now_seconds);
+  case channel_type::telegram: return plan_telegram(c, m);
+  default: {
+    adapter_plan plan;
+    plan.error = no_adapter(c.type);
+    return plan;
+  }
+  }
+}
+
+adapter_result read_outbound_response(channel_type type, int status, std::string_view body) {
+  adapter_result r;
+  const bool success = status >= 200 && status < 300;
+  switch (type) {
+  case channel_type::api:
+    if (success) {
+      r.sent = true;
+      r.provider_message_id = provider_id(body);
+    } else {
+      r.error = "the receiver answered " + std::to_string(status);
+    }
+    return r;
+  case channel_type::telegram: {
+    boost::system::error_code ec;
+    auto doc = json::parse(body, ec);
+    auto o = ec ? nullptr : doc.if_object();
+    auto ok = o ? given(*o, "ok") : nullptr;
+    if (ok && ok->is_bool() && ok->get_bool() && success) {
+      auto result = given(*o, "result");
+      auto id = result && result->is_object() ? given(result->get_object(), "message_id") : nullptr;
+      if (auto n = id ? json_int64(*id) : std::nullopt) {
+        r.sent = true;
+        r.provider_message_id = std::to_string(*n);
+        return r;
+      }
+    } else if (ok && ok->is_bool() && !ok->get_bool()) {
+      if (auto d = given(*o, "description"); d && d->is_string()) {
+        r.error = "telegram: " + std::string(sv(d->get_string()));
+        return r;
+      }
+    }
+    r.error = "telegram answered " + std::to_string(status);
+    return r;
+  }
+  default: r.error = no_adapter(type); return r;
+  }
+}
+
+} // namespace crm::domain

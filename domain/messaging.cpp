@@ -1,0 +1,39 @@
+// Response shapes of channels and conversations.
+#include "domain/messaging.hpp"
+
+#include "domain/clock.hpp"
+
+namespace json = boost::json;
+
+namespace crm::domain {
+
+json::object channel_to_json(const channel& c, std::string_view public_url) {
+  json::object o;
+  o["id"] = c.id;
+  o["name"] = c.name;
+  o["type"] = to_string(c.type);
+  o["config"] = public_config(c.type, c.config);
+  o["is_active"] = c.is_active;
+  o["has_secret"] = c.webhook_secret.has_value();
+  o["webhook_url"] = std::string(public_url) + "/api/v1/channels/" + std::to_string(c.id) +
+                     (c.type == channel_type::telegram ? "/telegram/webhook" : "/api/webhook");
+  o["created_at"] = format_rfc3339(c.created_at);
+  o["updated_at"] = format_rfc3339(c.updated_at);
+  return o;
+}
+
+json::object conversation_to_json(const conversation& c) {
+  json::object o;
+  o["id"] = c.id;
+  o["channel_id"] = c.channel_id;
+  o["contact_id"] = c.contact_id;
+  o["status"] = to_string(c.status);
+  o["assignee_id"] = c.assignee_id ? json::value(*c.assignee_id) : json::value(nullptr);
+  o["unread_count"] = c.unread_count;
+  o["last_message_at"] = format_rfc3339(c.last_message_at);
+  o["created_at"] = format_rfc3339(c.created_at);
+  o["updated_at"] = format_rfc3339(c.updated_at);
+  return o;
+}
+
+} // namespace crm::domain

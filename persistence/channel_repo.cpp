@@ -1,0 +1,346 @@
+// SQL of channels, identities, conversations and messages. Timestamps travel as RFC 3339 text
+// and come back as microseconds.
+#include "persistence/channel_repo.hpp"
+
+#include "domain/clock.hpp"
+
+#include <boost/json.hpp>
+#include <pqxx/pqxx>
+
+namespace json = boost::json;
+
+namespace crm::persistence {
+namespace {
+
+#define MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
+
+std::string ts(std::int64_t micros) {
+  return domain::format_rfc3339(micros);
+}
+
+std::int64_t micros_or_zero(const pqxx::field& f) {
+  return f.is_null() ? 0 : f.as<std::int64_t>();
+}
+
+const char* channel_columns =
+    "id, tenant_id, name, type, config::text, webhook_secret, is_active, " MICROS(
+        "created_at") ", " MICROS("updated_at");
+
+domain::channel to_channel(const pqxx::row& r) {
+  domain::channel ch;
+  ch.id = r[0].as<std::int64_t>();
+  ch.tenant_id = r[1].as<std::int64_t>();
+  ch.name = r[2].as<std::string>();
+  ch.type = domain::parse_channel_type(r[3].as<std::string>()).value_or(domain::channel_type::api);
+  json::error_code ec;
+  auto cfg = json::parse(r[4].c_str(), ec);
+  if (!ec && cfg.is_object()) ch.config = cfg.as_object();
+  if (!r[5].is_null()) ch.webhook_secret = r[5].as<std::string>();
+  ch.is_active = r[6].as<bool>();
+  ch.created_at = r[7].as<std::int64_t>();
+  ch.updated_at = r[8].as<std::int64_t>();
+  return ch;
+}
+
+const char* conversation_columns =
+    "id, tenant_id, channel_id, contact_id, status, assignee_id, unread_count, " MICROS(
+        "last_message_at") ", " MICROS("created_at") ", " MICROS("updated_at");
+
+domain::conversation to_conversation(const pqxx::row& r) {
+  domain::conversation c;
+  c.id = r[0].as<std::int64_t>();
+  c.tenant_id = r[1].as<std::int64_t>();
+  c.channel_id = r[2].as<std::int64_t>();
+  c.contact_id = r[3].as<std::int64_t>();
+  c.status = domain::parse_conversation_status(r[4].as<std::string>())
+                 .value_or(domain::conversation_status::open);
+  if (!r[5].is_null()) c.assignee_id = r[5].as<std::int64_t>();
+  c.unread_count = r[6].as<std::int64_t>();
+  c.last_message_at = r[7].as<std::int64_t>();
+  c.created_at = r[8].as<std::int64_t>();
+  c.updated_at = r[9].as<std::int64_t>();
+  return c;
+}
+
+const char* message_columns =
+    "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
+    " m.attempts, m.sender_user_id, " MICROS("m.created_at") ", " MICROS("m.sent_at");
+
+json::object message_json(const pqxx::row& r) {
+  json::object o;
+  auto text_or_null = [](const pqxx::field& f) -> json::value {
+    if (f.is_null()) return nullptr;
+    return json::value(f.as<std::string>());
+  };
+  o["id"] = r[0].as<std::int64_t>();
+  o["conversation_id"] = r[1].as<std::int64_t>();
+  o["direction"] = r[2].as<std::string>();
+  o["text"] = r[3].as<std::string>();
+  o["external_message_id"] = text_or_null(r[4]);
+  o["status"] = r[5].as<std::string>();
+  o["error"] = text_or_null(r[6]);
+  o["attempts"] = r[7].as<int>();
+  o["sender_user_id"] =
+      r[8].is_null() ? json::value(nullptr) : json::value(r[8].as<std::int64_t>());
+  o["created_at"] = domain::format_rfc3339(r[9].as<std::int64_t>());
+  o["sent_at"] = r[10].is_null() ? json::value(nullptr)
+                                 : json::value(domain::format_rfc3339(r[10].as<std::int64_t>()));
+  return o;
+}
+
+void write_conversation(pqxx::work& tx, domain::conversation& conv) {
+  const char* assignee = nullptr;
+  std::string a;
+  if (conv.assignee_id) {
+    a = std::to_string(*conv.assignee_id);
+    assignee = a.c_str();
+  }
+  auto status = std::string(domain::to_string(conv.status));
+  if (conv.id == 0) {
+    auto r = tx.exec_params(
+        "INSERT INTO conversations (tenant_id, channel_id, contact_id, status, assignee_id,"
+        " unread_count, last_message_at, created_at, updated_at) VALUES ($1, $2, $3, $4,"
+        " $5::bigint, $6, $7::timestamptz, $8::timestamptz, $9::timestamptz) RETURNING id",
+        conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
+        ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at));
+    conv.id = r.front()[0].as<std::int64_t>();
+  } else {
+    tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
+                   " unread_count = $5, last_message_at = $6::timestamptz,"
+                   " updated_at = $7::timestamptz WHERE tenant_id = $1 AND id = $2",
+                   conv.tenant_id, conv.id, status, assignee, conv.unread_count,
+                   ts(conv.last_message_at), ts(conv.updated_at));
+  }
+}
+
+} // namespace
+
+messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
+  pqxx::read_transaction tx(c.raw());
+  messaging_snapshot out;
+  for (auto r : tx.exec_params(std::string("SELECT ") + channel_columns +
+                                   " FROM channels WHERE tenant_id = $1 ORDER BY id",
+                               tenant_id))
+    out.channels.push_back(to_channel(r));
+  for (auto r : tx.exec_params(std::string("SELECT ") + conversation_columns +
+                                   " FROM conversations WHERE tenant_id = $1 ORDER BY id",
+                               tenant_id))
+    out.conversations.push_back(to_conversation(r));
+  for (auto r : tx.exec_params("SELECT channel_id, external_id, contact_id FROM"
+                               " channel_identities WHERE tenant_id = $1",
+                               tenant_id))
+    out.identities.push_back(
+        {r[0].as<std::int64_t>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
+  for (auto r : tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
+                               "m.text, m.attempts, " MICROS("m.next_attempt_at") ", " MICROS(
+                                   "m.created_at") " FROM messages m JOIN"
+                                                   " conversations c ON c.id ="
+                                                   " m.conversation_id WHERE"
+                                                   " m.tenant_id = $1 AND m.status ="
+                                                   " 'queued' ORDER BY m.id",
+                               tenant_id)) {
+    queued_message q;
+    q.id = r[0].as<std::int64_t>();
+    q.conversation_id = r[1].as<std::int64_t>();
+    q.channel_id = r[2].as<std::int64_t>();
+    q.contact_id = r[3].as<std::int64_t>();
+    q.text = r[4].as<std::string>();
+    q.attempts = r[5].as<int>();
+    q.next_attempt_at = micros_or_zero(r[6]);
+    q.created_at = r[7].as<std::int64_t>();
+    out.queued.push_back(std::move(q));
+  }
+  return out;
+}
+
+domain::channel save_channel(pg_conn& c, domain::channel ch) {
+  pqxx::work tx(c.raw());
+  auto cfg = json::serialize(ch.config);
+  auto type = std::string(domain::to_string(ch.type));
+  const char* secret = ch.webhook_secret ? ch.webhook_secret->c_str() : nullptr;
+  pqxx::result r;
+  if (ch.id == 0) {
+    r = tx.exec_params(std::string("INSERT INTO channels (tenant_id, name, type, config,"
+                                   " webhook_secret, is_active, created_at, updated_at) VALUES"
+                                   " ($1, $2, $3, $4::jsonb, $5, $6, $7::timestamptz,"
+                                   " $8::timestamptz) RETURNING ") +
+                           channel_columns,
+                       ch.tenant_id, ch.name, type, cfg, secret, ch.is_active, ts(ch.created_at),
+                       ts(ch.updated_at));
+  } else {
+    r = tx.exec_params(std::string("UPDATE channels SET name = $3, config = $4::jsonb,"
+                                   " webhook_secret = $5, is_active = $6, updated_at ="
+                                   " $7::timestamptz WHERE tenant_id = $1 AND id = $2"
+                                   " RETURNING ") +
+                           channel_columns,
+                       ch.tenant_id, ch.id, ch.name, cfg, secret, ch.is_active, ts(ch.updated_at));
+  }
+  if (r.empty()) throw std::runtime_error("channel vanished");
+  auto saved = to_channel(r.front());
+  tx.commit();
+  return saved;
+}
+
+void delete_channel(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
+  pqxx::work tx(c.raw());
+  tx.exec_params("DELETE FROM channels WHERE tenant_id = $1 AND id = $2", tenant_id, id);
+  tx.commit();
+}
+
+namespace {
+std::optional<std::int64_t> owner(pg_conn& c, const char* table, std::int64_t id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params(std::string("SELECT tenant_id FROM ") + table + " WHERE id = $1", id);
+  if (r.empty()) return std::nullopt;
+  return r.front()[0].as<std::int64_t>();
+}
+} // namespace
+
+std::optional<std::int64_t> tenant_of_channel(pg_conn& c, std::int64_t id) {
+  return owner(c, "channels", id);
+}
+std::optional<std::int64_t> tenant_of_conversation(pg_conn& c, std::int64_t id) {
+  return owner(c, "conversations", id);
+}
+
+std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
+                                           const std::string& external_message_id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT m.id, m.conversation_id, c.contact_id FROM messages m JOIN"
+                          " conversations c ON c.id = m.conversation_id WHERE m.channel_id = $1"
+                          " AND m.external_message_id = $2 AND m.direction = 'inbound'",
+                          channel_id, external_message_id);
+  if (r.empty()) return std::nullopt;
+  return stored_inbound{r.front()[0].as<std::int64_t>(), r.front()[1].as<std::int64_t>(),
+                        r.front()[2].as<std::int64_t>()};
+}
+
+inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
+  pqxx::work tx(c.raw());
+  inbound_written out;
+  out.conversation = w.conversation;
+  write_conversation(tx, out.conversation);
+  auto r = tx.exec_params(
+      "INSERT INTO messages (tenant_id, conversation_id, channel_id, direction, text,"
+      " external_message_id, status, created_at) VALUES ($1, $2, $3, 'inbound', $4, $5,"
+      " 'received', $6::timestamptz) ON CONFLICT (channel_id, external_message_id)"
+      " WHERE direction = 'inbound' DO NOTHING RETURNING id",
+      w.tenant_id, out.conversation.id, w.channel_id, w.text, w.external_message_id,
+      ts(w.received_at));
+  if (r.empty()) {
+    // Stored meanwhile (another node, or a retry racing this one): nothing else is written.
+    tx.abort();
+    out.duplicate = true;
+    if (auto found = find_inbound(c, w.channel_id, w.external_message_id)) out.ids = *found;
+    return out;
+  }
+  out.ids = {r.front()[0].as<std::int64_t>(), out.conversation.id, w.contact_id};
+  if (w.external_id)
+    tx.exec_params("INSERT INTO channel_identities (channel_id, external_id, tenant_id,"
+                   " contact_id) VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id, external_id)"
+                   " DO UPDATE SET contact_id = EXCLUDED.contact_id",
+                   w.channel_id, *w.external_id, w.tenant_id, w.contact_id);
+  // The event names its message and conversation: the payload's first keys.
+  std::string payload = "{\"message_id\":" + std::to_string(out.ids.message_id) +
+                        ",\"conversation_id\":" + std::to_string(out.conversation.id) + "," +
+                        w.event_payload.substr(1);
+  tx.exec_params("INSERT INTO outbox (tenant_id, event, payload) VALUES ($1, 'message.received',"
+                 " $2::jsonb)",
+                 w.tenant_id, payload);
+  tx.commit();
+  return out;
+}
+
+outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
+  pqxx::work tx(c.raw());
+  auto conv = w.conversation;
+  write_conversation(tx, conv);
+  const char* sender = nullptr;
+  std::string s;
+  if (w.sender_user_id) {
+    s = std::to_string(*w.sender_user_id);
+    sender = s.c_str();
+  }
+  auto r = tx.exec_params(std::string("INSERT INTO messages AS m (tenant_id, conversation_id,"
+                                      " channel_id, direction, text, status, sender_user_id,"
+                                      " next_attempt_at, created_at) VALUES ($1, $2, $3,"
+                                      " 'outbound', $4, 'queued', $5::bigint, $6::timestamptz,"
+                                      " $6::timestamptz) RETURNING ") +
+                              message_columns,
+                          w.tenant_id, conv.id, conv.channel_id, w.text, sender, ts(w.created_at));
+  tx.commit();
+  outbound_written out;
+  out.json = json::serialize(message_json(r.front()));
+  out.message.id = r.front()[0].as<std::int64_t>();
+  out.message.conversation_id = conv.id;
+  out.message.channel_id = conv.channel_id;
+  out.message.contact_id = conv.contact_id;
+  out.message.text = w.text;
+  out.message.next_attempt_at = w.created_at;
+  out.message.created_at = w.created_at;
+  return out;
+}
+
+void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
+  pqxx::work tx(c.raw());
+  const char* error = o.error ? o.error->c_str() : nullptr;
+  const char* provider = o.provider_message_id ? o.provider_message_id->c_str() : nullptr;
+  std::string next = o.next_attempt_at ? ts(o.next_attempt_at) : std::string();
+  tx.exec_params("UPDATE messages SET status = $3, attempts = $4, error = $5,"
+                 " external_message_id = COALESCE($6, external_message_id),"
+                 " next_attempt_at = $7::timestamptz,"
+                 " sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END"
+                 " WHERE tenant_id = $1 AND id = $2",
+                 tenant_id, o.message_id, o.status, o.attempts, error, provider,
+                 next.empty() ? nullptr : next.c_str());
+  tx.commit();
+}
+
+void save_conversation(pg_conn& c, const domain::conversation& conv) {
+  pqxx::work tx(c.raw());
+  auto copy = conv;
+  write_conversation(tx, copy);
+  tx.commit();
+}
+
+bool active_user_of(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT 1 FROM users WHERE tenant_id = $1 AND id = $2 AND is_active",
+                          tenant_id, user_id);
+  return !r.empty();
+}
+
+std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id,
+                               int page, int per_page) {
+  pqxx::read_transaction tx(c.raw());
+  auto total = tx.exec_params("SELECT count(*) FROM messages WHERE tenant_id = $1 AND"
+                              " conversation_id = $2",
+                              tenant_id, conversation_id)
+                   .front()[0]
+                   .as<std::int64_t>();
+  auto rows = tx.exec_params(std::string("SELECT ") + message_columns +
+                                 " FROM messages m WHERE m.tenant_id = $1 AND m.conversation_id ="
+                                 " $2 ORDER BY m.id LIMIT $3 OFFSET $4",
+                             tenant_id, conversation_id, per_page,
+                             static_cast<std::int64_t>(page - 1) * per_page);
+  json::array items;
+  for (auto r : rows) items.push_back(message_json(r));
+  json::object o;
+  o["items"] = std::move(items);
+  o["total"] = total;
+  o["page"] = page;
+  o["per_page"] = per_page;
+  o["pages"] = (total + per_page - 1) / per_page;
+  return json::serialize(o);
+}
+
+std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c) {
+  pqxx::read_transaction tx(c.raw());
+  std::vector<std::int64_t> out;
+  for (auto r : tx.exec("SELECT DISTINCT tenant_id FROM messages WHERE status = 'queued' AND"
+                        " next_attempt_at <= now()"))
+    out.push_back(r[0].as<std::int64_t>());
+  return out;
+}
+
+} // namespace crm::persistence

@@ -1,0 +1,107 @@
+// SQL of the messaging area (docs/channels.md): channels, the identities providers use for a
+// contact, conversations and messages. Blocking: call only on a pg_pool thread.
+#pragma once
+#include "domain/channel.hpp"
+#include "persistence/pg_pool.hpp"
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace crm::persistence {
+
+struct identity {
+  std::int64_t channel_id = 0;
+  std::string external_id;
+  std::int64_t contact_id = 0;
+};
+
+// A message waiting to be sent (status queued).
+struct queued_message {
+  std::int64_t id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t channel_id = 0;
+  std::int64_t contact_id = 0;
+  std::string text;
+  int attempts = 0;
+  std::int64_t next_attempt_at = 0;
+  std::int64_t created_at = 0;
+};
+
+struct messaging_snapshot {
+  std::vector<domain::channel> channels;
+  std::vector<domain::conversation> conversations;
+  std::vector<identity> identities;
+  std::vector<queued_message> queued;
+};
+messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id);
+
+domain::channel save_channel(pg_conn& c, domain::channel ch);
+void delete_channel(pg_conn& c, std::int64_t tenant_id, std::int64_t id);
+std::optional<std::int64_t> tenant_of_channel(pg_conn& c, std::int64_t id);
+std::optional<std::int64_t> tenant_of_conversation(pg_conn& c, std::int64_t id);
+
+struct stored_inbound {
+  std::int64_t message_id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t contact_id = 0;
+};
+// The inbound message with this external id on the channel, if stored.
+std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
+                                           const std::string& external_message_id);
+
+struct inbound_write {
+  std::int64_t tenant_id = 0;
+  domain::conversation conversation; // id 0: insert it
+  std::int64_t channel_id = 0;
+  std::int64_t contact_id = 0;
+  std::string text;
+  std::string external_message_id;
+  std::int64_t received_at = 0;
+  std::optional<std::string> external_id; // identity to remember
+  std::string event_payload;              // message.received (the message id is added)
+};
+struct inbound_written {
+  stored_inbound ids;
+  bool duplicate = false;
+  domain::conversation conversation;
+};
+// One transaction: the conversation (new or updated: unread + 1, last_message_at), the
+// message, the identity, the outbox event. A message already stored under its external id →
+// duplicate, nothing written.
+inbound_written store_inbound(pg_conn& c, const inbound_write& w);
+
+// Outbound: inserts the message (queued) and moves the conversation (reopened, last_message_at).
+struct outbound_write {
+  std::int64_t tenant_id = 0;
+  domain::conversation conversation;
+  std::string text;
+  std::optional<std::int64_t> sender_user_id;
+  std::int64_t created_at = 0;
+};
+struct outbound_written {
+  queued_message message;
+  std::string json; // the message as the API shows it
+};
+outbound_written store_outbound(pg_conn& c, const outbound_write& w);
+
+// The outcome of a send attempt: sent, failed for good, or queued again at next_attempt_at.
+struct send_outcome {
+  std::int64_t message_id = 0;
+  std::string status; // sent | failed | queued
+  int attempts = 0;
+  std::optional<std::string> error;
+  std::optional<std::string> provider_message_id;
+  std::int64_t next_attempt_at = 0;
+};
+void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o);
+
+void save_conversation(pg_conn& c, const domain::conversation& conv);
+bool active_user_of(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id);
+std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id,
+                               int page, int per_page);
+
+std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c);
+
+} // namespace crm::persistence
