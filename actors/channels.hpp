@@ -46,6 +46,7 @@ struct inbound_call {
   inbound_kind kind = inbound_kind::api;
   std::string secret;
   std::string body;
+  int depth = 0; // carecrm-chain-depth: the workflow chain this call comes from
 };
 void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, inbound_call call,
                      callback<std::string> reply);

@@ -77,10 +77,12 @@ struct channels_state {
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending; // outbound messages with an attempt in flight
-  // Inbound messages are stored one at a time: each one's conversation (found or new, unread
-  // count, last message time) is computed from the state the previous one left.
-  bool store_busy = false;
-  std::deque<continuation> store_queue;
+  // Everything that changes a conversation runs one at a time (inbound: from the contact match
+  // to COMMIT; outbound; status, assignee, read): each computes the conversation (found or new,
+  // unread count, last message time, status) from the state the previous one left, and the
+  // first message of a new sender has its contact and identity in place before the next.
+  bool conv_busy = false;
+  std::deque<continuation> conv_queue;
 
   int pending_io = 0;
   std::int64_t published_mailbox = 0;
@@ -255,25 +257,31 @@ void settle(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
   }
 }
 
-void store_done(ch_actor* self) {
+void conv_serial(ch_actor* self, continuation k) {
   auto& st = self->state;
-  st.store_busy = false;
-  if (st.store_queue.empty()) return;
-  auto k = std::move(st.store_queue.front());
-  st.store_queue.pop_front();
+  if (st.conv_busy) {
+    st.conv_queue.push_back(std::move(k));
+    return;
+  }
+  st.conv_busy = true;
   k();
 }
 
-void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_message m,
-                   const domain::contact& contact) {
+void conv_done(ch_actor* self) {
   auto& st = self->state;
-  if (st.store_busy) {
-    st.store_queue.push_back([self, channel_id, m = std::move(m), contact]() mutable {
-      store_message(self, channel_id, std::move(m), contact);
-    });
+  if (st.conv_queue.empty()) {
+    st.conv_busy = false;
     return;
   }
-  st.store_busy = true;
+  auto k = std::move(st.conv_queue.front());
+  st.conv_queue.pop_front();
+  k();
+}
+
+// Inside conv_serial().
+void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_message m,
+                   const domain::contact& contact, int depth) {
+  auto& st = self->state;
   auto key = std::make_pair(channel_id, m.external_message_id);
   auto now = domain::now_micros();
   domain::conversation conv;
@@ -301,6 +309,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.external_message_id = m.external_message_id;
   w.received_at = now;
   w.external_id = m.contact.external_id;
+  w.depth = depth;
   json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
   if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
   json::object payload{{"channel_id", channel_id},
@@ -317,7 +326,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
        contact_id = contact.id](domain::outcome<persistence::inbound_written> r) {
         auto& st = self->state;
         if (!r) {
-          store_done(self);
+          conv_done(self);
           return settle(self, key, r.error(), false);
         }
         if (!r->duplicate) {
@@ -329,7 +338,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
         }
         settle(self, key, r->ids, r->duplicate);
         // Only now, with the conversation as this message left it, may the next one be stored.
-        store_done(self);
+        conv_done(self);
       });
 }
 
@@ -349,7 +358,9 @@ std::string clip(std::string s) {
   return s;
 }
 
-void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_message m) {
+// Inside conv_serial().
+void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_message m,
+                      int depth) {
   auto& st = self->state;
   auto key = std::make_pair(channel_id, m.external_message_id);
   contact_match_request req;
@@ -373,9 +384,12 @@ void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_m
   if (m.contact.email) f.email = std::optional<std::string>(*m.contact.email);
   f.source = std::optional<domain::contact_source>(domain::contact_source::api);
   auto k = in_actor<domain::outcome<contact_match>>(
-      self, [self, channel_id, key, m](domain::outcome<contact_match> r) mutable {
-        if (!r) return settle(self, key, r.error(), false);
-        store_message(self, channel_id, std::move(m), r->contact);
+      self, [self, channel_id, key, m, depth](domain::outcome<contact_match> r) mutable {
+        if (!r) {
+          conv_done(self);
+          return settle(self, key, r.error(), false);
+        }
+        store_message(self, channel_id, std::move(m), r->contact, depth);
       });
   match_contact(*st.env.rt->owner, st.env.tenant_id, std::move(req),
                 callback<contact_match>(std::move(k)));
@@ -414,11 +428,13 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
       [channel_id, ext = m->external_message_id](persistence::pg_conn& c) {
         return persistence::find_inbound(c, channel_id, ext);
       },
-      [self, channel_id, key,
-       m = std::move(*m)](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
+      [self, channel_id, key, m = std::move(*m),
+       depth = call.depth](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
         if (!r) return settle(self, key, r.error(), false);
         if (*r) return settle(self, key, **r, true);
-        match_then_store(self, channel_id, std::move(m));
+        conv_serial(self, [self, channel_id, m = std::move(m), depth] {
+          match_then_store(self, channel_id, m, depth);
+        });
       });
 }
 
@@ -435,9 +451,13 @@ void record(ch_actor* self, persistence::send_outcome o, persistence::queued_mes
         auto& st = self->state;
         st.sending.erase(m.id);
         if (!r) {
-          // Not recorded: it stays queued in Postgres and is tried again after a restart.
+          // Not recorded: it is still queued in Postgres; try the whole send again later.
           log_warn("tenant {}: message {} send outcome not stored ({})", st.env.tenant_id, m.id,
                    r.error().detail);
+          if (!st.stopping) {
+            m.next_attempt_at = domain::now_micros() + 5'000'000;
+            schedule_send(self, m);
+          }
           return;
         }
         if (o.status == "queued" && !st.stopping) {
@@ -529,13 +549,21 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
                  callback<std::vector<domain::contact>>(std::move(k)));
 }
 
-void do_send(ch_actor* self, outbound_request req, callback<std::string> reply) {
+// Inside conv_serial(): every way out calls conv_done.
+void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_to) {
   auto& st = self->state;
+  auto reply = [self, reply_to](domain::outcome<std::string> r) {
+    conv_done(self);
+    reply_to(std::move(r));
+  };
+  auto missing = [self, reply_to](std::int64_t id) {
+    conv_done(self);
+    missing_conversation(self, id, reply_to);
+  };
   const domain::conversation* conv = nullptr;
   if (req.conversation_id) {
     auto it = st.conversations.find(*req.conversation_id);
-    if (it == st.conversations.end())
-      return missing_conversation(self, *req.conversation_id, reply);
+    if (it == st.conversations.end()) return missing(*req.conversation_id);
     conv = &it->second;
   } else if (req.contact_id) {
     for (auto& [id, c] : st.conversations)
@@ -563,16 +591,19 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply) 
   w.created_at = now;
   db<persistence::outbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
-      [self, reply, conv_after = w.conversation](domain::outcome<persistence::outbound_written> r) {
-        if (!r) return reply(r.error());
-        self->state.conversations[conv_after.id] = conv_after;
-        reply(r->json);
+      [self, reply_to,
+       conv_after = w.conversation](domain::outcome<persistence::outbound_written> r) {
+        if (r) self->state.conversations[conv_after.id] = conv_after;
+        conv_done(self);
+        if (!r) return reply_to(r.error());
+        reply_to(r->json);
         attempt_send(self, r->message);
       });
 }
 
 // ---- conversations -------------------------------------------------------------------------
 
+// Inside conv_serial().
 void save_conv(ch_actor* self, domain::conversation next, callback<std::string> reply) {
   db<domain::done>(
       self,
@@ -581,9 +612,48 @@ void save_conv(ch_actor* self, domain::conversation next, callback<std::string> 
         return domain::done{};
       },
       [self, next, reply](domain::outcome<domain::done> r) {
+        if (r) self->state.conversations[next.id] = next;
+        conv_done(self);
         if (!r) return reply(r.error());
-        self->state.conversations[next.id] = next;
         reply(json::serialize(domain::conversation_to_json(next)));
+      });
+}
+
+// PATCH /conversations/{id}, inside conv_serial(): an assignee must be an active user of the
+// tenant (looked up first), then the conversation as it is now gets the changes.
+void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
+                        callback<std::string> reply) {
+  auto& st = self->state;
+  if (!st.conversations.count(id)) {
+    conv_done(self);
+    return missing_conversation(self, id, reply);
+  }
+  auto apply = [self, id, p, reply] {
+    auto& convs = self->state.conversations;
+    auto it = convs.find(id);
+    if (it == convs.end()) {
+      conv_done(self);
+      return reply(failure::of(errc::not_found, "conversation not found"));
+    }
+    auto next = it->second;
+    if (p.status) next.status = *p.status;
+    if (p.assignee_id) next.assignee_id = *p.assignee_id;
+    next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
+    save_conv(self, std::move(next), reply);
+  };
+  if (!p.assignee_id || !*p.assignee_id) return apply();
+  db<bool>(
+      self,
+      [tid = st.env.tenant_id, user = **p.assignee_id](persistence::pg_conn& c) {
+        return persistence::active_user_of(c, tid, user);
+      },
+      [self, reply, apply](domain::outcome<bool> r) {
+        if (r && *r) return apply();
+        conv_done(self);
+        if (!r) return reply(r.error());
+        reply(failure::invalid({{{"body", "assignee_id"},
+                                 "assignee_id must be an active user of the tenant",
+                                 "value_error"}}));
       });
 }
 
@@ -727,44 +797,24 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p, reply] {
-          auto& st = self->state;
-          auto it = st.conversations.find(id);
-          if (it == st.conversations.end()) return missing_conversation(self, id, reply);
-          auto next = it->second;
-          if (p.status) next.status = *p.status;
-          next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
-          if (!p.assignee_id || !*p.assignee_id) {
-            if (p.assignee_id) next.assignee_id.reset();
-            return save_conv(self, std::move(next), reply);
-          }
-          auto user = **p.assignee_id;
-          next.assignee_id = user;
-          db<bool>(
-              self,
-              [tid = st.env.tenant_id, user](persistence::pg_conn& c) {
-                return persistence::active_user_of(c, tid, user);
-              },
-              [self, next, reply](domain::outcome<bool> r) {
-                if (!r) return reply(r.error());
-                if (!*r)
-                  return reply(
-                      failure::invalid({{{"body", "assignee_id"},
-                                         "assignee_id must be an active user of the tenant",
-                                         "value_error"}}));
-                save_conv(self, next, reply);
-              });
+          conv_serial(self, [self, id, p, reply] { patch_conversation(self, id, p, reply); });
         });
       },
       [self, measure](conv_atom, read_atom, std::int64_t id, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, reply] {
-          auto& convs = self->state.conversations;
-          auto it = convs.find(id);
-          if (it == convs.end()) return missing_conversation(self, id, reply);
-          auto next = it->second;
-          next.unread_count = 0;
-          next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
-          save_conv(self, std::move(next), reply);
+          conv_serial(self, [self, id, reply] {
+            auto& convs = self->state.conversations;
+            auto it = convs.find(id);
+            if (it == convs.end()) {
+              conv_done(self);
+              return missing_conversation(self, id, reply);
+            }
+            auto next = it->second;
+            next.unread_count = 0;
+            next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
+            save_conv(self, std::move(next), reply);
+          });
         });
       },
       [self, measure](msgs_atom, std::int64_t id, int page, int per_page,
@@ -783,7 +833,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       [self, measure](send_atom, outbound_request& req, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, req = std::move(req), reply]() mutable {
-          do_send(self, std::move(req), reply);
+          conv_serial(self, [self, req, reply] { do_send(self, req, reply); });
         });
       },
       [self](stop_atom) {

@@ -818,15 +818,28 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
 
 void do_match(contacts_actor* self, contact_match_request req, callback<contact_match> reply) {
   auto& st = self->state;
+  // A match that is still being committed is answered after its COMMIT (never acknowledge
+  // what might not be stored).
+  auto answer = [&](const domain::contact& c) {
+    if (!st.p_contacts.count(c.id)) return reply(contact_match{c, false});
+    stage_write(
+        self,
+        [self, reply, id = c.id] {
+          auto now = self->state.store.find(id);
+          if (!now) return reply(missing_contact());
+          reply(contact_match{*now, false});
+        },
+        fail_with(reply));
+  };
   if (req.known_id)
-    if (auto c = projected_contact(st, *req.known_id)) return reply(contact_match{*c, false});
+    if (auto c = projected_contact(st, *req.known_id)) return answer(*c);
   auto by_phone = req.phone ? phone_owner(st, *req.phone) : 0;
   auto by_email = req.email ? email_owner(st, *req.email) : 0;
   if (by_phone && by_email && by_phone != by_email)
     return reply(failure::of(errc::conflict, "the contact block matches two different contacts: "
                                              "the phone one, the e-mail another"));
   if (auto id = by_phone ? by_phone : by_email) {
-    if (auto c = projected_contact(st, id)) return reply(contact_match{*c, false});
+    if (auto c = projected_contact(st, id)) return answer(*c);
   }
   domain::contact c;
   c.id = st.contact_ids.front();

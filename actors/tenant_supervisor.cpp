@@ -3,9 +3,11 @@
 // reloads from Postgres on the next request) and passivates the tenant when idle.
 //
 // Passivation keeps one writer per tenant: the supervisor first stops its children (each
-// finishes its mailbox and its commits), holding any message that still arrives; only when the
-// last child is down does it leave the registry and hand the held messages back to it, so the
-// next supervisor loads state that includes every committed write.
+// finishes its mailbox and its commits). A message that still arrives goes to its child if that
+// child is not down yet (it may be the answer a sibling waits for before it can stop), else it
+// is held; only when the last child is down does the supervisor leave the registry and hand the
+// held messages back to it, so the next supervisor loads state that includes every committed
+// write.
 #include "actors/system.hpp"
 
 #include "persistence/log.hpp"
@@ -105,6 +107,13 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
                   &self->state.env.stats->supervisor_mailbox);
         if (kind < 0 || kind >= static_cast<int>(child_count)) return;
         if (self->state.retiring) {
+          // A child still up gets it: it may be a sibling's answer that child waits for
+          // before it can stop (a workflow step updating a contact). Messages for children
+          // already down wait for the next supervisor.
+          if (auto& c = self->state.children[static_cast<std::size_t>(kind)]) {
+            self->send(c, std::move(m));
+            return;
+          }
           self->state.held.emplace_back(kind, std::move(m));
           return;
         }

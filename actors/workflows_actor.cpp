@@ -86,7 +86,9 @@ constexpr auto idle_dispatch_gap = std::chrono::milliseconds(1000);
 
 struct open_run {
   domain::workflow_run run;
-  bool busy = false;      // a step or a save is in flight
+  bool busy = false;      // a save is in flight
+  bool in_step = false;   // an action is in flight
+  bool resave = false;    // the last save failed: it is retried on the next tick
   bool cancelled = false; // its workflow was deleted
 };
 
@@ -110,11 +112,13 @@ struct workflows_state {
   std::deque<continuation> serial;
   bool dispatch_wanted = false;
   bool dispatch_timer = false; // a delayed dispatch is scheduled
+  bool dispatch_retry = false; // the last dispatch failed: again on the next tick
   std::chrono::steady_clock::time_point last_dispatch{};
 
   std::set<std::int64_t> delivering;
   bool fetching = false;
   std::int64_t next_delivery_at = 0; // 0: none known
+  bool delivery_poked = false;       // new or redelivered deliveries while a fetch was running
 
   int pending_io = 0; // pool jobs, HTTP requests and contact actions in flight
   std::mt19937_64 rng{std::random_device{}()};
@@ -290,12 +294,12 @@ void save_then(wf_actor* self, std::int64_t id) {
         auto& x = it->second;
         x.busy = false;
         if (!r) {
-          // The step's outcome is not stored: retry the save later rather than move on.
+          // The step's outcome is not stored: the same save is retried on the next tick, and
+          // the run does not move on before it succeeds.
           log_warn("tenant {}: run {} progress not saved ({}); retrying", st.env.tenant_id, id,
                    r.error().detail);
           st.running--;
-          x.run.status = domain::run_status::queued;
-          st.ready.push_back(id);
+          x.resave = true;
           return;
         }
         // Stopping (passivation, shutdown): the run is stored as it is and resumes from there
@@ -316,6 +320,7 @@ void finish_step(wf_actor* self, std::int64_t id, json::object step, bool ok, js
   auto& st = self->state;
   auto it = st.runs.find(id);
   if (it == st.runs.end()) return;
+  it->second.in_step = false;
   auto& r = it->second.run;
   auto now = domain::now_micros();
   step["status"] = ok ? "succeeded" : "failed";
@@ -339,6 +344,25 @@ void finish_step(wf_actor* self, std::int64_t id, json::object step, bool ok, js
     }
   }
   save_then(self, id);
+}
+
+// A sibling actor answered 503 (it was stopping or crashed): not the action's fault. The step
+// is tried again in a second, or, when this actor is stopping too, after the restart (the run
+// is stored as it was before the step).
+void retry_step(wf_actor* self, std::int64_t id) {
+  auto& st = self->state;
+  auto it = st.runs.find(id);
+  if (it == st.runs.end()) return;
+  auto& x = it->second;
+  x.in_step = false;
+  st.running--;
+  if (x.cancelled) {
+    st.runs.erase(it);
+  } else if (!st.stopping) {
+    x.run.status = domain::run_status::waiting;
+    x.run.resume_at = domain::now_micros() + 1'000'000;
+  }
+  start_ready(self);
 }
 
 // At most `n` bytes of `s`, cut at a character boundary; null when `s` is not UTF-8 text.
@@ -446,6 +470,7 @@ void advance(wf_actor* self, std::int64_t id) {
   step["error"] = nullptr;
   step["started_at"] = domain::format_rfc3339(now);
   step["finished_at"] = nullptr;
+  x.in_step = true;
   if (!has_type) return finish_step(self, id, std::move(step), false, nullptr, "unknown action");
   if (!domain::action_available(known))
     return finish_step(self, id, std::move(step), false, nullptr,
@@ -478,6 +503,7 @@ void run_contact_action(wf_actor* self, std::int64_t id, json::object step,
   auto cid = *contact;
   // The continuation of every contact action: the step's outcome, back in this actor.
   auto finish = [self, id, step, cid](const failure* f, json::object result) mutable {
+    if (f && f->code == errc::service_unavailable) return retry_step(self, id);
     if (f) return finish_step(self, id, std::move(step), false, nullptr, to_text(*f));
     result["contact_id"] = cid;
     finish_step(self, id, std::move(step), true, std::move(result), {});
@@ -627,6 +653,7 @@ void run_send_action(wf_actor* self, std::int64_t id, json::object step,
                        "no conversation: the trigger has no conversation or contact");
   auto k = in_actor<domain::outcome<std::string>>(
       self, [self, id, step](domain::outcome<std::string> m) mutable {
+        if (!m && m.error().code == errc::service_unavailable) return retry_step(self, id);
         if (!m) return finish_step(self, id, std::move(step), false, nullptr, to_text(m.error()));
         json::error_code ec;
         auto v = json::parse(*m, ec);
@@ -688,7 +715,8 @@ void create_run(wf_actor* self, const domain::workflow& w, json::value payload, 
         if (schedule_next) {
           st.firing.erase(wid);
           if (r) {
-            if (auto it = st.workflows.find(wid); it != st.workflows.end())
+            // Stored only for a still active workflow (insert_run's UPDATE says the same).
+            if (auto it = st.workflows.find(wid); it != st.workflows.end() && it->second.is_active)
               it->second.next_run_at = *schedule_next;
           }
         }
@@ -747,11 +775,12 @@ void dispatch(wf_actor* self) {
         [self](domain::outcome<persistence::dispatch_result> r) {
           auto& st = self->state;
           if (!r) {
-            log_warn("tenant {}: outbox dispatch failed ({}); the sweeper retries",
-                     st.env.tenant_id, r.error().detail);
+            log_warn("tenant {}: outbox dispatch failed ({}); retrying", st.env.tenant_id,
+                     r.error().detail);
+            st.dispatch_retry = true;
           } else {
             for (auto& run : r->runs) add_open_run(self, std::move(run));
-            if (r->deliveries) st.next_delivery_at = domain::now_micros();
+            if (r->deliveries) st.delivery_poked = true, st.next_delivery_at = domain::now_micros();
             if (r->events == dispatch_limit) st.dispatch_wanted = true;
           }
           serial_done(self);
@@ -764,6 +793,15 @@ void dispatch(wf_actor* self) {
 // ---- deliveries --------------------------------------------------------------------------
 
 void attempt(wf_actor* self, domain::webhook_delivery d);
+void pump_deliveries(wf_actor* self);
+
+// There are deliveries due now (new ones, a redelivery, pending ones after a load).
+void poke_deliveries(wf_actor* self) {
+  auto& st = self->state;
+  st.next_delivery_at = domain::now_micros();
+  st.delivery_poked = true;
+  pump_deliveries(self);
+}
 
 void pump_deliveries(wf_actor* self) {
   auto& st = self->state;
@@ -772,6 +810,7 @@ void pump_deliveries(wf_actor* self) {
   auto now = domain::now_micros();
   if (!st.next_delivery_at || st.next_delivery_at > now) return;
   st.fetching = true;
+  st.delivery_poked = false;
   std::vector<std::int64_t> busy(st.delivering.begin(), st.delivering.end());
   auto want = max_delivering - st.delivering.size();
   using found = std::pair<std::vector<domain::webhook_delivery>, std::int64_t>;
@@ -792,7 +831,8 @@ void pump_deliveries(wf_actor* self) {
           // again soon while attempts are in flight, as their retries may come due.
           auto next = r->second;
           if (next && next <= now) next = now + 500'000;
-          st.next_delivery_at = next;
+          // A poke while this fetch ran may concern rows it could not see yet.
+          st.next_delivery_at = st.delivery_poked ? now : next;
         }
         for (auto& d : r->first) attempt(self, std::move(d));
       });
@@ -801,7 +841,24 @@ void pump_deliveries(wf_actor* self) {
 void attempt(wf_actor* self, domain::webhook_delivery d) {
   auto& st = self->state;
   auto sub = st.subs.find(d.subscription_id);
-  if (sub == st.subs.end() || !sub->second.is_active) return; // failed with it in Postgres
+  if (sub == st.subs.end() || !sub->second.is_active) {
+    // Switched off after this delivery was queued: it ends here, recorded as failed.
+    domain::delivery_attempt a;
+    a.delivery_id = d.id;
+    a.subscription_id = d.subscription_id;
+    a.attempt = d.attempts;
+    a.at = domain::now_micros();
+    a.error = "subscription inactive";
+    st.delivering.insert(d.id);
+    db<domain::done>(
+        self,
+        [tid = st.env.tenant_id, a](persistence::pg_conn& c) {
+          persistence::record_attempt(c, tid, a);
+          return domain::done{};
+        },
+        [self, id = d.id](domain::outcome<domain::done>) { self->state.delivering.erase(id); });
+    return;
+  }
   st.delivering.insert(d.id);
   auto body = envelope(d.event, d.created_at, d.payload);
   net::client_request req;
@@ -895,7 +952,22 @@ void resume_waiting(wf_actor* self) {
 }
 
 void on_tick(wf_actor* self) {
-  if (!self->state.loaded || self->state.stopping) return;
+  auto& st = self->state;
+  if (st.stopping) return;
+  if (!st.loaded) {
+    if (!st.loading) load(self); // the load failed (Postgres down): try again
+    return;
+  }
+  if (st.dispatch_retry) {
+    st.dispatch_retry = false;
+    request_dispatch(self);
+  }
+  for (auto& [id, x] : st.runs)
+    if (x.resave && !x.busy) {
+      x.resave = false;
+      st.running++;
+      save_then(self, id);
+    }
   fire_schedules(self);
   resume_waiting(self);
   pump_deliveries(self);
@@ -938,21 +1010,27 @@ std::string page_of(std::vector<json::value> all, int page, int per_page) {
   return json::serialize(o);
 }
 
-void save_workflow(wf_actor* self, domain::workflow w, callback<std::string> reply) {
-  serial(self, [self, w = std::move(w), reply] {
-    db<domain::workflow>(
-        self, [w](persistence::pg_conn& c) { return persistence::save_workflow(c, w); },
-        [self, reply](domain::outcome<domain::workflow> r) {
-          auto& st = self->state;
-          if (r) {
-            st.workflows[r->id] = *r;
-            reply(json::serialize(domain::workflow_to_json(*r, public_url(st))));
-          } else {
-            reply(r.error());
-          }
-          serial_done(self);
-        });
-  });
+// Stores `w` and answers it. Runs inside serial(): the caller took the current definition in
+// the same continuation, so concurrent changes never overwrite each other. `write_schedule`:
+// next_run_at is written too (re-planned); otherwise the stored one stays, as a schedule that
+// fires meanwhile moves it.
+void save_workflow(wf_actor* self, domain::workflow w, bool write_schedule,
+                   callback<std::string> reply) {
+  db<domain::workflow>(
+      self,
+      [w, write_schedule](persistence::pg_conn& c) {
+        return persistence::save_workflow(c, w, write_schedule);
+      },
+      [self, reply](domain::outcome<domain::workflow> r) {
+        auto& st = self->state;
+        if (r) {
+          st.workflows[r->id] = *r;
+          reply(json::serialize(domain::workflow_to_json(*r, public_url(st))));
+        } else {
+          reply(r.error());
+        }
+        serial_done(self);
+      });
 }
 
 // next_run_at of an active schedule workflow, planned from now.
@@ -961,7 +1039,8 @@ std::int64_t plan(const domain::workflow& w) {
   return domain::next_schedule_time(w.trigger_config, domain::now_micros());
 }
 
-void do_update(wf_actor* self, domain::workflow cur, workflow_patch p,
+// Applies `p` to the current definition (inside serial()); answers a 422 or stores the result.
+void do_update(wf_actor* self, const domain::workflow& cur, const workflow_patch& p,
                callback<std::string> reply) {
   auto next = cur;
   std::vector<domain::issue> issues;
@@ -977,34 +1056,60 @@ void do_update(wf_actor* self, domain::workflow cur, workflow_patch p,
     // A new trigger type without a new config starts from an empty one.
     if (p.trigger && *p.trigger != cur.trigger && !p.trigger_config) cfg = json::object();
     auto parsed = domain::parse_trigger_config(next.trigger, cfg, issues);
-    if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+    if (!issues.empty()) {
+      reply(failure::invalid(std::move(issues)));
+      return serial_done(self);
+    }
     next.trigger_config = *parsed;
   }
   bool replan = p.trigger || p.trigger_config || (p.is_active && *p.is_active != cur.is_active);
-  if (replan || next.trigger != domain::trigger_type::schedule || !next.is_active)
-    next.next_run_at = plan(next);
+  if (replan) next.next_run_at = plan(next);
   next.updated_at = std::max(domain::now_micros(), cur.updated_at + 1);
-  save_workflow(self, std::move(next), std::move(reply));
+  save_workflow(self, std::move(next), replan, std::move(reply));
+}
+
+// Stores `s` and answers it; runs inside serial() (see save_workflow).
+void save_subscription(wf_actor* self, domain::webhook_subscription s,
+                       std::optional<std::string> shown_secret, callback<std::string> reply);
+
+// Applies `p` to the subscription as the changes before it left it (inside serial()).
+void update_subscription_now(wf_actor* self, std::int64_t id, const subscription_patch& p,
+                             callback<std::string> reply) {
+  auto& subs = self->state.subs;
+  auto it = subs.find(id);
+  if (it == subs.end()) {
+    reply_missing_subscription(self, id, reply);
+    return serial_done(self);
+  }
+  auto next = it->second;
+  if (p.url) next.url = *p.url;
+  if (p.events) next.events = *p.events;
+  if (p.description) next.description = *p.description;
+  if (p.secret) next.secret = *p.secret;
+  if (p.is_active) {
+    if (*p.is_active && !next.is_active) next.disabled_reason.reset();
+    next.is_active = *p.is_active;
+  }
+  next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
+  save_subscription(self, std::move(next), std::nullopt, reply);
 }
 
 void save_subscription(wf_actor* self, domain::webhook_subscription s,
                        std::optional<std::string> shown_secret, callback<std::string> reply) {
-  serial(self, [self, s = std::move(s), shown_secret, reply] {
-    db<domain::webhook_subscription>(
-        self, [s](persistence::pg_conn& c) { return persistence::save_subscription(c, s); },
-        [self, reply, shown_secret](domain::outcome<domain::webhook_subscription> r) {
-          auto& st = self->state;
-          if (r) {
-            st.subs[r->id] = *r;
-            auto o = domain::subscription_to_json(*r);
-            if (shown_secret) o["secret"] = *shown_secret;
-            reply(json::serialize(o));
-          } else {
-            reply(r.error());
-          }
-          serial_done(self);
-        });
-  });
+  db<domain::webhook_subscription>(
+      self, [s](persistence::pg_conn& c) { return persistence::save_subscription(c, s); },
+      [self, reply, shown_secret](domain::outcome<domain::webhook_subscription> r) {
+        auto& st = self->state;
+        if (r) {
+          st.subs[r->id] = *r;
+          auto o = domain::subscription_to_json(*r);
+          if (shown_secret) o["secret"] = *shown_secret;
+          reply(json::serialize(o));
+        } else {
+          reply(r.error());
+        }
+        serial_done(self);
+      });
 }
 
 bool webhook_secret_ok(const domain::workflow& w, const webhook_call& call) {
@@ -1106,17 +1211,23 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           w.tenant_id = self->state.env.tenant_id;
           w.created_at = w.updated_at = domain::now_micros();
           w.next_run_at = plan(w);
-          save_workflow(self, std::move(w), reply);
+          serial(self, [self, w = std::move(w), reply] { save_workflow(self, w, true, reply); });
         });
       },
       [self, measure](update_atom, std::int64_t id, workflow_patch& p,
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply]() mutable {
-          auto& st = self->state;
-          auto it = st.workflows.find(id);
-          if (it == st.workflows.end()) return reply_missing_workflow(self, id, reply);
-          do_update(self, it->second, std::move(p), reply);
+          serial(self, [self, id, p, reply] {
+            // The definition as the changes before this one left it.
+            auto& st = self->state;
+            auto it = st.workflows.find(id);
+            if (it == st.workflows.end()) {
+              reply_missing_workflow(self, id, reply);
+              return serial_done(self);
+            }
+            do_update(self, it->second, p, reply);
+          });
         });
       },
       [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
@@ -1138,7 +1249,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                     for (auto it = st.runs.begin(); it != st.runs.end();) {
                       if (it->second.run.workflow_id != id) {
                         ++it;
-                      } else if (it->second.busy) {
+                      } else if (it->second.busy || it->second.in_step) {
                         it->second.cancelled = true;
                         ++it;
                       } else {
@@ -1252,27 +1363,16 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           s.created_at = s.updated_at = domain::now_micros();
           std::optional<std::string> shown;
           if (generated) shown = s.secret;
-          save_subscription(self, std::move(s), shown, reply);
+          serial(self, [self, s = std::move(s), shown, reply] {
+            save_subscription(self, s, shown, reply);
+          });
         });
       },
       [self, measure](sub_atom, update_atom, std::int64_t id, subscription_patch& p,
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply] {
-          auto& subs = self->state.subs;
-          auto it = subs.find(id);
-          if (it == subs.end()) return reply_missing_subscription(self, id, reply);
-          auto next = it->second;
-          if (p.url) next.url = *p.url;
-          if (p.events) next.events = *p.events;
-          if (p.description) next.description = *p.description;
-          if (p.secret) next.secret = *p.secret;
-          if (p.is_active) {
-            if (*p.is_active && !next.is_active) next.disabled_reason.reset();
-            next.is_active = *p.is_active;
-          }
-          next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
-          save_subscription(self, std::move(next), std::nullopt, reply);
+          serial(self, [self, id, p, reply] { update_subscription_now(self, id, p, reply); });
         });
       },
       [self, measure](sub_atom, delete_atom, std::int64_t id, callback<domain::done>& reply) {
@@ -1329,9 +1429,8 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                       failure::of(errc::not_found, "no such delivery of this subscription"));
                 if (*r == persistence::redelivery::inactive)
                   return reply(failure::of(errc::conflict, "the subscription is inactive"));
-                self->state.next_delivery_at = domain::now_micros();
                 reply(domain::done{});
-                pump_deliveries(self);
+                poke_deliveries(self);
               });
         });
       },

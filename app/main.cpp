@@ -74,11 +74,9 @@ int serve(config::settings cfg) {
       {cfg.jwt_secret, &revoked}, metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
-  srv.start();
-
   // Automation: outbound HTTP on its own thread, and the sweeper that wakes idle tenants with
-  // due work (what a crash left unfinished included). Started once the API listens, so that
-  // webhook_url can name the real port.
+  // due work (what a crash left unfinished included). Installed after the API is bound (so
+  // webhook_url can name the real port) and before it serves, so every actor sees it.
   net::client_options outbound;
   outbound.allow_private = cfg.outbound_allow_private;
   outbound.connect_timeout =
@@ -98,6 +96,7 @@ int serve(config::settings cfg) {
   automation.poll_interval = cfg.automation_poll;
   automation.read_contact_patch = &http::read_contact_patch;
   actors::start_automation(rt, std::move(automation));
+  srv.start();
 
   log_info("carecrm serving on http://{} (metrics on http://{})", api_at, ops_at);
   std::cout << R"({"event":"listening","http":")" << api_at << R"(","metrics":")" << ops_at << "\"}"

@@ -196,7 +196,7 @@ automation_snapshot load_automation(pg_conn& c, std::int64_t tenant_id) {
   return out;
 }
 
-domain::workflow save_workflow(pg_conn& c, domain::workflow w) {
+domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedule) {
   pqxx::work tx(c.raw());
   auto cfg = json::serialize(w.trigger_config);
   auto conds = json::serialize(domain::conditions_to_json(w.conditions));
@@ -218,11 +218,12 @@ domain::workflow save_workflow(pg_conn& c, domain::workflow w) {
     r = tx.exec_params(
         std::string("UPDATE workflows SET name = $3, description = $4, trigger_type = $5,"
                     " trigger_config = $6::jsonb, conditions = $7::jsonb, actions = $8::jsonb,"
-                    " is_active = $9, webhook_secret = $10, next_run_at = $11::timestamptz,"
-                    " updated_at = $12::timestamptz WHERE tenant_id = $1 AND id = $2 RETURNING ") +
+                    " is_active = $9, webhook_secret = $10, next_run_at = CASE WHEN $13 THEN"
+                    " $11::timestamptz ELSE next_run_at END, updated_at = $12::timestamptz"
+                    " WHERE tenant_id = $1 AND id = $2 RETURNING ") +
             workflow_columns,
         w.tenant_id, w.id, w.name, opt(w.description), trigger, cfg, conds, acts, w.is_active,
-        opt(w.webhook_secret), next.get(), updated.get());
+        opt(w.webhook_secret), next.get(), updated.get(), write_schedule);
   }
   if (r.empty()) throw std::runtime_error("workflow vanished");
   auto saved = to_workflow(r.front());
@@ -348,7 +349,7 @@ domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
   if (schedule_next_run_at) {
     ts_param next(*schedule_next_run_at);
     tx.exec_params("UPDATE workflows SET next_run_at = $3::timestamptz WHERE tenant_id = $1 AND"
-                   " id = $2",
+                   " id = $2 AND is_active",
                    one[0].tenant_id, one[0].workflow_id, next.get());
   }
   tx.commit();
@@ -450,11 +451,14 @@ std::vector<domain::webhook_delivery> due_deliveries(pg_conn& c, std::int64_t te
   for (std::size_t i = 0; i < busy.size(); ++i) except += (i ? "," : "") + std::to_string(busy[i]);
   except += "}";
   auto rows = tx.exec_params(
-      "SELECT id, subscription_id, event, payload::text, attempts, " MICROS(
-          "retry_from") ", " MICROS("created_at") " FROM webhook_deliveries WHERE tenant_id = $1"
-                                                  " AND status = 'pending' AND next_attempt_at <="
-                                                  " now() AND NOT (id = ANY($2::bigint[]))"
-                                                  " ORDER BY next_attempt_at, id LIMIT $3",
+      "SELECT d.id, d.subscription_id, d.event, d.payload::text, d.attempts, " MICROS(
+          "d.retry_from") ", " MICROS("d.created_at") " FROM webhook_deliveries d JOIN"
+                                                      " webhook_subscriptions s ON s.id ="
+                                                      " d.subscription_id AND s.is_active"
+                                                      " WHERE d.tenant_id = $1 AND d.status ="
+                                                      " 'pending' AND d.next_attempt_at <= now()"
+                                                      " AND NOT (d.id = ANY($2::bigint[]))"
+                                                      " ORDER BY d.next_attempt_at, d.id LIMIT $3",
       tenant_id, except, static_cast<std::int64_t>(limit));
   std::vector<domain::webhook_delivery> out;
   for (auto r : rows) {
@@ -474,8 +478,10 @@ std::vector<domain::webhook_delivery> due_deliveries(pg_conn& c, std::int64_t te
 std::int64_t next_delivery_due(pg_conn& c, std::int64_t tenant_id) {
   pqxx::read_transaction tx(c.raw());
   auto r = tx.exec_params(
-      "SELECT " MICROS("min(next_attempt_at)") " FROM webhook_deliveries"
-                                               " WHERE tenant_id = $1 AND status = 'pending'",
+      "SELECT " MICROS("min(d.next_attempt_at)") " FROM webhook_deliveries d JOIN"
+                                                 " webhook_subscriptions s ON s.id ="
+                                                 " d.subscription_id AND s.is_active WHERE"
+                                                 " d.tenant_id = $1 AND d.status = 'pending'",
       tenant_id);
   return micros_or_zero(r.front()[0]);
 }
@@ -497,7 +503,7 @@ void record_attempt(pg_conn& c, std::int64_t tenant_id, const domain::delivery_a
                  " attempt_log = attempt_log || $5::jsonb, next_attempt_at = $6::timestamptz,"
                  " last_status_code = $7::integer, last_error = $8,"
                  " delivered_at = CASE WHEN $9 THEN now() ELSE delivered_at END, updated_at = now()"
-                 " WHERE tenant_id = $1 AND id = $2",
+                 " WHERE tenant_id = $1 AND id = $2 AND status = 'pending'",
                  tenant_id, a.delivery_id, status, a.attempt, json::serialize(one), next.get(),
                  code ? code->c_str() : nullptr, opt(error), a.delivered);
   if (a.gone) {
@@ -596,9 +602,10 @@ std::vector<std::int64_t> tenants_with_due_work(pg_conn& c) {
       tx.exec("SELECT tenant_id FROM outbox WHERE dispatched_at IS NULL GROUP BY tenant_id"
               " UNION SELECT tenant_id FROM workflow_runs WHERE status IN ('queued', 'running')"
               "   OR (status = 'waiting' AND resume_at <= now())"
-              " UNION SELECT tenant_id FROM webhook_deliveries WHERE status = 'pending'"
-              "   AND next_attempt_at <= now()"
-              " UNION SELECT tenant_id FROM workflows WHERE next_run_at <= now()");
+              " UNION SELECT d.tenant_id FROM webhook_deliveries d JOIN webhook_subscriptions"
+              "   s ON s.id = d.subscription_id AND s.is_active WHERE d.status = 'pending'"
+              "   AND d.next_attempt_at <= now()"
+              " UNION SELECT tenant_id FROM workflows WHERE next_run_at <= now() AND is_active");
   std::vector<std::int64_t> out;
   for (auto r : rows) out.push_back(r[0].as<std::int64_t>());
   return out;

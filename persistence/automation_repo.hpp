@@ -18,8 +18,9 @@ struct automation_snapshot {
 };
 automation_snapshot load_automation(pg_conn& c, std::int64_t tenant_id);
 
-// Inserts (id 0) or updates; returns the stored row.
-domain::workflow save_workflow(pg_conn& c, domain::workflow w);
+// Inserts (id 0) or updates; returns the stored row. An update writes next_run_at only with
+// `write_schedule` (a re-plan): otherwise the stored one, moved by firings, stays.
+domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedule = true);
 void delete_workflow(pg_conn& c, std::int64_t tenant_id, std::int64_t id);
 std::optional<std::int64_t> tenant_of_workflow(pg_conn& c, std::int64_t id);
 std::optional<std::int64_t> tenant_of_run(pg_conn& c, std::int64_t id);

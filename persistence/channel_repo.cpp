@@ -244,9 +244,9 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   std::string payload = "{\"message_id\":" + std::to_string(out.ids.message_id) +
                         ",\"conversation_id\":" + std::to_string(out.conversation.id) + "," +
                         w.event_payload.substr(1);
-  tx.exec_params("INSERT INTO outbox (tenant_id, event, payload) VALUES ($1, 'message.received',"
-                 " $2::jsonb)",
-                 w.tenant_id, payload);
+  tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1,"
+                 " 'message.received', $2::jsonb, $3)",
+                 w.tenant_id, payload, w.depth);
   tx.commit();
   return out;
 }

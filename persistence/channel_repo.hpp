@@ -61,6 +61,7 @@ struct inbound_write {
   std::int64_t received_at = 0;
   std::optional<std::string> external_id; // identity to remember
   std::string event_payload;              // message.received (the message id is added)
+  int depth = 0;                          // workflow chain depth of the event
 };
 struct inbound_written {
   stored_inbound ids;

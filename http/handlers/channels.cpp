@@ -150,6 +150,12 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
   auto id = path_id(ex->param("id"), "channel_id", issues);
   if (!id) return ex->fail(failure::invalid(std::move(issues)));
   actors::inbound_call call{kind, std::string(*secret), ex->req.body};
+  // A workflow's http_request says how deep its chain is: a loop through this channel stops
+  // like any other chain of workflows.
+  if (auto v = ex->req.header("carecrm-chain-depth")) {
+    for (char c : *v)
+      if (c >= '0' && c <= '9' && call.depth < 100) call.depth = call.depth * 10 + (c - '0');
+  }
   auto deliver = [&s, ex, id = *id](std::int64_t tenant, actors::inbound_call call) {
     actors::receive_inbound(s.rt, tenant, id, std::move(call), json_reply(ex));
   };
