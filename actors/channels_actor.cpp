@@ -12,12 +12,14 @@
 //   client's thread; each attempt's outcome is stored (sent, queued again, failed).
 #include "actors/channels.hpp"
 
+#include "actors/async_io.hpp"
 #include "actors/contacts.hpp"
 #include "actors/system.hpp"
 #include "actors/workflows.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/messaging.hpp"
+#include "domain/page_json.hpp"
 #include "net/http_client.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
@@ -92,41 +94,9 @@ struct channels_state {
 
 using ch_actor = caf::stateful_actor<channels_state>;
 
-void maybe_quit(ch_actor* self) {
+void settle(ch_actor* self) {
   auto& st = self->state;
   if (st.stopping && st.pending_io == 0 && !st.loading) self->quit();
-}
-
-template <class T, class Work, class Then>
-void db(ch_actor* self, Work work, Then then) {
-  auto me = caf::actor_cast<caf::actor>(self);
-  self->state.pending_io++;
-  self->state.env.pool->run<T>(std::move(work), [me, self, then = std::move(then)](
-                                                    domain::outcome<T> r) mutable {
-    caf::anon_send(me, resume_atom::value, continuation{[self, then, r = std::move(r)]() mutable {
-                     self->state.pending_io--;
-                     then(std::move(r));
-                     maybe_quit(self);
-                   }});
-  });
-}
-
-template <class T, class Then>
-std::function<void(T)> in_actor(ch_actor* self, Then then) {
-  auto me = caf::actor_cast<caf::actor>(self);
-  self->state.pending_io++;
-  return [me, self, then = std::move(then)](T v) mutable {
-    caf::anon_send(me, resume_atom::value, continuation{[self, then, v = std::move(v)]() mutable {
-                     self->state.pending_io--;
-                     then(std::move(v));
-                     maybe_quit(self);
-                   }});
-  };
-}
-
-template <class T>
-std::function<void(const failure&)> fail_with(callback<T> reply) {
-  return [reply](const failure& f) { reply(f); };
 }
 
 std::string public_url(const channels_state& st) {
@@ -204,21 +174,6 @@ void missing_conversation(ch_actor* self, std::int64_t id, callback<T> reply) {
       "conversation", std::move(reply));
 }
 
-std::string page_of(std::vector<json::value> all, int page, int per_page) {
-  json::array items;
-  auto from = static_cast<std::size_t>(page - 1) * static_cast<std::size_t>(per_page);
-  for (auto i = from; i < all.size() && i < from + static_cast<std::size_t>(per_page); ++i)
-    items.push_back(std::move(all[i]));
-  json::object o;
-  auto total = static_cast<std::int64_t>(all.size());
-  o["items"] = std::move(items);
-  o["total"] = total;
-  o["page"] = page;
-  o["per_page"] = per_page;
-  o["pages"] = (total + per_page - 1) / per_page;
-  return json::serialize(o);
-}
-
 void save_channel(ch_actor* self, domain::channel c, callback<std::string> reply) {
   db<domain::channel>(
       self, [c](persistence::pg_conn& conn) { return persistence::save_channel(conn, c); },
@@ -242,8 +197,8 @@ std::string ack(const persistence::stored_inbound& ids, bool duplicate) {
 }
 
 // Answers everyone waiting on `key`: the first caller with `first`, the others as duplicates.
-void settle(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
-            const domain::outcome<persistence::stored_inbound>& r, bool first_duplicate) {
+void answer_inbound(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
+                    const domain::outcome<persistence::stored_inbound>& r, bool first_duplicate) {
   auto& st = self->state;
   auto it = st.storing.find(key);
   if (it == st.storing.end()) return;
@@ -327,7 +282,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
         auto& st = self->state;
         if (!r) {
           conv_done(self);
-          return settle(self, key, r.error(), false);
+          return answer_inbound(self, key, r.error(), false);
         }
         if (!r->duplicate) {
           st.conversations[r->conversation.id] = r->conversation;
@@ -336,7 +291,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                            caf::make_message(outbox_atom::value));
         }
-        settle(self, key, r->ids, r->duplicate);
+        answer_inbound(self, key, r->ids, r->duplicate);
         // Only now, with the conversation as this message left it, may the next one be stored.
         conv_done(self);
       });
@@ -387,7 +342,7 @@ void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_m
       self, [self, channel_id, key, m, depth](domain::outcome<contact_match> r) mutable {
         if (!r) {
           conv_done(self);
-          return settle(self, key, r.error(), false);
+          return answer_inbound(self, key, r.error(), false);
         }
         store_message(self, channel_id, std::move(m), r->contact, depth);
       });
@@ -430,8 +385,8 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
       },
       [self, channel_id, key, m = std::move(*m),
        depth = call.depth](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
-        if (!r) return settle(self, key, r.error(), false);
-        if (*r) return settle(self, key, **r, true);
+        if (!r) return answer_inbound(self, key, r.error(), false);
+        if (*r) return answer_inbound(self, key, **r, true);
         conv_serial(self, [self, channel_id, m = std::move(m), depth] {
           match_then_store(self, channel_id, m, depth);
         });
@@ -689,7 +644,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             if (f.is_active && c.is_active != *f.is_active) continue;
             all.emplace_back(domain::channel_to_json(c, public_url(st)));
           }
-          reply(page_of(std::move(all), f.page, f.per_page));
+          reply(domain::render_page_of(std::move(all), f.page, f.per_page));
         });
       },
       [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
@@ -781,7 +736,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           });
           std::vector<json::value> all;
           for (auto c : found) all.emplace_back(domain::conversation_to_json(*c));
-          reply(page_of(std::move(all), f.page, f.per_page));
+          reply(domain::render_page_of(std::move(all), f.page, f.per_page));
         });
       },
       [self, measure](conv_atom, get_atom, std::int64_t id, callback<std::string>& reply) {
@@ -838,7 +793,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       },
       [self](stop_atom) {
         self->state.stopping = true;
-        maybe_quit(self);
+        settle(self);
       },
   };
 }

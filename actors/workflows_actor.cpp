@@ -11,10 +11,12 @@
 // Nothing blocks the actor: the pool and the HTTP client answer with continuations.
 #include "actors/workflows.hpp"
 
+#include "actors/async_io.hpp"
 #include "actors/channels.hpp"
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
+#include "domain/page_json.hpp"
 #include "domain/validation.hpp"
 #include "net/http_client.hpp"
 #include "persistence/automation_repo.hpp"
@@ -130,43 +132,9 @@ struct workflows_state {
 
 using wf_actor = caf::stateful_actor<workflows_state>;
 
-void maybe_quit(wf_actor* self) {
+void settle(wf_actor* self) {
   auto& st = self->state;
   if (st.stopping && st.pending_io == 0 && !st.serial_busy && !st.loading) self->quit();
-}
-
-// Runs `work` on a pool thread and `then(outcome)` back in the actor.
-template <class T, class Work, class Then>
-void db(wf_actor* self, Work work, Then then) {
-  auto me = caf::actor_cast<caf::actor>(self);
-  self->state.pending_io++;
-  self->state.env.pool->run<T>(std::move(work), [me, self, then = std::move(then)](
-                                                    domain::outcome<T> r) mutable {
-    caf::anon_send(me, resume_atom::value, continuation{[self, then, r = std::move(r)]() mutable {
-                     self->state.pending_io--;
-                     then(std::move(r));
-                     maybe_quit(self);
-                   }});
-  });
-}
-
-// A function whose call, from any thread, runs `then(value)` in the actor.
-template <class T, class Then>
-std::function<void(T)> in_actor(wf_actor* self, Then then) {
-  auto me = caf::actor_cast<caf::actor>(self);
-  self->state.pending_io++;
-  return [me, self, then = std::move(then)](T v) mutable {
-    caf::anon_send(me, resume_atom::value, continuation{[self, then, v = std::move(v)]() mutable {
-                     self->state.pending_io--;
-                     then(std::move(v));
-                     maybe_quit(self);
-                   }});
-  };
-}
-
-template <class T>
-std::function<void(const failure&)> fail_with(callback<T> reply) {
-  return [reply](const failure& f) { reply(f); };
 }
 
 std::string to_text(const failure& f) {
@@ -212,7 +180,7 @@ void serial_done(wf_actor* self) {
     return;
   }
   if (st.dispatch_wanted) dispatch(self);
-  maybe_quit(self);
+  settle(self);
 }
 
 void drain(wf_actor* self, const failure* error);
@@ -995,21 +963,6 @@ void reply_missing_subscription(wf_actor* self, std::int64_t id, callback<T> rep
       failure::of(errc::not_found, "webhook subscription not found"), std::move(reply));
 }
 
-std::string page_of(std::vector<json::value> all, int page, int per_page) {
-  json::array items;
-  auto from = static_cast<std::size_t>(page - 1) * static_cast<std::size_t>(per_page);
-  for (auto i = from; i < all.size() && i < from + static_cast<std::size_t>(per_page); ++i)
-    items.push_back(std::move(all[i]));
-  json::object o;
-  auto total = static_cast<std::int64_t>(all.size());
-  o["items"] = std::move(items);
-  o["total"] = total;
-  o["page"] = page;
-  o["per_page"] = per_page;
-  o["pages"] = (total + per_page - 1) / per_page;
-  return json::serialize(o);
-}
-
 // Stores `w` and answers it. Runs inside serial(): the caller took the current definition in
 // the same continuation, so concurrent changes never overwrite each other. `write_schedule`:
 // next_run_at is written too (re-planned); otherwise the stored one stays, as a schedule that
@@ -1175,7 +1128,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
             if (f.is_active && w.is_active != *f.is_active) continue;
             all.emplace_back(domain::workflow_to_json(w, public_url(st)));
           }
-          reply(page_of(std::move(all), f.page, f.per_page));
+          reply(domain::render_page_of(std::move(all), f.page, f.per_page));
         });
       },
       [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
@@ -1342,7 +1295,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           auto& subs = self->state.subs;
           for (auto it = subs.rbegin(); it != subs.rend(); ++it)
             all.emplace_back(domain::subscription_to_json(it->second));
-          reply(page_of(std::move(all), page, per_page));
+          reply(domain::render_page_of(std::move(all), page, per_page));
         });
       },
       [self, measure](sub_atom, get_atom, std::int64_t id, callback<std::string>& reply) {
@@ -1437,7 +1390,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
       [self](stop_atom) {
         auto& st = self->state;
         st.stopping = true;
-        maybe_quit(self);
+        settle(self);
       },
   };
 }

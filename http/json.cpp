@@ -224,6 +224,17 @@ std::optional<int> query_int(const request& req, std::string_view name, int fall
   return static_cast<int>(n);
 }
 
+std::optional<bool> query_bool(const request& req, std::string_view name,
+                               std::optional<bool> fallback, std::vector<domain::issue>& issues) {
+  auto v = req.query_value(name);
+  if (!v) return fallback;
+  if (*v == "true" || *v == "1") return true;
+  if (*v == "false" || *v == "0") return false;
+  issues.push_back(
+      {{"query", std::string(name)}, "Input should be a valid boolean", "bool_parsing"});
+  return std::nullopt;
+}
+
 std::optional<std::int64_t> path_id(std::string_view value, std::string_view name,
                                     std::vector<domain::issue>& issues) {
   std::int64_t n = 0;

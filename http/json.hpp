@@ -66,6 +66,10 @@ private:
 // Query parameters: integers with bounds (422 with loc ["query", name]).
 std::optional<int> query_int(const request& req, std::string_view name, int fallback, int min,
                              int max, std::vector<domain::issue>& issues);
+// A boolean query parameter (true/1, false/0): `fallback` when absent; nothing, with a
+// bool_parsing issue, when it is something else.
+std::optional<bool> query_bool(const request& req, std::string_view name,
+                               std::optional<bool> fallback, std::vector<domain::issue>& issues);
 // Path parameter as a positive int64 (422 with loc ["path", name], type int_parsing).
 std::optional<std::int64_t> path_id(std::string_view value, std::string_view name,
                                     std::vector<domain::issue>& issues);

@@ -3,6 +3,7 @@
 #include "persistence/automation_repo.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/page_json.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -163,16 +164,6 @@ void insert_run_rows(pqxx::work& tx, std::vector<domain::workflow_run>& runs) {
          ts(r.updated_at) + ")";
   }
   tx.exec(s);
-}
-
-std::string page_json(json::array items, std::int64_t total, int page, int per_page) {
-  json::object o;
-  o["items"] = std::move(items);
-  o["total"] = total;
-  o["page"] = page;
-  o["per_page"] = per_page;
-  o["pages"] = per_page > 0 ? (total + per_page - 1) / per_page : 0;
-  return json::serialize(o);
 }
 
 } // namespace
@@ -390,7 +381,7 @@ std::string runs_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t work
   }
   json::array items;
   for (auto r : rows) items.push_back(domain::run_to_json(to_run(r)));
-  return page_json(std::move(items), total.front()[0].as<std::int64_t>(), page, per_page);
+  return domain::render_page(std::move(items), total.front()[0].as<std::int64_t>(), page, per_page);
 }
 
 std::optional<std::string> run_json(pg_conn& c, std::int64_t tenant_id, std::int64_t run_id) {
@@ -576,7 +567,7 @@ std::string deliveries_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_
     o["attempt_log"] = log.is_array() ? log : json::array();
     items.push_back(std::move(o));
   }
-  return page_json(std::move(items), total.front()[0].as<std::int64_t>(), page, per_page);
+  return domain::render_page(std::move(items), total.front()[0].as<std::int64_t>(), page, per_page);
 }
 
 redelivery redeliver(pg_conn& c, std::int64_t tenant_id, std::int64_t subscription_id,

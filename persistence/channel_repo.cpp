@@ -3,6 +3,7 @@
 #include "persistence/channel_repo.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/page_json.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -325,13 +326,7 @@ std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t 
                              static_cast<std::int64_t>(page - 1) * per_page);
   json::array items;
   for (auto r : rows) items.push_back(message_json(r));
-  json::object o;
-  o["items"] = std::move(items);
-  o["total"] = total;
-  o["page"] = page;
-  o["per_page"] = per_page;
-  o["pages"] = (total + per_page - 1) / per_page;
-  return json::serialize(o);
+  return domain::render_page(std::move(items), total, page, per_page);
 }
 
 std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c) {

@@ -73,14 +73,7 @@ void list(services& s, const exchange_ptr& ex) {
     if (!f.type)
       issues.push_back({{"query", "type"}, std::string("Input should be ") + type_names, "enum"});
   }
-  if (auto a = ex->req.query_value("is_active")) {
-    if (*a == "true" || *a == "1")
-      f.is_active = true;
-    else if (*a == "false" || *a == "0")
-      f.is_active = false;
-    else
-      issues.push_back({{"query", "is_active"}, "Input should be a valid boolean", "bool_parsing"});
-  }
+  f.is_active = query_bool(ex->req, "is_active", std::nullopt, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   f.page = *page;
   f.per_page = *per_page;

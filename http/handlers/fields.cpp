@@ -47,17 +47,6 @@ std::optional<domain::field_entity> entity_of(const exchange_ptr& ex, std::vecto
   return e;
 }
 
-std::optional<bool> query_bool(const request& req, std::string_view name, bool fallback,
-                               std::vector<issue>& issues) {
-  auto v = req.query_value(name);
-  if (!v) return fallback;
-  if (*v == "true" || *v == "1") return true;
-  if (*v == "false" || *v == "0") return false;
-  issues.push_back(
-      {{"query", std::string(name)}, "Input should be a valid boolean", "bool_parsing"});
-  return std::nullopt;
-}
-
 constexpr const char* type_names =
     "'text', 'textarea', 'number', 'integer', 'boolean', 'date', 'datetime', 'email', 'phone', "
     "'url', 'select' or 'multiselect'";

@@ -1,0 +1,48 @@
+// Work a child actor starts outside itself (a Postgres job, an HTTP request, a sibling's
+// answer) and finishes inside itself. The actor's state counts it in `pending_io`, so that a
+// stopping actor quits only when nothing it started is still out; after each result the
+// actor's own `settle(self)` decides whether it can quit now. Internal to actors/ (CAF).
+#pragma once
+#include "actors/system.hpp"
+
+#include <functional>
+#include <utility>
+
+namespace crm::actors {
+
+// Runs `work(conn)` on a pool thread and `then(outcome)` back in the actor.
+template <class T, class Actor, class Work, class Then>
+void db(Actor* self, Work work, Then then) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.pending_io++;
+  self->state.env.pool->template run<T>(std::move(work), [me, self, then = std::move(then)](
+                                                             domain::outcome<T> r) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, then, r = std::move(r)]() mutable {
+                     self->state.pending_io--;
+                     then(std::move(r));
+                     settle(self);
+                   }});
+  });
+}
+
+// A function whose call, from any thread, runs `then(value)` in the actor (exactly once: the
+// callers are HTTP client callbacks and sibling replies).
+template <class T, class Actor, class Then>
+std::function<void(T)> in_actor(Actor* self, Then then) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.pending_io++;
+  return [me, self, then = std::move(then)](T v) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, then, v = std::move(v)]() mutable {
+                     self->state.pending_io--;
+                     then(std::move(v));
+                     settle(self);
+                   }});
+  };
+}
+
+template <class T>
+std::function<void(const domain::failure&)> fail_with(callback<T> reply) {
+  return [reply](const domain::failure& f) { reply(f); };
+}
+
+} // namespace crm::actors
