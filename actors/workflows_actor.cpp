@@ -123,6 +123,7 @@ struct workflows_state {
   bool delivery_poked = false;       // new or redelivered deliveries while a fetch was running
 
   int pending_io = 0; // pool jobs, HTTP requests and contact actions in flight
+  bool tick_armed = false;
   std::mt19937_64 rng{std::random_device{}()};
 
   std::int64_t published_mailbox = 0;
@@ -132,9 +133,30 @@ struct workflows_state {
 
 using wf_actor = caf::stateful_actor<workflows_state>;
 
+// Whether anything waits on time: the tick runs only then, so an idle tenant's actor costs
+// nothing between requests (many tenants are live at once).
+bool needs_tick(const workflows_state& st) {
+  if (!st.loaded || st.dispatch_retry || st.next_delivery_at) return true;
+  for (auto& [id, x] : st.runs)
+    if (x.resave || x.run.status == domain::run_status::waiting) return true;
+  for (auto& [id, w] : st.workflows)
+    if (w.trigger == domain::trigger_type::schedule && w.is_active && w.next_run_at) return true;
+  return false;
+}
+
+void arm_tick(wf_actor* self) {
+  auto& st = self->state;
+  if (st.tick_armed || st.stopping || !needs_tick(st)) return;
+  st.tick_armed = true;
+  self->delayed_send(self, tick_every, tick_atom::value);
+}
+
+// After each result of work started outside: quit when stopping and nothing is out, else
+// keep the tick going if something waits on time.
 void settle(wf_actor* self) {
   auto& st = self->state;
-  if (st.stopping && st.pending_io == 0 && !st.serial_busy && !st.loading) self->quit();
+  if (st.stopping && st.pending_io == 0 && !st.serial_busy && !st.loading) return self->quit();
+  arm_tick(self);
 }
 
 std::string to_text(const failure& f) {
@@ -1085,7 +1107,6 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
   st.env = env;
   st.opts = automation_options_of(*env.rt);
   auto measure = instrument(self, child_kind::workflows);
-  self->delayed_send(self, tick_every, tick_atom::value);
   // Load at once, whatever the first message: unfinished runs and due deliveries must resume
   // even when the first request is a read that never needs the definitions.
   load(self);
@@ -1095,8 +1116,9 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
         k();
       },
       [self](tick_atom) {
+        self->state.tick_armed = false;
         on_tick(self);
-        if (!self->state.stopping) self->delayed_send(self, tick_every, tick_atom::value);
+        arm_tick(self);
       },
       [self, measure](outbox_atom) {
         auto _ = measure();
