@@ -104,6 +104,9 @@ struct contacts_state {
   // The workflow chain depth of the change being staged (0 for a client's own request): its
   // events carry it, so that chains of workflows stop (docs/automation.md).
   int event_depth = 0;
+  // Whether an active event workflow or webhook subscription exists (told by the workflow
+  // actor; assumed until told otherwise). Without one, events are written already dispatched.
+  bool event_listeners = true;
 
   // Projection of staged and in-flight writes over the committed state.
   template <class T>
@@ -412,7 +415,7 @@ void contact_event(contacts_state& st, const char* name, const domain::contact& 
   out += ",\"tenant_id\":";
   out += std::to_string(st.env.tenant_id);
   out += '}';
-  st.open.sql.events.push_back({name, std::move(out), st.event_depth});
+  st.open.sql.events.push_back({name, std::move(out), st.event_depth, !st.event_listeners});
 }
 
 // contact.updated: also the names of the fields sent and their values before the change.
@@ -494,7 +497,8 @@ void flush(contacts_actor* self) {
                            gc.writes += done.writes;
                            apply_committed(st, done);
                            // The workflow actor takes the committed events from the outbox.
-                           if (!done.sql.events.empty())
+                           if (std::any_of(done.sql.events.begin(), done.sql.events.end(),
+                                           [](auto& e) { return !e.dispatched; }))
                              st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                                               caf::make_message(outbox_atom::value));
                            for (auto& k : done.on_commit) k();
@@ -1357,6 +1361,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
             self, need::exclusive, fail_with(reply),
             [self, f = std::move(f), reply]() mutable { do_purge(self, std::move(f), reply); });
       },
+      [self](listeners_atom, bool any) { self->state.event_listeners = any; },
       [self](stop_atom) {
         auto& st = self->state;
         st.stopping = true;

@@ -53,6 +53,8 @@ using update_atom = caf::atom_constant<caf::atom("update")>;
 // found by the sweeper for a tenant.
 using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
+// Whether the tenant has event listeners (workflow actor → contacts actor).
+using listeners_atom = caf::atom_constant<caf::atom("listeners")>;
 
 // A closure that a pool thread sends back to run inside the actor that started the work.
 using continuation = std::function<void()>;

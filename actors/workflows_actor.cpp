@@ -124,6 +124,7 @@ struct workflows_state {
 
   int pending_io = 0; // pool jobs, HTTP requests and contact actions in flight
   bool tick_armed = false;
+  std::optional<bool> told_listeners; // what the contacts actor was last told
   std::mt19937_64 rng{std::random_device{}()};
 
   std::int64_t published_mailbox = 0;
@@ -206,6 +207,7 @@ void serial_done(wf_actor* self) {
 }
 
 void drain(wf_actor* self, const failure* error);
+void tell_listeners(wf_actor* self);
 void start_ready(wf_actor* self);
 void pump_deliveries(wf_actor* self);
 
@@ -235,6 +237,7 @@ void load(wf_actor* self) {
         for (auto& s : r->subscriptions) st.subs[s.id] = std::move(s);
         for (auto& run : r->open_runs) add_open_run(self, std::move(run));
         st.loaded = true;
+        tell_listeners(self);
         st.next_delivery_at = domain::now_micros(); // look for deliveries left pending
         drain(self, nullptr);
         dispatch(self);
@@ -727,6 +730,19 @@ bool has_consumers(const workflows_state& st) {
   return false;
 }
 
+// Tells the contacts actor whether anyone listens to record events, when that changed. It goes
+// through the supervisor before the client hears of the change, so the client's next write
+// sees it; without listeners the contacts actor writes its events already dispatched, and
+// neither this actor nor Postgres does anything more for them.
+void tell_listeners(wf_actor* self) {
+  auto& st = self->state;
+  bool any = has_consumers(st);
+  if (st.told_listeners == any) return;
+  st.told_listeners = any;
+  st.env.rt->route(st.env.tenant_id, child_kind::contacts,
+                   caf::make_message(listeners_atom::value, any));
+}
+
 // New events: take them at once, unless a batch was taken very recently. Every commit of a
 // busy tenant announces events; taking them at most every few milliseconds (every second when
 // nothing listens: they only need marking) keeps the dispatch transactions few, so the outbox
@@ -901,6 +917,7 @@ void attempt(wf_actor* self, domain::webhook_delivery d) {
               it->second.disabled_reason =
                   "the receiver answered 410 Gone on " + domain::format_rfc3339(a.at);
             }
+            tell_listeners(self);
           }
           if (a.next_attempt_at &&
               (!st.next_delivery_at || a.next_attempt_at < st.next_delivery_at))
@@ -1000,6 +1017,7 @@ void save_workflow(wf_actor* self, domain::workflow w, bool write_schedule,
         auto& st = self->state;
         if (r) {
           st.workflows[r->id] = *r;
+          tell_listeners(self);
           reply(json::serialize(domain::workflow_to_json(*r, public_url(st))));
         } else {
           reply(r.error());
@@ -1077,6 +1095,7 @@ void save_subscription(wf_actor* self, domain::webhook_subscription s,
         auto& st = self->state;
         if (r) {
           st.subs[r->id] = *r;
+          tell_listeners(self);
           auto o = domain::subscription_to_json(*r);
           if (shown_secret) o["secret"] = *shown_secret;
           reply(json::serialize(o));
@@ -1221,6 +1240,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                   auto& st = self->state;
                   if (r) {
                     st.workflows.erase(id);
+                    tell_listeners(self);
                     for (auto it = st.runs.begin(); it != st.runs.end();) {
                       if (it->second.run.workflow_id != id) {
                         ++it;
@@ -1362,7 +1382,10 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                   return domain::done{};
                 },
                 [self, id, reply](domain::outcome<domain::done> r) {
-                  if (r) self->state.subs.erase(id);
+                  if (r) {
+                    self->state.subs.erase(id);
+                    tell_listeners(self);
+                  }
                   reply(std::move(r));
                   serial_done(self);
                 });

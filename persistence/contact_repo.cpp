@@ -195,10 +195,11 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
     s += "DELETE FROM companies WHERE tenant_id = " + tid + " AND id IN (" +
          id_list(b.company_deletes) + ");\n";
   if (!b.events.empty()) {
-    s += "INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ";
+    s += "INSERT INTO outbox (tenant_id, event, payload, depth, dispatched_at) VALUES ";
     for (std::size_t i = 0; i < b.events.size(); ++i)
       s += (i ? "," : "") + std::string("(") + tid + "," + w.q(b.events[i].event) + "," +
-           w.q(b.events[i].payload) + "::jsonb," + std::to_string(b.events[i].depth) + ")";
+           w.q(b.events[i].payload) + "::jsonb," + std::to_string(b.events[i].depth) +
+           (b.events[i].dispatched ? ",now())" : ",NULL)");
     s += ";\n";
   }
   for (auto& k : b.keys)

@@ -36,6 +36,9 @@ struct outbox_event {
   std::string event;   // "contact.created", ...
   std::string payload; // JSON object
   int depth = 0;       // workflow chain depth of the change (docs/automation.md)
+  // Nobody listens to the tenant's events (no active event workflow or subscription): the row
+  // is the record of the event only, written already dispatched so no dispatcher touches it.
+  bool dispatched = false;
 };
 
 // One transaction's worth of changes, applied in this order: company inserts and updates,
