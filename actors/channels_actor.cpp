@@ -285,6 +285,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
           return answer_inbound(self, key, r.error(), false);
         }
         if (!r->duplicate) {
+          automation_counts().messages_received++;
           st.conversations[r->conversation.id] = r->conversation;
           if (external) st.identities[{key.first, *external}] = contact_id;
           // The workflow actor takes message.received from the outbox.
@@ -415,6 +416,8 @@ void record(ch_actor* self, persistence::send_outcome o, persistence::queued_mes
           }
           return;
         }
+        if (o.status == "sent") automation_counts().messages_sent++;
+        if (o.status == "failed") automation_counts().messages_failed++;
         if (o.status == "queued" && !st.stopping) {
           m.attempts = o.attempts;
           m.next_attempt_at = o.next_attempt_at;

@@ -1,5 +1,8 @@
 #include "actors/meters.hpp"
 
+#include <initializer_list>
+#include <utility>
+
 namespace crm::actors {
 namespace {
 
@@ -13,6 +16,11 @@ std::deque<actor_meter>& all_meters() {
 }
 
 } // namespace
+
+automation_meter& automation_counts() {
+  static automation_meter m;
+  return m;
+}
 
 commit_meter& group_commits() {
   static commit_meter m;
@@ -59,6 +67,27 @@ void write_actor_metrics(std::string& out) {
       "\n# HELP carecrm_group_commit_failures_total Transactions that failed to commit.\n"
       "# TYPE carecrm_group_commit_failures_total counter\ncarecrm_group_commit_failures_total " +
       std::to_string(gc.failures.load()) + "\n";
+  auto& am = automation_counts();
+  auto counter = [&out](const char* name, const char* help, const char* label,
+                        std::initializer_list<std::pair<const char*, std::uint64_t>> values) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
+    for (auto& [v, n] : values)
+      out += std::string(name) + "{" + label + "=\"" + v + "\"} " + std::to_string(n) + "\n";
+  };
+  counter("carecrm_workflow_runs_total", "Workflow runs finished, by outcome.", "status",
+          {{"succeeded", am.runs_succeeded.load()}, {"failed", am.runs_failed.load()}});
+  counter("carecrm_webhook_attempts_total", "Outbound webhook delivery attempts, by outcome.",
+          "result",
+          {{"delivered", am.deliveries_delivered.load()}, {"failed", am.deliveries_failed.load()}});
+  out += "# HELP carecrm_webhook_deliveries_given_up_total Deliveries failed for good (retry "
+         "window over, or the receiver answered 410).\n"
+         "# TYPE carecrm_webhook_deliveries_given_up_total counter\n"
+         "carecrm_webhook_deliveries_given_up_total " +
+         std::to_string(am.deliveries_given_up.load()) + "\n";
+  counter("carecrm_channel_messages_total", "Channel messages, by direction and outcome.", "status",
+          {{"received", am.messages_received.load()},
+           {"sent", am.messages_sent.load()},
+           {"failed", am.messages_failed.load()}});
   out += "# HELP carecrm_actor_instances Live actors, per type.\n"
          "# TYPE carecrm_actor_instances gauge\n";
   for (auto& m : all_meters())

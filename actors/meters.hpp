@@ -26,6 +26,20 @@ struct commit_meter {
 };
 commit_meter& group_commits();
 
+// Automation and messaging outcomes: what an operator watches to see that deliveries and runs
+// go through (docs/automation.md, docs/channels.md).
+struct automation_meter {
+  std::atomic<std::uint64_t> runs_succeeded{0};
+  std::atomic<std::uint64_t> runs_failed{0};
+  std::atomic<std::uint64_t> deliveries_delivered{0}; // attempts answered 2xx
+  std::atomic<std::uint64_t> deliveries_failed{0};    // attempts that will be retried or gave up
+  std::atomic<std::uint64_t> deliveries_given_up{0};  // deliveries failed for good
+  std::atomic<std::uint64_t> messages_received{0};    // inbound channel messages stored
+  std::atomic<std::uint64_t> messages_sent{0};
+  std::atomic<std::uint64_t> messages_failed{0}; // outbound messages failed for good
+};
+automation_meter& automation_counts();
+
 // Process-wide: metrics describe the process, whatever the number of actor systems.
 actor_meter& meter(const std::string& actor_type);
 

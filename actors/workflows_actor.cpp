@@ -211,9 +211,16 @@ void tell_listeners(wf_actor* self);
 void start_ready(wf_actor* self);
 void pump_deliveries(wf_actor* self);
 
+void count_finished(domain::run_status s) {
+  auto& c = automation_counts();
+  (s == domain::run_status::succeeded ? c.runs_succeeded : c.runs_failed)++;
+}
+
+// A stored run: counted when it was finished at creation (conditions not met, depth limit),
+// else kept to be stepped.
 void add_open_run(wf_actor* self, domain::workflow_run r) {
   auto& st = self->state;
-  if (domain::finished(r.status)) return;
+  if (domain::finished(r.status)) return count_finished(r.status);
   auto id = r.id;
   bool runnable = r.status != domain::run_status::waiting;
   st.runs[id] = open_run{std::move(r)};
@@ -297,6 +304,7 @@ void save_then(wf_actor* self, std::int64_t id) {
         }
         // Stopping (passivation, shutdown): the run is stored as it is and resumes from there
         // when the sweeper wakes the tenant again.
+        if (!x.cancelled && domain::finished(x.run.status)) count_finished(x.run.status);
         if (x.cancelled || domain::finished(x.run.status) ||
             x.run.status == domain::run_status::waiting || st.stopping) {
           st.running--;
@@ -906,6 +914,11 @@ void attempt(wf_actor* self, domain::webhook_delivery d) {
         [self, a](domain::outcome<domain::done> r) {
           auto& st = self->state;
           st.delivering.erase(a.delivery_id);
+          if (r) {
+            auto& c = automation_counts();
+            (a.delivered ? c.deliveries_delivered : c.deliveries_failed)++;
+            if (!a.delivered && !a.next_attempt_at) c.deliveries_given_up++;
+          }
           if (!r) {
             // Not recorded: the delivery is still pending in Postgres and is tried again.
             st.next_delivery_at = domain::now_micros() + 1'000'000;

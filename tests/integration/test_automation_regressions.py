@@ -105,3 +105,48 @@ def test_first_messages_of_a_new_telegram_chat_at_once_make_one_contact(client, 
     assert len({a["conversation_id"] for a in acks}) == 1, acks
     conv = crm.get_conversation(client, t, acks[0]["conversation_id"])
     assert conv["unread_count"] == 8, conv
+
+
+def _metric(server, name: str, **labels) -> float:
+    resp = server.metrics_client().get("/metrics")
+    assert resp.status == 200, resp.describe()
+    for n, ls, v in crm.parse_prometheus(resp.body.decode()):
+        if n == name and all(ls.get(k) == w for k, w in labels.items()):
+            return v
+    raise AssertionError(f"{name}{labels} not exported")
+
+
+def test_metrics_count_runs_deliveries_and_messages(server, client, fresh):
+    """Operators see automation go through (or not) on /metrics."""
+    t = fresh.admin
+    before = {
+        "runs_ok": _metric(server, "carecrm_workflow_runs_total", status="succeeded"),
+        "runs_failed": _metric(server, "carecrm_workflow_runs_total", status="failed"),
+        "delivered": _metric(server, "carecrm_webhook_attempts_total", result="delivered"),
+        "received": _metric(server, "carecrm_channel_messages_total", status="received"),
+    }
+    with crm.Receiver([200]) as rcv:
+        crm.assert_json_response(client.post("/api/v1/webhook-subscriptions", {
+            "url": rcv.url("/m"), "events": ["contact.created"], "secret": SECRET},
+            token=t), 201)
+        contact = crm.create_contact(client, t, first_name="Metered")
+        ok = crm.create_workflow(client, t, actions=[
+            {"type": "add_tag", "params": {"tag": "m", "contact_id": contact["id"]}}])
+        bad = crm.create_workflow(client, t, actions=[
+            {"type": "add_tag", "params": {"tag": "m", "contact_id": 999_999_999}}])
+        for wf in (ok, bad):
+            run = crm.assert_json_response(
+                client.post(crm.workflow_url(wf["id"]) + "/run", {}, token=t), 202)
+            crm.wait_run(client, t, run["run_id"])
+        chan = crm.create_channel(client, t, webhook_secret=SECRET)
+        crm.inbound(client, chan["id"], SECRET, {"phone": crm.unique_phone()}, "metered")
+        assert crm.eventually(lambda: len(rcv.requests) >= 1, 15)
+        assert crm.eventually(
+            lambda: _metric(server, "carecrm_webhook_attempts_total",
+                            result="delivered") >= before["delivered"] + 1, 10)
+    assert _metric(server, "carecrm_workflow_runs_total",
+                   status="succeeded") >= before["runs_ok"] + 1
+    assert _metric(server, "carecrm_workflow_runs_total",
+                   status="failed") >= before["runs_failed"] + 1
+    assert _metric(server, "carecrm_channel_messages_total",
+                   status="received") >= before["received"] + 1
