@@ -5,6 +5,7 @@
 #pragma once
 #include "actors/system.hpp"
 
+#include <deque>
 #include <functional>
 #include <utility>
 
@@ -38,6 +39,32 @@ std::function<void(T)> in_actor(Actor* self, Then then) {
                      settle(self);
                    }});
   };
+}
+
+// Requests that arrive before the actor's state is loaded: each waits with the way to fail it.
+using waiting_list =
+    std::deque<std::pair<continuation, std::function<void(const domain::failure&)>>>;
+
+// Runs `k` now once the actor's state is loaded; else queues it and starts the actor's own
+// `load(self)` (which ends with release_waiting).
+template <class Actor>
+void when_loaded(Actor* self, std::function<void(const domain::failure&)> fail, continuation k) {
+  auto& st = self->state;
+  if (st.loaded) return k();
+  st.waiting.emplace_back(std::move(k), std::move(fail));
+  load(self);
+}
+
+// The load ended: runs what waited, in order, or fails it with `error`.
+inline void release_waiting(waiting_list& waiting, const domain::failure* error) {
+  auto released = std::move(waiting);
+  waiting.clear();
+  for (auto& [k, fail] : released) {
+    if (error)
+      fail(*error);
+    else
+      k();
+  }
 }
 
 template <class T>

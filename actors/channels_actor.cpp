@@ -20,6 +20,7 @@
 #include "domain/crypto.hpp"
 #include "domain/messaging.hpp"
 #include "domain/page_json.hpp"
+#include "domain/validation.hpp"
 #include "net/http_client.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
@@ -29,6 +30,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace caf {
 template <>
@@ -71,11 +73,13 @@ struct channels_state {
   bool loaded = false;
   bool loading = false;
   bool stopping = false;
-  std::deque<std::pair<continuation, std::function<void(const failure&)>>> waiting;
+  waiting_list waiting;
 
   std::map<std::int64_t, domain::channel> channels;
   std::map<std::int64_t, domain::conversation> conversations;
+  std::unordered_map<std::int64_t, std::vector<std::int64_t>> by_contact;  // → conversation ids
   std::map<std::pair<std::int64_t, std::string>, std::int64_t> identities; // → contact
+  std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending; // outbound messages with an attempt in flight
@@ -103,16 +107,36 @@ std::string public_url(const channels_state& st) {
   return st.opts ? st.opts->public_url : "";
 }
 
-void drain(ch_actor* self, const failure* error) {
-  auto& st = self->state;
-  auto waiting = std::move(st.waiting);
-  st.waiting.clear();
-  for (auto& [k, fail] : waiting) {
-    if (error)
-      fail(*error);
-    else
-      k();
+// Stores a conversation in memory (new or changed), indexed by its contact: an inbound message
+// and a workflow's reply look up the contact's conversations, not all of them.
+void keep_conversation(channels_state& st, const domain::conversation& c) {
+  auto [it, added] = st.conversations.insert_or_assign(c.id, c);
+  if (added) st.by_contact[c.contact_id].push_back(c.id);
+}
+
+// The provider's id (a Telegram chat) of `contact` on `channel`, both ways.
+void remember_identity(channels_state& st, std::int64_t channel, const std::string& external,
+                       std::int64_t contact) {
+  auto& owner = st.identities[{channel, external}];
+  if (owner && owner != contact) st.chats.erase({channel, owner});
+  owner = contact;
+  st.chats[{channel, contact}] = external;
+}
+
+// The most recent conversation of `contact` (on `channel` when given) that passes `keep`.
+template <class Keep>
+const domain::conversation* latest_conversation(const channels_state& st, std::int64_t contact,
+                                                std::optional<std::int64_t> channel, Keep keep) {
+  const domain::conversation* best = nullptr;
+  auto ids = st.by_contact.find(contact);
+  if (ids == st.by_contact.end()) return nullptr;
+  for (auto id : ids->second) {
+    auto& c = st.conversations.at(id);
+    if ((!channel || c.channel_id == *channel) && keep(c) &&
+        (!best || c.last_message_at > best->last_message_at))
+      best = &c;
   }
+  return best;
 }
 
 void attempt_send(ch_actor* self, persistence::queued_message m);
@@ -137,21 +161,15 @@ void load(ch_actor* self) {
       [self](domain::outcome<persistence::messaging_snapshot> r) {
         auto& st = self->state;
         st.loading = false;
-        if (!r) return drain(self, &r.error());
+        if (!r) return release_waiting(st.waiting, &r.error());
         for (auto& c : r->channels) st.channels[c.id] = std::move(c);
-        for (auto& c : r->conversations) st.conversations[c.id] = c;
-        for (auto& i : r->identities) st.identities[{i.channel_id, i.external_id}] = i.contact_id;
+        for (auto& c : r->conversations) keep_conversation(st, c);
+        for (auto& i : r->identities)
+          remember_identity(st, i.channel_id, i.external_id, i.contact_id);
         st.loaded = true;
-        drain(self, nullptr);
+        release_waiting(st.waiting, nullptr);
         for (auto& m : r->queued) schedule_send(self, m);
       });
-}
-
-void when_loaded(ch_actor* self, std::function<void(const failure&)> fail, continuation k) {
-  auto& st = self->state;
-  if (st.loaded) return k();
-  st.waiting.emplace_back(std::move(k), std::move(fail));
-  load(self);
 }
 
 template <class T, class Lookup>
@@ -240,11 +258,10 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   auto key = std::make_pair(channel_id, m.external_message_id);
   auto now = domain::now_micros();
   domain::conversation conv;
-  for (auto& [id, c] : st.conversations)
-    if (c.channel_id == channel_id && c.contact_id == contact.id &&
-        c.status != domain::conversation_status::closed &&
-        (conv.id == 0 || c.last_message_at > conv.last_message_at))
-      conv = c;
+  if (auto open = latest_conversation(st, contact.id, channel_id, [](auto& c) {
+        return c.status != domain::conversation_status::closed;
+      }))
+    conv = *open;
   if (conv.id == 0) {
     conv.tenant_id = st.env.tenant_id;
     conv.channel_id = channel_id;
@@ -286,8 +303,8 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
         }
         if (!r->duplicate) {
           automation_counts().messages_received++;
-          st.conversations[r->conversation.id] = r->conversation;
-          if (external) st.identities[{key.first, *external}] = contact_id;
+          keep_conversation(st, r->conversation);
+          if (external) remember_identity(st, key.first, *external, contact_id);
           // The workflow actor takes message.received from the outbox.
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                            caf::make_message(outbox_atom::value));
@@ -300,18 +317,8 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
 
 // Contact names hold at most 100 characters; a longer provider name is cut at a character
 // boundary rather than refused (the message must not be lost over a display name).
-std::string clip(std::string s) {
-  std::size_t chars = 0, i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    if (++chars > 100) {
-      s.resize(i);
-      break;
-    }
-    i += len;
-  }
-  return s;
+std::string clip(std::string_view s) {
+  return std::string(domain::utf8_prefix(s, 100));
 }
 
 // Inside conv_serial().
@@ -448,8 +455,8 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
   out.channel_id = m.channel_id;
   out.text = m.text;
   out.created_at = m.created_at;
-  for (auto& [k, contact] : st.identities)
-    if (k.first == m.channel_id && contact == m.contact_id) out.external_id = k.second;
+  if (auto chat = st.chats.find({m.channel_id, m.contact_id}); chat != st.chats.end())
+    out.external_id = chat->second;
   auto channel = ch->second;
   // The contact's phone and e-mail come from the contacts actor, which owns them.
   auto k = in_actor<domain::outcome<std::vector<domain::contact>>>(
@@ -524,10 +531,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
     if (it == st.conversations.end()) return missing(*req.conversation_id);
     conv = &it->second;
   } else if (req.contact_id) {
-    for (auto& [id, c] : st.conversations)
-      if (c.contact_id == *req.contact_id && (!req.channel_id || c.channel_id == *req.channel_id) &&
-          (!conv || c.last_message_at > conv->last_message_at))
-        conv = &c;
+    conv = latest_conversation(st, *req.contact_id, req.channel_id, [](auto&) { return true; });
     if (!conv)
       return reply(failure::of(errc::not_found, "the contact has no conversation to answer in"));
   } else {
@@ -551,7 +555,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
       self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
       [self, reply_to,
        conv_after = w.conversation](domain::outcome<persistence::outbound_written> r) {
-        if (r) self->state.conversations[conv_after.id] = conv_after;
+        if (r) keep_conversation(self->state, conv_after);
         conv_done(self);
         if (!r) return reply_to(r.error());
         reply_to(r->json);
@@ -570,7 +574,7 @@ void save_conv(ch_actor* self, domain::conversation next, callback<std::string> 
         return domain::done{};
       },
       [self, next, reply](domain::outcome<domain::done> r) {
-        if (r) self->state.conversations[next.id] = next;
+        if (r) keep_conversation(self->state, next);
         conv_done(self);
         if (!r) return reply(r.error());
         reply(json::serialize(domain::conversation_to_json(next)));
@@ -707,7 +711,11 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                   st.channels.erase(id);
                   std::erase_if(st.conversations,
                                 [id](auto& kv) { return kv.second.channel_id == id; });
+                  for (auto& [contact, ids] : st.by_contact)
+                    std::erase_if(ids,
+                                  [&st](std::int64_t c) { return !st.conversations.count(c); });
                   std::erase_if(st.identities, [id](auto& kv) { return kv.first.first == id; });
+                  std::erase_if(st.chats, [id](auto& kv) { return kv.first.first == id; });
                 }
                 reply(std::move(r));
               });

@@ -100,7 +100,7 @@ struct workflows_state {
   bool loaded = false;
   bool loading = false;
   bool stopping = false;
-  std::deque<std::pair<continuation, std::function<void(const failure&)>>> waiting;
+  waiting_list waiting;
 
   std::map<std::int64_t, domain::workflow> workflows;
   std::map<std::int64_t, domain::webhook_subscription> subs;
@@ -137,9 +137,9 @@ using wf_actor = caf::stateful_actor<workflows_state>;
 // Whether anything waits on time: the tick runs only then, so an idle tenant's actor costs
 // nothing between requests (many tenants are live at once).
 bool needs_tick(const workflows_state& st) {
-  if (!st.loaded || st.dispatch_retry || st.next_delivery_at) return true;
-  for (auto& [id, x] : st.runs)
-    if (x.resave || x.run.status == domain::run_status::waiting) return true;
+  // Any open run may come to wait (a delay, a retried save or step): checking for one is O(1),
+  // and this runs after every completion.
+  if (!st.loaded || st.dispatch_retry || st.next_delivery_at || !st.runs.empty()) return true;
   for (auto& [id, w] : st.workflows)
     if (w.trigger == domain::trigger_type::schedule && w.is_active && w.next_run_at) return true;
   return false;
@@ -206,7 +206,6 @@ void serial_done(wf_actor* self) {
   settle(self);
 }
 
-void drain(wf_actor* self, const failure* error);
 void tell_listeners(wf_actor* self);
 void start_ready(wf_actor* self);
 void pump_deliveries(wf_actor* self);
@@ -239,37 +238,18 @@ void load(wf_actor* self) {
       [self](domain::outcome<persistence::automation_snapshot> r) {
         auto& st = self->state;
         st.loading = false;
-        if (!r) return drain(self, &r.error());
+        if (!r) return release_waiting(st.waiting, &r.error());
         for (auto& w : r->workflows) st.workflows[w.id] = std::move(w);
         for (auto& s : r->subscriptions) st.subs[s.id] = std::move(s);
         for (auto& run : r->open_runs) add_open_run(self, std::move(run));
         st.loaded = true;
         tell_listeners(self);
         st.next_delivery_at = domain::now_micros(); // look for deliveries left pending
-        drain(self, nullptr);
+        release_waiting(st.waiting, nullptr);
         dispatch(self);
         start_ready(self);
         pump_deliveries(self);
       });
-}
-
-void when_loaded(wf_actor* self, std::function<void(const failure&)> fail, continuation k) {
-  auto& st = self->state;
-  if (st.loaded) return k();
-  st.waiting.emplace_back(std::move(k), std::move(fail));
-  load(self);
-}
-
-void drain(wf_actor* self, const failure* error) {
-  auto& st = self->state;
-  auto waiting = std::move(st.waiting);
-  st.waiting.clear();
-  for (auto& [k, fail] : waiting) {
-    if (error)
-      fail(*error);
-    else
-      k();
-  }
 }
 
 // ---- runs ---------------------------------------------------------------------------------
@@ -368,17 +348,10 @@ void retry_step(wf_actor* self, std::int64_t id) {
 
 // At most `n` bytes of `s`, cut at a character boundary; null when `s` is not UTF-8 text.
 json::value utf8_prefix(const std::string& s, std::size_t n) {
-  std::size_t i = 0, end = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80         ? 1
-                      : (c >> 5) == 6  ? 2
-                      : (c >> 4) == 14 ? 3
-                      : (c >> 3) == 30 ? 4
-                                       : 0;
-    if (len == 0 || i + len > s.size()) return nullptr;
-    for (std::size_t k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return nullptr;
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < s.size();) {
+    auto len = domain::utf8_sequence(s, i);
+    if (len == 0) return nullptr;
     if (i + len > n) break;
     i += len;
     end = i;
@@ -855,24 +828,9 @@ void pump_deliveries(wf_actor* self) {
 void attempt(wf_actor* self, domain::webhook_delivery d) {
   auto& st = self->state;
   auto sub = st.subs.find(d.subscription_id);
-  if (sub == st.subs.end() || !sub->second.is_active) {
-    // Switched off after this delivery was queued: it ends here, recorded as failed.
-    domain::delivery_attempt a;
-    a.delivery_id = d.id;
-    a.subscription_id = d.subscription_id;
-    a.attempt = d.attempts;
-    a.at = domain::now_micros();
-    a.error = "subscription inactive";
-    st.delivering.insert(d.id);
-    db<domain::done>(
-        self,
-        [tid = st.env.tenant_id, a](persistence::pg_conn& c) {
-          persistence::record_attempt(c, tid, a);
-          return domain::done{};
-        },
-        [self, id = d.id](domain::outcome<domain::done>) { self->state.delivering.erase(id); });
-    return;
-  }
+  // Switched off or deleted after this delivery was fetched: the transaction that did it has
+  // already failed (or removed) its pending deliveries, and record_attempt never revives one.
+  if (sub == st.subs.end() || !sub->second.is_active) return;
   st.delivering.insert(d.id);
   auto body = envelope(d.event, d.created_at, d.payload);
   net::client_request req;

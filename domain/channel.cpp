@@ -4,6 +4,7 @@
 #include "domain/channel.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_check.hpp"
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 
@@ -19,6 +20,8 @@ namespace crm::domain {
 namespace json = boost::json;
 namespace {
 
+using namespace detail;
+
 constexpr std::array<std::pair<channel_type, std::string_view>, 5> channel_names = {{
     {channel_type::api, "api"},
     {channel_type::telegram, "telegram"},
@@ -33,21 +36,6 @@ constexpr std::array<std::pair<conversation_status, std::string_view>, 3> status
     {conversation_status::closed, "closed"},
 }};
 
-template <class E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<E, std::string_view>, N>& table,
-                        std::string_view s) {
-  for (auto& [e, name] : table)
-    if (name == s) return e;
-  return std::nullopt;
-}
-
-template <class E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (auto& [v, name] : table)
-    if (v == e) return name;
-  return "";
-}
-
 constexpr std::size_t max_config_keys = 20;
 constexpr std::size_t max_config_key_length = 64;
 constexpr std::size_t max_config_value_length = 1000;
@@ -59,12 +47,6 @@ constexpr std::size_t max_id_length = 200;
 constexpr std::size_t max_text_length = 4096;
 constexpr std::string_view default_telegram_base = "https://api.telegram.org";
 constexpr std::string_view url_message = "Input should be a valid URL: http or https with a host";
-
-std::string_view sv(const json::string& s) {
-  return {s.data(), s.size()};
-}
-// A string_view would convert to a temporary json::string and the view would dangle.
-std::string_view sv(std::string_view) = delete;
 
 std::optional<std::int64_t> parse_int64(std::string_view s) {
   std::int64_t n = 0;
@@ -83,100 +65,28 @@ std::optional<std::int64_t> json_int64(const json::value& v) {
 
 // ---- Validation helpers ------------------------------------------------------------------
 
-using loc_path = std::vector<loc_part>;
-
-loc_path at(loc_path l, std::string_view key) {
-  l.emplace_back(std::string(key));
-  return l;
-}
-
 const loc_path body_loc = {std::string("body")};
 
-struct checker {
-  std::vector<issue>& issues;
-
-  void add(loc_path l, std::string msg, std::string type) {
-    issues.push_back({std::move(l), std::move(msg), std::move(type)});
-  }
-
-  void extra_keys(const json::object& o, std::initializer_list<std::string_view> known,
-                  const loc_path& l) {
-    for (auto& kv : o) {
-      auto k = kv.key();
-      if (std::find(known.begin(), known.end(), k) == known.end())
-        add(at(l, k), "Extra inputs are not permitted", "extra_forbidden");
-    }
-  }
-
-  const json::object* object(const json::value& v, const loc_path& l) {
-    if (auto o = v.if_object()) return o;
-    add(l, "Input should be a valid dictionary", "value_error");
-    return nullptr;
-  }
-
-  const json::string* text(const json::value& v, const loc_path& l) {
-    if (auto s = v.if_string()) return s;
-    add(l, "Input should be a valid string", "string_type");
-    return nullptr;
-  }
-
-  // Length in characters of `s` (already the part that counts) within min..max.
-  bool length(std::string_view s, const loc_path& l, std::size_t min, std::size_t max) {
-    auto len = utf8_length(s);
-    if (len < min) {
-      add(l,
-          "String should have at least " + std::to_string(min) +
-              (min == 1 ? " character" : " characters"),
-          "string_too_short");
-      return false;
-    }
-    if (len > max) {
-      add(l, "String should have at most " + std::to_string(max) + " characters",
-          "string_too_long");
-      return false;
-    }
-    return true;
-  }
-
-  std::optional<std::string_view> string(const json::value& v, const loc_path& l, std::size_t min,
-                                         std::size_t max) {
-    auto s = text(v, l);
-    if (!s || !length(sv(*s), l, min, max)) return std::nullopt;
-    return sv(*s);
-  }
-
-  // An id sent as a string of min..max characters, or as an integer (kept as its decimal text:
-  // senders often number their messages and contacts).
-  std::optional<std::string> identifier(const json::value& v, const loc_path& l) {
-    if (auto n = json_int64(v)) return std::to_string(*n);
-    if (auto u = v.if_uint64()) return std::to_string(*u);
-    if (auto s = string(v, l, 1, max_id_length)) return std::string(*s);
-    return std::nullopt;
-  }
-
-  // The body as a JSON object; the 422 json_invalid of contract §4 otherwise.
-  const json::object* body(std::string_view text, json::value& doc) {
-    boost::system::error_code ec;
-    doc = json::parse(text, ec);
-    if (ec) {
-      add(body_loc, "JSON decode error", "json_invalid");
-      return nullptr;
-    }
-    auto o = doc.if_object();
-    if (!o) add(body_loc, "Input should be a valid dictionary", "json_invalid");
-    return o;
-  }
-};
-
-const json::value* member(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it == o.end() ? nullptr : &it->value();
+// An id sent as a string of 1..200 characters, or as an integer (kept as its decimal text:
+// senders often number their messages and contacts).
+std::optional<std::string> identifier(checker& ck, const json::value& v, const loc_path& l) {
+  if (auto n = json_int64(v)) return std::to_string(*n);
+  if (auto u = v.if_uint64()) return std::to_string(*u);
+  if (auto s = ck.string(v, l, 1, max_id_length)) return std::string(*s);
+  return std::nullopt;
 }
 
-// A key whose value is null counts as absent: the optional fields are "Optional[...] = None".
-const json::value* given(const json::object& o, std::string_view key) {
-  auto v = member(o, key);
-  return v && !v->is_null() ? v : nullptr;
+// The body as a JSON object; the 422 json_invalid of contract §4 otherwise.
+const json::object* body_object(checker& ck, std::string_view text, json::value& doc) {
+  boost::system::error_code ec;
+  doc = json::parse(text, ec);
+  if (ec) {
+    ck.add(body_loc, "JSON decode error", "json_invalid");
+    return nullptr;
+  }
+  auto o = doc.if_object();
+  if (!o) ck.add(body_loc, "Input should be a valid dictionary", "json_invalid");
+  return o;
 }
 
 std::optional<std::string> config_string(const json::object& config, std::string_view key) {
@@ -398,7 +308,7 @@ std::optional<inbound_contact> read_contact(checker& ck, const json::object& bod
     }
   }
   auto id = given(*o, "external_id");
-  if (id) c.external_id = ck.identifier(*id, at(l, "external_id"));
+  if (id) c.external_id = identifier(ck, *id, at(l, "external_id"));
   // As a model validator, this runs on what was given: a malformed phone is its own issue.
   if (!given(*o, "phone") && !given(*o, "email") && !id)
     ck.add(l, "the contact needs a phone, an email or an external_id", "value_error");
@@ -430,7 +340,7 @@ bool read_message(checker& ck, const json::object& body, const loc_path& l, inbo
     ck.add(at(l, "text"), "Field required", "missing");
   }
   if (auto id = member(*o, "external_message_id")) {
-    if (auto s = ck.identifier(*id, at(l, "external_message_id"))) m.external_message_id = *s;
+    if (auto s = identifier(ck, *id, at(l, "external_message_id"))) m.external_message_id = *s;
   } else {
     ck.add(at(l, "external_message_id"), "Field required", "missing");
   }
@@ -444,7 +354,7 @@ std::optional<inbound_message> parse_api_inbound(std::string_view body,
   checker ck{issues};
   const auto before = issues.size();
   json::value doc;
-  auto o = ck.body(body, doc);
+  auto o = body_object(ck, body, doc);
   if (!o) return std::nullopt;
   ck.extra_keys(*o, {"event", "contact", "message", "timestamp"}, body_loc);
   if (auto e = given(*o, "event")) {
@@ -474,7 +384,7 @@ std::optional<inbound_message> parse_telegram_update(std::string_view body, bool
   checker ck{issues};
   const auto before = issues.size();
   json::value doc;
-  auto o = ck.body(body, doc);
+  auto o = body_object(ck, body, doc);
   if (!o) return std::nullopt;
   // Edits, stickers, photos, callbacks...: acknowledged (Telegram would resend anything else)
   // and not stored.

@@ -1,10 +1,15 @@
 #include "domain/contact.hpp"
 
+#include "domain/json_check.hpp"
+
 #include <array>
 #include <utility>
 
 namespace crm::domain {
 namespace {
+
+using detail::lookup;
+using detail::name_of;
 
 constexpr std::array<std::pair<contact_status, std::string_view>, 4> statuses = {{
     {contact_status::active, "active"},
@@ -34,21 +39,6 @@ constexpr std::array<std::pair<contact_sort, std::string_view>, 9> sorts = {{
     {contact_sort::created_at, "created_at"},
     {contact_sort::updated_at, "updated_at"},
 }};
-
-template <class E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<E, std::string_view>, N>& table,
-                        std::string_view s) {
-  for (auto& [e, name] : table)
-    if (name == s) return e;
-  return std::nullopt;
-}
-
-template <class E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (auto& [v, name] : table)
-    if (v == e) return name;
-  return "";
-}
 
 } // namespace
 

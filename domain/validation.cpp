@@ -2,6 +2,8 @@
 // these run on every request body, and std::regex is slow and can recurse deeply on long input.
 #include "domain/validation.hpp"
 
+#include <algorithm>
+
 namespace crm::domain {
 
 namespace {
@@ -128,34 +130,41 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::size_t utf8_length(std::string_view s) {
-  std::size_t count = 0;
-  std::size_t i = 0;
+std::size_t utf8_sequence(std::string_view s, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
   const auto is_cont = [&](std::size_t k) { return k < s.size() && (byte(k) & 0xC0) == 0x80; };
-  while (i < s.size()) {
-    const unsigned char b = byte(i);
-    std::size_t n = 1;
-    // Only well-formed sequences (RFC 3629: no overlong forms, no surrogates, nothing past
-    // U+10FFFF) count as one character; any other byte counts on its own.
-    if (b >= 0xC2 && b <= 0xDF) {
-      n = is_cont(i + 1) ? 2 : 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      const unsigned char lo = b == 0xE0 ? 0xA0 : 0x80;
-      const unsigned char hi = b == 0xED ? 0x9F : 0xBF;
-      const bool ok = i + 1 < s.size() && byte(i + 1) >= lo && byte(i + 1) <= hi && is_cont(i + 2);
-      n = ok ? 3 : 1;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      const unsigned char lo = b == 0xF0 ? 0x90 : 0x80;
-      const unsigned char hi = b == 0xF4 ? 0x8F : 0xBF;
-      const bool ok = i + 1 < s.size() && byte(i + 1) >= lo && byte(i + 1) <= hi &&
-                      is_cont(i + 2) && is_cont(i + 3);
-      n = ok ? 4 : 1;
-    }
-    ++count;
-    i += n;
+  const unsigned char b = byte(i);
+  // Only well-formed sequences (RFC 3629: no overlong forms, no surrogates, nothing past
+  // U+10FFFF) are characters.
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return is_cont(i + 1) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    const unsigned char lo = b == 0xE0 ? 0xA0 : 0x80;
+    const unsigned char hi = b == 0xED ? 0x9F : 0xBF;
+    const bool ok = i + 1 < s.size() && byte(i + 1) >= lo && byte(i + 1) <= hi && is_cont(i + 2);
+    return ok ? 3 : 0;
   }
+  if (b >= 0xF0 && b <= 0xF4) {
+    const unsigned char lo = b == 0xF0 ? 0x90 : 0x80;
+    const unsigned char hi = b == 0xF4 ? 0x8F : 0xBF;
+    const bool ok = i + 1 < s.size() && byte(i + 1) >= lo && byte(i + 1) <= hi && is_cont(i + 2) &&
+                    is_cont(i + 3);
+    return ok ? 4 : 0;
+  }
+  return 0;
+}
+
+std::size_t utf8_length(std::string_view s) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < s.size(); ++count) i += std::max<std::size_t>(utf8_sequence(s, i), 1);
   return count;
+}
+
+std::string_view utf8_prefix(std::string_view s, std::size_t max_chars) {
+  std::size_t i = 0;
+  for (std::size_t count = 0; i < s.size() && count < max_chars; ++count)
+    i += std::max<std::size_t>(utf8_sequence(s, i), 1);
+  return s.substr(0, i);
 }
 
 } // namespace crm::domain

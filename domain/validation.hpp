@@ -19,7 +19,12 @@ std::string ascii_lower(std::string_view s);
 // Trims ASCII white space at both ends.
 std::string_view trim(std::string_view s);
 
+// Bytes of the well-formed UTF-8 character at byte `i` of `s`; 0 when the bytes there are not
+// one (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF).
+std::size_t utf8_sequence(std::string_view s, std::size_t i);
 // Length in Unicode code points of valid UTF-8 (bytes for invalid sequences).
 std::size_t utf8_length(std::string_view s);
+// The first `max_chars` characters of `s`, counted as utf8_length counts them.
+std::string_view utf8_prefix(std::string_view s, std::size_t max_chars);
 
 } // namespace crm::domain

@@ -5,6 +5,7 @@
 
 #include "domain/contact.hpp"
 #include "domain/crypto.hpp"
+#include "domain/json_check.hpp"
 #include "domain/validation.hpp"
 
 #include <boost/json.hpp>
@@ -22,6 +23,8 @@
 namespace crm::domain {
 namespace json = boost::json;
 namespace {
+
+using namespace detail;
 
 constexpr std::array<std::pair<trigger_type, std::string_view>, 11> trigger_names = {{
     {trigger_type::contact_created, "contact.created"},
@@ -61,32 +64,6 @@ constexpr std::array<std::pair<action_type, std::string_view>, 10> action_names 
     {action_type::delay, "delay"},
 }};
 
-template <class E, std::size_t N>
-std::optional<E> lookup(const std::array<std::pair<E, std::string_view>, N>& table,
-                        std::string_view s) {
-  for (auto& [e, name] : table)
-    if (name == s) return e;
-  return std::nullopt;
-}
-
-template <class E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (auto& [v, name] : table)
-    if (v == e) return name;
-  return "";
-}
-
-// "Input should be 'a', 'b' or 'c'", the pydantic wording of an enum issue.
-template <class E, std::size_t N>
-std::string one_of_message(const std::array<std::pair<E, std::string_view>, N>& table) {
-  std::string msg = "Input should be ";
-  for (std::size_t i = 0; i < N; ++i) {
-    if (i > 0) msg += i + 1 == N ? " or " : ", ";
-    msg += "'" + std::string(table[i].second) + "'";
-  }
-  return msg;
-}
-
 constexpr std::string_view status_message =
     "Input should be 'active', 'inactive', 'qualified' or 'unqualified'";
 
@@ -96,12 +73,6 @@ constexpr std::size_t max_tag_length = 100;
 constexpr std::size_t max_field_length = 200;
 constexpr std::size_t max_headers = 20;
 constexpr std::size_t max_url_length = 2048;
-
-std::string_view sv(const json::string& s) {
-  return {s.data(), s.size()};
-}
-// A string_view would convert to a temporary json::string and the view would dangle.
-std::string_view sv(std::string_view) = delete;
 
 bool is_template(std::string_view s) {
   return s.find("{{") != std::string_view::npos;
@@ -115,18 +86,6 @@ bool iequal(std::string_view a, std::string_view b) {
   return a.size() == b.size() && ascii_lower(a) == ascii_lower(b);
 }
 
-// An integer the way the request parsers read one: a JSON integer, or a double without a
-// fraction (pydantic accepts 5.0 for an int).
-std::optional<std::int64_t> as_integer(const json::value& v) {
-  if (auto i = v.if_int64()) return *i;
-  if (auto u = v.if_uint64(); u && *u <= static_cast<std::uint64_t>(INT64_MAX))
-    return static_cast<std::int64_t>(*u);
-  if (auto d = v.if_double();
-      d && std::trunc(*d) == *d && *d >= -9223372036854775808.0 && *d < 9223372036854775808.0)
-    return static_cast<std::int64_t>(*d);
-  return std::nullopt;
-}
-
 std::optional<std::int64_t> digits_value(std::string_view s) {
   std::int64_t n = 0;
   if (!all_digits(s)) return std::nullopt;
@@ -136,107 +95,6 @@ std::optional<std::int64_t> digits_value(std::string_view s) {
 }
 
 // ---- Validation helpers ------------------------------------------------------------------
-
-using loc_path = std::vector<loc_part>;
-
-loc_path at(loc_path l, std::string_view key) {
-  l.emplace_back(std::string(key));
-  return l;
-}
-loc_path at(loc_path l, std::int64_t index) {
-  l.emplace_back(index);
-  return l;
-}
-
-struct checker {
-  std::vector<issue>& issues;
-
-  void add(loc_path l, std::string msg, std::string type) {
-    issues.push_back({std::move(l), std::move(msg), std::move(type)});
-  }
-
-  void extra_keys(const json::object& o, std::initializer_list<std::string_view> known,
-                  const loc_path& l) {
-    for (auto& kv : o) {
-      auto k = kv.key();
-      if (std::find(known.begin(), known.end(), k) == known.end())
-        add(at(l, k), "Extra inputs are not permitted", "extra_forbidden");
-    }
-  }
-
-  const json::object* object(const json::value& v, const loc_path& l) {
-    if (auto o = v.if_object()) return o;
-    add(l, "Input should be a valid dictionary", "value_error");
-    return nullptr;
-  }
-
-  const json::array* array(const json::value& v, const loc_path& l) {
-    if (auto a = v.if_array()) return a;
-    add(l, "Input should be a valid list", "value_error");
-    return nullptr;
-  }
-
-  std::optional<std::string_view> string(const json::value& v, const loc_path& l, std::size_t min,
-                                         std::size_t max) {
-    auto s = v.if_string();
-    if (!s) {
-      add(l, "Input should be a valid string", "string_type");
-      return std::nullopt;
-    }
-    auto len = utf8_length(sv(*s));
-    if (len < min) {
-      add(l,
-          "String should have at least " + std::to_string(min) +
-              (min == 1 ? " character" : " characters"),
-          "string_too_short");
-      return std::nullopt;
-    }
-    if (len > max) {
-      add(l, "String should have at most " + std::to_string(max) + " characters",
-          "string_too_long");
-      return std::nullopt;
-    }
-    return sv(*s);
-  }
-
-  std::optional<std::int64_t> integer(const json::value& v, const loc_path& l, std::int64_t min,
-                                      std::int64_t max) {
-    auto n = as_integer(v);
-    if (!n) {
-      add(l, "Input should be a valid integer", "int_parsing");
-      return std::nullopt;
-    }
-    if (*n < min) {
-      add(l, "Input should be greater than or equal to " + std::to_string(min),
-          "greater_than_equal");
-      return std::nullopt;
-    }
-    if (*n > max) {
-      add(l, "Input should be less than or equal to " + std::to_string(max), "less_than_equal");
-      return std::nullopt;
-    }
-    return n;
-  }
-
-  void too_long(std::size_t n, std::size_t max, const loc_path& l, std::string_view what) {
-    add(l,
-        std::string(what) + " should have at most " + std::to_string(max) +
-            " items after validation, not " + std::to_string(n),
-        "too_long");
-  }
-};
-
-const json::value* member(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it == o.end() ? nullptr : &it->value();
-}
-
-// A key whose value is null counts as absent: optional fields of the definitions are
-// "Optional[...] = None".
-const json::value* given(const json::object& o, std::string_view key) {
-  auto v = member(o, key);
-  return v && !v->is_null() ? v : nullptr;
-}
 
 void check_status(checker& ck, const json::value& v, const loc_path& l, bool allow_template) {
   auto s = v.if_string();

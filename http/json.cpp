@@ -98,6 +98,16 @@ bool body_reader::has(std::string_view key) {
   return object_ && object_->contains(key);
 }
 
+std::optional<std::optional<std::string>> body_reader::nullable_text(std::string_view key,
+                                                                     text_rule rule) {
+  if (is_null(key)) {
+    raw(key);
+    return std::optional<std::string>();
+  }
+  if (auto s = text(key, false, rule)) return std::optional<std::string>(std::move(*s));
+  return std::nullopt;
+}
+
 bool body_reader::is_null(std::string_view key) {
   if (!object_) return false;
   auto it = object_->find(key);

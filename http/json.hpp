@@ -43,6 +43,10 @@ public:
 
   std::optional<std::string> text(std::string_view key, bool required, text_rule rule = {});
   std::optional<bool> boolean(std::string_view key, bool required);
+  // An optional text field a client may clear: absent → nothing; null → an empty inner
+  // optional (clear it); a string within `rule` → that string.
+  std::optional<std::optional<std::string>> nullable_text(std::string_view key,
+                                                          text_rule rule = {});
   std::optional<std::int64_t> integer(std::string_view key, bool required);
   // A string that must be one of `allowed`.
   std::optional<std::string> one_of(std::string_view key, bool required,

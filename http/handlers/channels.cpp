@@ -31,15 +31,6 @@ std::optional<domain::channel_type> read_type(body_reader& body, bool required) 
   return type;
 }
 
-void read_secret(body_reader& body, std::optional<std::optional<std::string>>& out) {
-  if (body.is_null("webhook_secret")) {
-    body.raw("webhook_secret");
-    out = std::optional<std::string>();
-  } else if (auto s = body.text("webhook_secret", false, {.min = 16, .max = 256})) {
-    out = std::optional<std::string>(*s);
-  }
-}
-
 void create(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto name = body.text("name", true, {.min = 1, .max = 200, .trim = true});
@@ -49,8 +40,7 @@ void create(services& s, const exchange_ptr& ex) {
   if (type)
     config = domain::parse_channel_config(*type, cfg ? *cfg : json::value(json::object()), nullptr,
                                           body.issues());
-  std::optional<std::optional<std::string>> secret;
-  read_secret(body, secret);
+  auto secret = body.nullable_text("webhook_secret", {.min = 16, .max = 256});
   auto active = body.boolean("is_active", false);
   if (!body.finish() || !config) return ex->fail(body.failure());
   domain::channel c;
@@ -95,7 +85,7 @@ void update(services& s, const exchange_ptr& ex) {
   p.name = body.text("name", false, {.min = 1, .max = 200, .trim = true});
   p.type = read_type(body, false);
   if (auto cfg = body.raw("config")) p.config = *cfg;
-  read_secret(body, p.webhook_secret);
+  p.webhook_secret = body.nullable_text("webhook_secret", {.min = 16, .max = 256});
   p.is_active = body.boolean("is_active", false);
   if (!body.finish()) return ex->fail(body.failure());
   actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p), json_reply(ex));

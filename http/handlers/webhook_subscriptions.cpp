@@ -64,21 +64,11 @@ std::optional<std::vector<std::string>> read_events(body_reader& body, bool requ
   return out;
 }
 
-void read_description(body_reader& body, std::optional<std::optional<std::string>>& out) {
-  if (body.is_null("description")) {
-    body.raw("description");
-    out = std::optional<std::string>();
-  } else if (auto d = body.text("description", false, {.max = 500})) {
-    out = std::optional<std::string>(*d);
-  }
-}
-
 void create(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto url = read_url(body, true);
   auto events = read_events(body, true);
-  std::optional<std::optional<std::string>> description;
-  read_description(body, description);
+  auto description = body.nullable_text("description", {.max = 500});
   auto secret = body.text("secret", false, {.min = 16, .max = 256});
   auto active = body.boolean("is_active", false);
   if (!body.finish()) return ex->fail(body.failure());
@@ -114,7 +104,7 @@ void update(services& s, const exchange_ptr& ex) {
   actors::subscription_patch p;
   p.url = read_url(body, false);
   p.events = read_events(body, false);
-  read_description(body, p.description);
+  p.description = body.nullable_text("description", {.max = 500});
   p.secret = body.text("secret", false, {.min = 16, .max = 256});
   p.is_active = body.boolean("is_active", false);
   if (!body.finish()) return ex->fail(body.failure());

@@ -41,23 +41,13 @@ std::optional<domain::trigger_type> read_trigger(body_reader& body, bool require
 actors::workflow_patch read_patch(body_reader& body, bool creating) {
   actors::workflow_patch p;
   p.name = body.text("name", creating, {.min = 1, .max = 200, .trim = true});
-  if (body.is_null("description")) {
-    body.raw("description");
-    p.description = std::optional<std::string>();
-  } else if (auto d = body.text("description", false, {.max = 2000})) {
-    p.description = std::optional<std::string>(*d);
-  }
+  p.description = body.nullable_text("description", {.max = 2000});
   p.trigger = read_trigger(body, creating);
   if (auto cfg = body.raw("trigger_config")) p.trigger_config = *cfg;
   if (auto c = body.raw("conditions")) p.conditions = domain::parse_conditions(*c, body.issues());
   if (auto a = body.raw("actions")) p.actions = domain::parse_actions(*a, body.issues());
   p.is_active = body.boolean("is_active", false);
-  if (body.is_null("webhook_secret")) {
-    body.raw("webhook_secret");
-    p.webhook_secret = std::optional<std::string>();
-  } else if (auto s = body.text("webhook_secret", false, {.min = 16, .max = 256})) {
-    p.webhook_secret = std::optional<std::string>(*s);
-  }
+  p.webhook_secret = body.nullable_text("webhook_secret", {.min = 16, .max = 256});
   return p;
 }
 
