@@ -11,6 +11,7 @@
 #include "domain/validation.hpp"
 #include "persistence/contact_repo.hpp"
 #include "persistence/field_repo.hpp"
+#include "persistence/group_committer.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <boost/json.hpp>
@@ -104,9 +105,12 @@ struct contacts_state {
   // The workflow chain depth of the change being staged (0 for a client's own request): its
   // events carry it, so that chains of workflows stop (docs/automation.md).
   int event_depth = 0;
-  // Whether an active event workflow or webhook subscription exists (told by the workflow
-  // actor; assumed until told otherwise). Without one, events are written already dispatched.
+  // Whether an active event workflow or webhook subscription exists (read with the snapshot,
+  // then told by the workflow actor on every change). Without one, no event is written: it would reach
+  // nobody, and it costs a write more than the change itself (benchmarks/RESULTS.md).
   bool event_listeners = true;
+  // Told while loading: the workflow actor's word is then newer than the snapshot's.
+  bool listeners_told_while_loading = false;
 
   // Projection of staged and in-flight writes over the committed state.
   template <class T>
@@ -205,6 +209,7 @@ void load(contacts_actor* self) {
         caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
                          auto& st = self->state;
                          st.loading = false;
+                         bool told = std::exchange(st.listeners_told_while_loading, false);
                          if (!r) {
                            drain(self, &r.error());
                            return;
@@ -213,6 +218,7 @@ void load(contacts_actor* self) {
                          for (auto& co : snap.companies) st.companies.emplace(co.id, std::move(co));
                          for (auto& c : snap.contacts) st.store.upsert(std::move(c));
                          for (auto& k : snap.keys) st.keys.emplace(k.key, std::move(k));
+                         if (!told) st.event_listeners = snap.event_listeners;
                          // Definitions pushed while loading may be newer than the snapshot's.
                          if (r->second.version >= st.defs.version) st.defs = std::move(r->second);
                          st.loaded = true;
@@ -405,6 +411,7 @@ void append_field_value(std::string& out, const domain::contact& c, std::string_
 // round trip. `extra` is JSON text of the own keys (with a leading comma) or empty.
 void contact_event(contacts_state& st, const char* name, const domain::contact& c,
                    std::string_view extra = {}) {
+  if (!st.event_listeners) return; // nobody to tell: no row, no payload
   std::string out;
   out.reserve(512 + extra.size());
   out += "{\"contact_id\":";
@@ -415,7 +422,7 @@ void contact_event(contacts_state& st, const char* name, const domain::contact& 
   out += ",\"tenant_id\":";
   out += std::to_string(st.env.tenant_id);
   out += '}';
-  st.open.sql.events.push_back({name, std::move(out), st.event_depth, !st.event_listeners});
+  st.open.sql.events.push_back({name, std::move(out), st.event_depth});
 }
 
 // contact.updated: also the names of the fields sent and their values before the change.
@@ -458,12 +465,12 @@ void forget_committed(Map& m, std::uint64_t seq) {
   }
 }
 
-void apply_committed(contacts_state& st, const batch& b) {
-  for (auto& co : b.sql.company_upserts) st.companies[co.id] = co;
-  for (auto& c : b.sql.contact_upserts) st.store.upsert(c);
-  for (auto id : b.sql.contact_deletes) st.store.erase(id);
-  for (auto id : b.sql.company_deletes) st.companies.erase(id);
-  for (auto& k : b.sql.keys) st.keys[k.key] = k;
+void apply_committed(contacts_state& st, const batch& b, const persistence::contact_batch& sql) {
+  for (auto& co : sql.company_upserts) st.companies[co.id] = co;
+  for (auto& c : sql.contact_upserts) st.store.upsert(c);
+  for (auto id : sql.contact_deletes) st.store.erase(id);
+  for (auto id : sql.company_deletes) st.companies.erase(id);
+  for (auto& k : sql.keys) st.keys[k.key] = k;
   // Projection entries written by this batch and not overwritten since are now committed.
   for (auto it = st.p_contacts.begin(); it != st.p_contacts.end();)
     it = it->second.seq == b.seq ? st.p_contacts.erase(it) : std::next(it);
@@ -473,52 +480,49 @@ void apply_committed(contacts_state& st, const batch& b) {
   forget_committed(st.p_keys, b.seq);
 }
 
+// Hands the open batch to the group committer (docs/design.md), which may carry it in one
+// transaction with other tenants' batches; one batch per tenant is in flight at a time.
 void flush(contacts_actor* self) {
   auto& st = self->state;
   if (st.in_flight || st.open.writes == 0) return;
   st.in_flight.emplace(std::move(st.open));
-  st.in_flight->sql.tenant_id = st.env.tenant_id;
   st.open = batch{};
   st.open.seq = st.next_seq++;
+  auto sql = std::make_shared<persistence::contact_batch>(std::move(st.in_flight->sql));
+  sql->tenant_id = st.env.tenant_id;
   auto me = caf::actor_cast<caf::actor>(self);
-  st.env.pool->run<domain::done>(
-      [sql = st.in_flight->sql](persistence::pg_conn& c) {
-        persistence::commit_batch(c, sql);
-        return domain::done{};
-      },
-      [me, self](domain::outcome<domain::done> r) mutable {
-        caf::anon_send(me, resume_atom::value, continuation{[self, r = std::move(r)]() mutable {
-                         auto& st = self->state;
-                         auto done = std::move(*st.in_flight);
-                         st.in_flight.reset();
-                         auto& gc = group_commits();
-                         if (r) {
-                           gc.batches++;
-                           gc.writes += done.writes;
-                           apply_committed(st, done);
-                           // The workflow actor takes the committed events from the outbox.
-                           if (std::any_of(done.sql.events.begin(), done.sql.events.end(),
-                                           [](auto& e) { return !e.dispatched; }))
-                             st.env.rt->route(st.env.tenant_id, child_kind::workflows,
-                                              caf::make_message(outbox_atom::value));
-                           for (auto& k : done.on_commit) k();
-                         } else {
-                           gc.failures++;
-                           // Writes staged behind it were validated against its changes.
-                           auto behind = std::move(st.open);
-                           st.open = batch{};
-                           st.open.seq = st.next_seq++;
-                           st.p_contacts.clear();
-                           st.p_companies.clear();
-                           st.p_emails.clear();
-                           st.p_keys.clear();
-                           for (auto& f : done.on_fail) f(r.error());
-                           for (auto& f : behind.on_fail) f(r.error());
-                         }
-                         flush(self);
-                         drain(self);
-                       }});
-      });
+  st.env.committer->submit(sql, [me, self, sql](domain::outcome<domain::done> r) mutable {
+    caf::anon_send(me, resume_atom::value, continuation{[self, sql, r = std::move(r)]() mutable {
+                     auto& st = self->state;
+                     auto done = std::move(*st.in_flight);
+                     st.in_flight.reset();
+                     auto& gc = group_commits();
+                     if (r) {
+                       gc.batches++;
+                       gc.writes += done.writes;
+                       apply_committed(st, done, *sql);
+                       // The workflow actor takes the committed events from the outbox.
+                       if (!sql->events.empty())
+                         st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                                          caf::make_message(outbox_atom::value));
+                       for (auto& k : done.on_commit) k();
+                     } else {
+                       gc.failures++;
+                       // Writes staged behind it were validated against its changes.
+                       auto behind = std::move(st.open);
+                       st.open = batch{};
+                       st.open.seq = st.next_seq++;
+                       st.p_contacts.clear();
+                       st.p_companies.clear();
+                       st.p_emails.clear();
+                       st.p_keys.clear();
+                       for (auto& f : done.on_fail) f(r.error());
+                       for (auto& f : behind.on_fail) f(r.error());
+                     }
+                     flush(self);
+                     drain(self);
+                   }});
+  });
 }
 
 // ---- field rules that need the state ----------------------------------------------------
@@ -636,6 +640,7 @@ failure duplicate_email_failure() {
 // Stages the events of one contact change (`before` is null for a create).
 void contact_events(contacts_state& st, const domain::contact* before, const domain::contact& c,
                     const apply_result& r, const std::vector<std::string>& fields) {
+  if (!st.event_listeners) return;
   if (!before) {
     contact_event(st, "contact.created", c);
   } else {
@@ -1361,7 +1366,10 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
             self, need::exclusive, fail_with(reply),
             [self, f = std::move(f), reply]() mutable { do_purge(self, std::move(f), reply); });
       },
-      [self](listeners_atom, bool any) { self->state.event_listeners = any; },
+      [self](listeners_atom, bool any) {
+        self->state.event_listeners = any;
+        if (self->state.loading) self->state.listeners_told_while_loading = true;
+      },
       [self](stop_atom) {
         auto& st = self->state;
         st.stopping = true;

@@ -58,13 +58,17 @@ void write_actor_metrics(std::string& out) {
            std::to_string(m.restarts.load()) + "\n";
   auto& gc = group_commits();
   out +=
-      "# HELP carecrm_group_commit_batches_total Transactions committed by record actors.\n"
+      "# HELP carecrm_group_commit_transactions_total Transactions that committed batches of"
+      " record actors (of one or more tenants).\n# TYPE carecrm_group_commit_transactions_total"
+      " counter\ncarecrm_group_commit_transactions_total " +
+      std::to_string(gc.transactions.load()) +
+      "\n# HELP carecrm_group_commit_batches_total Batches committed by record actors.\n"
       "# TYPE carecrm_group_commit_batches_total counter\ncarecrm_group_commit_batches_total " +
       std::to_string(gc.batches.load()) +
-      "\n# HELP carecrm_group_commit_writes_total Writes carried by those transactions.\n"
+      "\n# HELP carecrm_group_commit_writes_total Writes carried by those batches.\n"
       "# TYPE carecrm_group_commit_writes_total counter\ncarecrm_group_commit_writes_total " +
       std::to_string(gc.writes.load()) +
-      "\n# HELP carecrm_group_commit_failures_total Transactions that failed to commit.\n"
+      "\n# HELP carecrm_group_commit_failures_total Batches that failed to commit.\n"
       "# TYPE carecrm_group_commit_failures_total counter\ncarecrm_group_commit_failures_total " +
       std::to_string(gc.failures.load()) + "\n";
   auto& am = automation_counts();

@@ -18,8 +18,10 @@ struct actor_meter {
   std::atomic<std::uint64_t> restarts{0}; // failures the supervisor recovered from
 };
 
-// Group commit: transactions committed by record actors and the writes they carried.
+// Group commit: the batches of record actors, the writes they carried, and the transactions
+// that carried them (one transaction may carry the batches of several tenants).
 struct commit_meter {
+  std::atomic<std::uint64_t> transactions{0};
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> writes{0};
   std::atomic<std::uint64_t> failures{0};

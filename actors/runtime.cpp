@@ -1,5 +1,7 @@
 #include "actors/system.hpp"
 
+#include "actors/meters.hpp"
+#include "persistence/group_committer.hpp"
 #include "persistence/log.hpp"
 
 #include <malloc.h>
@@ -8,6 +10,11 @@
 #include <thread>
 
 namespace crm::actors {
+namespace {
+// Transactions of the group committer at once: while one waits for its fsync, the next one
+// executes (measured in benchmarks/RESULTS.md).
+constexpr int commits_in_flight = 2;
+} // namespace
 
 const char* child_name(child_kind k) {
   switch (k) {
@@ -21,7 +28,9 @@ const char* child_name(child_kind k) {
   return "unknown";
 }
 
-runtime::impl::impl(runtime_options o, persistence::pg_pool& p) : opts(o), pool(p) {
+runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
+    : opts(o), pool(p), committer(std::make_shared<persistence::group_committer>(
+                            p, commits_in_flight, &group_commits().transactions)) {
   auto threads = opts.threads > 0
                      ? opts.threads
                      : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -63,7 +72,7 @@ void runtime::impl::route(std::int64_t tid, child_kind k, caf::message m) {
   auto it = tenants.find(tid);
   if (it == tenants.end()) {
     if (shut_down) return;
-    tenant_env env{tid, &pool, std::make_shared<tenant_stats>(), this};
+    tenant_env env{tid, &pool, committer.get(), std::make_shared<tenant_stats>(), this};
     entry e{spawn_tenant_supervisor(*system, env), env.stats};
     it = tenants.emplace(tid, std::move(e)).first;
   }

@@ -34,6 +34,10 @@ template <>
 struct allowed_unsafe_message_type<crm::domain::field_definitions> : std::true_type {};
 } // namespace caf
 
+namespace crm::persistence {
+class group_committer;
+}
+
 namespace crm::actors {
 
 using route_atom = caf::atom_constant<caf::atom("route")>;
@@ -82,6 +86,7 @@ const automation_options* automation_options_of(runtime::impl& rt);
 struct tenant_env {
   std::int64_t tenant_id = 0;
   persistence::pg_pool* pool = nullptr;
+  persistence::group_committer* committer = nullptr; // contacts batches, across tenants
   std::shared_ptr<tenant_stats> stats;
   runtime::impl* rt = nullptr;
 };
@@ -102,6 +107,7 @@ struct runtime::impl {
 
   runtime_options opts;
   persistence::pg_pool& pool;
+  std::shared_ptr<persistence::group_committer> committer;
   runtime* owner = nullptr; // the public face, for the per-area API functions
   // Options and sweeper of the automation area (workflows_actor.cpp); null until started.
   std::unique_ptr<runtime_automation, void (*)(runtime_automation*)> automation{nullptr, nullptr};

@@ -713,8 +713,8 @@ bool has_consumers(const workflows_state& st) {
 
 // Tells the contacts actor whether anyone listens to record events, when that changed. It goes
 // through the supervisor before the client hears of the change, so the client's next write
-// sees it; without listeners the contacts actor writes its events already dispatched, and
-// neither this actor nor Postgres does anything more for them.
+// sees it; without listeners the contacts actor writes no events at all, so neither this actor
+// nor Postgres does anything for them.
 void tell_listeners(wf_actor* self) {
   auto& st = self->state;
   bool any = has_consumers(st);

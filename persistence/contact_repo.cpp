@@ -45,7 +45,6 @@ std::vector<std::string> tags_from_json(const std::string& text) {
 // SQL text builders: values are quoted by the connection, never spliced raw.
 struct sql_writer {
   pqxx::work& tx;
-  std::string out;
 
   std::string q(const std::string& s) { return tx.quote(s); }
   std::string q(const std::optional<std::string>& s) { return s ? tx.quote(*s) : "NULL"; }
@@ -114,6 +113,14 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
                      " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
                      " WHERE tenant_id = $1 AND created_at > now() - interval '24 hours'",
                      tenant_id);
+  snap.event_listeners =
+      tx.exec_params("SELECT EXISTS (SELECT 1 FROM workflows WHERE tenant_id = $1 AND is_active"
+                     " AND trigger_type NOT IN ('webhook', 'schedule', 'manual'))"
+                     " OR EXISTS (SELECT 1 FROM webhook_subscriptions"
+                     " WHERE tenant_id = $1 AND is_active)",
+                     tenant_id)
+          .front()[0]
+          .as<bool>();
   for (const auto& r : keys)
     snap.keys.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int>(),
                          r[3].as<std::string>(), r[4].as<std::int64_t>()});
@@ -131,11 +138,12 @@ std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n) {
   return ids;
 }
 
-void commit_batch(pg_conn& c, const contact_batch& b) {
-  pqxx::work tx(c.raw());
-  sql_writer w{tx, {}};
+namespace {
+
+// Appends the statements of one batch to `s`.
+void append_batch_sql(pqxx::work& tx, const contact_batch& b, std::string& s) {
+  sql_writer w{tx};
   auto tid = std::to_string(b.tenant_id);
-  auto& s = w.out;
 
   for (auto& co : b.company_upserts) {
     s += "INSERT INTO companies (id, tenant_id, name, domain, phone, industry, address,"
@@ -195,11 +203,10 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
     s += "DELETE FROM companies WHERE tenant_id = " + tid + " AND id IN (" +
          id_list(b.company_deletes) + ");\n";
   if (!b.events.empty()) {
-    s += "INSERT INTO outbox (tenant_id, event, payload, depth, dispatched_at) VALUES ";
+    s += "INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ";
     for (std::size_t i = 0; i < b.events.size(); ++i)
       s += (i ? "," : "") + std::string("(") + tid + "," + w.q(b.events[i].event) + "," +
-           w.q(b.events[i].payload) + "::jsonb," + std::to_string(b.events[i].depth) +
-           (b.events[i].dispatched ? ",now())" : ",NULL)");
+           w.q(b.events[i].payload) + "::jsonb," + std::to_string(b.events[i].depth) + ")";
     s += ";\n";
   }
   for (auto& k : b.keys)
@@ -209,7 +216,20 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
          ") ON CONFLICT (tenant_id, key) DO UPDATE SET"
          " request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,"
          " response = EXCLUDED.response, created_at = now();\n";
-  // A single round trip for the whole batch, then one fsync at COMMIT.
+}
+
+} // namespace
+
+void commit_batch(pg_conn& c, const contact_batch& b) {
+  const contact_batch* one = &b;
+  commit_batches(c, &one, 1);
+}
+
+void commit_batches(pg_conn& c, const contact_batch* const* batches, std::size_t n) {
+  pqxx::work tx(c.raw());
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) append_batch_sql(tx, *batches[i], s);
+  // A single round trip for every batch, then one fsync at COMMIT.
   tx.exec(s);
   tx.commit();
 }

@@ -24,6 +24,8 @@ struct contacts_snapshot {
   std::vector<domain::contact> contacts;
   std::vector<domain::company> companies;
   std::vector<idempotency_record> keys; // younger than 24 h
+  // An active record-event workflow or an active webhook subscription exists.
+  bool event_listeners = true;
 };
 
 contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id);
@@ -36,9 +38,6 @@ struct outbox_event {
   std::string event;   // "contact.created", ...
   std::string payload; // JSON object
   int depth = 0;       // workflow chain depth of the change (docs/automation.md)
-  // Nobody listens to the tenant's events (no active event workflow or subscription): the row
-  // is the record of the event only, written already dispatched so no dispatcher touches it.
-  bool dispatched = false;
 };
 
 // One transaction's worth of changes, applied in this order: company inserts and updates,
@@ -62,6 +61,8 @@ struct contact_batch {
 
 // Commits the batch or throws (nothing of it is then stored).
 void commit_batch(pg_conn& c, const contact_batch& b);
+// Commits `n` batches (of any tenants) in one transaction, or throws (nothing is then stored).
+void commit_batches(pg_conn& c, const contact_batch* const* batches, std::size_t n);
 
 enum class record_kind : std::uint8_t { contact, company };
 std::optional<std::int64_t> tenant_of(pg_conn& c, record_kind kind, std::int64_t id);

@@ -699,8 +699,24 @@ def events_of(database, tenant_id, contact_id) -> list[str]:
     return [r["event"] for r in rows if _mentions(r["payload"], contact_id)]
 
 
-def test_each_contact_change_writes_its_outbox_event(client, sess, database):
-    admin, tid = sess.admin, sess.tenant.tenant_id
+@pytest.fixture(scope="module")
+def heard(client, cli_env) -> crm.TenantSession:
+    """A tenant whose events someone listens to: an active contact.created workflow (no
+    actions). Events are written for tenants with a listener only."""
+    s = crm.tenant_session(client, cli_env, ("viewer", "agent"))
+    crm.create_workflow(client, s.admin, trigger_type="contact.created")
+    return s
+
+
+@pytest.fixture(scope="module")
+def heard_b(client, cli_env) -> crm.TenantSession:
+    s = crm.tenant_session(client, cli_env)
+    crm.create_workflow(client, s.admin, trigger_type="contact.created")
+    return s
+
+
+def test_each_contact_change_writes_its_outbox_event(client, heard, database):
+    admin, tid = heard.admin, heard.tenant.tenant_id
     created = crm.create_contact(client, admin, first_name="Evented", tags=["first"])
     cid = created["id"]
     events = events_of(database, tid, cid)
@@ -727,21 +743,44 @@ def test_each_contact_change_writes_its_outbox_event(client, sess, database):
     assert events[0] == "contact.created" and events[-1] == "contact.deleted", events
 
 
-def test_outbox_rows_belong_to_the_tenant_of_the_change(client, sess, sess_b, database):
-    created = crm.create_contact(client, sess_b.admin, first_name="Bee")
-    assert events_of(database, sess_b.tenant.tenant_id, created["id"]) == ["contact.created"]
-    assert events_of(database, sess.tenant.tenant_id, created["id"]) == []
+def test_outbox_rows_belong_to_the_tenant_of_the_change(client, heard, heard_b, database):
+    created = crm.create_contact(client, heard_b.admin, first_name="Bee")
+    assert events_of(database, heard_b.tenant.tenant_id, created["id"]) == ["contact.created"]
+    assert events_of(database, heard.tenant.tenant_id, created["id"]) == []
 
 
-def test_refused_or_invalid_changes_write_no_event(client, sess, sess_b, database):
-    admin, tid = sess.admin, sess.tenant.tenant_id
+def test_events_are_written_from_the_first_change_after_a_listener_exists(client, cli_env,
+                                                                           database):
+    """Nobody listens: a change writes no event row (it would reach nobody). Creating a
+    workflow or subscription is acknowledged only once the contacts actor knows, so the very
+    next change is written, and switching the last listener off stops it again."""
+    s = crm.tenant_session(client, cli_env)
+    tid = s.tenant.tenant_id
+    quiet = crm.create_contact(client, s.admin, first_name="Unheard")
+    update(client, s.admin, "PATCH", quiet["id"], {"status": "inactive"})
+    assert events_of(database, tid, quiet["id"]) == []
+
+    wf = crm.create_workflow(client, s.admin, trigger_type="contact.status_changed")
+    update(client, s.admin, "PATCH", quiet["id"], {"status": "qualified"})
+    assert events_of(database, tid, quiet["id"]) == ["contact.updated",
+                                                      "contact.status_changed"]
+
+    crm.assert_json_response(
+        client.patch(crm.workflow_url(wf["id"]), {"is_active": False}, token=s.admin), 200)
+    update(client, s.admin, "PATCH", quiet["id"], {"status": "active"})
+    assert events_of(database, tid, quiet["id"]) == ["contact.updated",
+                                                      "contact.status_changed"]
+
+
+def test_refused_or_invalid_changes_write_no_event(client, heard, sess_b, database):
+    admin, tid = heard.admin, heard.tenant.tenant_id
     created = crm.create_contact(client, admin, first_name="Quiet")
     cid = created["id"]
     before = events_of(database, tid, cid)
     assert before == ["contact.created"], before
-    crm.assert_error(client.patch(url(cid), {"status": "inactive"}, token=sess.tokens["viewer"]),
+    crm.assert_error(client.patch(url(cid), {"status": "inactive"}, token=heard.tokens["viewer"]),
                      403, "INSUFFICIENT_PERMISSIONS")
-    crm.assert_error(client.delete(url(cid), token=sess.tokens["agent"]), 403,
+    crm.assert_error(client.delete(url(cid), token=heard.tokens["agent"]), 403,
                      "INSUFFICIENT_PERMISSIONS")
     crm.assert_error(client.patch(url(cid), {"status": "inactive"}, token=sess_b.admin), 403,
                      "INSUFFICIENT_PERMISSIONS")

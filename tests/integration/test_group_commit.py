@@ -96,3 +96,63 @@ def test_update_then_delete_in_one_batch_leaves_no_row(client, cli_env, database
     assert u.status == 200 and d.status == 204, (u.describe(), d.describe())
     assert database.query(f"SELECT count(*) FROM contacts WHERE id = {gone['id']}").strip() == "0"
     crm.assert_error(client.get(crm.contact_url(gone["id"]), token=s.admin), 404, "NOT_FOUND")
+
+
+# ---- batches of several tenants in one transaction (persistence/group_committer) ------------
+
+
+def later(fn, *args, **kwargs):
+    """Sends a request on a thread; returns a function giving its response."""
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("r", fn(*args, **kwargs)))
+    t.start()
+    time.sleep(0.05)
+    return lambda: (t.join(timeout=30), box["r"])[1]
+
+
+def both_slots_held(client, cli_env, database):
+    """Two tenants' commits waiting on row locks fill both transaction slots, so batches
+    flushed meanwhile wait and ride together in the next transaction."""
+    return (InFlightCommit(client, crm.tenant_session(client, cli_env).admin, database, hold=2.0),
+            InFlightCommit(client, crm.tenant_session(client, cli_env).admin, database, hold=2.5))
+
+
+def test_batches_of_two_tenants_share_one_transaction(client, cli_env, database):
+    a, b = crm.tenant_session(client, cli_env), crm.tenant_session(client, cli_env)
+    held_c, held_d = both_slots_held(client, cli_env, database)
+    with held_c, held_d:
+        ra = later(client.post, crm.CONTACTS, {"first_name": "Rider A"}, token=a.admin)
+        rb = later(client.post, crm.CONTACTS, {"first_name": "Rider B"}, token=b.admin)
+        ca, cb = crm.assert_json_response(ra(), 201), crm.assert_json_response(rb(), 201)
+    xmins = database.query(f"SELECT DISTINCT xmin FROM contacts WHERE id IN ({ca['id']}, {cb['id']})")
+    assert len(xmins.split()) == 1, f"expected one transaction, got xmins {xmins.split()}"
+    assert crm.get_contact(client, a.admin, ca["id"])["first_name"] == "Rider A"
+    assert crm.get_contact(client, b.admin, cb["id"])["first_name"] == "Rider B"
+
+
+def test_a_batch_failing_in_postgres_fails_alone(client, cli_env, database):
+    """Tenant A's write passes carecrm's checks but fails in Postgres (its e-mail was taken by a
+    row written behind carecrm's back, so only the unique index sees it). Tenant B's write rode
+    in the same transaction: it is committed again alone and succeeds; only A's fails (503),
+    and nothing of it is stored."""
+    a, b = crm.tenant_session(client, cli_env), crm.tenant_session(client, cli_env)
+    taken = crm.unique_email("taken")
+    crm.create_contact(client, a.admin, first_name="Loaded")  # A's state is in memory
+    database.query("INSERT INTO contacts (tenant_id, first_name, email, status, created_at,"
+                   f" updated_at) VALUES ({a.tenant.tenant_id}, 'Sneaked', '{taken}', 'active',"
+                   " now(), now())")
+    held_c, held_d = both_slots_held(client, cli_env, database)
+    with held_c, held_d:
+        ra = later(client.post, crm.CONTACTS, {"first_name": "Clash", "email": taken},
+                   token=a.admin)
+        rb = later(client.post, crm.CONTACTS, {"first_name": "Innocent"}, token=b.admin)
+        resp_a, resp_b = ra(), rb()
+    crm.assert_error(resp_a, 503, "SERVICE_UNAVAILABLE")
+    created = crm.assert_json_response(resp_b, 201)
+    assert crm.get_contact(client, b.admin, created["id"])["first_name"] == "Innocent"
+    assert database.query(f"SELECT first_name FROM contacts WHERE id = {created['id']}").strip() \
+        == "Innocent"
+    clashes = database.query(f"SELECT count(*) FROM contacts WHERE tenant_id = {a.tenant.tenant_id}"
+                             " AND first_name = 'Clash'").strip()
+    assert clashes == "0"
+    assert crm.list_total(client, a.admin) == 1  # "Loaded" only: the failed create is not held

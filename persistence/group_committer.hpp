@@ -1,0 +1,56 @@
+// Group commit across tenants. Each contacts actor already gathers the writes that arrive while
+// its previous batch commits; this merges the batches of many tenants into one transaction, so
+// ten busy tenants pay for one COMMIT (and one fsync) instead of ten. At most `max_in_flight`
+// transactions run at once; a batch submitted meanwhile waits and rides in the next one, with
+// every other batch waiting by then.
+//
+// A tenant has at most one batch in flight (its actor sees to that), so merging never reorders
+// one tenant's writes. When a merged transaction fails on an SQL error, each of its batches is
+// committed again alone, so one tenant's fault fails only that tenant's writes. A lost
+// connection (the outcome of COMMIT unknown) fails them all without a retry.
+#pragma once
+#include "domain/failure.hpp"
+#include "persistence/contact_repo.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace crm::persistence {
+
+class pg_pool;
+
+// Create with std::make_shared: a transaction in flight keeps its committer alive.
+class group_committer : public std::enable_shared_from_this<group_committer> {
+public:
+  // Runs on a pool thread: it must only hand the outcome on (send a message).
+  using done_fn = std::function<void(domain::outcome<domain::done>)>;
+
+  // `transactions` (optional) counts the transactions that committed.
+  group_committer(pg_pool& pool, int max_in_flight,
+                  std::atomic<std::uint64_t>* transactions = nullptr);
+  group_committer(const group_committer&) = delete;
+  group_committer& operator=(const group_committer&) = delete;
+
+  void submit(std::shared_ptr<const contact_batch> batch, done_fn done);
+
+private:
+  struct item {
+    std::shared_ptr<const contact_batch> batch;
+    done_fn done;
+  };
+  void start_locked(); // with mutex_ held: sends every waiting batch off in one transaction
+  void commit(pg_conn& c, std::vector<item>& items);
+
+  pg_pool& pool_;
+  int max_in_flight_;
+  std::atomic<std::uint64_t>* transactions_;
+  std::mutex mutex_;
+  int in_flight_ = 0;
+  std::vector<item> waiting_;
+};
+
+} // namespace crm::persistence
