@@ -626,10 +626,13 @@ def test_everything_survives_a_restart(database, redis_url, migrated, cli_env):
         company = crm.create_company(c, s.admin, name="Restart Clinic", domain="restart.test",
                                      phone="+4930123456", industry="clinic",
                                      address="Main Street 1\nBerlin", custom_fields={"beds": 12})
-        rich = crm.create_contact(c, s.admin, first_name="Rita", last_name="Restart",
+        # Quotes, backslashes, commas, braces and the word NULL: rows reach Postgres as array
+        # literals (persistence/contact_repo.cpp), where each of these means something.
+        odd = ['say "hi"', "back\\slash", "a,b", "{brace}", "NULL", "it's"]
+        rich = crm.create_contact(c, s.admin, first_name='Rita "R" {x}', last_name="Re\\start, NULL",
                                   email=email("rita"), phone="+4915112345678",
                                   company_id=company["id"], status="qualified", source="referral",
-                                  tags=["VIP", "cardio"],
+                                  tags=["VIP", "cardio"] + odd,
                                   custom_fields={"age": 42, "vip": True, "note": "ü ß 中 \"q\"",
                                                  "list": [1, "two", None], "obj": {"k": 1.5}})
         plain = crm.create_contact(c, s.admin, first_name="Paul")
@@ -651,6 +654,9 @@ def test_everything_survives_a_restart(database, redis_url, migrated, cli_env):
 
         before = snapshot(c, s.admin)
         assert before["contacts"][0]["custom_fields"]["note"] == "ü ß 中 \"q\""
+        assert before["contacts"][0]["first_name"] == 'Rita "R" {x}'
+        assert before["contacts"][0]["last_name"] == "Re\\start, NULL"
+        assert sorted(before["contacts"][0]["tags"]) == sorted(["VIP", "cardio"] + odd)
         assert before["contacts"][1]["tags"] == ["added"]
         first.stop(check=True)
 
