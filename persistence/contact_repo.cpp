@@ -197,8 +197,8 @@ void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::s
     s += "DELETE FROM contacts WHERE tenant_id = " + tid + " AND id IN (" +
          id_list(b.contact_deletes) + ");\n";
   std::unordered_set<std::int64_t> deleted(b.contact_deletes.begin(), b.contact_deletes.end());
-  // Rows go in as one array per column, unnested: Postgres then parses and plans one
-  // statement per group instead of analysing every value of a multi-row VALUES list.
+  // Rows go in as one array per column to a prepared statement that unnests them: Postgres
+  // neither analyses every value of a multi-row VALUES list nor plans a statement per group.
   auto upsert_group = [&](std::size_t from, std::size_t to) {
     array_literal id, first, last, mail, phone, company, status, source, tags, custom, created,
         updated;
@@ -227,25 +227,12 @@ void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::s
       updated.add(domain::format_rfc3339(ct.updated_at));
     }
     if (id.empty()) return;
-    s += "INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
-         " status, source, tags, custom_fields, created_at, updated_at) SELECT u.id, " +
-         tid +
-         ", u.first_name, u.last_name, u.email, u.phone, u.company_id, u.status, u.source,"
-         " u.tags::text[], u.custom_fields, u.created_at, u.updated_at FROM unnest(" +
-         tx.quote(id.text()) + "::bigint[]," + tx.quote(first.text()) + "::text[]," +
-         tx.quote(last.text()) + "::text[]," + tx.quote(mail.text()) + "::text[]," +
-         tx.quote(phone.text()) + "::text[]," + tx.quote(company.text()) + "::bigint[]," +
-         tx.quote(status.text()) + "::text[]," + tx.quote(source.text()) + "::text[]," +
-         tx.quote(tags.text()) + "::text[]," + tx.quote(custom.text()) + "::jsonb[]," +
-         tx.quote(created.text()) + "::timestamptz[]," + tx.quote(updated.text()) +
-         "::timestamptz[]) AS u(id, first_name, last_name, email, phone, company_id, status,"
-         " source, tags, custom_fields, created_at, updated_at)"
-         " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
-         " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
-         " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
-         " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
-         " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = " +
-         tid + ";\n";
+    s += "EXECUTE crm_contacts_upsert(" + tid + "," + tx.quote(id.text()) + "," +
+         tx.quote(first.text()) + "," + tx.quote(last.text()) + "," + tx.quote(mail.text()) + "," +
+         tx.quote(phone.text()) + "," + tx.quote(company.text()) + "," + tx.quote(status.text()) +
+         "," + tx.quote(source.text()) + "," + tx.quote(tags.text()) + "," +
+         tx.quote(custom.text()) + "," + tx.quote(created.text()) + "," + tx.quote(updated.text()) +
+         ");\n";
   };
   // One multi-row statement per group (a group holds each contact at most once).
   std::size_t from = 0;
@@ -280,16 +267,41 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
   commit_batches(c, &one, 1);
 }
 
+namespace {
+
+// The contact upsert of a group: $1 the tenant, then one array per column.
+constexpr const char* upsert_name = "crm_contacts_upsert";
+constexpr const char* prepare_upsert =
+    "PREPARE crm_contacts_upsert (bigint, bigint[], text[], text[], text[], text[], bigint[],"
+    " text[], text[], text[], jsonb[], timestamptz[], timestamptz[]) AS"
+    " INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
+    " status, source, tags, custom_fields, created_at, updated_at)"
+    " SELECT u.id, $1, u.first_name, u.last_name, u.email, u.phone, u.company_id, u.status,"
+    " u.source, u.tags::text[], u.custom_fields, u.created_at, u.updated_at"
+    " FROM unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    " AS u(id, first_name, last_name, email, phone, company_id, status, source, tags,"
+    " custom_fields, created_at, updated_at)"
+    " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
+    " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
+    " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
+    " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
+    " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = $1;\n";
+
+} // namespace
+
 void commit_batches(pg_conn& c, const contact_batch* const* batches, std::size_t n) {
   // BEGIN, every batch and COMMIT in one simple query: a single round trip, one fsync. A failed
   // statement skips the rest, COMMIT included; the connection, left inside the failed
   // transaction, is dropped.
   try {
     pqxx::nontransaction tx(c.raw());
-    std::string s = "BEGIN;\n";
+    bool prepare = !c.has_prepared(upsert_name);
+    std::string s = prepare ? prepare_upsert : "";
+    s += "BEGIN;\n";
     for (std::size_t i = 0; i < n; ++i) append_batch_sql(tx, *batches[i], s);
     s += "COMMIT;";
     tx.exec(s);
+    if (prepare) c.add_prepared(upsert_name);
   } catch (...) {
     c.reset();
     throw;

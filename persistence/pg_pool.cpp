@@ -4,6 +4,8 @@
 
 #include <pqxx/pqxx>
 
+#include <algorithm>
+
 namespace crm::persistence {
 
 pg_conn::pg_conn(std::string url) : url_(std::move(url)) {
@@ -19,13 +21,22 @@ void pg_ping(pg_conn& c) {
 pg_conn::~pg_conn() = default;
 
 pqxx_connection& pg_conn::raw() {
-  if (conn_ && !conn_->is_open()) conn_.reset();
+  if (conn_ && !conn_->is_open()) reset();
   if (!conn_) conn_ = std::make_unique<pqxx::connection>(url_);
   return *conn_;
 }
 
 void pg_conn::reset() {
   conn_.reset();
+  prepared_.clear();
+}
+
+bool pg_conn::has_prepared(std::string_view name) const {
+  return std::find(prepared_.begin(), prepared_.end(), name) != prepared_.end();
+}
+
+void pg_conn::add_prepared(std::string name) {
+  prepared_.push_back(std::move(name));
 }
 
 pg_pool::pg_pool(std::string url, int size) : url_(std::move(url)) {

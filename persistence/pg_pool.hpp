@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -33,9 +34,15 @@ public:
   pqxx_connection& raw(); // (re)connects when needed; throws pqxx::broken_connection
   void reset();           // drop the connection after a failure
 
+  // Server-side prepared statements (SQL PREPARE) of the current connection: a new
+  // connection has none.
+  bool has_prepared(std::string_view name) const;
+  void add_prepared(std::string name);
+
 private:
   std::string url_;
   std::unique_ptr<pqxx_connection> conn_;
+  std::vector<std::string> prepared_;
 };
 
 // A trivial round trip (readiness checks).
