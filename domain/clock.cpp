@@ -61,7 +61,8 @@ static_assert(days_from_civil(1970, 1, 1) == 0);
 static_assert(days_from_civil(2000, 3, 1) == 11'017);
 static_assert(civil_from_days(-1).year == 1969 && civil_from_days(-1).day == 31);
 
-void append_digits(std::string& out, std::int64_t value, int width) {
+template <class Out>
+void append_digits(Out& out, std::int64_t value, int width) {
   std::array<char, 24> buf{};
   int n = 0;
   // Negative years are not RFC 3339, but keep the text honest rather than garbled.
@@ -127,7 +128,7 @@ std::int64_t now_micros() {
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::string format_rfc3339(std::int64_t micros) {
+rfc3339_text rfc3339(std::int64_t micros) {
   // Written so that even INT64_MIN cannot overflow.
   std::int64_t secs = micros / micros_per_second;
   std::int64_t frac = micros % micros_per_second;
@@ -139,8 +140,7 @@ std::string format_rfc3339(std::int64_t micros) {
   const std::int64_t sod = secs - days * seconds_per_day;
   const civil_date date = civil_from_days(days);
 
-  std::string out;
-  out.reserve(27);
+  rfc3339_text out;
   append_digits(out, date.year, 4);
   out.push_back('-');
   append_digits(out, date.month, 2);
@@ -156,6 +156,10 @@ std::string format_rfc3339(std::int64_t micros) {
   append_digits(out, frac, 6);
   out.push_back('Z');
   return out;
+}
+
+std::string format_rfc3339(std::int64_t micros) {
+  return std::string(rfc3339(micros).view());
 }
 
 std::optional<std::int64_t> parse_rfc3339(std::string_view text) {

@@ -1,6 +1,7 @@
 // Time as microseconds since the Unix epoch (UTC), and its RFC 3339 text form
 // `2026-11-21T10:15:30.123456Z` (contract §1).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,15 @@ inline std::int64_t now_seconds() {
 
 // Always 6 fractional digits and `Z`.
 std::string format_rfc3339(std::int64_t micros);
+
+// The same text in a buffer of its own, for hot paths that only copy it on (no allocation).
+struct rfc3339_text {
+  std::array<char, 48> data{};
+  std::size_t size = 0;
+  void push_back(char c) { data[size++] = c; }
+  std::string_view view() const { return {data.data(), size}; }
+};
+rfc3339_text rfc3339(std::int64_t micros);
 
 // Accepts `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (also `t`/`z` and a space for `T`);
 // a date alone `YYYY-MM-DD` is midnight UTC. Returns nothing for anything else or an

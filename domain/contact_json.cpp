@@ -68,9 +68,9 @@ bool write_contact_field(json_writer& w, const contact& c, std::string_view name
     else
       w.null();
   } else if (name == "created_at")
-    w.key("created_at").value(format_rfc3339(c.created_at));
+    w.key("created_at").value(rfc3339(c.created_at).view());
   else if (name == "updated_at")
-    w.key("updated_at").value(format_rfc3339(c.updated_at));
+    w.key("updated_at").value(rfc3339(c.updated_at).view());
   else if (name == "tags") {
     w.key("tags").begin_array();
     for (auto& t : c.tags) w.value(t);
@@ -104,7 +104,7 @@ std::string encode_contact_created(const contact& c) {
   w.key("email").nullable(c.email);
   w.key("phone").nullable(c.phone);
   w.key("status").value(to_string(c.status));
-  w.key("created_at").value(format_rfc3339(c.created_at));
+  w.key("created_at").value(rfc3339(c.created_at).view());
   w.end_object();
   return out;
 }
@@ -158,7 +158,7 @@ std::string encode_contact_update(const contact& c, const std::vector<std::strin
   w.key("id").value(c.id);
   for (auto& f : fields)
     if (f != "id" && f != "updated_at") write_contact_field(w, c, f);
-  w.key("updated_at").value(format_rfc3339(c.updated_at));
+  w.key("updated_at").value(rfc3339(c.updated_at).view());
   w.end_object();
   return out;
 }
