@@ -41,7 +41,7 @@ int cores() {
 // glibc keeps up to 7 freed blocks of each small size per thread (tcache), out of reach of
 // malloc_trim: after idle tenants passivate, blocks cached by the pool, asio and actor threads
 // keep the pages around them resident. With 3 per size, resident memory after passivation
-// went from +12 % to +9 % of its level before the tenants loaded, with no measurable change
+// went from +12 % to +8–10 % of its level before the tenants loaded, with no measurable change
 // in requests/s (benchmarks/RESULTS.md). glibc reads the setting only at start-up, from
 // GLIBC_TUNABLES: unless that already sets it, `serve` executes itself again once with it.
 void with_malloc_tunables(char** argv) {

@@ -3,7 +3,9 @@
 #include "domain/clock.hpp"
 #include "domain/jwt.hpp"
 #include "domain/revocation_list.hpp"
+#include "domain/user.hpp"
 
+#include <memory_resource>
 #include <string>
 #include <unordered_map>
 
@@ -25,24 +27,36 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
       return unauthorized("invalid authentication scheme");
   auto token = v.substr(scheme.size());
   auto now = domain::now_seconds();
-  // Clients send the same token for many requests: each thread remembers the claims of the
-  // tokens it verified (same secret), so a repeat costs a lookup instead of an HMAC, a base64
-  // decode and a JSON parse. Expiry and revocation are still checked on every request.
+  // Clients send the same token for many requests: each thread remembers the access tokens it
+  // verified (same secret), so a repeat costs a lookup instead of an HMAC, a base64 decode and
+  // a JSON parse. Expiry and revocation are still checked on every request. The entries live
+  // in a pool of the thread's own, not among the blocks of tenant records: scattered over the
+  // heap they kept pages resident after tenants passivated (benchmarks/RESULTS.md).
   struct token_hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view t) const { return std::hash<std::string_view>{}(t); }
   };
-  thread_local std::unordered_map<std::string, domain::token_claims, token_hash, std::equal_to<>>
-      verified;
-  thread_local std::string cached_secret;
-  if (cached_secret != secret) {
-    verified.clear();
-    cached_secret = std::string(secret);
+  struct cached {
+    std::int64_t user_id = 0;
+    std::int64_t tenant_id = 0;
+    std::int64_t exp = 0;
+    domain::role role = domain::role::viewer;
+    std::pmr::string sid;
+  };
+  struct token_cache {
+    std::pmr::unsynchronized_pool_resource pool;
+    std::pmr::unordered_map<std::pmr::string, cached, token_hash, std::equal_to<>> verified{&pool};
+    std::string secret;
+  };
+  thread_local token_cache cache;
+  if (cache.secret != secret) {
+    cache.verified.clear();
+    cache.secret = std::string(secret);
   }
-  const domain::token_claims* found = nullptr;
-  if (auto it = verified.find(token); it != verified.end()) {
+  const cached* found = nullptr;
+  if (auto it = cache.verified.find(token); it != cache.verified.end()) {
     if (it->second.exp <= now) {
-      verified.erase(it);
+      cache.verified.erase(it);
       return unauthorized("token expired");
     }
     found = &it->second;
@@ -52,18 +66,21 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
       return unauthorized(r.error == domain::jwt_error::expired ? "token expired"
                                                                 : "invalid token");
     }
-    if (verified.size() >= 4096) verified.clear();
-    found = &verified.emplace(std::string(token), std::move(*r.claims)).first->second;
+    if (r.claims->typ != domain::token_type::access) return unauthorized("not an access token");
+    auto role = domain::parse_role(r.claims->role);
+    if (!role) return unauthorized("invalid token");
+    if (cache.verified.size() >= 4096) cache.verified.clear();
+    cached entry{r.claims->user_id, r.claims->tenant_id, r.claims->exp, *role,
+                 std::pmr::string(r.claims->sid, &cache.pool)};
+    found = &cache.verified.emplace(std::pmr::string(token, &cache.pool), std::move(entry))
+                 .first->second;
   }
   auto& c = *found;
-  if (c.typ != domain::token_type::access) return unauthorized("not an access token");
-  auto role = domain::parse_role(c.role);
-  if (!role) return unauthorized("invalid token");
   if (revoked.is_revoked(c.sid)) return unauthorized("token revoked");
   who.user_id = c.user_id;
   who.tenant_id = c.tenant_id;
-  who.role = *role;
-  who.sid = c.sid;
+  who.role = c.role;
+  who.sid.assign(c.sid.data(), c.sid.size());
   who.token_exp = c.exp;
   return std::nullopt;
 }
