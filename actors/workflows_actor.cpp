@@ -16,6 +16,7 @@
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
+#include "domain/json_nul.hpp"
 #include "domain/page_json.hpp"
 #include "domain/validation.hpp"
 #include "net/http_client.hpp"
@@ -346,12 +347,13 @@ void retry_step(wf_actor* self, std::int64_t id) {
   start_ready(self);
 }
 
-// At most `n` bytes of `s`, cut at a character boundary; null when `s` is not UTF-8 text.
+// At most `n` bytes of `s`, cut at a character boundary; null when `s` is not UTF-8 text (or
+// holds U+0000, which jsonb cannot store).
 json::value utf8_prefix(const std::string& s, std::size_t n) {
   std::size_t end = 0;
   for (std::size_t i = 0; i < s.size();) {
     auto len = domain::utf8_sequence(s, i);
-    if (len == 0) return nullptr;
+    if (len == 0 || s[i] == '\0') return nullptr;
     if (i + len > n) break;
     i += len;
     end = i;
@@ -1266,6 +1268,8 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
             if (ec)
               return reply(failure::invalid(
                   {{{"body"}, "JSON decode error: " + ec.message(), "json_invalid"}}));
+            if (auto at = domain::nul_location(call.body, payload))
+              return reply(failure::invalid({domain::nul_issue(std::move(*at))}));
           }
           create_run(self, w, std::move(payload), std::clamp(call.depth, 0, 100), reply);
         });

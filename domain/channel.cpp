@@ -3,6 +3,8 @@
 // issues, and the provider adapters: the request that sends a message and how the answer reads.
 #include "domain/channel.hpp"
 
+#include "domain/json_nul.hpp"
+
 #include "domain/clock.hpp"
 #include "domain/json_check.hpp"
 #include "domain/validation.hpp"
@@ -82,6 +84,11 @@ const json::object* body_object(checker& ck, std::string_view text, json::value&
   doc = json::parse(text, ec);
   if (ec) {
     ck.add(body_loc, "JSON decode error", "json_invalid");
+    return nullptr;
+  }
+  if (auto at = nul_location(text, doc, body_loc)) {
+    auto item = nul_issue(std::move(*at));
+    ck.add(std::move(item.loc), std::move(item.msg), std::move(item.type));
     return nullptr;
   }
   auto o = doc.if_object();
@@ -551,7 +558,8 @@ std::optional<std::string> provider_id(std::string_view body) {
     if (!v) continue;
     if (auto n = json_int64(*v)) return std::to_string(*n);
     // An id is stored as external_message_id (1-200 characters): anything else is no id.
-    if (auto s = v->if_string(); s && !s->empty() && utf8_length(sv(*s)) <= max_id_length)
+    if (auto s = v->if_string(); s && !s->empty() && utf8_length(sv(*s)) <= max_id_length &&
+                                 sv(*s).find('\0') == std::string_view::npos)
       return std::string(sv(*s));
   }
   return std::nullopt;

@@ -1,5 +1,7 @@
 #include "http/json.hpp"
 
+#include "domain/json_nul.hpp"
+
 #include "domain/clock.hpp"
 #include "domain/validation.hpp"
 
@@ -80,6 +82,10 @@ body_reader::body_reader(std::string_view body) {
   auto v = json::parse(body, ec);
   if (ec) {
     add({"body"}, "JSON decode error", "json_invalid");
+    return;
+  }
+  if (auto at = domain::nul_location(body, v)) {
+    issues_.push_back(domain::nul_issue(std::move(*at)));
     return;
   }
   doc_ = std::make_unique<json::value>(std::move(v));

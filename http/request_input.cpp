@@ -1,5 +1,7 @@
 #include "http/request_input.hpp"
 
+#include "domain/json_nul.hpp"
+
 #include "http/json.hpp"
 
 #include <boost/json/parse.hpp>
@@ -24,6 +26,10 @@ std::optional<boost::json::object> object_body(const exchange_ptr& ex) {
   if (!v.is_object()) {
     ex->fail(domain::failure::invalid(
         {{{"body"}, "Input should be a valid dictionary", "json_invalid"}}));
+    return std::nullopt;
+  }
+  if (auto at = domain::nul_location(ex->req.body, v)) {
+    ex->fail(domain::failure::invalid({domain::nul_issue(std::move(*at))}));
     return std::nullopt;
   }
   return std::move(v.as_object());

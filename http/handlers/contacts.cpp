@@ -153,6 +153,10 @@ void import(services& s, const exchange_ptr& ex) {
   if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv")
     return ex->fail(failure::invalid(
         {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
+  // PostgreSQL text cannot hold a NUL byte.
+  if (ex->req.body.find('\0') != std::string::npos)
+    return ex->fail(failure::invalid(
+        {{{"body"}, "the CSV must not contain the NUL character (U+0000)", "value_error"}}));
   auto rows = parse_csv(ex->req.body);
   if (!rows)
     return ex->fail(

@@ -3,6 +3,7 @@
 #include "http/api.hpp"
 
 #include "actors/workflows.hpp"
+#include "domain/json_nul.hpp"
 #include "domain/validation.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
@@ -129,6 +130,8 @@ void run(services& s, const exchange_ptr& ex) {
     json::error_code ec;
     payload = json::parse(ex->req.body, ec);
     if (ec) return ex->fail(failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
+    if (auto at = domain::nul_location(ex->req.body, payload))
+      return ex->fail(failure::invalid({domain::nul_issue(std::move(*at))}));
   }
   actors::run_workflow(s.rt, ex->who.tenant_id, *id, std::move(payload), accepted(ex));
 }

@@ -847,3 +847,36 @@ def test_concurrent_creates_with_the_same_email_admit_exactly_one(client, cli_en
     winner = next(r for r in responses if r.status == 201)
     assert [r["id"] for r in rows] == [winner.json["id"]]
     assert crm.list_total(client, s.admin) == 1
+
+
+# ---- U+0000: PostgreSQL text and jsonb cannot hold it ---------------------------------------
+
+
+@pytest.mark.parametrize("body, loc", [
+    ({"first_name": "Nul\x00Byte"}, ("body", "first_name")),
+    ({"first_name": "Ok", "tags": ["fine", "a\x00b"]}, ("body", "tags", 1)),
+    ({"first_name": "Ok", "custom_fields": {"note": "x\x00"}}, ("body", "custom_fields", "note")),
+    ({"first_name": "Ok", "custom_fields": {"k\x00": 1}}, ("body", "custom_fields", "k\x00")),
+])
+def test_nul_character_is_422_at_its_place_and_nothing_is_stored(client, cli_env, body, loc):
+    s = crm.tenant_session(client, cli_env)
+    kept = crm.create_contact(client, s.admin, first_name="Kept")
+    crm.assert_validation(client.post(CONTACTS, body, token=s.admin), (loc, "value_error"))
+    crm.assert_validation(client.patch(url(kept["id"]), body, token=s.admin),
+                          (loc, "value_error"))
+    assert crm.list_total(client, s.admin) == 1
+    stored = crm.get_contact(client, s.admin, kept["id"])
+    assert (stored["first_name"], stored["tags"], stored["custom_fields"]) == ("Kept", [], {})
+    # The tenant's writes still commit afterwards.
+    crm.create_contact(client, s.admin, first_name="After")
+    assert crm.list_total(client, s.admin) == 2
+
+
+def test_nul_in_a_company_or_a_csv_import_is_422(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    crm.assert_validation(client.post(crm.COMPANIES, {"name": "A\x00"}, token=s.admin),
+                          (("body", "name"), "value_error"))
+    resp = client.request("POST", CONTACTS + "/import", token=s.admin,
+                          raw=b"first_name\nNul\x00Row\n", headers={"Content-Type": "text/csv"})
+    crm.assert_validation(resp, (("body",), "value_error"))
+    assert crm.list_total(client, s.admin) == 0

@@ -156,6 +156,22 @@ def test_invalid_json_is_422_json_invalid_and_queues_nothing(client, admin, open
     assert run_ids(client, admin, open_hook["id"]) == before
 
 
+@pytest.mark.parametrize("raw,loc", [(b'{"a": "x\\u0000y"}', ("body", "a")),
+                                     (b'{"list": [1, "\\u0000"]}', ("body", "list", 1))])
+def test_nul_in_the_payload_is_422_and_queues_nothing(client, admin, open_hook, raw, loc):
+    """PostgreSQL jsonb cannot hold U+0000: the payload is refused where it holds it."""
+    before = run_ids(client, admin, open_hook["id"])
+    crm.assert_validation(trigger(client, open_hook["id"], raw=raw), (loc, "value_error"))
+    assert run_ids(client, admin, open_hook["id"]) == before
+
+
+def test_nul_in_a_manual_run_payload_is_422(client, admin):
+    wf = crm.create_workflow(client, admin, trigger_type="manual")
+    resp = client.post(crm.workflow_run_now_url(wf["id"]), {"note": "a\x00"}, token=admin)
+    crm.assert_validation(resp, (("body", "note"), "value_error"))
+    assert run_ids(client, admin, wf["id"]) == []
+
+
 def test_body_over_the_limit_is_413(client, admin, open_hook):
     before = run_ids(client, admin, open_hook["id"])
     raw = b'{"p": "' + b"x" * BODY_LIMIT + b'"}'

@@ -30,6 +30,20 @@ TEST(body_reader, reports_malformed_json_at_body) {
             (std::set<std::pair<std::string, std::string>>{{"/body", "json_invalid"}}));
 }
 
+TEST(body_reader, reports_the_place_of_a_nul_character_in_a_key_or_a_value) {
+  using set = std::set<std::pair<std::string, std::string>>;
+  body_reader value(R"({"a": {"b": [1, "x\u0000"]}})");
+  EXPECT_FALSE(value.finish());
+  EXPECT_EQ(issues_of(value), (set{{"/body/a/b/1", "value_error"}}));
+  body_reader key(R"({"k\u0000": 1})");
+  EXPECT_FALSE(key.finish());
+  EXPECT_EQ(issues_of(key), (set{{std::string("/body/k\0", 8), "value_error"}}));
+  // An escaped backslash followed by "u0000" is text, not U+0000.
+  body_reader text(R"({"a": "\\u0000"})");
+  EXPECT_TRUE(text.valid_json());
+  EXPECT_TRUE(text.issues().empty());
+}
+
 TEST(body_reader, reports_a_non_object_body) {
   body_reader b("[1,2]");
   EXPECT_FALSE(b.finish());
