@@ -106,8 +106,8 @@ struct contacts_state {
   // events carry it, so that chains of workflows stop (docs/automation.md).
   int event_depth = 0;
   // Whether an active event workflow or webhook subscription exists (read with the snapshot,
-  // then told by the workflow actor on every change). Without one, no event is written: it would reach
-  // nobody, and it costs a write more than the change itself (benchmarks/RESULTS.md).
+  // then told by the workflow actor on every change). Without one, no event is written: it would
+  // reach nobody, and it costs a write more than the change itself (benchmarks/RESULTS.md).
   bool event_listeners = true;
   // Told while loading: the workflow actor's word is then newer than the snapshot's.
   bool listeners_told_while_loading = false;

@@ -3,10 +3,9 @@
 // issues, and the provider adapters: the request that sends a message and how the answer reads.
 #include "domain/channel.hpp"
 
-#include "domain/json_nul.hpp"
-
 #include "domain/clock.hpp"
 #include "domain/json_check.hpp"
+#include "domain/json_nul.hpp"
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 

@@ -48,7 +48,6 @@ struct sql_writer {
 
   std::string q(const std::string& s) { return tx.quote(s); }
   std::string q(const std::optional<std::string>& s) { return s ? tx.quote(*s) : "NULL"; }
-  std::string q(const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : "NULL"; }
   std::string ts(std::int64_t micros) {
     return tx.quote(domain::format_rfc3339(micros)) + "::timestamptz";
   }
@@ -170,6 +169,24 @@ std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n) {
 
 namespace {
 
+// The contact upsert of a group: $1 the tenant, then one array per column.
+constexpr const char* upsert_name = "crm_contacts_upsert";
+constexpr const char* prepare_upsert =
+    "PREPARE crm_contacts_upsert (bigint, bigint[], text[], text[], text[], text[], bigint[],"
+    " text[], text[], text[], jsonb[], timestamptz[], timestamptz[]) AS"
+    " INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
+    " status, source, tags, custom_fields, created_at, updated_at)"
+    " SELECT u.id, $1, u.first_name, u.last_name, u.email, u.phone, u.company_id, u.status,"
+    " u.source, u.tags::text[], u.custom_fields, u.created_at, u.updated_at"
+    " FROM unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    " AS u(id, first_name, last_name, email, phone, company_id, status, source, tags,"
+    " custom_fields, created_at, updated_at)"
+    " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
+    " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
+    " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
+    " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
+    " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = $1;\n";
+
 // Appends the statements of one batch to `s`.
 void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::string& s) {
   sql_writer w{tx};
@@ -234,7 +251,7 @@ void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::s
          tx.quote(custom.text()) + "," + tx.quote(created.text()) + "," + tx.quote(updated.text()) +
          ");\n";
   };
-  // One multi-row statement per group (a group holds each contact at most once).
+  // One EXECUTE per group (a group holds each contact at most once).
   std::size_t from = 0;
   for (auto start : b.contact_group_starts) {
     upsert_group(from, start);
@@ -266,28 +283,6 @@ void commit_batch(pg_conn& c, const contact_batch& b) {
   const contact_batch* one = &b;
   commit_batches(c, &one, 1);
 }
-
-namespace {
-
-// The contact upsert of a group: $1 the tenant, then one array per column.
-constexpr const char* upsert_name = "crm_contacts_upsert";
-constexpr const char* prepare_upsert =
-    "PREPARE crm_contacts_upsert (bigint, bigint[], text[], text[], text[], text[], bigint[],"
-    " text[], text[], text[], jsonb[], timestamptz[], timestamptz[]) AS"
-    " INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
-    " status, source, tags, custom_fields, created_at, updated_at)"
-    " SELECT u.id, $1, u.first_name, u.last_name, u.email, u.phone, u.company_id, u.status,"
-    " u.source, u.tags::text[], u.custom_fields, u.created_at, u.updated_at"
-    " FROM unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-    " AS u(id, first_name, last_name, email, phone, company_id, status, source, tags,"
-    " custom_fields, created_at, updated_at)"
-    " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
-    " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
-    " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
-    " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
-    " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = $1;\n";
-
-} // namespace
 
 void commit_batches(pg_conn& c, const contact_batch* const* batches, std::size_t n) {
   // BEGIN, every batch and COMMIT in one simple query: a single round trip, one fsync. A failed

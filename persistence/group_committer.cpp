@@ -5,6 +5,15 @@
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
+namespace {
+
+bool rolled_back(const std::exception& e) {
+  if (dynamic_cast<const pqxx::statement_completion_unknown*>(&e)) return false;
+  return dynamic_cast<const pqxx::sql_error*>(&e) ||
+         dynamic_cast<const pqxx::transaction_rollback*>(&e);
+}
+
+} // namespace
 
 group_committer::group_committer(pg_pool& pool, int max_in_flight,
                                  std::atomic<std::uint64_t>* transactions)
@@ -44,17 +53,15 @@ void group_committer::commit(pg_conn& c, std::vector<item>& items) {
     committed();
     for (auto& it : items) it.done(domain::done{});
     return;
-  } catch (const pqxx::sql_error& e) {
-    // Rolled back: find the faulty batch by committing each alone, below.
-    if (items.size() == 1) return fail(items.front(), e.what());
-    c.reset();
-  } catch (const pqxx::transaction_rollback& e) {
-    if (items.size() == 1) return fail(items.front(), e.what());
-    c.reset();
   } catch (const std::exception& e) {
-    // The connection was lost or COMMIT's outcome is unknown: a retry could write twice.
-    for (auto& it : items) fail(it, e.what());
-    return;
+    // Only a transaction known to be rolled back is retried, batch by batch, to find the
+    // faulty one. A lost connection or an unknown outcome fails them all: a retry could write
+    // twice.
+    if (items.size() == 1 || !rolled_back(e)) {
+      for (auto& it : items) fail(it, e.what());
+      return;
+    }
+    c.reset();
   }
   for (auto& it : items) {
     try {
