@@ -4,6 +4,7 @@
 // one transaction when no other commit is in flight (group commit). Memory changes and replies
 // follow COMMIT; a failed commit answers 503 to its writes and to those staged behind them.
 #include "actors/contacts.hpp"
+#include "actors/deals.hpp"
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
@@ -944,8 +945,14 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
   auto before = *cur;
   stage_contact_delete(st, before);
   contact_event(st, "contact.deleted", before);
+  // The deals actor hears of it before the client does (docs/pipeline.md).
   stage_write(
-      self, [reply] { reply(domain::done{}); }, fail_with(reply));
+      self,
+      [self, id, reply] {
+        contact_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        reply(domain::done{});
+      },
+      fail_with(reply));
 }
 
 std::optional<domain::company> committed_company(contacts_state& st,
@@ -1130,7 +1137,12 @@ void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::d
   st.open.sql.company_deletes.push_back(id);
   st.p_companies[id] = {st.open.seq, std::nullopt};
   stage_write(
-      self, [reply] { reply(domain::done{}); }, fail_with(reply));
+      self,
+      [self, id, reply] {
+        company_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        reply(domain::done{});
+      },
+      fail_with(reply));
 }
 
 company_list list_companies_of(contacts_state& st, const company_query& q) {

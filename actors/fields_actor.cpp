@@ -101,13 +101,13 @@ std::function<void(const failure&)> fail_with(callback<T> reply) {
   return [reply](const failure& f) { reply(f); };
 }
 
-// Sends the definitions to every record actor of the tenant (today the contacts actor, which
-// owns contacts and companies). Sent before the reply, through the supervisor that also
-// forwards the client's next request, so that request finds them in force.
+// Sends the definitions to every record actor of the tenant (the contacts actor, which owns
+// contacts and companies, and the deals actor). Sent before the reply, through the supervisor
+// that also forwards the client's next request, so that request finds them in force.
 void push(fields_actor* self) {
   auto& st = self->state;
-  st.env.rt->route(st.env.tenant_id, child_kind::contacts,
-                   caf::make_message(defs_atom::value, st.defs));
+  for (auto k : {child_kind::contacts, child_kind::deals})
+    st.env.rt->route(st.env.tenant_id, k, caf::make_message(defs_atom::value, st.defs));
 }
 
 const domain::custom_field* find(const fields_state& st, std::int64_t id) {
@@ -206,8 +206,10 @@ void do_hard_delete(fields_actor* self, domain::custom_field f, callback<domain:
   auto& st = self->state;
   st.busy = true;
   auto me = caf::actor_cast<caf::actor>(self);
+  // The values live with the actor that owns the entity's records.
+  auto owner = f.entity == domain::field_entity::deal ? child_kind::deals : child_kind::contacts;
   st.env.rt->route(
-      st.env.tenant_id, child_kind::contacts,
+      st.env.tenant_id, owner,
       caf::make_message(
           purge_atom::value, f,
           callback<std::int64_t>([me, self, f, reply](domain::outcome<std::int64_t> r) mutable {

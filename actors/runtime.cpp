@@ -18,15 +18,11 @@ constexpr int commits_in_flight = 2;
 } // namespace
 
 const char* child_name(child_kind k) {
-  switch (k) {
-  case child_kind::users: return "users";
-  case child_kind::contacts: return "contacts";
-  case child_kind::fields: return "fields";
-  case child_kind::workflows: return "workflows";
-  case child_kind::channels: return "channels";
-  case child_kind::count_: break;
-  }
-  return "unknown";
+#define CRM_CHILD_NAME(name) #name,
+  static constexpr const char* names[] = {CRM_TENANT_CHILDREN(CRM_CHILD_NAME)};
+#undef CRM_CHILD_NAME
+  auto i = static_cast<std::size_t>(k);
+  return i < child_count ? names[i] : "unknown";
 }
 
 runtime::impl::impl(runtime_options o, persistence::pg_pool& p)

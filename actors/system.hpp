@@ -63,9 +63,16 @@ using listeners_atom = caf::atom_constant<caf::atom("listeners")>;
 // A closure that a pool thread sends back to run inside the actor that started the work.
 using continuation = std::function<void()>;
 
-// The children of a tenant supervisor. Add a kind here and a spawn function in the table of
-// tenant_supervisor.cpp for each new per-tenant aggregate.
-enum class child_kind : std::uint8_t { users, contacts, fields, workflows, channels, count_ };
+// The children of a tenant supervisor, one per per-tenant aggregate. Registering a new
+// aggregate is one entry here: it gives the child its kind (child_kind::NAME), its name in
+// /actors, /metrics and POST /actors/{tenant}/NAME/fail, and its place in the supervisor's
+// spawn table, which calls `spawn_NAME` (defined in actors/NAME_actor.cpp). docs/aggregates.md
+// shows the steps.
+#define CRM_TENANT_CHILDREN(X) X(users) X(contacts) X(fields) X(workflows) X(channels) X(deals)
+
+#define CRM_CHILD_KIND(name) name,
+enum class child_kind : std::uint8_t { CRM_TENANT_CHILDREN(CRM_CHILD_KIND) count_ };
+#undef CRM_CHILD_KIND
 constexpr std::size_t child_count = static_cast<std::size_t>(child_kind::count_);
 const char* child_name(child_kind k);
 
@@ -86,7 +93,7 @@ const automation_options* automation_options_of(runtime::impl& rt);
 struct tenant_env {
   std::int64_t tenant_id = 0;
   persistence::pg_pool* pool = nullptr;
-  persistence::group_committer* committer = nullptr; // contacts batches, across tenants
+  persistence::group_committer* committer = nullptr; // record batches, across tenants
   std::shared_ptr<tenant_stats> stats;
   runtime::impl* rt = nullptr;
 };
@@ -180,11 +187,17 @@ auto instrument(caf::stateful_actor<State>* self, child_kind k) {
   };
 }
 
-// Child spawn functions (one per file pair).
-caf::actor spawn_users(caf::event_based_actor* parent, const tenant_env& env);
-caf::actor spawn_contacts(caf::event_based_actor* parent, const tenant_env& env);
-caf::actor spawn_fields(caf::event_based_actor* parent, const tenant_env& env);
-caf::actor spawn_workflows(caf::event_based_actor* parent, const tenant_env& env);
-caf::actor spawn_channels(caf::event_based_actor* parent, const tenant_env& env);
+// Child spawn functions (one per file pair), declared from the registry above.
+#define CRM_CHILD_SPAWN(name)                                                                    \
+  caf::actor spawn_##name(caf::event_based_actor* parent, const tenant_env& env);
+CRM_TENANT_CHILDREN(CRM_CHILD_SPAWN)
+#undef CRM_CHILD_SPAWN
+
+// Sends the message made of `xs` to child `K` of `tenant` (spawning the supervisor and the
+// child as needed): the body of every per-area API function.
+template <child_kind K, class... Ts>
+void tell(runtime& rt, std::int64_t tenant, Ts&&... xs) {
+  rt.internals().route(tenant, K, caf::make_message(std::forward<Ts>(xs)...));
+}
 
 } // namespace crm::actors

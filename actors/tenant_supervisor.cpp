@@ -28,8 +28,9 @@ struct supervisor_state {
 namespace {
 
 using spawn_fn = caf::actor (*)(caf::event_based_actor*, const tenant_env&);
-constexpr std::array<spawn_fn, child_count> spawners = {
-    &spawn_users, &spawn_contacts, &spawn_fields, &spawn_workflows, &spawn_channels};
+#define CRM_CHILD_SPAWNER(name) &spawn_##name,
+constexpr std::array<spawn_fn, child_count> spawners = {CRM_TENANT_CHILDREN(CRM_CHILD_SPAWNER)};
+#undef CRM_CHILD_SPAWNER
 
 caf::actor& child(caf::stateful_actor<supervisor_state>* self, child_kind k) {
   auto i = static_cast<std::size_t>(k);

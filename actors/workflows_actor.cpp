@@ -713,7 +713,7 @@ bool has_consumers(const workflows_state& st) {
   return false;
 }
 
-// Tells the contacts actor whether anyone listens to record events, when that changed. It goes
+// Tells the record actors (contacts, deals) whether anyone listens to record events, when that changed. It goes
 // through the supervisor before the client hears of the change, so the client's next write
 // sees it; without listeners the contacts actor writes no events at all, so neither this actor
 // nor Postgres does anything for them.
@@ -722,8 +722,8 @@ void tell_listeners(wf_actor* self) {
   bool any = has_consumers(st);
   if (st.told_listeners == any) return;
   st.told_listeners = any;
-  st.env.rt->route(st.env.tenant_id, child_kind::contacts,
-                   caf::make_message(listeners_atom::value, any));
+  for (auto k : {child_kind::contacts, child_kind::deals})
+    st.env.rt->route(st.env.tenant_id, k, caf::make_message(listeners_atom::value, any));
 }
 
 // New events: take them at once, unless a batch was taken very recently. Every commit of a

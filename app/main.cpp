@@ -3,6 +3,7 @@
 #include "actors/runtime.hpp"
 #include "actors/workflows.hpp"
 #include "config/settings.hpp"
+#include "domain/deal.hpp"
 #include "domain/crypto.hpp"
 #include "domain/revocation_list.hpp"
 #include "domain/user.hpp"
@@ -153,11 +154,15 @@ int tenant_create(const config::invocation& inv) {
   auto email = std::string(domain::trim(opt("admin-email")));
   auto password = opt("admin-password");
   auto full_name = opt("admin-name");
+  auto currency = opt("currency");
+  if (currency.empty()) currency = "USD";
   std::vector<std::string> problems;
   if (name.empty()) problems.push_back("--name is required");
   if (!domain::is_valid_email(email)) problems.push_back("--admin-email must be a valid e-mail");
   if (domain::utf8_length(password) < 10)
     problems.push_back("--admin-password must have at least 10 characters");
+  if (!domain::is_currency(currency))
+    problems.push_back("--currency must be an ISO 4217 code such as USD, EUR or BRL");
   if (!problems.empty()) {
     for (auto& p : problems) std::cerr << "carecrm: " << p << "\n";
     return 2;
@@ -169,7 +174,7 @@ int tenant_create(const config::invocation& inv) {
   admin.user_role = domain::role::admin;
   admin.password_hash = domain::hash_password(password);
   persistence::pg_conn conn(inv.values.database_url);
-  auto r = persistence::create_tenant(conn, name, admin);
+  auto r = persistence::create_tenant(conn, name, admin, currency);
   if (!r) {
     std::cerr << "carecrm: " << r.error().detail << "\n";
     return 1;

@@ -282,7 +282,10 @@ std::string help_text() {
         "  carecrm serve [options]        run the HTTP API (applies migrations first)\n"
         "  carecrm migrate [options]      apply database migrations and exit\n"
         "  carecrm tenant create --name N --admin-email E --admin-password P [--admin-name F]\n"
-        "                                 create a tenant and its first admin; prints JSON\n"
+        "                        [--currency C]\n"
+        "                                 create a tenant (default pipeline, default currency\n"
+        "                                 C, ISO 4217, USD if not given) and its first admin;\n"
+        "                                 prints JSON\n"
         "  carecrm --help\n\n"
         "Settings (defaults < TOML file < environment < flags):\n"
         "  --config PATH                  TOML file (default config/carecrm.toml, optional)\n";

@@ -20,6 +20,8 @@ router make_api_router(services& s) {
   add_webhook_subscription_routes(r, s);
   add_channel_routes(r, s);
   add_conversation_routes(r, s);
+  add_pipeline_routes(r, s);
+  add_deal_routes(r, s);
   add_openapi_route(r, r);
   return r;
 }

@@ -32,6 +32,8 @@ void add_workflow_routes(router& r, services& s);
 void add_webhook_subscription_routes(router& r, services& s);
 void add_channel_routes(router& r, services& s);
 void add_conversation_routes(router& r, services& s);
+void add_pipeline_routes(router& r, services& s);
+void add_deal_routes(router& r, services& s);
 void add_health_routes(router& r, services& s);
 void add_openapi_route(router& r, const router& documented);
 

@@ -2,6 +2,7 @@
 // failure the 422 is already sent and nothing is returned), and the common replies.
 #pragma once
 #include "actors/callback.hpp"
+#include "actors/contacts.hpp"
 #include "http/exchange.hpp"
 
 #include <boost/json/object.hpp>
@@ -20,5 +21,11 @@ actors::callback<domain::done> no_content_reply(const exchange_ptr& ex);
 actors::callback<std::string> json_reply(const exchange_ptr& ex);
 // 201 with a body the actor rendered (an object with an "id") and Location: prefix + id.
 actors::callback<std::string> created_reply(const exchange_ptr& ex, std::string location_prefix);
+
+// The Idempotency-Key of a request (with the hash of its method, path and body), or none.
+actors::idempotency idempotency_of(const exchange_ptr& ex);
+// Answers a replayable response; a 201 gets `Location: location_prefix + id`.
+void reply_stored(const exchange_ptr& ex, domain::outcome<actors::stored_response> r,
+                  const char* location_prefix);
 
 } // namespace crm::http

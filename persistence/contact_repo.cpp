@@ -44,51 +44,13 @@ std::vector<std::string> tags_from_json(const std::string& text) {
 
 // SQL text builders: values are quoted by the connection, never spliced raw.
 struct sql_writer {
-  pqxx::transaction_base& tx;
+  sql_text& out;
 
-  std::string q(const std::string& s) { return tx.quote(s); }
-  std::string q(const std::optional<std::string>& s) { return s ? tx.quote(*s) : "NULL"; }
+  std::string q(const std::string& s) { return out.quote(s); }
+  std::string q(const std::optional<std::string>& s) { return s ? out.quote(*s) : "NULL"; }
   std::string ts(std::int64_t micros) {
-    return tx.quote(domain::format_rfc3339(micros)) + "::timestamptz";
+    return out.quote(domain::format_rfc3339(micros)) + "::timestamptz";
   }
-};
-
-// A PostgreSQL array literal ({"a","b",NULL}), built one element at a time; quote the whole
-// of text() as an SQL string.
-class array_literal {
-public:
-  void add(std::string_view v) {
-    separate();
-    out_ += '"';
-    for (char ch : v) {
-      if (ch == '"' || ch == '\\') out_ += '\\';
-      out_ += ch;
-    }
-    out_ += '"';
-  }
-  void add_optional(const std::optional<std::string>& v) {
-    if (v)
-      add(*v);
-    else
-      add_null();
-  }
-  void add_number(std::int64_t v) {
-    separate();
-    out_ += std::to_string(v);
-  }
-  void add_null() {
-    separate();
-    out_ += "NULL";
-  }
-  bool empty() const { return n_ == 0; }
-  std::string text() const { return "{" + out_ + "}"; }
-
-private:
-  void separate() {
-    if (n_++) out_ += ',';
-  }
-  std::string out_;
-  std::size_t n_ = 0;
 };
 
 } // namespace
@@ -187,9 +149,37 @@ constexpr const char* prepare_upsert =
     " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
     " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = $1;\n";
 
-// Appends the statements of one batch to `s`.
-void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::string& s) {
-  sql_writer w{tx};
+} // namespace
+
+void append_events_sql(sql_text& out, std::int64_t tenant, const std::vector<outbox_event>& events) {
+  if (events.empty()) return;
+  auto& s = out.body();
+  auto tid = std::to_string(tenant);
+  s += "INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ";
+  for (std::size_t i = 0; i < events.size(); ++i)
+    s += (i ? "," : "") + std::string("(") + tid + "," + out.quote(events[i].event) + "," +
+         out.quote(events[i].payload) + "::jsonb," + std::to_string(events[i].depth) + ")";
+  s += ";\n";
+}
+
+void append_keys_sql(sql_text& out, std::int64_t tenant,
+                     const std::vector<idempotency_record>& keys) {
+  auto& s = out.body();
+  auto tid = std::to_string(tenant);
+  for (auto& k : keys)
+    s += "INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response) VALUES (" +
+         tid + "," + out.quote(k.key) + "," + out.quote(k.request_hash) + "," +
+         std::to_string(k.status) + "," + out.quote(k.response) +
+         ") ON CONFLICT (tenant_id, key) DO UPDATE SET"
+         " request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,"
+         " response = EXCLUDED.response, created_at = now();\n";
+}
+
+void contact_batch::append_sql(sql_text& out) const {
+  const auto& b = *this;
+  out.need_prepared(upsert_name, prepare_upsert);
+  sql_writer w{out};
+  auto& s = out.body();
   auto tid = std::to_string(b.tenant_id);
 
   for (auto& co : b.company_upserts) {
@@ -244,11 +234,11 @@ void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::s
       updated.add(domain::format_rfc3339(ct.updated_at));
     }
     if (id.empty()) return;
-    s += "EXECUTE crm_contacts_upsert(" + tid + "," + tx.quote(id.text()) + "," +
-         tx.quote(first.text()) + "," + tx.quote(last.text()) + "," + tx.quote(mail.text()) + "," +
-         tx.quote(phone.text()) + "," + tx.quote(company.text()) + "," + tx.quote(status.text()) +
-         "," + tx.quote(source.text()) + "," + tx.quote(tags.text()) + "," +
-         tx.quote(custom.text()) + "," + tx.quote(created.text()) + "," + tx.quote(updated.text()) +
+    s += "EXECUTE crm_contacts_upsert(" + tid + "," + out.quote(id.text()) + "," +
+         out.quote(first.text()) + "," + out.quote(last.text()) + "," + out.quote(mail.text()) + "," +
+         out.quote(phone.text()) + "," + out.quote(company.text()) + "," + out.quote(status.text()) +
+         "," + out.quote(source.text()) + "," + out.quote(tags.text()) + "," +
+         out.quote(custom.text()) + "," + out.quote(created.text()) + "," + out.quote(updated.text()) +
          ");\n";
   };
   // One EXECUTE per group (a group holds each contact at most once).
@@ -261,47 +251,10 @@ void append_batch_sql(pqxx::transaction_base& tx, const contact_batch& b, std::s
   if (!b.company_deletes.empty())
     s += "DELETE FROM companies WHERE tenant_id = " + tid + " AND id IN (" +
          id_list(b.company_deletes) + ");\n";
-  if (!b.events.empty()) {
-    s += "INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ";
-    for (std::size_t i = 0; i < b.events.size(); ++i)
-      s += (i ? "," : "") + std::string("(") + tid + "," + w.q(b.events[i].event) + "," +
-           w.q(b.events[i].payload) + "::jsonb," + std::to_string(b.events[i].depth) + ")";
-    s += ";\n";
-  }
-  for (auto& k : b.keys)
-    s += "INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response) VALUES (" +
-         tid + "," + w.q(k.key) + "," + w.q(k.request_hash) + "," + std::to_string(k.status) + "," +
-         w.q(k.response) +
-         ") ON CONFLICT (tenant_id, key) DO UPDATE SET"
-         " request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,"
-         " response = EXCLUDED.response, created_at = now();\n";
+  append_events_sql(out, b.tenant_id, b.events);
+  append_keys_sql(out, b.tenant_id, b.keys);
 }
 
-} // namespace
-
-void commit_batch(pg_conn& c, const contact_batch& b) {
-  const contact_batch* one = &b;
-  commit_batches(c, &one, 1);
-}
-
-void commit_batches(pg_conn& c, const contact_batch* const* batches, std::size_t n) {
-  // BEGIN, every batch and COMMIT in one simple query: a single round trip, one fsync. A failed
-  // statement skips the rest, COMMIT included; the connection, left inside the failed
-  // transaction, is dropped.
-  try {
-    pqxx::nontransaction tx(c.raw());
-    bool prepare = !c.has_prepared(upsert_name);
-    std::string s = prepare ? prepare_upsert : "";
-    s += "BEGIN;\n";
-    for (std::size_t i = 0; i < n; ++i) append_batch_sql(tx, *batches[i], s);
-    s += "COMMIT;";
-    tx.exec(s);
-    if (prepare) c.add_prepared(upsert_name);
-  } catch (...) {
-    c.reset();
-    throw;
-  }
-}
 
 std::optional<std::int64_t> tenant_of(pg_conn& c, record_kind kind, std::int64_t id) {
   pqxx::read_transaction tx(c.raw());

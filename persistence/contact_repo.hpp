@@ -4,6 +4,7 @@
 #pragma once
 #include "domain/contact.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/tx_batch.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -43,7 +44,7 @@ struct outbox_event {
 // One transaction's worth of changes, applied in this order: company inserts and updates,
 // contact deletes, contact inserts and updates (skipping deleted contacts), company deletes,
 // events, idempotency keys.
-struct contact_batch {
+struct contact_batch final : tx_batch {
   std::int64_t tenant_id = 0;
   std::vector<domain::company> company_upserts;  // insert or full-row update, by id
   std::vector<domain::contact> contact_upserts;  // in the order their changes were validated
@@ -57,12 +58,14 @@ struct contact_batch {
     return company_upserts.empty() && contact_upserts.empty() && contact_deletes.empty() &&
            company_deletes.empty() && events.empty() && keys.empty();
   }
+  std::int64_t tenant() const override { return tenant_id; }
+  void append_sql(sql_text& out) const override;
 };
 
-// Commits the batch or throws (nothing of it is then stored).
-void commit_batch(pg_conn& c, const contact_batch& b);
-// Commits `n` batches (of any tenants) in one transaction, or throws (nothing is then stored).
-void commit_batches(pg_conn& c, const contact_batch* const* batches, std::size_t n);
+// SQL of outbox events and idempotency keys, shared by the aggregates' batches.
+void append_events_sql(sql_text& out, std::int64_t tenant, const std::vector<outbox_event>& events);
+void append_keys_sql(sql_text& out, std::int64_t tenant,
+                     const std::vector<idempotency_record>& keys);
 
 enum class record_kind : std::uint8_t { contact, company };
 std::optional<std::int64_t> tenant_of(pg_conn& c, record_kind kind, std::int64_t id);

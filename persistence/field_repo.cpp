@@ -111,6 +111,10 @@ std::int64_t purge_field(pg_conn& c, const domain::custom_field& f) {
     tx.exec_params("UPDATE companies SET custom_fields = custom_fields - $2::text"
                    " WHERE tenant_id = $1 AND custom_fields ? $2::text",
                    f.tenant_id, f.name);
+  else if (f.entity == domain::field_entity::deal)
+    tx.exec_params("UPDATE deals SET custom_fields = custom_fields - $2::text"
+                   " WHERE tenant_id = $1 AND custom_fields ? $2::text",
+                   f.tenant_id, f.name);
   auto version = bump_version(tx, f.tenant_id);
   tx.commit();
   return version;

@@ -15,12 +15,61 @@ bool rolled_back(const std::exception& e) {
 
 } // namespace
 
+std::string sql_text::quote(std::string_view s) const {
+  return tx_.quote(std::string(s));
+}
+
+void sql_text::need_prepared(const char* name, const char* prepare_statement) {
+  if (conn_.has_prepared(name)) return;
+  for (auto p : preparing_)
+    if (std::string_view(p) == name) return;
+  preparing_.push_back(name);
+  prelude_ += prepare_statement;
+}
+
+std::string sql_text::transaction() const {
+  std::string s;
+  s.reserve(prelude_.size() + body_.size() + 16);
+  s += prelude_;
+  s += "BEGIN;\n";
+  s += body_;
+  s += "COMMIT;";
+  return s;
+}
+
+void sql_text::committed() {
+  for (auto p : preparing_) conn_.add_prepared(p);
+  preparing_.clear();
+}
+
+void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n) {
+  // BEGIN, every batch and COMMIT in one simple query: a single round trip, one fsync. A failed
+  // statement skips the rest, COMMIT included; the connection, left inside the failed
+  // transaction, is dropped. Prepared statements live in the session, so the pool needs
+  // session-level connections (docs/design.md).
+  try {
+    pqxx::nontransaction tx(c.raw());
+    sql_text text(tx, c);
+    for (std::size_t i = 0; i < n; ++i) batches[i]->append_sql(text);
+    tx.exec(text.transaction());
+    text.committed();
+  } catch (...) {
+    c.reset();
+    throw;
+  }
+}
+
+void commit_batch(pg_conn& c, const tx_batch& b) {
+  const tx_batch* one = &b;
+  commit_batches(c, &one, 1);
+}
+
 group_committer::group_committer(pg_pool& pool, int max_in_flight,
                                  std::atomic<std::uint64_t>* transactions)
     : pool_(pool), max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight),
       transactions_(transactions) {}
 
-void group_committer::submit(std::shared_ptr<const contact_batch> batch, done_fn done) {
+void group_committer::submit(std::shared_ptr<const tx_batch> batch, done_fn done) {
   std::lock_guard lock(mutex_);
   waiting_.push_back({std::move(batch), std::move(done)});
   if (in_flight_ < max_in_flight_) start_locked();
@@ -45,7 +94,7 @@ void group_committer::commit(pg_conn& c, std::vector<item>& items) {
     c.reset();
     it.done(pg_pool::unavailable(what));
   };
-  std::vector<const contact_batch*> batches;
+  std::vector<const tx_batch*> batches;
   batches.reserve(items.size());
   for (auto& it : items) batches.push_back(it.batch.get());
   try {

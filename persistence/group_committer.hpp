@@ -1,16 +1,17 @@
-// Group commit across tenants. Each contacts actor already gathers the writes that arrive while
-// its previous batch commits; this merges the batches of many tenants into one transaction, so
-// ten busy tenants pay for one COMMIT (and one fsync) instead of ten. At most `max_in_flight`
+// Group commit across tenants and aggregates. Each record actor (contacts, deals) already
+// gathers the writes that arrive while its previous batch commits; this merges the batches of
+// many tenants and aggregates into one transaction, so ten busy tenants pay for one COMMIT (and
+// one fsync) instead of ten. At most `max_in_flight`
 // transactions run at once; a batch submitted meanwhile waits and rides in the next one, with
 // every other batch waiting by then.
 //
-// A tenant has at most one batch in flight (its actor sees to that), so merging never reorders
+// A tenant's actor has at most one batch in flight (it sees to that), so merging never reorders
 // one tenant's writes. When a merged transaction fails on an SQL error, each of its batches is
 // committed again alone, so one tenant's fault fails only that tenant's writes. A lost
 // connection (the outcome of COMMIT unknown) fails them all without a retry.
 #pragma once
 #include "domain/failure.hpp"
-#include "persistence/contact_repo.hpp"
+#include "persistence/tx_batch.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -35,11 +36,11 @@ public:
   group_committer(const group_committer&) = delete;
   group_committer& operator=(const group_committer&) = delete;
 
-  void submit(std::shared_ptr<const contact_batch> batch, done_fn done);
+  void submit(std::shared_ptr<const tx_batch> batch, done_fn done);
 
 private:
   struct item {
-    std::shared_ptr<const contact_batch> batch;
+    std::shared_ptr<const tx_batch> batch;
     done_fn done;
   };
   void start_locked(); // with mutex_ held: sends every waiting batch off in one transaction

@@ -43,12 +43,15 @@ pqxx::row insert_user_row(pqxx::work& tx, const domain::user& u) {
 } // namespace
 
 domain::outcome<tenant_created> create_tenant(pg_conn& c, const std::string& name,
-                                              const domain::user& admin) {
+                                              const domain::user& admin,
+                                              const std::string& currency) {
   try {
     pqxx::work tx(c.raw());
-    auto tid = tx.exec_params("INSERT INTO tenants (name) VALUES ($1) RETURNING id", name)
+    auto tid = tx.exec_params("INSERT INTO tenants (name, currency) VALUES ($1, $2) RETURNING id",
+                              name, currency)
                    .front()[0]
                    .as<std::int64_t>();
+    tx.exec_params("SELECT crm_create_default_pipeline($1)", tid);
     auto u = admin;
     u.tenant_id = tid;
     auto row = insert_user_row(tx, u);

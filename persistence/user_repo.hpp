@@ -17,10 +17,11 @@ struct tenant_created {
   std::int64_t user_id = 0;
 };
 
-// Creates a tenant and its first admin in one transaction; duplicate e-mail →
-// errc::duplicate_email.
+// Creates a tenant (with its default sales pipeline and default currency, ISO 4217) and its
+// first admin in one transaction; duplicate e-mail → errc::duplicate_email.
 domain::outcome<tenant_created> create_tenant(pg_conn& c, const std::string& name,
-                                              const domain::user& admin);
+                                              const domain::user& admin,
+                                              const std::string& currency = "USD");
 
 std::optional<domain::user> find_user_by_email(pg_conn& c, const std::string& email);
 std::vector<domain::user> users_of_tenant(pg_conn& c, std::int64_t tenant_id);

@@ -18,7 +18,7 @@ CRM_PACKAGES=(
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libhiredis-dev libpqxx-dev libsodium-dev
   libssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 redis-server
-  python3 python3-pytest wrk procps iproute2 curl
+  python3 python3-pytest wrk procps iproute2 curl iso-codes
 )
 
 crm_log() { printf '[carecrm] %s\n' "$*" >&2; }

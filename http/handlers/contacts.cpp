@@ -25,39 +25,6 @@ using domain::issue;
 constexpr std::size_t max_bulk = 1000;
 constexpr std::size_t export_chunk = 500;
 
-// The body as a JSON object, or a 422 already sent.
-
-actors::idempotency idempotency_of(const exchange_ptr& ex) {
-  actors::idempotency key;
-  if (auto k = ex->req.header("idempotency-key"); k && !k->empty() && k->size() <= 255) {
-    key.key = std::string(*k);
-    key.request_hash = domain::hex_encode(domain::as_bytes(
-        domain::hmac_sha256("idempotency", std::string(to_string(ex->req.method)) + " " +
-                                               ex->req.path + "\n" + ex->req.body)));
-  }
-  return key;
-}
-
-void reply_stored(const exchange_ptr& ex, domain::outcome<actors::stored_response> r,
-                  const char* location_prefix) {
-  if (!r) return ex->fail(r.error());
-  response res;
-  res.status = r->status;
-  res.body = std::move(r->body);
-  if (r->status == 201) {
-    // The id is in the body for replays too.
-    std::int64_t id = r->id.value_or(0);
-    if (!r->id) {
-      json::error_code ec;
-      auto v = json::parse(res.body, ec);
-      if (!ec && v.is_object() && v.as_object().contains("id"))
-        id = v.at("id").to_number<std::int64_t>();
-    }
-    res.headers.emplace_back("Location", location_prefix + std::to_string(id));
-  }
-  ex->respond(std::move(res));
-}
-
 void create(services& s, const exchange_ptr& ex) {
   auto body = object_body(ex);
   if (!body) return;

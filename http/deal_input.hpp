@@ -1,0 +1,39 @@
+// Reading pipeline, stage and deal bodies and the deal list query into typed commands
+// (docs/pipeline.md): every syntax rule, each failing field reported with its loc. What needs
+// the tenant's state (stages of a pipeline, custom-field definitions, references) the deals
+// actor checks.
+#pragma once
+#include "actors/deals.hpp"
+#include "http/message.hpp"
+
+#include <boost/json/fwd.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace crm::http {
+
+using loc_path = std::vector<domain::loc_part>;
+
+// A deal create (`creating`: title required) or update; `move`: only stage_id, position,
+// lost_reason. Issues go to `f.issues`, located under `prefix`.
+actors::deal_fields read_deal(const boost::json::object& o, bool creating, bool move,
+                              const loc_path& prefix);
+
+actors::pipeline_input read_pipeline(const boost::json::object& o,
+                                     std::vector<domain::issue>& issues);
+actors::pipeline_patch read_pipeline_patch(const boost::json::object& o,
+                                           std::vector<domain::issue>& issues);
+// A new stage (`creating`: name required) or a stage patch.
+actors::stage_patch read_stage(const boost::json::object& o, bool creating,
+                               std::vector<domain::issue>& issues);
+
+struct deal_list_params {
+  domain::deal_query query;
+  int page = 1;
+  int per_page = 20;
+};
+std::optional<deal_list_params> read_deal_query(const request& req,
+                                                std::vector<domain::issue>& issues);
+
+} // namespace crm::http

@@ -1,0 +1,202 @@
+// Pipeline and stage endpoints (contract §8, docs/pipeline.md): CRUD, the board and the
+// forecast summary. Managers and admins write; every role reads.
+#include "http/api.hpp"
+
+#include "actors/deals.hpp"
+#include "domain/deal.hpp"
+#include "http/deal_input.hpp"
+#include "http/json.hpp"
+#include "http/request_input.hpp"
+
+#include <boost/json.hpp>
+
+#include <charconv>
+
+namespace crm::http {
+namespace {
+
+using domain::failure;
+using domain::issue;
+
+actors::deal_actor_ref who_of(const exchange_ptr& ex) {
+  actors::deal_actor_ref who;
+  who.user_id = ex->who.user_id;
+  return who;
+}
+
+std::optional<std::int64_t> query_id(const request& req, std::string_view name,
+                                     std::vector<issue>& issues) {
+  auto v = req.query_value(name);
+  if (!v) return std::nullopt;
+  std::int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
+    issues.push_back(
+        {{std::string("query"), std::string(name)}, "Input should be a valid integer", "int_parsing"});
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<std::int32_t> query_date(const request& req, std::string_view name,
+                                       std::vector<issue>& issues) {
+  auto v = req.query_value(name);
+  if (!v) return std::nullopt;
+  auto d = domain::parse_date(*v);
+  if (!d)
+    issues.push_back({{std::string("query"), std::string(name)},
+                      "Input should be a valid date (YYYY-MM-DD)", "value_error"});
+  return d;
+}
+
+void list(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
+  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::list_pipelines(s.rt, ex->who.tenant_id, *page, *per_page, json_reply(ex));
+}
+
+void get(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::get_pipeline(s.rt, ex->who.tenant_id, *id, json_reply(ex));
+}
+
+void create(services& s, const exchange_ptr& ex) {
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto in = read_pipeline(*body, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::create_pipeline(s.rt, ex->who.tenant_id, std::move(in),
+                          created_reply(ex, "/api/v1/pipelines/"));
+}
+
+void update(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto p = read_pipeline_patch(*body, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::update_pipeline(s.rt, ex->who.tenant_id, *id, std::move(p), json_reply(ex));
+}
+
+void remove(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::delete_pipeline(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
+}
+
+void add_stage(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto p = read_stage(*body, true, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  domain::stage st;
+  st.name = p.name.value_or("");
+  st.kind = p.kind.value_or(domain::stage_kind::open);
+  st.probability = p.probability.value_or(st.kind == domain::stage_kind::won ? 100 : 0);
+  actors::add_stage(s.rt, ex->who.tenant_id, *id, std::move(st), p.position,
+                    created_reply(ex, "/api/v1/pipelines/" + std::to_string(*id) + "/stages/"));
+}
+
+void get_stage(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  auto sid = id_param(ex, "stage_id");
+  if (!sid) return;
+  actors::get_stage(s.rt, ex->who.tenant_id, *id, *sid, json_reply(ex));
+}
+
+void update_stage(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  auto sid = id_param(ex, "stage_id");
+  if (!sid) return;
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto p = read_stage(*body, false, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::update_stage(s.rt, ex->who.tenant_id, *id, *sid, std::move(p), json_reply(ex));
+}
+
+void remove_stage(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  auto sid = id_param(ex, "stage_id");
+  if (!sid) return;
+  std::vector<issue> issues;
+  auto move_to = query_id(ex->req, "move_to", issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::delete_stage(s.rt, ex->who.tenant_id, *id, *sid, move_to, who_of(ex),
+                       no_content_reply(ex));
+}
+
+void board(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  std::vector<issue> issues;
+  actors::board_query q;
+  q.per_stage = query_int(ex->req, "per_stage", 20, 1, 100, issues).value_or(20);
+  q.offset = query_int(ex->req, "offset", 0, 0, 1'000'000'000, issues).value_or(0);
+  q.stage_id = query_id(ex->req, "stage_id", issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::pipeline_board(s.rt, ex->who.tenant_id, *id, q, json_reply(ex));
+}
+
+void summary(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  std::vector<issue> issues;
+  actors::summary_query q;
+  q.owner_id = query_id(ex->req, "owner_id", issues);
+  q.close_after = query_date(ex->req, "expected_close_after", issues);
+  q.close_before = query_date(ex->req, "expected_close_before", issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::pipeline_summary(s.rt, ex->who.tenant_id, *id, q, json_reply(ex));
+}
+
+} // namespace
+
+void add_pipeline_routes(router& r, services& s) {
+  using domain::permission;
+  constexpr auto read = permission::read_records;
+  constexpr auto manage = permission::manage_automation;
+  const char* tag = "pipelines";
+  r.add({verb::get, "/api/v1/pipelines", access::bearer, read, bind(s, list), "List pipelines",
+         tag});
+  r.add({verb::post, "/api/v1/pipelines", access::bearer, manage, bind(s, create),
+         "Create a pipeline (default stages when none are given)", tag, 201});
+  r.add({verb::get, "/api/v1/pipelines/{id}", access::bearer, read, bind(s, get),
+         "Get a pipeline with its stages", tag});
+  r.add({verb::put, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, update),
+         "Rename a pipeline or make it the default", tag});
+  r.add({verb::patch, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, update),
+         "Update a pipeline (same as PUT)", tag});
+  r.add({verb::del, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, remove),
+         "Delete a pipeline that holds no deals (not the default)", tag, 204});
+  r.add({verb::post, "/api/v1/pipelines/{id}/stages", access::bearer, manage, bind(s, add_stage),
+         "Add a stage", tag, 201});
+  r.add({verb::get, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, read,
+         bind(s, get_stage), "Get a stage", tag});
+  r.add({verb::put, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
+         bind(s, update_stage), "Rename, reorder or re-weight a stage", tag});
+  r.add({verb::patch, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
+         bind(s, update_stage), "Update a stage (same as PUT)", tag});
+  r.add({verb::del, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
+         bind(s, remove_stage), "Delete a stage (?move_to=<stage_id> when it holds deals)", tag,
+         204});
+  r.add({verb::get, "/api/v1/pipelines/{id}/board", access::bearer, read, bind(s, board),
+         "The board: per stage count, sums per currency and deals in board order", tag});
+  r.add({verb::get, "/api/v1/pipelines/{id}/summary", access::bearer, read, bind(s, summary),
+         "Forecast: per stage count, sums and probability-weighted sums", tag});
+}
+
+} // namespace crm::http
