@@ -6,6 +6,7 @@
 #pragma once
 #include "actors/callback.hpp"
 #include "actors/contacts.hpp"
+#include "actors/deals.hpp"
 #include "domain/automation.hpp"
 
 #include <boost/json/object.hpp>
@@ -35,6 +36,9 @@ struct automation_options {
   // HTTP layer's reader: the actors do not parse request bodies themselves).
   std::function<contact_fields(const boost::json::object&, std::vector<domain::issue>&)>
       read_contact_patch;
+  // Reads a create_deal (`move` false) or move_deal (`move` true) action's fields with the
+  // rules of POST /deals and POST /deals/{id}/move (issues in the result's `issues`).
+  std::function<deal_fields(const boost::json::object&, bool move)> read_deal_fields;
 };
 
 // Installs the options and starts the sweeper, which wakes idle tenants with due work (outbox

@@ -387,6 +387,8 @@ void run_http_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
 void run_send_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
+void run_deal_action(wf_actor* self, std::int64_t id, json::object step,
+                     domain::action_type type, const json::object& params);
 
 void advance(wf_actor* self, std::int64_t id) {
   auto& st = self->state;
@@ -461,6 +463,9 @@ void advance(wf_actor* self, std::int64_t id) {
   }
   case domain::action_type::http_request: return run_http_action(self, id, std::move(step), params);
   case domain::action_type::send_message: return run_send_action(self, id, std::move(step), params);
+  case domain::action_type::create_deal:
+  case domain::action_type::move_deal:
+    return run_deal_action(self, id, std::move(step), known, params);
   default: return run_contact_action(self, id, std::move(step), known, params);
   }
 }
@@ -551,6 +556,84 @@ void run_contact_action(wf_actor* self, std::int64_t id, json::object step,
   }
   default: finish_step(self, id, std::move(step), false, nullptr, "not a contact action");
   }
+}
+
+// An id parameter after templates: an integer, or a string of digits.
+std::optional<std::int64_t> id_value(const json::value* v) {
+  if (!v) return std::nullopt;
+  if (auto i = v->if_int64()) return *i;
+  if (auto u = v->if_uint64()) return static_cast<std::int64_t>(*u);
+  if (auto str = v->if_string()) {
+    std::int64_t n = 0;
+    auto b = str->data(), e = str->data() + str->size();
+    auto [ptr, ec] = std::from_chars(b, e, n);
+    if (ec == std::errc() && ptr == e && b != e) return n;
+  }
+  return std::nullopt;
+}
+
+// create_deal and move_deal (docs/pipeline.md): through the deals actor, recorded in the
+// deal's history with this run's id.
+void run_deal_action(wf_actor* self, std::int64_t id, json::object step,
+                     domain::action_type type, const json::object& params) {
+  auto& st = self->state;
+  auto& r = st.runs.at(id).run;
+  if (!st.opts || !st.opts->read_deal_fields)
+    return finish_step(self, id, std::move(step), false, nullptr, "deal actions are not set up");
+  deal_actor_ref who;
+  who.workflow_run_id = r.id;
+  who.chain_depth = r.depth + 1;
+  auto tenant = st.env.tenant_id;
+  auto& rt = *st.env.rt->owner;
+  // Ids given as template results arrive as strings of digits.
+  json::object fields = params;
+  for (auto key : {"contact_id", "company_id", "owner_id", "pipeline_id", "stage_id", "position"})
+    if (auto v = fields.if_contains(key); v && v->is_string())
+      if (auto n = id_value(v)) *v = *n;
+  auto failed = [self, id, step](const failure& f) mutable {
+    if (f.code == errc::service_unavailable) return retry_step(self, id);
+    finish_step(self, id, std::move(step), false, nullptr, to_text(f));
+  };
+  if (type == domain::action_type::create_deal) {
+    if (!fields.contains("contact_id"))
+      if (auto c = domain::action_contact_id(params, r.payload)) fields["contact_id"] = *c;
+    auto f = st.opts->read_deal_fields(fields, false);
+    if (!f.issues.empty())
+      return finish_step(self, id, std::move(step), false, nullptr,
+                         to_text(failure::invalid(std::move(f.issues))));
+    auto k = in_actor<domain::outcome<stored_response>>(
+        self, [self, id, step, failed](domain::outcome<stored_response> v) mutable {
+          if (!v) return failed(v.error());
+          json::object result;
+          json::error_code ec;
+          auto body = json::parse(v->body, ec);
+          if (!ec && body.is_object()) {
+            result["deal_id"] = body.as_object()["id"];
+            result["stage_id"] = body.as_object()["stage_id"];
+          }
+          finish_step(self, id, std::move(step), true, std::move(result), {});
+        });
+    return create_deal(rt, tenant, std::move(f), who, {}, callback<stored_response>(std::move(k)));
+  }
+  auto deal_id = id_value(fields.if_contains("deal_id"));
+  if (!deal_id) deal_id = id_value(r.payload.is_object() ? r.payload.as_object().if_contains("deal_id") : nullptr);
+  if (!deal_id)
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       "no deal: the trigger payload has no deal_id; set params.deal_id");
+  fields.erase("deal_id");
+  auto f = st.opts->read_deal_fields(fields, true);
+  if (!f.issues.empty())
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       to_text(failure::invalid(std::move(f.issues))));
+  auto k = in_actor<domain::outcome<domain::deal>>(
+      self, [self, id, step, failed](domain::outcome<domain::deal> d) mutable {
+        if (!d) return failed(d.error());
+        json::object result{{"deal_id", d->id},
+                            {"stage_id", d->stage_id},
+                            {"status", domain::to_string(d->status)}};
+        finish_step(self, id, std::move(step), true, std::move(result), {});
+      });
+  update_deal(rt, tenant, *deal_id, std::move(f), who, callback<domain::deal>(std::move(k)));
 }
 
 void run_http_action(wf_actor* self, std::int64_t id, json::object step,

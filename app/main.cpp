@@ -9,6 +9,7 @@
 #include "domain/user.hpp"
 #include "domain/validation.hpp"
 #include "http/api.hpp"
+#include "http/deal_input.hpp"
 #include "http/metrics.hpp"
 #include "http/server.hpp"
 #include "net/http_client.hpp"
@@ -115,6 +116,9 @@ int serve(config::settings cfg) {
   automation.retry_window = cfg.webhook_retry_window;
   automation.poll_interval = cfg.automation_poll;
   automation.read_contact_patch = &http::read_contact_patch;
+  automation.read_deal_fields = [](const boost::json::object& o, bool move) {
+    return http::read_deal(o, !move, move, {std::string("params")});
+  };
   actors::start_automation(rt, std::move(automation));
   srv.start();
 

@@ -26,14 +26,18 @@ namespace {
 
 using namespace detail;
 
-constexpr std::array<std::pair<trigger_type, std::string_view>, 11> trigger_names = {{
+constexpr std::array<std::pair<trigger_type, std::string_view>, 15> trigger_names = {{
     {trigger_type::contact_created, "contact.created"},
     {trigger_type::contact_updated, "contact.updated"},
     {trigger_type::contact_deleted, "contact.deleted"},
     {trigger_type::contact_status_changed, "contact.status_changed"},
     {trigger_type::contact_tag_added, "contact.tag_added"},
     {trigger_type::deal_created, "deal.created"},
+    {trigger_type::deal_updated, "deal.updated"},
     {trigger_type::deal_stage_changed, "deal.stage_changed"},
+    {trigger_type::deal_won, "deal.won"},
+    {trigger_type::deal_lost, "deal.lost"},
+    {trigger_type::deal_deleted, "deal.deleted"},
     {trigger_type::message_received, "message.received"},
     {trigger_type::webhook, "webhook"},
     {trigger_type::schedule, "schedule"},
@@ -280,16 +284,39 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
         ck.integer(*v, at(l, "channel_id"), 1, INT64_MAX);
     break;
   }
-  case action_type::create_deal:
-  case action_type::move_deal:
+  case action_type::create_deal: {
+    ck.extra_keys(p,
+                  {"title", "amount", "currency", "pipeline_id", "stage_id", "contact_id",
+                   "company_id", "owner_id", "expected_close_date", "custom_fields", "lost_reason"},
+                  l);
+    if (auto v = member(p, "title"))
+      ck.string(*v, at(l, "title"), 1, 200);
+    else
+      ck.add(at(l, "title"), "Field required", "missing");
+    for (auto key : {"contact_id", "company_id", "owner_id", "pipeline_id", "stage_id"}) {
+      auto v = given(p, key);
+      if (v && !(v->is_string() && is_template(sv(v->as_string()))))
+        ck.integer(*v, at(l, key), 1, INT64_MAX);
+    }
+    if (auto v = given(p, "custom_fields")) ck.object(*v, at(l, "custom_fields"));
+    break;
+  }
+  case action_type::move_deal: {
+    ck.extra_keys(p, {"stage_id", "deal_id", "lost_reason", "position"}, l);
+    if (!given(p, "stage_id")) ck.add(at(l, "stage_id"), "Field required", "missing");
+    for (auto key : {"stage_id", "deal_id", "position"}) {
+      auto v = given(p, key);
+      if (v && !(v->is_string() && is_template(sv(v->as_string()))))
+        ck.integer(*v, at(l, key), std::string_view(key) == "position" ? 0 : 1, INT64_MAX);
+    }
+    break;
+  }
   case action_type::ai_reply: break;
   }
 }
 
 std::string_view missing_area(action_type t) {
   switch (t) {
-  case action_type::create_deal:
-  case action_type::move_deal: return "the pipeline area";
   case action_type::ai_reply: return "the AI assistants area";
   default: return "";
   }
@@ -688,6 +715,19 @@ std::optional<json::object> parse_trigger_config(trigger_type t, const json::val
     ck.extra_keys(config, {"tag"}, l);
     if (auto x = given(config, "tag")) check_tag(ck, *x, at(l, "tag"));
     break;
+  case trigger_type::deal_stage_changed:
+    ck.extra_keys(config, {"pipeline_id", "from", "to"}, l);
+    for (auto key : {"pipeline_id", "from", "to"})
+      if (auto x = given(config, key)) ck.integer(*x, at(l, key), 1, INT64_MAX);
+    break;
+  case trigger_type::deal_created:
+  case trigger_type::deal_updated:
+  case trigger_type::deal_won:
+  case trigger_type::deal_lost:
+  case trigger_type::deal_deleted:
+    ck.extra_keys(config, {"pipeline_id"}, l);
+    if (auto x = given(config, "pipeline_id")) ck.integer(*x, at(l, "pipeline_id"), 1, INT64_MAX);
+    break;
   case trigger_type::schedule: {
     ck.extra_keys(config, {"interval_seconds", "cron", "payload"}, l);
     auto interval = given(config, "interval_seconds");
@@ -971,6 +1011,28 @@ bool trigger_config_matches(trigger_type t, const json::object& config,
     if (!want || !want->is_string()) return true;
     auto got = payload_string("tag");
     return got && iequal(*got, sv(want->get_string()));
+  }
+  case trigger_type::deal_created:
+  case trigger_type::deal_updated:
+  case trigger_type::deal_stage_changed:
+  case trigger_type::deal_won:
+  case trigger_type::deal_lost:
+  case trigger_type::deal_deleted: {
+    // pipeline_id against payload.deal.pipeline_id; from/to against the stage ids of a move.
+    auto number_at = [&](const json::value* v) -> std::optional<std::int64_t> {
+      return v ? as_integer(*v) : std::nullopt;
+    };
+    auto deal = p ? member(*p, "deal") : nullptr;
+    auto deal_obj = deal ? deal->if_object() : nullptr;
+    std::pair<const char*, const json::value*> checks[] = {
+        {"pipeline_id", deal_obj ? member(*deal_obj, "pipeline_id") : nullptr},
+        {"from", p ? member(*p, "from_stage_id") : nullptr},
+        {"to", p ? member(*p, "to_stage_id") : nullptr}};
+    for (auto& [key, got] : checks) {
+      auto want = number_at(given(config, key));
+      if (want && number_at(got) != want) return false;
+    }
+    return true;
   }
   default: return true;
   }

@@ -26,8 +26,8 @@ using domain::issue;
 
 constexpr const char* trigger_names =
     "'contact.created', 'contact.updated', 'contact.deleted', 'contact.status_changed', "
-    "'contact.tag_added', 'deal.created', 'deal.stage_changed', 'message.received', 'webhook', "
-    "'schedule' or 'manual'";
+    "'contact.tag_added', 'deal.created', 'deal.updated', 'deal.stage_changed', 'deal.won', "
+    "'deal.lost', 'deal.deleted', 'message.received', 'webhook', 'schedule' or 'manual'";
 
 std::optional<domain::trigger_type> read_trigger(body_reader& body, bool required) {
   auto t = body.text("trigger_type", required);
