@@ -102,7 +102,9 @@ TEST(workflow, names_round_trip_and_record_events_are_the_outbox_ones) {
                     "message.received", "webhook", "schedule", "manual"})
     EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
   EXPECT_FALSE(parse_trigger_type("contact.merged"));
-  EXPECT_EQ(record_event_names().size(), 8U);
+  for (auto name : {"deal.created", "deal.updated", "deal.won", "deal.lost", "deal.deleted"})
+    EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
+  EXPECT_EQ(record_event_names().size(), 12U);
   EXPECT_EQ(record_event_names().front(), "contact.created");
   EXPECT_EQ(record_event_names().back(), "message.received");
   EXPECT_TRUE(is_record_event(trigger_type::deal_created));
@@ -400,19 +402,49 @@ TEST(workflow, http_request_headers_are_limited_to_twenty) {
 
 TEST(workflow, actions_of_missing_areas_say_which_area) {
   std::vector<issue> issues;
-  parse_actions(js(R"([{"type": "create_deal", "params": {"x": 1}}, {"type": "move_deal"},
-                       {"type": "ai_reply"}])"),
-                issues);
-  ASSERT_EQ(issues.size(), 3U);
-  EXPECT_EQ(described(issues),
-            (strings{"body/actions/0/type:value_error", "body/actions/1/type:value_error",
-                     "body/actions/2/type:value_error"}));
+  parse_actions(js(R"([{"type": "ai_reply"}])"), issues);
+  ASSERT_EQ(issues.size(), 1U);
+  EXPECT_EQ(described(issues), (strings{"body/actions/0/type:value_error"}));
   EXPECT_EQ(issues[0].msg,
-            "action 'create_deal' is not available yet: the pipeline area is not built");
-  EXPECT_EQ(issues[1].msg,
-            "action 'move_deal' is not available yet: the pipeline area is not built");
-  EXPECT_EQ(issues[2].msg,
             "action 'ai_reply' is not available yet: the AI assistants area is not built");
+}
+
+TEST(workflow, deal_actions_check_their_params) {
+  std::vector<issue> issues;
+  parse_actions(js(R"([{"type": "create_deal", "params": {"x": 1}}, {"type": "move_deal"},
+                       {"type": "create_deal", "params": {"title": "{{trigger.contact.first_name}}",
+                        "contact_id": "{{trigger.contact_id}}", "stage_id": 0}},
+                       {"type": "move_deal", "params": {"stage_id": "{{trigger.to}}",
+                        "position": -1}}])"),
+                issues);
+  EXPECT_EQ(described(issues),
+            (strings{"body/actions/0/params/x:extra_forbidden",
+                     "body/actions/0/params/title:missing", "body/actions/1/params/stage_id:missing",
+                     "body/actions/2/params/stage_id:greater_than_equal",
+                     "body/actions/3/params/position:greater_than_equal"}));
+  issues.clear();
+  auto ok = parse_actions(js(R"([{"type": "create_deal", "params": {"title": "Plan",
+                                  "amount": "10.00", "pipeline_id": 3}},
+                                 {"type": "move_deal", "params": {"stage_id": 7, "deal_id": 9}}])"),
+                          issues);
+  EXPECT_TRUE(issues.empty());
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->size(), 2U);
+}
+
+TEST(workflow, deal_trigger_config_filters_pipeline_and_stages) {
+  std::vector<issue> issues;
+  auto cfg = parse_trigger_config(trigger_type::deal_stage_changed,
+                                  js(R"({"pipeline_id": 1, "to": 5})"), issues);
+  ASSERT_TRUE(cfg.has_value());
+  auto payload = js(R"({"deal": {"pipeline_id": 1}, "from_stage_id": 2, "to_stage_id": 5})");
+  EXPECT_TRUE(trigger_config_matches(trigger_type::deal_stage_changed, *cfg, payload));
+  auto elsewhere = js(R"({"deal": {"pipeline_id": 1}, "from_stage_id": 2, "to_stage_id": 6})");
+  EXPECT_FALSE(trigger_config_matches(trigger_type::deal_stage_changed, *cfg, elsewhere));
+  auto other_pipeline = js(R"({"deal": {"pipeline_id": 2}, "to_stage_id": 5})");
+  EXPECT_FALSE(trigger_config_matches(trigger_type::deal_stage_changed, *cfg, other_pipeline));
+  EXPECT_FALSE(parse_trigger_config(trigger_type::deal_won, js(R"({"to": 5})"), issues));
+  EXPECT_EQ(described(issues), (strings{"body/trigger_config/to:extra_forbidden"}));
 }
 
 TEST(workflow, send_message_needs_its_text) {
