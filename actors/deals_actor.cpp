@@ -131,6 +131,9 @@ struct deals_state {
   std::unordered_map<std::int64_t, stage_totals> totals;
   std::unordered_map<std::int64_t, std::set<std::int64_t>> by_contact;
   std::unordered_map<std::int64_t, std::int64_t> next_rank; // per stage, only grows
+  // Rendered boards by query, dropped by every change to a deal or a pipeline: a board shown to
+  // many users between two changes is rendered once.
+  std::unordered_map<std::string, std::string> board_cache;
   std::unordered_map<std::string, persistence::idempotency_record> keys;
   domain::field_definitions defs;
   std::string currency = "USD";
@@ -216,6 +219,7 @@ void index_remove(deals_state& st, const domain::deal& d) {
 }
 
 void put_committed(deals_state& st, domain::deal d) {
+  st.board_cache.clear();
   if (d.contact_id && st.gone_contacts.count(*d.contact_id)) d.contact_id.reset();
   if (d.company_id && st.gone_companies.count(*d.company_id)) d.company_id.reset();
   if (auto it = st.deals.find(d.id); it != st.deals.end()) index_remove(st, it->second);
@@ -226,11 +230,13 @@ void put_committed(deals_state& st, domain::deal d) {
 void erase_committed(deals_state& st, std::int64_t id) {
   auto it = st.deals.find(id);
   if (it == st.deals.end()) return;
+  st.board_cache.clear();
   index_remove(st, it->second);
   st.deals.erase(it);
 }
 
 void keep_pipeline(deals_state& st, domain::pipeline p) {
+  st.board_cache.clear();
   for (auto& s : p.stages) st.stage_pipeline[s.id] = p.id;
   st.pipelines[p.id] = std::move(p);
 }
@@ -981,6 +987,7 @@ void commit_change(deals_actor* self, persistence::pipeline_change ch,
         auto& st = self->state;
         st.exclusive_busy = false;
         if (r) {
+          st.board_cache.clear();
           for (auto pid : shared->deleted_pipelines) {
             if (auto it = st.pipelines.find(pid); it != st.pipelines.end()) {
               for (auto& s : it->second.stages) st.stage_pipeline.erase(s.id);
@@ -1107,6 +1114,7 @@ void write_sums(domain::json_writer& w, const std::map<std::string, money_sum>& 
 
 std::string render_board(const deals_state& st, const domain::pipeline& p, const board_query& q) {
   std::string out;
+  out.reserve(256 + static_cast<std::size_t>(q.per_stage) * p.stages.size() * 200);
   domain::json_writer w(out);
   w.begin_object().key("pipeline_id").value(p.id).key("stages").begin_array();
   for (auto& s : p.stages) {
@@ -1123,11 +1131,14 @@ std::string render_board(const deals_state& st, const domain::pipeline& p, const
       for (std::int64_t i = 0; i < q.offset && it != b->second.end(); ++i) ++it;
       for (int n = 0; it != b->second.end() && n < q.per_stage; ++it, ++n) {
         auto d = st.deals.find(it->second);
-        if (d != st.deals.end()) w.raw(domain::encode_deal(d->second));
+        if (d == st.deals.end()) continue;
+        if (n > 0) out += ',';
+        domain::append_deal_card(out, d->second);
       }
       more = it != b->second.end();
     }
-    w.end_array().key("has_more").value(more).end_object();
+    w.end_array(); // the cards went straight into `out`, with their own commas
+    w.key("has_more").value(more).end_object();
   }
   w.end_array().end_object();
   return out;
@@ -1439,7 +1450,15 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
           domain::pipeline* cur = nullptr;
           if (!find_pipeline(self, pid, reply, &cur)) return;
           if (q.stage_id && !find_stage_of(self, *cur, *q.stage_id, reply)) return;
-          reply(render_board(self->state, *cur, q));
+          auto& cache = self->state.board_cache;
+          auto key = std::to_string(pid) + '/' + std::to_string(q.per_stage) + '/' +
+                     std::to_string(q.offset) + '/' + std::to_string(q.stage_id.value_or(0));
+          auto it = cache.find(key);
+          if (it == cache.end()) {
+            if (cache.size() >= 64) cache.clear();
+            it = cache.emplace(std::move(key), render_board(self->state, *cur, q)).first;
+          }
+          reply(std::string(it->second));
         });
       },
       [self, measure](summary_atom, std::int64_t pid, summary_query& q,

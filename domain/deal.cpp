@@ -257,6 +257,26 @@ void append_deal(std::string& out, const deal& d) {
   w.end_object();
 }
 
+void append_deal_card(std::string& out, const deal& d) {
+  json_writer w(out);
+  w.begin_object().key("id").value(d.id).key("title").value(d.title).key("amount");
+  if (d.amount)
+    w.value(format_cents(*d.amount));
+  else
+    w.null();
+  w.key("currency").value(d.currency);
+  w.key("contact_id").nullable(d.contact_id);
+  w.key("company_id").nullable(d.company_id);
+  w.key("owner_id").nullable(d.owner_id);
+  w.key("expected_close_date");
+  if (d.expected_close)
+    w.value(format_date(*d.expected_close));
+  else
+    w.null();
+  w.key("status").value(to_string(d.status));
+  w.end_object();
+}
+
 std::string encode_deal(const deal& d) {
   std::string out;
   out.reserve(512);

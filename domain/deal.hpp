@@ -93,6 +93,9 @@ std::string encode_stage(const stage& s);
 std::string encode_pipeline(const pipeline& p);
 void append_deal(std::string& out, const deal& d);
 std::string encode_deal(const deal& d);
+// The board's card of a deal: id, title, amount, currency, contact_id, company_id, owner_id,
+// expected_close_date, status (GET /deals/{id} has the rest).
+void append_deal_card(std::string& out, const deal& d);
 
 // ---- list queries -------------------------------------------------------------------------
 enum class deal_sort : std::uint8_t {

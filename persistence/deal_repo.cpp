@@ -67,6 +67,17 @@ constexpr const char* prepare_upsert =
     " rank = EXCLUDED.rank, updated_at = EXCLUDED.updated_at, closed_at = EXCLUDED.closed_at"
     " WHERE deals.tenant_id = $1;\n";
 
+// History rows of a batch: $1 the tenant, then one array per column.
+constexpr const char* history_name = "crm_deal_history_insert";
+constexpr const char* prepare_history =
+    "PREPARE crm_deal_history_insert (bigint, bigint[], text[], bigint[], bigint[], numeric[],"
+    " numeric[], text[], bigint[], bigint[], timestamptz[]) AS"
+    " INSERT INTO deal_history (tenant_id, deal_id, kind, from_stage_id, to_stage_id,"
+    " from_amount, to_amount, currency, user_id, workflow_run_id, at)"
+    " SELECT $1, u.* FROM unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    " AS u(deal_id, kind, from_stage_id, to_stage_id, from_amount, to_amount, currency, user_id,"
+    " workflow_run_id, at);\n";
+
 std::string id_list(const std::vector<std::int64_t>& ids) {
   std::string l;
   for (std::size_t i = 0; i < ids.size(); ++i) l += (i ? "," : "") + std::to_string(ids[i]);
@@ -187,6 +198,8 @@ void deal_batch::append_sql(sql_text& out) const {
   auto tid = std::to_string(tenant_id);
   if (!deletes.empty())
     s += "DELETE FROM deals WHERE tenant_id = " + tid + " AND id IN (" + id_list(deletes) + ");\n";
+  // One statement per group (a group holds each deal at most once). An UPDATE ... FROM unnest
+  // for rows already committed measured slower than this upsert (benchmarks/RESULTS.md).
   auto upsert_group = [&](std::size_t from, std::size_t to) {
     array_literal id, title, amount, currency, contact, company, owner, pipeline, stage, close,
         status, lost, custom, rank, created, updated, closed;
@@ -238,22 +251,31 @@ void deal_batch::append_sql(sql_text& out) const {
   for (auto& h : history) // a deal created and deleted in one batch leaves no history
     if (std::find(deletes.begin(), deletes.end(), h.deal_id) == deletes.end()) rows.push_back(&h);
   if (!rows.empty()) {
-    s += "INSERT INTO deal_history (tenant_id, deal_id, kind, from_stage_id, to_stage_id,"
-         " from_amount, to_amount, currency, user_id, workflow_run_id, at) VALUES ";
-    auto num = [](const std::optional<std::int64_t>& v) {
-      return v ? std::to_string(*v) : std::string("NULL");
+    array_literal deal, kind, from_stage, to_stage, from_amount, to_amount, currency, user, run, at;
+    auto money = [](array_literal& a, const std::optional<std::int64_t>& v) {
+      if (v)
+        a.add(domain::format_cents(*v));
+      else
+        a.add_null();
     };
-    auto money = [](const std::optional<std::int64_t>& v) {
-      return v ? domain::format_cents(*v) : std::string("NULL");
-    };
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      auto& h = *rows[i];
-      s += (i ? ",(" : "(") + tid + "," + std::to_string(h.deal_id) + "," + out.quote(h.kind) +
-           "," + num(h.from_stage_id) + "," + num(h.to_stage_id) + "," + money(h.from_amount) +
-           "," + money(h.to_amount) + "," + out.quote(h.currency) + "," + num(h.user_id) + "," +
-           num(h.workflow_run_id) + "," + out.quote(ts(h.at)) + "::timestamptz)";
+    for (auto h : rows) {
+      deal.add_number(h->deal_id);
+      kind.add(h->kind);
+      add_optional_number(from_stage, h->from_stage_id);
+      add_optional_number(to_stage, h->to_stage_id);
+      money(from_amount, h->from_amount);
+      money(to_amount, h->to_amount);
+      currency.add(h->currency);
+      add_optional_number(user, h->user_id);
+      add_optional_number(run, h->workflow_run_id);
+      at.add(ts(h->at));
     }
-    s += ";\n";
+    out.need_prepared(history_name, prepare_history);
+    s += "EXECUTE crm_deal_history_insert(" + tid;
+    for (auto* a : {&deal, &kind, &from_stage, &to_stage, &from_amount, &to_amount, &currency, &user,
+                    &run, &at})
+      s += "," + out.quote(a->text());
+    s += ");\n";
   }
   append_events_sql(out, tenant_id, events);
   append_keys_sql(out, tenant_id, keys);
