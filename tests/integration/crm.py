@@ -1878,3 +1878,295 @@ def telegram_error(description: str, status: int = 400):
     """A Receiver answer standing in for a refused Bot API call."""
     return (status, {"Content-Type": "application/json"},
             _json.dumps({"ok": False, "error_code": status, "description": description}))
+
+
+# --------------------------------------------------------------------------------------------
+# Sales pipeline (contract §8, docs/pipeline.md): pipelines with ordered stages, deals, their
+# history, the board and the forecast summary.
+
+PIPELINES = "/api/v1/pipelines"
+DEALS = "/api/v1/deals"
+DEALS_BULK = "/api/v1/deals/bulk"
+DEALS_EXPORT = "/api/v1/deals/export"
+
+STAGE_KINDS = ("open", "won", "lost")
+DEAL_EVENTS = ("deal.created", "deal.updated", "deal.stage_changed", "deal.won", "deal.lost",
+               "deal.deleted")
+# The stages of a new tenant's default pipeline "Sales": (name, probability, kind).
+DEFAULT_STAGES = [("Lead", 10, "open"), ("Qualified", 25, "open"), ("Proposal", 50, "open"),
+                  ("Negotiation", 75, "open"), ("Won", 100, "won"), ("Lost", 0, "lost")]
+STAGE_KEYS = {"id", "pipeline_id", "name", "position", "probability", "kind"}
+PIPELINE_KEYS = {"id", "name", "is_default", "stages", "created_at", "updated_at"}
+DEAL_KEYS = {"id", "title", "amount", "currency", "contact_id", "company_id", "pipeline_id",
+             "stage_id", "owner_id", "expected_close_date", "status", "lost_reason",
+             "custom_fields", "created_at", "updated_at", "closed_at"}
+DEAL_CARD_KEYS = {"id", "title", "amount", "currency", "contact_id", "company_id", "owner_id",
+                  "expected_close_date", "status"}
+HISTORY_KEYS = {"id", "deal_id", "kind", "from_stage_id", "to_stage_id", "from_amount",
+                "to_amount", "currency", "user_id", "workflow_run_id", "at"}
+HISTORY_KINDS = ("created", "stage_changed", "amount_changed")
+BOARD_COLUMN_KEYS = {"stage", "count", "sums", "deals", "has_more"}
+SUMMARY_STAGE_KEYS = {"stage_id", "name", "kind", "probability", "count", "sums", "weighted"}
+SUMMARY_TOTAL_KEYS = {"count", "sums", "weighted"}
+DEAL_EXPORT_HEADER = ["id", "title", "amount", "currency", "status", "pipeline_id", "stage_id",
+                      "contact_id", "company_id", "owner_id", "expected_close_date",
+                      "lost_reason", "custom_fields", "created_at", "updated_at", "closed_at"]
+MONEY_RE = re.compile(r"^[0-9]+\.[0-9]{2}$")
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def pipeline_url(pipeline_id) -> str:
+    return f"{PIPELINES}/{pipeline_id}"
+
+
+def stages_url(pipeline_id) -> str:
+    return f"{PIPELINES}/{pipeline_id}/stages"
+
+
+def stage_url(pipeline_id, stage_id, params: Any = None) -> str:
+    return with_query(f"{PIPELINES}/{pipeline_id}/stages/{stage_id}", params)
+
+
+def board_url(pipeline_id, params: Any = None) -> str:
+    return with_query(f"{PIPELINES}/{pipeline_id}/board", params)
+
+
+def summary_url(pipeline_id, params: Any = None) -> str:
+    return with_query(f"{PIPELINES}/{pipeline_id}/summary", params)
+
+
+def deal_url(deal_id) -> str:
+    return f"{DEALS}/{deal_id}"
+
+
+def move_url(deal_id) -> str:
+    return f"{DEALS}/{deal_id}/move"
+
+
+def history_url(deal_id, params: Any = None) -> str:
+    return with_query(f"{DEALS}/{deal_id}/history", params)
+
+
+def contact_deals_url(contact_id, params: Any = None) -> str:
+    return with_query(f"{CONTACTS}/{contact_id}/deals", params)
+
+
+def _assert_money_map(value: Any) -> None:
+    assert isinstance(value, dict), f"sums must be an object keyed by currency: {value!r}"
+    for cur, amount in value.items():
+        assert re.match(r"^[A-Z]{3}$", cur), f"currency key {cur!r} in {value}"
+        assert isinstance(amount, str) and MONEY_RE.match(amount), \
+            f"amount {amount!r} is not a decimal string with two digits in {value}"
+
+
+def assert_stage(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == STAGE_KEYS, \
+        f"stage must have exactly {sorted(STAGE_KEYS)}: {body}"
+    assert is_int(body["id"]) and is_int(body["pipeline_id"]), body
+    assert isinstance(body["name"], str) and body["name"], body
+    assert is_int(body["position"]) and body["position"] >= 0, body
+    assert is_int(body["probability"]) and 0 <= body["probability"] <= 100, body
+    assert body["kind"] in STAGE_KINDS, body
+    _assert_expected(body, expected)
+
+
+def assert_pipeline(body: Any, **expected) -> None:
+    """Exactly the pipeline keys; stages in position order 0..n-1, each of this pipeline, at
+    least one open, exactly one won and one lost, names unique case-insensitively."""
+    assert isinstance(body, dict) and set(body) == PIPELINE_KEYS, \
+        f"pipeline must have exactly {sorted(PIPELINE_KEYS)}: {body}"
+    assert is_int(body["id"]), body
+    assert isinstance(body["name"], str) and body["name"], body
+    assert isinstance(body["is_default"], bool), body
+    stages = body["stages"]
+    assert isinstance(stages, list) and stages, body
+    for i, stage in enumerate(stages):
+        assert_stage(stage, pipeline_id=body["id"], position=i)
+    kinds = [s["kind"] for s in stages]
+    assert kinds.count("won") == 1 and kinds.count("lost") == 1 and "open" in kinds, body
+    names = [s["name"].lower() for s in stages]
+    assert len(set(names)) == len(names), f"stage names repeat: {body}"
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    assert body["updated_at"] >= body["created_at"], body
+    _assert_expected(body, expected)
+
+
+def stage_shape(pipeline: dict) -> list[tuple]:
+    """[(name, probability, kind)] of a pipeline's stages in position order."""
+    return [(s["name"], s["probability"], s["kind"]) for s in pipeline["stages"]]
+
+
+def stage_named(pipeline: dict, name: str) -> dict:
+    found = [s for s in pipeline["stages"] if s["name"] == name]
+    assert len(found) == 1, f"no single stage {name!r} in {pipeline}"
+    return found[0]
+
+
+def stage_of_kind(pipeline: dict, kind: str) -> dict:
+    """The first stage of `kind` in position order (the won/lost stage; the first open one)."""
+    found = [s for s in pipeline["stages"] if s["kind"] == kind]
+    assert found, f"no {kind} stage in {pipeline}"
+    return found[0]
+
+
+def create_pipeline(client: Client, token: str, **fields) -> dict:
+    """POST /pipelines (201 + Location required); default: a unique name, default stages."""
+    fields.setdefault("name", unique("pipeline"))
+    resp = client.post(PIPELINES, fields, token=token)
+    assert resp.status == 201, f"creating pipeline {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_pipeline(body, name=fields["name"])
+    assert resp.header("Location") == pipeline_url(body["id"]), resp.describe()
+    return body
+
+
+def get_pipeline(client: Client, token: str, pipeline_id) -> dict:
+    body = assert_json_response(client.get(pipeline_url(pipeline_id), token=token), 200)
+    assert_pipeline(body)
+    return body
+
+
+def list_pipelines(client: Client, token: str) -> list[dict]:
+    items = list_all(client, token, PIPELINES)
+    for item in items:
+        assert_pipeline(item)
+    return items
+
+
+def default_pipeline(client: Client, token: str) -> dict:
+    defaults = [p for p in list_pipelines(client, token) if p["is_default"]]
+    assert len(defaults) == 1, f"want exactly one default pipeline, got {defaults}"
+    return defaults[0]
+
+
+def assert_deal(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == DEAL_KEYS, \
+        f"deal must have exactly {sorted(DEAL_KEYS)}: {body}"
+    for key in ("id", "pipeline_id", "stage_id"):
+        assert is_int(body[key]), f"{key}: {body}"
+    for key in ("contact_id", "company_id", "owner_id"):
+        assert body[key] is None or is_int(body[key]), f"{key}: {body}"
+    assert isinstance(body["title"], str) and body["title"], body
+    assert body["amount"] is None or (isinstance(body["amount"], str) and
+                                      MONEY_RE.match(body["amount"])), body
+    assert isinstance(body["currency"], str) and re.match(r"^[A-Z]{3}$", body["currency"]), body
+    assert body["expected_close_date"] is None or (
+        isinstance(body["expected_close_date"], str) and DATE_RE.match(body["expected_close_date"])
+    ), body
+    assert body["status"] in STAGE_KINDS, body
+    assert body["lost_reason"] is None or isinstance(body["lost_reason"], str), body
+    assert isinstance(body["custom_fields"], dict), body
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    assert body["updated_at"] >= body["created_at"], body
+    if body["status"] == "open":
+        assert body["closed_at"] is None, f"an open deal with closed_at: {body}"
+    else:
+        assert_timestamp(body["closed_at"])
+    _assert_expected(body, expected)
+
+
+def assert_deal_card(card: Any, deal: dict | None = None) -> None:
+    assert isinstance(card, dict) and set(card) == DEAL_CARD_KEYS, \
+        f"board card must have exactly {sorted(DEAL_CARD_KEYS)}: {card}"
+    if deal is not None:
+        assert card == {k: deal[k] for k in DEAL_CARD_KEYS}, (card, deal)
+
+
+def create_deal(client: Client, token: str, **fields) -> dict:
+    """POST /deals (201 + Location required); default title "Deal <random>"."""
+    fields.setdefault("title", "Deal " + secrets.token_hex(3))
+    resp = client.post(DEALS, fields, token=token)
+    assert resp.status == 201, f"creating deal {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_deal(body)
+    assert resp.header("Location") == deal_url(body["id"]), resp.describe()
+    return body
+
+
+def get_deal(client: Client, token: str, deal_id) -> dict:
+    body = assert_json_response(client.get(deal_url(deal_id), token=token), 200)
+    assert_deal(body)
+    return body
+
+
+def move_deal(client: Client, token: str, deal_id, stage_id, **extra) -> dict:
+    """POST /deals/{id}/move {"stage_id", ...extra}: 200 with the moved deal."""
+    resp = client.post(move_url(deal_id), {"stage_id": stage_id, **extra}, token=token)
+    body = assert_json_response(resp, 200)
+    assert_deal(body, id=deal_id, stage_id=stage_id)
+    return body
+
+
+def assert_history_item(item: Any, **expected) -> None:
+    assert isinstance(item, dict) and set(item) == HISTORY_KEYS, \
+        f"history item must have exactly {sorted(HISTORY_KEYS)}: {item}"
+    assert is_int(item["id"]) and is_int(item["deal_id"]), item
+    assert item["kind"] in HISTORY_KINDS, item
+    for key in ("from_stage_id", "to_stage_id", "user_id", "workflow_run_id"):
+        assert item[key] is None or is_int(item[key]), f"{key}: {item}"
+    for key in ("from_amount", "to_amount"):
+        assert item[key] is None or (isinstance(item[key], str) and MONEY_RE.match(item[key])), \
+            f"{key}: {item}"
+    assert isinstance(item["currency"], str), item
+    assert_timestamp(item["at"])
+    _assert_expected(item, expected)
+
+
+def deal_history(client: Client, token: str, deal_id) -> list[dict]:
+    """Every history item of a deal (all pages), oldest first."""
+    items, page = [], 1
+    while True:
+        body = assert_json_response(
+            client.get(history_url(deal_id, {"page": page, "per_page": 100}), token=token), 200)
+        assert_page(body)
+        for item in body["items"]:
+            assert_history_item(item, deal_id=deal_id)
+        items.extend(body["items"])
+        if page >= body["pages"]:
+            return items
+        page += 1
+
+
+def board_columns(body: Any) -> list[dict]:
+    """The columns of a GET /pipelines/{id}/board answer, each checked for its shape. The doc
+    fixes the columns ("per stage in position order") but not their envelope: a bare list,
+    or an object holding the list under "stages", are both taken."""
+    columns = body.get("stages") if isinstance(body, dict) else body
+    assert isinstance(columns, list), f"board without a list of columns: {body}"
+    for col in columns:
+        assert isinstance(col, dict) and set(col) == BOARD_COLUMN_KEYS, \
+            f"board column must have exactly {sorted(BOARD_COLUMN_KEYS)}: {col}"
+        assert_stage(col["stage"])
+        assert is_int(col["count"]) and col["count"] >= 0, col
+        _assert_money_map(col["sums"])
+        assert isinstance(col["deals"], list), col
+        for card in col["deals"]:
+            assert_deal_card(card)
+        assert isinstance(col["has_more"], bool), col
+    return columns
+
+
+def get_board(client: Client, token: str, pipeline_id, params: Any = None) -> list[dict]:
+    body = assert_json_response(client.get(board_url(pipeline_id, params), token=token), 200)
+    return board_columns(body)
+
+
+def get_summary(client: Client, token: str, pipeline_id, params: Any = None) -> dict:
+    """GET /pipelines/{id}/summary: {"stages": [per stage], "totals": {...}}, shapes checked."""
+    body = assert_json_response(client.get(summary_url(pipeline_id, params), token=token), 200)
+    assert isinstance(body, dict) and isinstance(body.get("stages"), list) and \
+        isinstance(body.get("totals"), dict), f"summary shape: {body}"
+    for row in body["stages"]:
+        assert isinstance(row, dict) and set(row) == SUMMARY_STAGE_KEYS, \
+            f"summary stage must have exactly {sorted(SUMMARY_STAGE_KEYS)}: {row}"
+        assert is_int(row["count"]) and row["count"] >= 0, row
+        _assert_money_map(row["sums"])
+        _assert_money_map(row["weighted"])
+    totals = body["totals"]
+    assert set(totals) == SUMMARY_TOTAL_KEYS, f"totals must have exactly " \
+                                              f"{sorted(SUMMARY_TOTAL_KEYS)}: {totals}"
+    _assert_money_map(totals["sums"])
+    _assert_money_map(totals["weighted"])
+    return body

@@ -23,7 +23,7 @@ WORKFLOWS = crm.WORKFLOWS
 NOWHERE_ID = crm.NOWHERE_ID
 MISSING = crm.MISSING
 UPDATE_METHODS = ["PUT", "PATCH"]
-UNAVAILABLE_ACTIONS = ["create_deal", "move_deal", "ai_reply"]
+UNAVAILABLE_ACTIONS = ["ai_reply"]
 SECRET = "wf-secret-" + secrets.token_hex(8)  # 26 characters
 RUN_TIMEOUT = 20.0
 UTC = datetime.timezone.utc
@@ -613,8 +613,10 @@ INVALID_UPDATE = [
      [(("body", "trigger_config", "foo"), "extra_forbidden")]),
     ("condition op", {"conditions": [{"field": "x", "op": "like", "value": 1}]},
      [(("body", "conditions", 0, "op"), "enum")]),
-    ("unavailable action", {"actions": [{"type": "create_deal", "params": {}}]},
+    ("unavailable action", {"actions": [{"type": "ai_reply", "params": {}}]},
      At(("body", "actions", 0), msg="not available")),
+    ("deal action without its required params", {"actions": [{"type": "create_deal", "params": {}}]},
+     [(("body", "actions", 0, "params", "title"), "missing")]),
     ("secret too short", {"webhook_secret": "short"},
      [(("body", "webhook_secret"), "string_too_short")]),
     ("id", {"id": 5}, [(("body", "id"), "extra_forbidden")]),
