@@ -5,6 +5,7 @@
 // follow COMMIT; a failed commit answers 503 to its writes and to those staged behind them.
 #include "actors/contacts.hpp"
 #include "actors/deals.hpp"
+#include "actors/group_batch.hpp"
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
@@ -484,46 +485,21 @@ void apply_committed(contacts_state& st, const batch& b, const persistence::cont
 // Hands the open batch to the group committer (docs/design.md), which may carry it in one
 // transaction with other tenants' batches; one batch per tenant is in flight at a time.
 void flush(contacts_actor* self) {
-  auto& st = self->state;
-  if (st.in_flight || st.open.writes == 0) return;
-  st.in_flight.emplace(std::move(st.open));
-  st.open = batch{};
-  st.open.seq = st.next_seq++;
-  auto sql = std::make_shared<persistence::contact_batch>(std::move(st.in_flight->sql));
-  sql->tenant_id = st.env.tenant_id;
-  auto me = caf::actor_cast<caf::actor>(self);
-  st.env.committer->submit(sql, [me, self, sql](domain::outcome<domain::done> r) mutable {
-    caf::anon_send(me, resume_atom::value, continuation{[self, sql, r = std::move(r)]() mutable {
-                     auto& st = self->state;
-                     auto done = std::move(*st.in_flight);
-                     st.in_flight.reset();
-                     auto& gc = group_commits();
-                     if (r) {
-                       gc.batches++;
-                       gc.writes += done.writes;
-                       apply_committed(st, done, *sql);
-                       // The workflow actor takes the committed events from the outbox.
-                       if (!sql->events.empty())
-                         st.env.rt->route(st.env.tenant_id, child_kind::workflows,
-                                          caf::make_message(outbox_atom::value));
-                       for (auto& k : done.on_commit) k();
-                     } else {
-                       gc.failures++;
-                       // Writes staged behind it were validated against its changes.
-                       auto behind = std::move(st.open);
-                       st.open = batch{};
-                       st.open.seq = st.next_seq++;
-                       st.p_contacts.clear();
-                       st.p_companies.clear();
-                       st.p_emails.clear();
-                       st.p_keys.clear();
-                       for (auto& f : done.on_fail) f(r.error());
-                       for (auto& f : behind.on_fail) f(r.error());
-                     }
-                     flush(self);
-                     drain(self);
-                   }});
-  });
+  flush_open_batch(
+      self, [self](const batch& done, const persistence::contact_batch& sql) {
+        apply_committed(self->state, done, sql);
+      },
+      [self] {
+        auto& st = self->state;
+        st.p_contacts.clear();
+        st.p_companies.clear();
+        st.p_emails.clear();
+        st.p_keys.clear();
+      },
+      [self] {
+        flush(self);
+        drain(self);
+      });
 }
 
 // ---- field rules that need the state ----------------------------------------------------

@@ -9,6 +9,7 @@
 #include "actors/deals.hpp"
 
 #include "actors/async_io.hpp"
+#include "actors/group_batch.hpp"
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/custom_field.hpp"
@@ -476,46 +477,24 @@ void apply_batch(deals_state& st, const persistence::deal_batch& sql) {
 }
 
 void flush(deals_actor* self) {
-  auto& st = self->state;
-  if (st.in_flight || st.open.writes == 0) return;
-  st.in_flight.emplace(std::move(st.open));
-  st.open = batch{};
-  st.open.seq = st.next_seq++;
-  auto sql = std::make_shared<persistence::deal_batch>(std::move(st.in_flight->sql));
-  sql->tenant_id = st.env.tenant_id;
-  auto me = caf::actor_cast<caf::actor>(self);
-  st.env.committer->submit(sql, [me, self, sql](domain::outcome<domain::done> r) mutable {
-    caf::anon_send(me, resume_atom::value, continuation{[self, sql, r = std::move(r)]() mutable {
-                     auto& st = self->state;
-                     auto done = std::move(*st.in_flight);
-                     st.in_flight.reset();
-                     auto& gc = group_commits();
-                     if (r) {
-                       gc.batches++;
-                       gc.writes += done.writes;
-                       apply_batch(st, *sql);
-                       for (auto it = st.p_deals.begin(); it != st.p_deals.end();)
-                         it = it->second.seq == done.seq ? st.p_deals.erase(it) : std::next(it);
-                       for (auto it = st.p_keys.begin(); it != st.p_keys.end();)
-                         it = it->second.first == done.seq ? st.p_keys.erase(it) : std::next(it);
-                       if (!sql->events.empty())
-                         st.env.rt->route(st.env.tenant_id, child_kind::workflows,
-                                          caf::make_message(outbox_atom::value));
-                       for (auto& k : done.on_commit) k();
-                     } else {
-                       gc.failures++;
-                       auto behind = std::move(st.open);
-                       st.open = batch{};
-                       st.open.seq = st.next_seq++;
-                       st.p_deals.clear();
-                       st.p_keys.clear();
-                       for (auto& f : done.on_fail) f(r.error());
-                       for (auto& f : behind.on_fail) f(r.error());
-                     }
-                     flush(self);
-                     drain(self);
-                   }});
-  });
+  flush_open_batch(
+      self,
+      [self](const batch& done, const persistence::deal_batch& sql) {
+        auto& st = self->state;
+        apply_batch(st, sql);
+        for (auto it = st.p_deals.begin(); it != st.p_deals.end();)
+          it = it->second.seq == done.seq ? st.p_deals.erase(it) : std::next(it);
+        for (auto it = st.p_keys.begin(); it != st.p_keys.end();)
+          it = it->second.first == done.seq ? st.p_keys.erase(it) : std::next(it);
+      },
+      [self] {
+        self->state.p_deals.clear();
+        self->state.p_keys.clear();
+      },
+      [self] {
+        flush(self);
+        drain(self);
+      });
 }
 
 // ---- board order --------------------------------------------------------------------------

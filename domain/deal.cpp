@@ -226,9 +226,10 @@ std::string encode_pipeline(const pipeline& p) {
   return out;
 }
 
-void append_deal(std::string& out, const deal& d) {
-  json_writer w(out);
-  w.begin_object().key("id").value(d.id).key("title").value(d.title).key("amount");
+namespace {
+// The keys of a board card, which also open the full deal.
+void write_card_fields(json_writer& w, const deal& d) {
+  w.key("id").value(d.id).key("title").value(d.title).key("amount");
   if (d.amount)
     w.value(format_cents(*d.amount));
   else
@@ -236,8 +237,6 @@ void append_deal(std::string& out, const deal& d) {
   w.key("currency").value(d.currency);
   w.key("contact_id").nullable(d.contact_id);
   w.key("company_id").nullable(d.company_id);
-  w.key("pipeline_id").value(d.pipeline_id);
-  w.key("stage_id").value(d.stage_id);
   w.key("owner_id").nullable(d.owner_id);
   w.key("expected_close_date");
   if (d.expected_close)
@@ -245,6 +244,15 @@ void append_deal(std::string& out, const deal& d) {
   else
     w.null();
   w.key("status").value(to_string(d.status));
+}
+} // namespace
+
+void append_deal(std::string& out, const deal& d) {
+  json_writer w(out);
+  w.begin_object();
+  write_card_fields(w, d);
+  w.key("pipeline_id").value(d.pipeline_id);
+  w.key("stage_id").value(d.stage_id);
   w.key("lost_reason").nullable(d.lost_reason);
   w.key("custom_fields").raw(d.custom_fields);
   w.key("created_at").value(rfc3339(d.created_at).view());
@@ -259,21 +267,8 @@ void append_deal(std::string& out, const deal& d) {
 
 void append_deal_card(std::string& out, const deal& d) {
   json_writer w(out);
-  w.begin_object().key("id").value(d.id).key("title").value(d.title).key("amount");
-  if (d.amount)
-    w.value(format_cents(*d.amount));
-  else
-    w.null();
-  w.key("currency").value(d.currency);
-  w.key("contact_id").nullable(d.contact_id);
-  w.key("company_id").nullable(d.company_id);
-  w.key("owner_id").nullable(d.owner_id);
-  w.key("expected_close_date");
-  if (d.expected_close)
-    w.value(format_date(*d.expected_close));
-  else
-    w.null();
-  w.key("status").value(to_string(d.status));
+  w.begin_object();
+  write_card_fields(w, d);
   w.end_object();
 }
 

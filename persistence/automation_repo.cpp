@@ -4,6 +4,7 @@
 
 #include "domain/clock.hpp"
 #include "domain/page_json.hpp"
+#include "persistence/row_values.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -31,11 +32,6 @@ const char* opt(const std::optional<std::string>& s) {
 
 std::int64_t micros_or_zero(const pqxx::field& f) {
   return f.is_null() ? 0 : f.as<std::int64_t>();
-}
-
-std::optional<std::string> opt_text(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::string>();
 }
 
 json::value parse_json(const pqxx::field& f) {

@@ -1,6 +1,7 @@
 #include "persistence/contact_repo.hpp"
 
 #include "domain/clock.hpp"
+#include "persistence/row_values.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -19,18 +20,6 @@ const char* contact_columns =
 const char* company_columns = "id, name, domain, phone, industry, address, custom_fields::text,"
                               " (extract(epoch from created_at) * 1000000)::bigint,"
                               " (extract(epoch from updated_at) * 1000000)::bigint";
-
-std::optional<std::string> opt_text(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::string>();
-}
-
-// jsonb prints with spaces; memory keeps the compact form the API returns.
-std::string compact_json(const std::string& text) {
-  boost::json::error_code ec;
-  auto v = boost::json::parse(text, ec);
-  return ec ? std::string("{}") : boost::json::serialize(v);
-}
 
 std::vector<std::string> tags_from_json(const std::string& text) {
   std::vector<std::string> out;

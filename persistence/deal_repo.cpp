@@ -3,6 +3,7 @@
 #include "domain/clock.hpp"
 #include "domain/json_writer.hpp"
 #include "domain/page_json.hpp"
+#include "persistence/row_values.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -12,22 +13,6 @@
 
 namespace crm::persistence {
 namespace {
-
-std::optional<std::string> opt_text(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::string>();
-}
-std::optional<std::int64_t> opt_int(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::int64_t>();
-}
-
-std::string compact_json(const std::string& text) {
-  if (text == "{}") return text;
-  boost::json::error_code ec;
-  auto v = boost::json::parse(text, ec);
-  return ec ? std::string("{}") : boost::json::serialize(v);
-}
 
 std::string ts(std::int64_t micros) {
   return domain::format_rfc3339(micros);
