@@ -309,7 +309,7 @@ bool deal_matches(const deal& d, const deal_query& q) {
 bool deal_before(const deal& a, const deal& b, const deal_query& q) {
   int c = 0;
   switch (q.sort) {
-  case deal_sort::id: c = 0; break;
+  case deal_sort::id: c = compare(a.id, b.id); break;
   case deal_sort::title: c = compare(a.title, b.title); break;
   case deal_sort::amount: c = compare_optional(a.amount, b.amount); break;
   case deal_sort::currency: c = compare(a.currency, b.currency); break;

@@ -115,6 +115,8 @@ TEST(deal_list, nulls_sort_last_ascending_first_descending_ties_on_id) {
   EXPECT_EQ(order(), (std::vector<std::int64_t>{3, 1, 4, 2}));
   q.descending = true;
   EXPECT_EQ(order(), (std::vector<std::int64_t>{2, 1, 4, 3}));
+  q.sort = deal_sort::id;
+  EXPECT_EQ(order(), (std::vector<std::int64_t>{4, 3, 2, 1}));
 }
 
 TEST(deal_list, filters_combine_and_amount_bounds_are_inclusive) {
