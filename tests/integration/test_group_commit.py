@@ -156,3 +156,53 @@ def test_a_batch_failing_in_postgres_fails_alone(client, cli_env, database):
                              " AND first_name = 'Clash'").strip()
     assert clashes == "0"
     assert crm.list_total(client, a.admin) == 1  # "Loaded" only: the failed create is not held
+
+
+def test_deal_and_contact_batches_of_two_tenants_share_one_transaction(client, cli_env, database):
+    """The group committer takes any aggregate's batch: a deal of tenant A and a contact of
+    tenant B flushed while both slots are busy commit in the same transaction."""
+    a, b = crm.tenant_session(client, cli_env), crm.tenant_session(client, cli_env)
+    crm.create_deal(client, a.admin, title="Warm-up")  # A's deals actor is loaded
+    held_c, held_d = both_slots_held(client, cli_env, database)
+    with held_c, held_d:
+        ra = later(client.post, crm.DEALS, {"title": "Rider deal", "amount": "10.00"},
+                   token=a.admin)
+        rb = later(client.post, crm.CONTACTS, {"first_name": "Rider contact"}, token=b.admin)
+        deal, contact = crm.assert_json_response(ra(), 201), crm.assert_json_response(rb(), 201)
+    deal_xmin = database.query(f"SELECT xmin FROM deals WHERE id = {deal['id']}").strip()
+    contact_xmin = database.query(f"SELECT xmin FROM contacts WHERE id = {contact['id']}").strip()
+    assert deal_xmin == contact_xmin, f"expected one transaction: {deal_xmin} != {contact_xmin}"
+
+
+def test_a_deal_write_failing_in_postgres_is_503_and_changes_nothing(client, cli_env, database):
+    """A move and a create that pass carecrm's checks but fail in Postgres (a constraint added
+    behind carecrm's back) answer 503; memory keeps the committed deal, the history gains
+    nothing, and another tenant's write riding in the same transaction still commits."""
+    a, b = crm.tenant_session(client, cli_env), crm.tenant_session(client, cli_env)
+    deal = crm.create_deal(client, a.admin, title="Steady", amount="5.00")
+    sales = crm.assert_json_response(client.get(crm.PIPELINES, token=a.admin), 200)["items"][0]
+    won = next(s["id"] for s in sales["stages"] if s["kind"] == "won")
+    database.query("ALTER TABLE deals ADD CONSTRAINT test_no_poison CHECK (title <> 'Poison')")
+    try:
+        held_c, held_d = both_slots_held(client, cli_env, database)
+        with held_c, held_d:
+            ra = later(client.patch, crm.deal_url(deal["id"]),
+                       {"title": "Poison", "stage_id": won}, token=a.admin)
+            rb = later(client.post, crm.CONTACTS, {"first_name": "Bystander"}, token=b.admin)
+            resp_a, resp_b = ra(), rb()
+        crm.assert_error(resp_a, 503, "SERVICE_UNAVAILABLE")
+        crm.assert_json_response(resp_b, 201)
+        crm.assert_error(client.post(crm.DEALS, {"title": "Poison"}, token=a.admin), 503,
+                         "SERVICE_UNAVAILABLE")
+    finally:
+        database.query("ALTER TABLE deals DROP CONSTRAINT test_no_poison")
+    after = crm.get_deal(client, a.admin, deal["id"])
+    assert (after["title"], after["stage_id"], after["status"]) == \
+        ("Steady", deal["stage_id"], "open")
+    history = crm.assert_json_response(
+        client.get(crm.deal_url(deal["id"]) + "/history", token=a.admin), 200)
+    assert [h["kind"] for h in history["items"]] == ["created"]
+    listed = crm.assert_json_response(client.get(crm.DEALS, token=a.admin), 200)
+    assert [d["title"] for d in listed["items"]] == ["Steady"]
+    assert database.query(f"SELECT count(*) FROM deals WHERE tenant_id = {a.tenant.tenant_id}"
+                          " AND title = 'Poison'").strip() == "0"
