@@ -486,7 +486,8 @@ void apply_committed(contacts_state& st, const batch& b, const persistence::cont
 // transaction with other tenants' batches; one batch per tenant is in flight at a time.
 void flush(contacts_actor* self) {
   flush_open_batch(
-      self, [self](const batch& done, const persistence::contact_batch& sql) {
+      self,
+      [self](const batch& done, const persistence::contact_batch& sql) {
         apply_committed(self->state, done, sql);
       },
       [self] {

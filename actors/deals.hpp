@@ -84,15 +84,15 @@ void add_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, domai
                std::optional<int> position, callback<std::string> reply);
 void get_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, std::int64_t stage_id,
                callback<std::string> reply);
-void update_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id,
-                  std::int64_t stage_id, stage_patch p, callback<std::string> reply);
-void delete_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id,
-                  std::int64_t stage_id, std::optional<std::int64_t> move_to, deal_actor_ref who,
+void update_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, std::int64_t stage_id,
+                  stage_patch p, callback<std::string> reply);
+void delete_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, std::int64_t stage_id,
+                  std::optional<std::int64_t> move_to, deal_actor_ref who,
                   callback<domain::done> reply);
 void pipeline_board(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, board_query q,
                     callback<std::string> reply);
-void pipeline_summary(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id,
-                      summary_query q, callback<std::string> reply);
+void pipeline_summary(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, summary_query q,
+                      callback<std::string> reply);
 
 // Deals. Creates answer the deal's JSON (201) as a replayable response.
 void create_deal(runtime& rt, std::int64_t tenant, deal_fields f, deal_actor_ref who,

@@ -63,8 +63,8 @@ namespace {
 namespace json = boost::json;
 using domain::errc;
 using domain::failure;
-using domain::stage_kind;
 using domain::money_sum;
+using domain::stage_kind;
 
 using pl_list_atom = caf::atom_constant<caf::atom("pllist")>;
 using pl_get_atom = caf::atom_constant<caf::atom("plget")>;
@@ -310,8 +310,8 @@ bool ready(const deals_state& st, const held& h) {
   return true;
 }
 
-void when_ready(deals_actor* self, need n, std::function<void(const failure&)> fail,
-                continuation k, std::size_t ids = 0) {
+void when_ready(deals_actor* self, need n, std::function<void(const failure&)> fail, continuation k,
+                std::size_t ids = 0) {
   auto& st = self->state;
   held h{n, ids, std::move(k), std::move(fail)};
   if (st.waiting.empty() && ready(st, h)) return h.k();
@@ -527,8 +527,8 @@ std::int64_t rank_at(deals_actor* self, std::int64_t stage, std::int64_t positio
   auto& st = self->state;
   auto order = projected_order(st, stage);
   std::erase_if(order, [id](auto& e) { return e.second == id; });
-  auto pos = static_cast<std::size_t>(std::clamp<std::int64_t>(
-      position, 0, static_cast<std::int64_t>(order.size())));
+  auto pos = static_cast<std::size_t>(
+      std::clamp<std::int64_t>(position, 0, static_cast<std::int64_t>(order.size())));
   if (pos == order.size()) return take_last_rank(st, stage);
   auto hi = order[pos].first;
   auto lo = pos > 0 ? order[pos - 1].first : hi - 2 * rank_gap;
@@ -608,7 +608,8 @@ built build_deal(deals_state& st, const domain::deal* before, const deal_fields&
   if (f.pipeline_id) {
     auto it = st.pipelines.find(*f.pipeline_id);
     if (it == st.pipelines.end())
-      issues.push_back({at(f.loc, "pipeline_id"), "pipeline not found in this tenant", "value_error"});
+      issues.push_back(
+          {at(f.loc, "pipeline_id"), "pipeline not found in this tenant", "value_error"});
     else
       pipe = &it->second;
   } else if (creating) {
@@ -660,11 +661,11 @@ built build_deal(deals_state& st, const domain::deal* before, const deal_fields&
   if (f.custom_fields) {
     auto merged = merge_custom(d.custom_fields, *f.custom_fields, creating);
     if (!merged) {
-      issues.push_back({at(f.loc, "custom_fields"), "Input should be a valid dictionary",
-                        "value_error"});
+      issues.push_back(
+          {at(f.loc, "custom_fields"), "Input should be a valid dictionary", "value_error"});
     } else if (merged->size() > max_custom_fields_bytes) {
-      issues.push_back({at(f.loc, "custom_fields"), "custom_fields must be at most 16 KiB",
-                        "value_error"});
+      issues.push_back(
+          {at(f.loc, "custom_fields"), "custom_fields must be at most 16 KiB", "value_error"});
     } else {
       for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::deal,
                                                  *f.custom_fields, *merged, creating, f.loc))
@@ -722,8 +723,8 @@ void check_refs(deals_actor* self, const std::vector<const deal_fields*>& items,
             out[i].push_back(
                 {at(f.loc, "company_id"), "company not found in this tenant", "value_error"});
           if (f.owner_id && *f.owner_id && !has(r->users, **f.owner_id))
-            out[i].push_back({at(f.loc, "owner_id"), "owner_id must be an active user of the tenant",
-                              "value_error"});
+            out[i].push_back({at(f.loc, "owner_id"),
+                              "owner_id must be an active user of the tenant", "value_error"});
         }
         k(std::move(out));
       });
@@ -800,7 +801,8 @@ std::optional<domain::deal> stage_create(deals_actor* self, const deal_fields& f
   d.tenant_id = st.env.tenant_id;
   d.created_at = d.updated_at = domain::now_micros();
   if (d.status != stage_kind::open) d.closed_at = d.created_at;
-  d.rank = f.position ? rank_at(self, d.stage_id, *f.position, d.id) : take_last_rank(st, d.stage_id);
+  d.rank =
+      f.position ? rank_at(self, d.stage_id, *f.position, d.id) : take_last_rank(st, d.stage_id);
   stage_deal(self, nullptr, d, who);
   return d;
 }
@@ -809,76 +811,82 @@ void do_create(deals_actor* self, deal_fields f, deal_actor_ref who, idempotency
                callback<stored_response> reply) {
   std::vector<const deal_fields*> items{&f};
   check_refs(self, items, [self, f, who, key, reply](std::vector<std::vector<domain::issue>> refs) {
-    if (unavailable(refs[0]))
-      return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
-    when_ready(self, need::write, fail_with(reply),
-               [self, f, who, key, reply, refs = std::move(refs)]() mutable {
-                 if (answer_known_key(self, key, reply)) return;
-                 auto issues = f.issues;
-                 issues.insert(issues.end(), refs[0].begin(), refs[0].end());
-                 if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
-                 auto d = stage_create(self, f, who, issues);
-                 if (!d) return reply(failure::invalid(std::move(issues)));
-                 auto body = domain::encode_deal(*d);
-                 stage_key(self->state, key, 201, body);
-                 stage_write(
-                     self, [reply, body, id = d->id] { reply(stored_response{201, body, id}); },
-                     fail_with(reply));
-               },
-               1);
+    if (unavailable(refs[0])) return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
+    when_ready(
+        self, need::write, fail_with(reply),
+        [self, f, who, key, reply, refs = std::move(refs)]() mutable {
+          if (answer_known_key(self, key, reply)) return;
+          auto issues = f.issues;
+          issues.insert(issues.end(), refs[0].begin(), refs[0].end());
+          if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+          auto d = stage_create(self, f, who, issues);
+          if (!d) return reply(failure::invalid(std::move(issues)));
+          auto body = domain::encode_deal(*d);
+          stage_key(self->state, key, 201, body);
+          stage_write(
+              self,
+              [reply, body, id = d->id] {
+                reply(stored_response{201, body, id});
+              },
+              fail_with(reply));
+        },
+        1);
   });
 }
 
-void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref who,
-             idempotency key, callback<stored_response> reply) {
+void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref who, idempotency key,
+             callback<stored_response> reply) {
   std::vector<const deal_fields*> ptrs;
   for (auto& f : items) ptrs.push_back(&f);
   auto n = items.size();
-  check_refs(self, ptrs, [self, items = std::move(items), who, key, reply,
-                          n](std::vector<std::vector<domain::issue>> refs) mutable {
-    if (n > 0 && unavailable(refs[0]))
-      return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
-    when_ready(
-        self, need::write, fail_with(reply),
-        [self, items = std::move(items), who, key, reply, refs = std::move(refs)]() mutable {
-          if (answer_known_key(self, key, reply)) return;
-          json::array results;
-          for (std::size_t i = 0; i < items.size(); ++i) {
-            auto issues = items[i].issues;
-            issues.insert(issues.end(), refs[i].begin(), refs[i].end());
-            std::optional<domain::deal> d;
-            if (issues.empty()) d = stage_create(self, items[i], who, issues);
-            json::object r{{"index", static_cast<std::int64_t>(i)}};
-            if (d) {
-              r["id"] = d->id;
-            } else {
-              json::array errs;
-              for (auto& is : issues) {
-                json::array loc;
-                for (auto& p : is.loc)
-                  std::visit([&](auto& v) { loc.emplace_back(v); }, p);
-                errs.push_back(json::object{{"loc", loc}, {"msg", is.msg}, {"type", is.type}});
+  check_refs(
+      self, ptrs,
+      [self, items = std::move(items), who, key, reply,
+       n](std::vector<std::vector<domain::issue>> refs) mutable {
+        if (n > 0 && unavailable(refs[0]))
+          return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
+        when_ready(
+            self, need::write, fail_with(reply),
+            [self, items = std::move(items), who, key, reply, refs = std::move(refs)]() mutable {
+              if (answer_known_key(self, key, reply)) return;
+              json::array results;
+              for (std::size_t i = 0; i < items.size(); ++i) {
+                auto issues = items[i].issues;
+                issues.insert(issues.end(), refs[i].begin(), refs[i].end());
+                std::optional<domain::deal> d;
+                if (issues.empty()) d = stage_create(self, items[i], who, issues);
+                json::object r{{"index", static_cast<std::int64_t>(i)}};
+                if (d) {
+                  r["id"] = d->id;
+                } else {
+                  json::array errs;
+                  for (auto& is : issues) {
+                    json::array loc;
+                    for (auto& p : is.loc) std::visit([&](auto& v) { loc.emplace_back(v); }, p);
+                    errs.push_back(json::object{{"loc", loc}, {"msg", is.msg}, {"type", is.type}});
+                  }
+                  r["errors"] = std::move(errs);
+                }
+                results.push_back(std::move(r));
               }
-              r["errors"] = std::move(errs);
-            }
-            results.push_back(std::move(r));
-          }
-          auto body = json::serialize(json::object{{"results", std::move(results)}});
-          stage_key(self->state, key, 200, body);
-          stage_write(
-              self, [reply, body] { reply(stored_response{200, body, std::nullopt}); },
-              fail_with(reply));
-        },
-        items.size());
-  });
+              auto body = json::serialize(json::object{{"results", std::move(results)}});
+              stage_key(self->state, key, 200, body);
+              stage_write(
+                  self,
+                  [reply, body] {
+                    reply(stored_response{200, body, std::nullopt});
+                  },
+                  fail_with(reply));
+            },
+            items.size());
+      });
 }
 
 void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref who,
                callback<domain::deal> reply) {
   std::vector<const deal_fields*> items{&f};
   check_refs(self, items, [self, id, f, who, reply](std::vector<std::vector<domain::issue>> refs) {
-    if (unavailable(refs[0]))
-      return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
+    if (unavailable(refs[0])) return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
     when_ready(self, need::write, fail_with(reply),
                [self, id, f, who, reply, refs = std::move(refs)]() mutable {
                  auto& st = self->state;
@@ -900,7 +908,8 @@ void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref
                  else if (b.stage_changed)
                    d.rank = take_last_rank(st, d.stage_id);
                  stage_deal(self, &before, d, who);
-                 stage_write(self, [reply, d] { reply(d); }, fail_with(reply));
+                 stage_write(
+                     self, [reply, d] { reply(d); }, fail_with(reply));
                });
   });
 }
@@ -910,14 +919,14 @@ void do_delete(deals_actor* self, std::int64_t id, deal_actor_ref who,
   when_ready(self, need::write, fail_with(reply), [self, id, who, reply] {
     auto& st = self->state;
     auto before = projected(st, id);
-    if (!before)
-      return reply_missing(self, persistence::pipeline_record::deal, id, "deal", reply);
+    if (!before) return reply_missing(self, persistence::pipeline_record::deal, id, "deal", reply);
     auto& b = st.open;
     b.sql.deletes.push_back(id);
     if (st.event_listeners)
       b.sql.events.push_back({"deal.deleted", event_payload(st, *before, ""), who.chain_depth});
     st.p_deals[id] = {b.seq, std::nullopt};
-    stage_write(self, [reply] { reply(domain::done{}); }, fail_with(reply));
+    stage_write(
+        self, [reply] { reply(domain::done{}); }, fail_with(reply));
   });
 }
 
@@ -939,14 +948,16 @@ void do_gone(deals_actor* self, bool contact, std::int64_t id) {
           if (refers(d)) befores.push_back(d);
         for (auto& d : befores) put_committed(st, d); // nulls the reference (gone set)
         for (auto& [did, p] : st.p_deals)
-          if (p.value && refers(*p.value)) (contact ? p.value->contact_id : p.value->company_id).reset();
+          if (p.value && refers(*p.value))
+            (contact ? p.value->contact_id : p.value->company_id).reset();
         if (!st.event_listeners || befores.empty()) return;
         for (auto& before : befores) {
           auto after = st.deals.at(before.id);
           record_change(st, st.open.sql, &before, after, {}, false);
           st.open.sql.upserts.pop_back(); // the row already holds null: only the event
         }
-        stage_write(self, [] {}, [](const failure&) {});
+        stage_write(
+            self, [] {}, [](const failure&) {});
       });
 }
 
@@ -1039,13 +1050,13 @@ void save_pipeline(deals_actor* self, domain::pipeline next, callback<std::strin
       }
   ch.saves.push_back(next);
   // The pipeline asked for is the last one saved (commit_pipeline_change keeps the order).
-  commit_change(self, std::move(ch),
-                [reply, render](domain::outcome<std::vector<domain::pipeline>> r) {
-                  if (!r) return reply(r.error());
-                  if (r->empty())
-                    return reply(failure::of(errc::internal, "the saved pipeline was not returned"));
-                  reply(render(r->back()));
-                });
+  commit_change(
+      self, std::move(ch), [reply, render](domain::outcome<std::vector<domain::pipeline>> r) {
+        if (!r) return reply(r.error());
+        if (r->empty())
+          return reply(failure::of(errc::internal, "the saved pipeline was not returned"));
+        reply(render(r->back()));
+      });
 }
 
 failure conflict(std::string why) {
@@ -1311,7 +1322,8 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
           stage.pipeline_id = pid;
           std::size_t at_index = 0;
           if (pos) {
-            at_index = static_cast<std::size_t>(std::clamp(*pos, 0, static_cast<int>(next.stages.size())));
+            at_index =
+                static_cast<std::size_t>(std::clamp(*pos, 0, static_cast<int>(next.stages.size())));
           } else {
             for (std::size_t i = 0; i < next.stages.size(); ++i)
               if (next.stages[i].kind == stage_kind::open) at_index = i + 1;
@@ -1358,9 +1370,10 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
             stage.kind = *patch.kind;
           }
           next.stages.erase(it);
-          auto index = patch.position ? static_cast<std::size_t>(std::clamp(
-                                            *patch.position, 0, static_cast<int>(next.stages.size())))
-                                      : static_cast<std::size_t>(s->position);
+          auto index = patch.position
+                           ? static_cast<std::size_t>(std::clamp(
+                                 *patch.position, 0, static_cast<int>(next.stages.size())))
+                           : static_cast<std::size_t>(s->position);
           index = std::min(index, next.stages.size());
           next.stages.insert(next.stages.begin() + static_cast<std::ptrdiff_t>(index), stage);
           if (auto why = domain::stage_rules_broken(next.stages); !why.empty())
@@ -1579,13 +1592,13 @@ void get_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, std::
                callback<std::string> reply) {
   tell<child_kind::deals>(rt, tenant, st_get_atom::value, pipeline_id, stage_id, std::move(reply));
 }
-void update_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id,
-                  std::int64_t stage_id, stage_patch p, callback<std::string> reply) {
+void update_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, std::int64_t stage_id,
+                  stage_patch p, callback<std::string> reply) {
   tell<child_kind::deals>(rt, tenant, st_put_atom::value, pipeline_id, stage_id, std::move(p),
                           std::move(reply));
 }
-void delete_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id,
-                  std::int64_t stage_id, std::optional<std::int64_t> move_to, deal_actor_ref who,
+void delete_stage(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, std::int64_t stage_id,
+                  std::optional<std::int64_t> move_to, deal_actor_ref who,
                   callback<domain::done> reply) {
   tell<child_kind::deals>(rt, tenant, st_del_atom::value, pipeline_id, stage_id, move_to, who,
                           std::move(reply));
@@ -1595,8 +1608,8 @@ void pipeline_board(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, 
   tell<child_kind::deals>(rt, tenant, board_atom::value, pipeline_id, std::move(q),
                           std::move(reply));
 }
-void pipeline_summary(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id,
-                      summary_query q, callback<std::string> reply) {
+void pipeline_summary(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id, summary_query q,
+                      callback<std::string> reply) {
   tell<child_kind::deals>(rt, tenant, summary_atom::value, pipeline_id, std::move(q),
                           std::move(reply));
 }
@@ -1627,8 +1640,7 @@ void list_deals(runtime& rt, std::int64_t tenant, domain::deal_query q, int page
                           std::move(reply));
 }
 void list_contact_deals(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
-                        domain::deal_query q, int page, int per_page,
-                        callback<std::string> reply) {
+                        domain::deal_query q, int page, int per_page, callback<std::string> reply) {
   tell<child_kind::deals>(rt, tenant, d_contact_atom::value, contact_id, std::move(q), page,
                           per_page, std::move(reply));
 }

@@ -33,33 +33,33 @@ void flush_open_batch(Actor* self, Applied applied, Forget forget_projection, Ne
   auto me = caf::actor_cast<caf::actor>(self);
   st.env.committer->submit(sql, [me, self, sql, applied, forget_projection,
                                  next](domain::outcome<domain::done> r) mutable {
-    caf::anon_send(me, resume_atom::value,
-                   continuation{[self, sql, applied, forget_projection, next,
-                                 r = std::move(r)]() mutable {
-                     auto& st = self->state;
-                     auto done = std::move(*st.in_flight);
-                     st.in_flight.reset();
-                     auto& gc = group_commits();
-                     if (r) {
-                       gc.batches++;
-                       gc.writes += done.writes;
-                       applied(done, *sql);
-                       // The workflow actor takes the committed events from the outbox.
-                       if (!sql->events.empty())
-                         st.env.rt->route(st.env.tenant_id, child_kind::workflows,
-                                          caf::make_message(outbox_atom::value));
-                       for (auto& k : done.on_commit) k();
-                     } else {
-                       gc.failures++;
-                       auto behind = std::move(st.open);
-                       st.open = batch_type{};
-                       st.open.seq = st.next_seq++;
-                       forget_projection();
-                       for (auto& f : done.on_fail) f(r.error());
-                       for (auto& f : behind.on_fail) f(r.error());
-                     }
-                     next();
-                   }});
+    caf::anon_send(
+        me, resume_atom::value,
+        continuation{[self, sql, applied, forget_projection, next, r = std::move(r)]() mutable {
+          auto& st = self->state;
+          auto done = std::move(*st.in_flight);
+          st.in_flight.reset();
+          auto& gc = group_commits();
+          if (r) {
+            gc.batches++;
+            gc.writes += done.writes;
+            applied(done, *sql);
+            // The workflow actor takes the committed events from the outbox.
+            if (!sql->events.empty())
+              st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                               caf::make_message(outbox_atom::value));
+            for (auto& k : done.on_commit) k();
+          } else {
+            gc.failures++;
+            auto behind = std::move(st.open);
+            st.open = batch_type{};
+            st.open.seq = st.next_seq++;
+            forget_projection();
+            for (auto& f : done.on_fail) f(r.error());
+            for (auto& f : behind.on_fail) f(r.error());
+          }
+          next();
+        }});
   });
 }
 

@@ -188,7 +188,7 @@ auto instrument(caf::stateful_actor<State>* self, child_kind k) {
 }
 
 // Child spawn functions (one per file pair), declared from the registry above.
-#define CRM_CHILD_SPAWN(name)                                                                    \
+#define CRM_CHILD_SPAWN(name)                                                                      \
   caf::actor spawn_##name(caf::event_based_actor* parent, const tenant_env& env);
 CRM_TENANT_CHILDREN(CRM_CHILD_SPAWN)
 #undef CRM_CHILD_SPAWN

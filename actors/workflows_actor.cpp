@@ -387,8 +387,8 @@ void run_http_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
 void run_send_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
-void run_deal_action(wf_actor* self, std::int64_t id, json::object step,
-                     domain::action_type type, const json::object& params);
+void run_deal_action(wf_actor* self, std::int64_t id, json::object step, domain::action_type type,
+                     const json::object& params);
 
 void advance(wf_actor* self, std::int64_t id) {
   auto& st = self->state;
@@ -574,8 +574,8 @@ std::optional<std::int64_t> id_value(const json::value* v) {
 
 // create_deal and move_deal (docs/pipeline.md): through the deals actor, recorded in the
 // deal's history with this run's id.
-void run_deal_action(wf_actor* self, std::int64_t id, json::object step,
-                     domain::action_type type, const json::object& params) {
+void run_deal_action(wf_actor* self, std::int64_t id, json::object step, domain::action_type type,
+                     const json::object& params) {
   auto& st = self->state;
   auto& r = st.runs.at(id).run;
   if (!st.opts || !st.opts->read_deal_fields)
@@ -616,7 +616,9 @@ void run_deal_action(wf_actor* self, std::int64_t id, json::object step,
     return create_deal(rt, tenant, std::move(f), who, {}, callback<stored_response>(std::move(k)));
   }
   auto deal_id = id_value(fields.if_contains("deal_id"));
-  if (!deal_id) deal_id = id_value(r.payload.is_object() ? r.payload.as_object().if_contains("deal_id") : nullptr);
+  if (!deal_id)
+    deal_id =
+        id_value(r.payload.is_object() ? r.payload.as_object().if_contains("deal_id") : nullptr);
   if (!deal_id)
     return finish_step(self, id, std::move(step), false, nullptr,
                        "no deal: the trigger payload has no deal_id; set params.deal_id");
@@ -796,10 +798,10 @@ bool has_consumers(const workflows_state& st) {
   return false;
 }
 
-// Tells the record actors (contacts, deals) whether anyone listens to record events, when that changed. It goes
-// through the supervisor before the client hears of the change, so the client's next write
-// sees it; without listeners the contacts actor writes no events at all, so neither this actor
-// nor Postgres does anything for them.
+// Tells the record actors (contacts, deals) whether anyone listens to record events, when that
+// changed. It goes through the supervisor before the client hears of the change, so the client's
+// next write sees it; without listeners the contacts actor writes no events at all, so neither this
+// actor nor Postgres does anything for them.
 void tell_listeners(wf_actor* self) {
   auto& st = self->state;
   bool any = has_consumers(st);

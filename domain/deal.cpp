@@ -108,9 +108,9 @@ void renumber(std::vector<stage>& stages) {
 
 std::vector<stage> default_stages() {
   std::vector<stage> out = {
-      {0, 0, "Lead", 0, 10, stage_kind::open},        {0, 0, "Qualified", 0, 25, stage_kind::open},
-      {0, 0, "Proposal", 0, 50, stage_kind::open},    {0, 0, "Negotiation", 0, 75, stage_kind::open},
-      {0, 0, "Won", 0, 100, stage_kind::won},         {0, 0, "Lost", 0, 0, stage_kind::lost},
+      {0, 0, "Lead", 0, 10, stage_kind::open},     {0, 0, "Qualified", 0, 25, stage_kind::open},
+      {0, 0, "Proposal", 0, 50, stage_kind::open}, {0, 0, "Negotiation", 0, 75, stage_kind::open},
+      {0, 0, "Won", 0, 100, stage_kind::won},      {0, 0, "Lost", 0, 0, stage_kind::lost},
   };
   renumber(out);
   return out;
@@ -215,8 +215,13 @@ std::string encode_stage(const stage& s) {
 std::string encode_pipeline(const pipeline& p) {
   std::string out;
   json_writer w(out);
-  w.begin_object().key("id").value(p.id).key("name").value(p.name).key("is_default").value(
-      p.is_default);
+  w.begin_object()
+      .key("id")
+      .value(p.id)
+      .key("name")
+      .value(p.name)
+      .key("is_default")
+      .value(p.is_default);
   w.key("stages").begin_array();
   for (auto& s : p.stages) write_stage(w, s);
   w.end_array();

@@ -73,15 +73,14 @@ struct reader {
     return t;
   }
 
-  std::optional<std::int64_t> integer(std::string_view key, const json::value& v,
-                                      std::int64_t min, std::int64_t max) {
+  std::optional<std::int64_t> integer(std::string_view key, const json::value& v, std::int64_t min,
+                                      std::int64_t max) {
     std::optional<std::int64_t> n;
     if (auto i = v.if_int64())
       n = *i;
     else if (auto u = v.if_uint64(); u && *u <= static_cast<std::uint64_t>(INT64_MAX))
       n = static_cast<std::int64_t>(*u);
-    else if (auto d = v.if_double();
-             d && std::trunc(*d) == *d && *d >= -9.2e18 && *d <= 9.2e18)
+    else if (auto d = v.if_double(); d && std::trunc(*d) == *d && *d >= -9.2e18 && *d <= 9.2e18)
       n = static_cast<std::int64_t>(*d);
     if (!n) {
       add(key, "Input should be a valid integer", "int_parsing");
@@ -187,8 +186,7 @@ actors::deal_fields read_deal(const json::object& o, bool creating, bool move,
         if (d)
           f.expected_close = std::optional<std::int32_t>(*d);
         else
-          r.add("expected_close_date", "Input should be a valid date (YYYY-MM-DD)",
-                "value_error");
+          r.add("expected_close_date", "Input should be a valid date (YYYY-MM-DD)", "value_error");
       }
     }
     if (auto v = r.get("status"); v && !v->is_null()) f.status = r.kind("status", *v);

@@ -6,8 +6,8 @@
 #include "http/json.hpp"
 
 #include <boost/json/parse.hpp>
-#include <boost/json/value.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
 
 namespace json = boost::json;
 

@@ -140,7 +140,8 @@ constexpr const char* prepare_upsert =
 
 } // namespace
 
-void append_events_sql(sql_text& out, std::int64_t tenant, const std::vector<outbox_event>& events) {
+void append_events_sql(sql_text& out, std::int64_t tenant,
+                       const std::vector<outbox_event>& events) {
   if (events.empty()) return;
   auto& s = out.body();
   auto tid = std::to_string(tenant);
@@ -224,11 +225,11 @@ void contact_batch::append_sql(sql_text& out) const {
     }
     if (id.empty()) return;
     s += "EXECUTE crm_contacts_upsert(" + tid + "," + out.quote(id.text()) + "," +
-         out.quote(first.text()) + "," + out.quote(last.text()) + "," + out.quote(mail.text()) + "," +
-         out.quote(phone.text()) + "," + out.quote(company.text()) + "," + out.quote(status.text()) +
-         "," + out.quote(source.text()) + "," + out.quote(tags.text()) + "," +
-         out.quote(custom.text()) + "," + out.quote(created.text()) + "," + out.quote(updated.text()) +
-         ");\n";
+         out.quote(first.text()) + "," + out.quote(last.text()) + "," + out.quote(mail.text()) +
+         "," + out.quote(phone.text()) + "," + out.quote(company.text()) + "," +
+         out.quote(status.text()) + "," + out.quote(source.text()) + "," + out.quote(tags.text()) +
+         "," + out.quote(custom.text()) + "," + out.quote(created.text()) + "," +
+         out.quote(updated.text()) + ");\n";
   };
   // One EXECUTE per group (a group holds each contact at most once).
   std::size_t from = 0;
@@ -243,7 +244,6 @@ void contact_batch::append_sql(sql_text& out) const {
   append_events_sql(out, b.tenant_id, b.events);
   append_keys_sql(out, b.tenant_id, b.keys);
 }
-
 
 std::optional<std::int64_t> tenant_of(pg_conn& c, record_kind kind, std::int64_t id) {
   pqxx::read_transaction tx(c.raw());

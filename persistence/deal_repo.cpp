@@ -257,8 +257,8 @@ void deal_batch::append_sql(sql_text& out) const {
     }
     out.need_prepared(history_name, prepare_history);
     s += "EXECUTE crm_deal_history_insert(" + tid;
-    for (auto* a : {&deal, &kind, &from_stage, &to_stage, &from_amount, &to_amount, &currency, &user,
-                    &run, &at})
+    for (auto* a : {&deal, &kind, &from_stage, &to_stage, &from_amount, &to_amount, &currency,
+                    &user, &run, &at})
       s += "," + out.quote(a->text());
     s += ");\n";
   }
@@ -334,12 +334,12 @@ std::string deal_history_page(pg_conn& c, std::int64_t tenant_id, std::int64_t d
                               tenant_id, deal_id)
                    .front()[0]
                    .as<std::int64_t>();
-  auto rows = tx.exec_params(
-      "SELECT id, kind, from_stage_id, to_stage_id, (from_amount * 100)::bigint,"
-      " (to_amount * 100)::bigint, currency, user_id, workflow_run_id,"
-      " (extract(epoch from at) * 1000000)::bigint FROM deal_history"
-      " WHERE tenant_id = $1 AND deal_id = $2 ORDER BY id LIMIT $3 OFFSET $4",
-      tenant_id, deal_id, per_page, static_cast<std::int64_t>(page - 1) * per_page);
+  auto rows =
+      tx.exec_params("SELECT id, kind, from_stage_id, to_stage_id, (from_amount * 100)::bigint,"
+                     " (to_amount * 100)::bigint, currency, user_id, workflow_run_id,"
+                     " (extract(epoch from at) * 1000000)::bigint FROM deal_history"
+                     " WHERE tenant_id = $1 AND deal_id = $2 ORDER BY id LIMIT $3 OFFSET $4",
+                     tenant_id, deal_id, per_page, static_cast<std::int64_t>(page - 1) * per_page);
   boost::json::array items;
   for (const auto& r : rows) {
     auto opt = [](const pqxx::field& f) -> boost::json::value {

@@ -53,8 +53,7 @@ struct deal_batch final : tx_batch {
   std::vector<idempotency_record> keys;
 
   bool empty() const {
-    return deletes.empty() && upserts.empty() && history.empty() && events.empty() &&
-           keys.empty();
+    return deletes.empty() && upserts.empty() && history.empty() && events.empty() && keys.empty();
   }
   std::int64_t tenant() const override { return tenant_id; }
   void append_sql(sql_text& out) const override;

@@ -31,8 +31,9 @@ std::optional<std::int64_t> query_id(const request& req, std::string_view name,
   std::int64_t n = 0;
   auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
   if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
-    issues.push_back(
-        {{std::string("query"), std::string(name)}, "Input should be a valid integer", "int_parsing"});
+    issues.push_back({{std::string("query"), std::string(name)},
+                      "Input should be a valid integer",
+                      "int_parsing"});
     return std::nullopt;
   }
   return n;
@@ -45,7 +46,8 @@ std::optional<std::int32_t> query_date(const request& req, std::string_view name
   auto d = domain::parse_date(*v);
   if (!d)
     issues.push_back({{std::string("query"), std::string(name)},
-                      "Input should be a valid date (YYYY-MM-DD)", "value_error"});
+                      "Input should be a valid date (YYYY-MM-DD)",
+                      "value_error"});
   return d;
 }
 
@@ -170,8 +172,8 @@ void add_pipeline_routes(router& r, services& s) {
   constexpr auto read = permission::read_records;
   constexpr auto manage = permission::manage_automation;
   const char* tag = "pipelines";
-  r.add({verb::get, "/api/v1/pipelines", access::bearer, read, bind(s, list), "List pipelines",
-         tag});
+  r.add(
+      {verb::get, "/api/v1/pipelines", access::bearer, read, bind(s, list), "List pipelines", tag});
   r.add({verb::post, "/api/v1/pipelines", access::bearer, manage, bind(s, create),
          "Create a pipeline (default stages when none are given)", tag, 201});
   r.add({verb::get, "/api/v1/pipelines/{id}", access::bearer, read, bind(s, get),

@@ -1314,11 +1314,10 @@ WORKFLOW_RUNS = "/api/v1/workflow-runs"
 WEBHOOKS = "/api/v1/webhooks"
 SUBSCRIPTIONS = "/api/v1/webhook-subscriptions"
 
-TRIGGER_TYPES = ("contact.created", "contact.updated", "contact.deleted", "contact.status_changed",
-                 "contact.tag_added", "deal.created", "deal.stage_changed", "message.received",
-                 "webhook", "schedule", "manual")
 RECORD_EVENTS = ("contact.created", "contact.updated", "contact.deleted", "contact.status_changed",
-                 "contact.tag_added", "deal.created", "deal.stage_changed", "message.received")
+                 "contact.tag_added", "deal.created", "deal.updated", "deal.stage_changed",
+                 "deal.won", "deal.lost", "deal.deleted", "message.received")
+TRIGGER_TYPES = RECORD_EVENTS + ("webhook", "schedule", "manual")
 CONDITION_OPS = ("eq", "neq", "contains", "in", "gt", "lt", "exists", "changed_to")
 RUN_STATUSES = ("queued", "running", "waiting", "succeeded", "failed")
 FINISHED = ("succeeded", "failed")

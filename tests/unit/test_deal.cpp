@@ -48,7 +48,8 @@ TEST(deal_money, weighted_sums_round_half_up_to_cents_once) {
 }
 
 TEST(deal_currency, knows_iso_4217_codes_from_iso_codes) {
-  for (const char* code : {"USD", "EUR", "BRL", "GBP", "JPY", "CHF"}) EXPECT_TRUE(is_currency(code));
+  for (const char* code : {"USD", "EUR", "BRL", "GBP", "JPY", "CHF"})
+    EXPECT_TRUE(is_currency(code));
   for (const char* code : {"usd", "XXY", "US", "USDD", "", "ABC"}) EXPECT_FALSE(is_currency(code));
 }
 
@@ -58,8 +59,8 @@ TEST(deal_dates, round_trip_and_reject_impossible_dates) {
   EXPECT_EQ(format_date(*d), "2026-12-31");
   EXPECT_EQ(parse_date("1970-01-01"), 0);
   EXPECT_EQ(parse_date("1970-01-02"), 1);
-  for (const char* bad : {"2026-02-30", "2026-13-01", "2026-1-01", "20261231", "2026-12-31T00:00",
-                          "", "0000-01-01"})
+  for (const char* bad :
+       {"2026-02-30", "2026-13-01", "2026-1-01", "20261231", "2026-12-31T00:00", "", "0000-01-01"})
     EXPECT_FALSE(parse_date(bad).has_value()) << bad;
 }
 

@@ -417,11 +417,11 @@ TEST(workflow, deal_actions_check_their_params) {
                        {"type": "move_deal", "params": {"stage_id": "{{trigger.to}}",
                         "position": -1}}])"),
                 issues);
-  EXPECT_EQ(described(issues),
-            (strings{"body/actions/0/params/x:extra_forbidden",
-                     "body/actions/0/params/title:missing", "body/actions/1/params/stage_id:missing",
-                     "body/actions/2/params/stage_id:greater_than_equal",
-                     "body/actions/3/params/position:greater_than_equal"}));
+  EXPECT_EQ(described(issues), (strings{"body/actions/0/params/x:extra_forbidden",
+                                        "body/actions/0/params/title:missing",
+                                        "body/actions/1/params/stage_id:missing",
+                                        "body/actions/2/params/stage_id:greater_than_equal",
+                                        "body/actions/3/params/position:greater_than_equal"}));
   issues.clear();
   auto ok = parse_actions(js(R"([{"type": "create_deal", "params": {"title": "Plan",
                                   "amount": "10.00", "pipeline_id": 3}},
