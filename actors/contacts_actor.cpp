@@ -509,26 +509,6 @@ std::int64_t next_timestamp(std::int64_t previous) {
   return std::max(domain::now_micros(), previous + 1);
 }
 
-// Merges a JSON patch object into a JSON object text (a null value removes the key).
-std::optional<std::string> merge_custom_fields(const std::string& current, const std::string& patch,
-                                               bool replace) {
-  json::error_code ec;
-  auto p = json::parse(patch, ec);
-  if (ec || !p.is_object()) return std::nullopt;
-  json::object out;
-  if (!replace) {
-    auto cur = json::parse(current, ec);
-    if (!ec && cur.is_object()) out = std::move(cur.as_object());
-  }
-  for (auto& kv : p.as_object()) {
-    if (kv.value().is_null())
-      out.erase(kv.key());
-    else
-      out[kv.key()] = kv.value();
-  }
-  return json::serialize(out);
-}
-
 // Adds `extra` to `tags`, skipping case-insensitive duplicates; returns the ones added.
 std::vector<std::string> add_unique(std::vector<std::string>& tags,
                                     const std::vector<std::string>& extra) {
@@ -592,7 +572,7 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
       out.issues.push_back({loc("tags"), "at most 50 tags", "value_error"});
   }
   if (f.custom_fields) {
-    auto merged = merge_custom_fields(c.custom_fields, *f.custom_fields, creating);
+    auto merged = domain::merge_custom_values(c.custom_fields, *f.custom_fields, creating);
     if (!merged) {
       out.issues.push_back(
           {loc("custom_fields"), "Input should be a valid dictionary", "value_error"});
@@ -1044,7 +1024,7 @@ std::vector<issue> apply_company_fields(const contacts_state& st, domain::compan
   if (f.industry) c.industry = *f.industry;
   if (f.address) c.address = *f.address;
   if (f.custom_fields) {
-    auto merged = merge_custom_fields(c.custom_fields, *f.custom_fields, creating);
+    auto merged = domain::merge_custom_values(c.custom_fields, *f.custom_fields, creating);
     if (!merged)
       out.push_back(
           {{"body", "custom_fields"}, "Input should be a valid dictionary", "value_error"});

@@ -554,25 +554,6 @@ std::int64_t rank_at(deals_actor* self, std::int64_t stage, std::int64_t positio
 
 // ---- deal rules that need the state ---------------------------------------------------------
 
-std::optional<std::string> merge_custom(const std::string& current, const std::string& patch,
-                                        bool replace) {
-  json::error_code ec;
-  auto p = json::parse(patch, ec);
-  if (ec || !p.is_object()) return std::nullopt;
-  json::object out;
-  if (!replace) {
-    auto cur = json::parse(current, ec);
-    if (!ec && cur.is_object()) out = std::move(cur.as_object());
-  }
-  for (auto& kv : p.as_object()) {
-    if (kv.value().is_null())
-      out.erase(kv.key());
-    else
-      out[kv.key()] = kv.value();
-  }
-  return json::serialize(out);
-}
-
 std::vector<domain::loc_part> at(std::vector<domain::loc_part> l, std::string key) {
   l.emplace_back(std::move(key));
   return l;
@@ -659,7 +640,7 @@ built build_deal(deals_state& st, const domain::deal* before, const deal_fields&
   }
 
   if (f.custom_fields) {
-    auto merged = merge_custom(d.custom_fields, *f.custom_fields, creating);
+    auto merged = domain::merge_custom_values(d.custom_fields, *f.custom_fields, creating);
     if (!merged) {
       issues.push_back(
           {at(f.loc, "custom_fields"), "Input should be a valid dictionary", "value_error"});

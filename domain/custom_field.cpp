@@ -249,4 +249,23 @@ bool value_equals(std::string_view custom_fields_json, std::string_view key,
   return false;
 }
 
+std::optional<std::string> merge_custom_values(const std::string& current, const std::string& patch,
+                                               bool replace) {
+  boost::json::error_code ec;
+  auto p = boost::json::parse(patch, ec);
+  if (ec || !p.is_object()) return std::nullopt;
+  boost::json::object out;
+  if (!replace) {
+    auto cur = boost::json::parse(current, ec);
+    if (!ec && cur.is_object()) out = std::move(cur.as_object());
+  }
+  for (auto& kv : p.as_object()) {
+    if (kv.value().is_null())
+      out.erase(kv.key());
+    else
+      out[kv.key()] = kv.value();
+  }
+  return boost::json::serialize(out);
+}
+
 } // namespace crm::domain

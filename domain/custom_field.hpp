@@ -71,6 +71,12 @@ std::vector<issue> check_custom_values(const field_definitions& defs, field_enti
                                        std::string_view written, std::string_view merged,
                                        bool creating, const std::vector<loc_part>& prefix);
 
+// A record's custom_fields after a write: `patch` (a JSON object text) merged key by key into
+// `current` (null removes a key), or replacing it when `replace` (a create). Nothing when the
+// patch is not an object.
+std::optional<std::string> merge_custom_values(const std::string& current, const std::string& patch,
+                                               bool replace);
+
 // Converts a CSV cell to the JSON text of a value of `t` ("42" → 42 for numbers, "true"/"1" for
 // booleans); nothing if it cannot be converted (the caller keeps the text, validation reports).
 std::optional<std::string> cell_to_json(field_type t, std::string_view cell);
