@@ -88,23 +88,35 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
     ct.updated_at = r[11].as<std::int64_t>();
     snap.contacts.push_back(std::move(ct));
   }
-  auto keys =
-      tx.exec_params("SELECT key, request_hash, status, response,"
-                     " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
-                     " WHERE tenant_id = $1 AND created_at > now() - interval '24 hours'",
-                     tenant_id);
-  snap.event_listeners =
-      tx.exec_params("SELECT EXISTS (SELECT 1 FROM workflows WHERE tenant_id = $1 AND is_active"
-                     " AND trigger_type NOT IN ('webhook', 'schedule', 'manual'))"
-                     " OR EXISTS (SELECT 1 FROM webhook_subscriptions"
-                     " WHERE tenant_id = $1 AND is_active)",
-                     tenant_id)
-          .front()[0]
-          .as<bool>();
-  for (const auto& r : keys)
-    snap.keys.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int>(),
-                         r[3].as<std::string>(), r[4].as<std::int64_t>()});
+  snap.keys = recent_keys(tx, tenant_id, "");
+  snap.event_listeners = has_event_listeners(tx, tenant_id);
   return snap;
+}
+
+bool has_event_listeners(pqxx::transaction_base& tx, std::int64_t tenant_id) {
+  return tx
+      .exec_params("SELECT EXISTS (SELECT 1 FROM workflows WHERE tenant_id = $1 AND is_active"
+                   " AND trigger_type NOT IN ('webhook', 'schedule', 'manual'))"
+                   " OR EXISTS (SELECT 1 FROM webhook_subscriptions"
+                   " WHERE tenant_id = $1 AND is_active)",
+                   tenant_id)
+      .front()[0]
+      .as<bool>();
+}
+
+std::vector<idempotency_record> recent_keys(pqxx::transaction_base& tx, std::int64_t tenant_id,
+                                            const std::string& prefix) {
+  auto rows = tx.exec_params(
+      "SELECT key, request_hash, status, response,"
+      " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
+      " WHERE tenant_id = $1 AND starts_with(key, $2) AND created_at > now() - interval '24 hours'",
+      tenant_id, prefix);
+  std::vector<idempotency_record> keys;
+  keys.reserve(rows.size());
+  for (const auto& r : rows)
+    keys.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int>(),
+                    r[3].as<std::string>(), r[4].as<std::int64_t>()});
+  return keys;
 }
 
 std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n) {

@@ -31,6 +31,13 @@ struct contacts_snapshot {
 
 contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id);
 
+// What every record actor's load reads besides its records (inside its read transaction):
+// whether an active record-event workflow or webhook subscription exists, and the idempotency
+// keys younger than 24 h whose key starts with `prefix` ("" for all).
+bool has_event_listeners(pqxx::transaction_base& tx, std::int64_t tenant_id);
+std::vector<idempotency_record> recent_keys(pqxx::transaction_base& tx, std::int64_t tenant_id,
+                                            const std::string& prefix);
+
 // Reserves `n` ids from the shared sequence of `contacts` or `companies`.
 enum class id_kind : std::uint8_t { contact, company };
 std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n);

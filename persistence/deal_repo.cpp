@@ -150,22 +150,8 @@ deals_snapshot load_deals(pg_conn& c, std::int64_t tenant_id) {
     d.closed_at = opt_int(r[16]);
     snap.deals.push_back(std::move(d));
   }
-  auto keys = tx.exec_params(
-      "SELECT key, request_hash, status, response,"
-      " (extract(epoch from created_at) * 1000000)::bigint FROM idempotency_keys"
-      " WHERE tenant_id = $1 AND key LIKE 'deals:%' AND created_at > now() - interval '24 hours'",
-      tenant_id);
-  for (const auto& r : keys)
-    snap.keys.push_back({r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<int>(),
-                         r[3].as<std::string>(), r[4].as<std::int64_t>()});
-  snap.event_listeners =
-      tx.exec_params("SELECT EXISTS (SELECT 1 FROM workflows WHERE tenant_id = $1 AND is_active"
-                     " AND trigger_type NOT IN ('webhook', 'schedule', 'manual'))"
-                     " OR EXISTS (SELECT 1 FROM webhook_subscriptions"
-                     " WHERE tenant_id = $1 AND is_active)",
-                     tenant_id)
-          .front()[0]
-          .as<bool>();
+  snap.keys = recent_keys(tx, tenant_id, "deals:");
+  snap.event_listeners = has_event_listeners(tx, tenant_id);
   return snap;
 }
 
