@@ -67,6 +67,28 @@ inline void release_waiting(waiting_list& waiting, const domain::failure* error)
   }
 }
 
+// Runs the requests a record actor holds (each with `k` and `fail`), in order, while `ready`
+// admits the first; with `error`, fails the ones it refuses instead (a load or an id
+// reservation failed). Returns the first request still held, or null.
+template <class Held, class Ready>
+const Held* run_held(std::deque<Held>& held, Ready ready, const domain::failure* error) {
+  while (!held.empty()) {
+    auto& h = held.front();
+    if (ready(h)) {
+      auto k = std::move(h.k);
+      held.pop_front();
+      k();
+    } else if (error) {
+      auto f = std::move(h.fail);
+      held.pop_front();
+      f(*error);
+    } else {
+      return &held.front();
+    }
+  }
+  return nullptr;
+}
+
 template <class T>
 std::function<void(const domain::failure&)> fail_with(callback<T> reply) {
   return [reply](const domain::failure& f) { reply(f); };

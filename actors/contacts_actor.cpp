@@ -4,6 +4,8 @@
 // one transaction when no other commit is in flight (group commit). Memory changes and replies
 // follow COMMIT; a failed commit answers 503 to its writes and to those staged behind them.
 #include "actors/contacts.hpp"
+
+#include "actors/async_io.hpp"
 #include "actors/deals.hpp"
 #include "actors/group_batch.hpp"
 
@@ -148,11 +150,6 @@ failure missing_company() {
   return failure::of(errc::not_found, "company not found");
 }
 
-template <class T>
-std::function<void(const failure&)> fail_with(callback<T> reply) {
-  return [reply](const failure& f) { reply(f); };
-}
-
 // ---- projection ------------------------------------------------------------------------
 
 const domain::contact* projected_contact(contacts_state& st, std::int64_t id) {
@@ -294,22 +291,11 @@ void when_ready(contacts_actor* self, need n, std::function<void(const failure&)
 // cannot run is answered with it instead (a load or an id reservation failed).
 void drain(contacts_actor* self, const failure* error) {
   auto& st = self->state;
-  while (!st.waiting.empty()) {
-    auto& h = st.waiting.front();
-    if (ready(st, h)) {
-      auto k = std::move(h.k);
-      st.waiting.pop_front();
-      k();
-    } else if (error) {
-      auto f = std::move(h.fail);
-      st.waiting.pop_front();
-      f(*error);
-    } else {
-      if (st.loaded && (st.contact_ids.size() < h.ids || st.company_ids.size() < h.company_ids))
-        reserve(self);
-      break;
-    }
-  }
+  auto first = run_held(
+      st.waiting, [&st](const held& h) { return ready(st, h); }, error);
+  if (first && st.loaded &&
+      (st.contact_ids.size() < first->ids || st.company_ids.size() < first->company_ids))
+    reserve(self);
   if (st.stopping && idle_pipeline(st) && st.waiting.empty()) self->quit();
 }
 

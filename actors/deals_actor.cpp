@@ -324,21 +324,9 @@ void when_ready(deals_actor* self, need n, std::function<void(const failure&)> f
 
 void drain(deals_actor* self, const failure* error) {
   auto& st = self->state;
-  while (!st.waiting.empty()) {
-    auto& h = st.waiting.front();
-    if (ready(st, h)) {
-      auto k = std::move(h.k);
-      st.waiting.pop_front();
-      k();
-    } else if (error) {
-      auto f = std::move(h.fail);
-      st.waiting.pop_front();
-      f(*error);
-    } else {
-      if (st.loaded && st.ids.size() < h.ids) reserve(self);
-      break;
-    }
-  }
+  auto first = run_held(
+      st.waiting, [&st](const held& h) { return ready(st, h); }, error);
+  if (first && st.loaded && st.ids.size() < first->ids) reserve(self);
   settle(self);
 }
 
@@ -665,54 +653,54 @@ built build_deal(deals_state& st, const domain::deal* before, const deal_fields&
   return out;
 }
 
+// The reference issues of each item of a write (contact, company, owner not the tenant's).
+using ref_issues = std::vector<std::vector<domain::issue>>;
+
 // References (contact, company, owner) that a write names are checked in Postgres, which
-// holds every acknowledged write; then `k` runs in the actor with the issues found.
+// holds every acknowledged write; then `k` runs in the actor with the issues found, or with
+// the failure when Postgres could not answer.
 void check_refs(deals_actor* self, const std::vector<const deal_fields*>& items,
-                std::function<void(std::vector<std::vector<domain::issue>>)> k) {
+                std::function<void(domain::outcome<ref_issues>)> k) {
+  struct asked {
+    std::optional<std::int64_t> contact, company, owner;
+    std::vector<domain::loc_part> loc;
+  };
+  std::vector<asked> asks;
   persistence::deal_refs wanted;
   for (auto f : items) {
-    if (f->contact_id && *f->contact_id) wanted.contacts.push_back(**f->contact_id);
-    if (f->company_id && *f->company_id) wanted.companies.push_back(**f->company_id);
-    if (f->owner_id && *f->owner_id) wanted.users.push_back(**f->owner_id);
+    auto& a = asks.emplace_back();
+    a.loc = f->loc;
+    if (f->contact_id && *f->contact_id) wanted.contacts.push_back(*(a.contact = *f->contact_id));
+    if (f->company_id && *f->company_id) wanted.companies.push_back(*(a.company = *f->company_id));
+    if (f->owner_id && *f->owner_id) wanted.users.push_back(*(a.owner = *f->owner_id));
   }
-  std::vector<std::vector<domain::issue>> none(items.size());
   if (wanted.contacts.empty() && wanted.companies.empty() && wanted.users.empty())
-    return k(std::move(none));
-  std::vector<deal_fields> copies;
-  for (auto f : items) copies.push_back(*f);
+    return k(ref_issues(items.size()));
   db<persistence::deal_refs>(
       self,
       [tid = self->state.env.tenant_id, wanted](persistence::pg_conn& c) {
         return persistence::existing_refs(c, tid, wanted);
       },
-      [copies = std::move(copies), k = std::move(k)](domain::outcome<persistence::deal_refs> r) {
-        std::vector<std::vector<domain::issue>> out(copies.size());
-        if (!r) {
-          // The caller answers the failure: one empty issue list with an "unavailable" marker.
-          out.assign(copies.size(), {{{}, r.error().detail, "unavailable"}});
-          return k(std::move(out));
-        }
+      [asks = std::move(asks), k = std::move(k)](domain::outcome<persistence::deal_refs> r) {
+        if (!r) return k(r.error());
         auto has = [](const std::vector<std::int64_t>& v, std::int64_t id) {
           return std::find(v.begin(), v.end(), id) != v.end();
         };
-        for (std::size_t i = 0; i < copies.size(); ++i) {
-          auto& f = copies[i];
-          if (f.contact_id && *f.contact_id && !has(r->contacts, **f.contact_id))
+        ref_issues out(asks.size());
+        for (std::size_t i = 0; i < asks.size(); ++i) {
+          auto& a = asks[i];
+          if (a.contact && !has(r->contacts, *a.contact))
             out[i].push_back(
-                {at(f.loc, "contact_id"), "contact not found in this tenant", "value_error"});
-          if (f.company_id && *f.company_id && !has(r->companies, **f.company_id))
+                {at(a.loc, "contact_id"), "contact not found in this tenant", "value_error"});
+          if (a.company && !has(r->companies, *a.company))
             out[i].push_back(
-                {at(f.loc, "company_id"), "company not found in this tenant", "value_error"});
-          if (f.owner_id && *f.owner_id && !has(r->users, **f.owner_id))
-            out[i].push_back({at(f.loc, "owner_id"),
+                {at(a.loc, "company_id"), "company not found in this tenant", "value_error"});
+          if (a.owner && !has(r->users, *a.owner))
+            out[i].push_back({at(a.loc, "owner_id"),
                               "owner_id must be an active user of the tenant", "value_error"});
         }
         k(std::move(out));
       });
-}
-
-bool unavailable(const std::vector<domain::issue>& issues) {
-  return issues.size() == 1 && issues[0].type == "unavailable";
 }
 
 // ---- idempotency ----------------------------------------------------------------------------
@@ -791,11 +779,11 @@ std::optional<domain::deal> stage_create(deals_actor* self, const deal_fields& f
 void do_create(deals_actor* self, deal_fields f, deal_actor_ref who, idempotency key,
                callback<stored_response> reply) {
   std::vector<const deal_fields*> items{&f};
-  check_refs(self, items, [self, f, who, key, reply](std::vector<std::vector<domain::issue>> refs) {
-    if (unavailable(refs[0])) return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
+  check_refs(self, items, [self, f, who, key, reply](domain::outcome<ref_issues> found) {
+    if (!found) return reply(found.error());
     when_ready(
         self, need::write, fail_with(reply),
-        [self, f, who, key, reply, refs = std::move(refs)]() mutable {
+        [self, f, who, key, reply, refs = std::move(*found)]() mutable {
           if (answer_known_key(self, key, reply)) return;
           auto issues = f.issues;
           issues.insert(issues.end(), refs[0].begin(), refs[0].end());
@@ -819,16 +807,15 @@ void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref w
              callback<stored_response> reply) {
   std::vector<const deal_fields*> ptrs;
   for (auto& f : items) ptrs.push_back(&f);
-  auto n = items.size();
+  // check_refs copies what it needs from `ptrs` before the lambda below is called; moving the
+  // vector keeps its elements where they are.
   check_refs(
       self, ptrs,
-      [self, items = std::move(items), who, key, reply,
-       n](std::vector<std::vector<domain::issue>> refs) mutable {
-        if (n > 0 && unavailable(refs[0]))
-          return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
+      [self, items = std::move(items), who, key, reply](domain::outcome<ref_issues> found) mutable {
+        if (!found) return reply(found.error());
         when_ready(
             self, need::write, fail_with(reply),
-            [self, items = std::move(items), who, key, reply, refs = std::move(refs)]() mutable {
+            [self, items = std::move(items), who, key, reply, refs = std::move(*found)]() mutable {
               if (answer_known_key(self, key, reply)) return;
               json::array results;
               for (std::size_t i = 0; i < items.size(); ++i) {
@@ -866,10 +853,10 @@ void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref w
 void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref who,
                callback<domain::deal> reply) {
   std::vector<const deal_fields*> items{&f};
-  check_refs(self, items, [self, id, f, who, reply](std::vector<std::vector<domain::issue>> refs) {
-    if (unavailable(refs[0])) return reply(failure::of(errc::service_unavailable, refs[0][0].msg));
+  check_refs(self, items, [self, id, f, who, reply](domain::outcome<ref_issues> found) {
+    if (!found) return reply(found.error());
     when_ready(self, need::write, fail_with(reply),
-               [self, id, f, who, reply, refs = std::move(refs)]() mutable {
+               [self, id, f, who, reply, refs = std::move(*found)]() mutable {
                  auto& st = self->state;
                  auto found = projected(st, id);
                  if (!found)

@@ -304,6 +304,25 @@ actors::stage_patch read_stage(const json::object& o, bool creating, std::vector
   return p;
 }
 
+actors::deal_actor_ref who_of(const exchange_ptr& ex) {
+  return {ex->who.user_id, std::nullopt, 0};
+}
+
+std::optional<std::int64_t> query_id(const request& req, std::string_view name,
+                                     std::vector<issue>& issues) {
+  auto v = req.query_value(name);
+  if (!v) return std::nullopt;
+  std::int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
+    issues.push_back({{std::string("query"), std::string(name)},
+                      "Input should be a valid integer",
+                      "int_parsing"});
+    return std::nullopt;
+  }
+  return n;
+}
+
 std::optional<deal_list_params> read_deal_query(const request& req, std::vector<issue>& issues) {
   deal_list_params p;
   auto page = query_int(req, "page", 1, 1, 1'000'000, issues);
@@ -312,14 +331,8 @@ std::optional<deal_list_params> read_deal_query(const request& req, std::vector<
   auto bad = [&](const std::string& name, std::string msg, std::string type) {
     issues.push_back({{std::string("query"), name}, std::move(msg), std::move(type)});
   };
-  auto id = [&](const std::string& name, const std::string& v) -> std::optional<std::int64_t> {
-    std::int64_t n = 0;
-    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || ptr != v.data() + v.size() || n < 1) {
-      bad(name, "Input should be a valid integer", "int_parsing");
-      return std::nullopt;
-    }
-    return n;
+  auto id = [&](const std::string& name, const std::string&) {
+    return query_id(req, name, issues);
   };
   for (auto& [k, v] : req.query) {
     if (k == "pipeline_id")

@@ -4,6 +4,7 @@
 // actor checks.
 #pragma once
 #include "actors/deals.hpp"
+#include "http/exchange.hpp"
 #include "http/message.hpp"
 
 #include <boost/json/fwd.hpp>
@@ -27,6 +28,13 @@ actors::pipeline_patch read_pipeline_patch(const boost::json::object& o,
 // A new stage (`creating`: name required) or a stage patch.
 actors::stage_patch read_stage(const boost::json::object& o, bool creating,
                                std::vector<domain::issue>& issues);
+
+// The user acting on deals in this request (recorded in their history).
+actors::deal_actor_ref who_of(const exchange_ptr& ex);
+
+// A positive integer query parameter (422 int_parsing at ["query", name]); nothing if absent.
+std::optional<std::int64_t> query_id(const request& req, std::string_view name,
+                                     std::vector<domain::issue>& issues);
 
 struct deal_list_params {
   domain::deal_query query;

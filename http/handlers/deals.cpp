@@ -21,12 +21,6 @@ using domain::issue;
 
 constexpr std::size_t max_bulk = 1000;
 
-actors::deal_actor_ref who_of(const exchange_ptr& ex) {
-  actors::deal_actor_ref who;
-  who.user_id = ex->who.user_id;
-  return who;
-}
-
 actors::callback<domain::deal> deal_reply(const exchange_ptr& ex) {
   return actors::callback<domain::deal>([ex](domain::outcome<domain::deal> r) {
     if (!r) return ex->fail(r.error());

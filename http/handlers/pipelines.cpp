@@ -18,27 +18,6 @@ namespace {
 using domain::failure;
 using domain::issue;
 
-actors::deal_actor_ref who_of(const exchange_ptr& ex) {
-  actors::deal_actor_ref who;
-  who.user_id = ex->who.user_id;
-  return who;
-}
-
-std::optional<std::int64_t> query_id(const request& req, std::string_view name,
-                                     std::vector<issue>& issues) {
-  auto v = req.query_value(name);
-  if (!v) return std::nullopt;
-  std::int64_t n = 0;
-  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
-    issues.push_back({{std::string("query"), std::string(name)},
-                      "Input should be a valid integer",
-                      "int_parsing"});
-    return std::nullopt;
-  }
-  return n;
-}
-
 std::optional<std::int32_t> query_date(const request& req, std::string_view name,
                                        std::vector<issue>& issues) {
   auto v = req.query_value(name);
