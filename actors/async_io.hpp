@@ -89,6 +89,34 @@ const Held* run_held(std::deque<Held>& held, Ready ready, const domain::failure*
   return nullptr;
 }
 
+// Work that runs one step at a time inside an actor (conversation changes, an area's writes):
+// each step calls done() however it ends, and the next queued step starts then.
+class one_at_a_time {
+public:
+  void run(continuation k) {
+    if (busy_) {
+      queue_.push_back(std::move(k));
+      return;
+    }
+    busy_ = true;
+    k();
+  }
+  void done() {
+    if (queue_.empty()) {
+      busy_ = false;
+      return;
+    }
+    auto k = std::move(queue_.front());
+    queue_.pop_front();
+    k();
+  }
+  bool busy() const { return busy_; }
+
+private:
+  bool busy_ = false;
+  std::deque<continuation> queue_;
+};
+
 template <class T>
 std::function<void(const domain::failure&)> fail_with(callback<T> reply) {
   return [reply](const domain::failure& f) { reply(f); };

@@ -62,6 +62,7 @@ struct conversation_filter {
 struct conversation_patch {
   std::optional<domain::conversation_status> status;
   std::optional<std::optional<std::int64_t>> assignee_id;
+  std::optional<bool> ai_paused; // false: agents may answer again after a hand-off
 };
 void list_conversations(runtime& rt, std::int64_t tenant, conversation_filter f,
                         callback<std::string> reply);
@@ -84,5 +85,27 @@ struct outbound_request {
 };
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
                   callback<std::string> reply);
+
+// An AI agent's decision on an inbound message (docs/ai.md). The channel actor applies it in
+// the conversation's order: when the conversation was handed to a person meanwhile
+// (ai_paused), the text is not sent and the decision is stored as dropped. Answers
+// {"reply_id", "message_ids", "dropped"}.
+struct agent_reply {
+  std::int64_t agent_id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t message_id = 0;
+  std::optional<std::string> text; // the message to send, if any
+  std::string intent;
+  std::optional<std::string> handoff_reason; // set: hand the conversation to a person
+  std::optional<std::int64_t> assignee_id;   // with a hand-off
+  std::vector<std::int64_t> passages;
+  std::string provider;
+  std::optional<int> prompt_tokens, completion_tokens;
+  double latency_ms = 0;
+  std::optional<std::string> error;
+  int depth = 0;
+};
+void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
+                         callback<std::string> reply);
 
 } // namespace crm::actors

@@ -12,6 +12,7 @@
 //   client's thread; each attempt's outcome is stored (sent, queued again, failed).
 #include "actors/channels.hpp"
 
+#include "actors/agents.hpp"
 #include "actors/async_io.hpp"
 #include "actors/contacts.hpp"
 #include "actors/system.hpp"
@@ -47,6 +48,8 @@ template <>
 struct allowed_unsafe_message_type<crm::actors::conversation_patch> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::outbound_request> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::agent_reply> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -63,6 +66,7 @@ using read_atom = caf::atom_constant<caf::atom("read")>;
 using msgs_atom = caf::atom_constant<caf::atom("msgs")>;
 using send_atom = caf::atom_constant<caf::atom("send")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using agent_atom = caf::atom_constant<caf::atom("agent")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -87,8 +91,7 @@ struct channels_state {
   // to COMMIT; outbound; status, assignee, read): each computes the conversation (found or new,
   // unread count, last message time, status) from the state the previous one left, and the
   // first message of a new sender has its contact and identity in place before the next.
-  bool conv_busy = false;
-  std::deque<continuation> conv_queue;
+  one_at_a_time conv;
 
   int pending_io = 0;
   std::int64_t published_mailbox = 0;
@@ -231,24 +234,11 @@ void answer_inbound(ch_actor* self, const std::pair<std::int64_t, std::string>& 
 }
 
 void conv_serial(ch_actor* self, continuation k) {
-  auto& st = self->state;
-  if (st.conv_busy) {
-    st.conv_queue.push_back(std::move(k));
-    return;
-  }
-  st.conv_busy = true;
-  k();
+  self->state.conv.run(std::move(k));
 }
 
 void conv_done(ch_actor* self) {
-  auto& st = self->state;
-  if (st.conv_queue.empty()) {
-    st.conv_busy = false;
-    return;
-  }
-  auto k = std::move(st.conv_queue.front());
-  st.conv_queue.pop_front();
-  k();
+  self->state.conv.done();
 }
 
 // Inside conv_serial().
@@ -294,8 +284,8 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.event_payload = json::serialize(payload);
   db<persistence::inbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_inbound(c, w); },
-      [self, key, external = m.contact.external_id,
-       contact_id = contact.id](domain::outcome<persistence::inbound_written> r) {
+      [self, key, external = m.contact.external_id, contact_id = contact.id, text = m.text,
+       depth](domain::outcome<persistence::inbound_written> r) {
         auto& st = self->state;
         if (!r) {
           conv_done(self);
@@ -308,6 +298,12 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
           // The workflow actor takes message.received from the outbox.
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                            caf::make_message(outbox_atom::value));
+          // An auto-replying agent of the channel answers, unless a person has the
+          // conversation (docs/ai.md).
+          if (!r->conversation.ai_paused)
+            ai_on_inbound(*st.env.rt->owner, st.env.tenant_id,
+                          ai_inbound{r->conversation.id, key.first, contact_id, r->ids.message_id,
+                                     text, depth});
         }
         answer_inbound(self, key, r->ids, r->duplicate);
         // Only now, with the conversation as this message left it, may the next one be stored.
@@ -548,6 +544,8 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
     w.conversation.status = domain::conversation_status::open;
   w.conversation.last_message_at = now;
   w.conversation.updated_at = std::max(now, conv->updated_at + 1);
+  // A person answering takes the conversation back from the hand-off: agents may answer again.
+  if (req.sender_user_id) w.conversation.ai_paused = false;
   w.text = std::move(req.text);
   w.sender_user_id = req.sender_user_id;
   w.created_at = now;
@@ -600,6 +598,7 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
     auto next = it->second;
     if (p.status) next.status = *p.status;
     if (p.assignee_id) next.assignee_id = *p.assignee_id;
+    if (p.ai_paused) next.ai_paused = *p.ai_paused;
     next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
     save_conv(self, std::move(next), reply);
   };
@@ -616,6 +615,86 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
         reply(failure::invalid({{{"body", "assignee_id"},
                                  "assignee_id must be an active user of the tenant",
                                  "value_error"}}));
+      });
+}
+
+// ---- AI agents' replies ----------------------------------------------------------------------
+
+// Inside conv_serial(): applies an agent's decision to the conversation as it is now.
+void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> reply_to) {
+  auto& st = self->state;
+  auto reply = [self, reply_to](domain::outcome<std::string> r) {
+    conv_done(self);
+    reply_to(std::move(r));
+  };
+  auto it = st.conversations.find(a.conversation_id);
+  if (it == st.conversations.end())
+    return reply(failure::of(errc::not_found, "conversation not found"));
+  auto& conv = it->second;
+  auto ch = st.channels.find(conv.channel_id);
+  auto now = domain::now_micros();
+  persistence::agent_reply_write w;
+  w.tenant_id = st.env.tenant_id;
+  w.agent_id = a.agent_id;
+  w.conversation = conv;
+  w.message_id = a.message_id;
+  w.intent = a.intent;
+  w.handoff = a.handoff_reason.has_value();
+  w.handoff_reason = a.handoff_reason;
+  w.passages = a.passages;
+  w.provider = a.provider;
+  w.prompt_tokens = a.prompt_tokens;
+  w.completion_tokens = a.completion_tokens;
+  w.latency_ms = a.latency_ms;
+  w.error = a.error;
+  w.created_at = now;
+  w.depth = a.depth;
+  // Handed to a person since this message arrived: the agent no longer speaks in it.
+  w.dropped = conv.ai_paused;
+  auto& next = w.conversation;
+  if (!w.dropped) {
+    bool can_send = ch != st.channels.end() && ch->second.is_active;
+    if (a.text && can_send) {
+      w.texts.push_back(*a.text);
+      next.last_message_at = now;
+      if (next.status == domain::conversation_status::closed)
+        next.status = domain::conversation_status::open;
+    }
+    if (a.handoff_reason) {
+      next.status = domain::conversation_status::pending;
+      next.ai_paused = true;
+      next.handoff_reason = a.handoff_reason;
+      if (a.assignee_id) next.assignee_id = a.assignee_id;
+    }
+    next.updated_at = std::max(now, conv.updated_at + 1);
+    json::object payload{{"agent_id", a.agent_id},        {"conversation_id", conv.id},
+                         {"channel_id", conv.channel_id}, {"contact_id", conv.contact_id},
+                         {"message_id", a.message_id},    {"intent", a.intent},
+                         {"handoff", w.handoff},          {"tenant_id", st.env.tenant_id}};
+    payload["handoff_reason"] =
+        a.handoff_reason ? json::value(*a.handoff_reason) : json::value(nullptr);
+    payload["assignee_id"] = next.assignee_id ? json::value(*next.assignee_id) : json::value();
+    json::array passages;
+    for (auto p : a.passages) passages.push_back(p);
+    payload["passages"] = std::move(passages);
+    w.event_payload = json::serialize(payload);
+  }
+  db<persistence::agent_reply_written>(
+      self, [w](persistence::pg_conn& c) { return persistence::store_agent_reply(c, w); },
+      [self, reply, w](domain::outcome<persistence::agent_reply_written> r) {
+        if (!r) return reply(r.error());
+        if (!w.dropped) {
+          auto& st = self->state;
+          keep_conversation(st, w.conversation);
+          // ai.replied / ai.handoff wait in the outbox for webhook subscriptions.
+          st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                           caf::make_message(outbox_atom::value));
+        }
+        json::array ids;
+        for (auto& m : r->messages) ids.push_back(m.id);
+        reply(json::serialize(json::object{
+            {"reply_id", r->reply_id}, {"message_ids", std::move(ids)}, {"dropped", w.dropped}}));
+        for (auto& m : r->messages) attempt_send(self, m);
       });
 }
 
@@ -802,6 +881,12 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           conv_serial(self, [self, req, reply] { do_send(self, req, reply); });
         });
       },
+      [self, measure](agent_atom, agent_reply& a, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, a = std::move(a), reply]() mutable {
+          conv_serial(self, [self, a, reply] { apply_agent_reply(self, a, reply); });
+        });
+      },
       [self](stop_atom) {
         self->state.stopping = true;
         settle(self);
@@ -868,6 +953,10 @@ void list_messages(runtime& rt, std::int64_t tenant, std::int64_t conversation_i
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
                   callback<std::string> reply) {
   send(rt, tenant, caf::make_message(send_atom::value, std::move(req), std::move(reply)));
+}
+void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
+                         callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(agent_atom::value, std::move(r), std::move(reply)));
 }
 
 } // namespace crm::actors

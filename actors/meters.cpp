@@ -22,6 +22,11 @@ automation_meter& automation_counts() {
   return m;
 }
 
+ai_meter& ai_counts() {
+  static ai_meter m;
+  return m;
+}
+
 commit_meter& group_commits() {
   static commit_meter m;
   return m;
@@ -92,6 +97,37 @@ void write_actor_metrics(std::string& out) {
           {{"received", am.messages_received.load()},
            {"sent", am.messages_sent.load()},
            {"failed", am.messages_failed.load()}});
+  auto& ai = ai_counts();
+  const char* providers[] = {"builtin", "openai_compatible"};
+  const char* intents[] = {"greeting",  "faq",      "booking", "billing", "results",
+                           "complaint", "clinical", "urgent",  "other"};
+  const char* reasons[] = {"none",      "urgent",    "clinical",      "keyword",
+                           "complaint", "no_answer", "provider_error"};
+  out += "# HELP carecrm_ai_replies_total AI agent decisions on messages, by provider and intent.\n"
+         "# TYPE carecrm_ai_replies_total counter\n";
+  for (std::size_t p = 0; p < ai_meter::providers; ++p)
+    for (std::size_t i = 0; i < ai_meter::intents; ++i)
+      out += std::string("carecrm_ai_replies_total{provider=\"") + providers[p] + "\",intent=\"" +
+             intents[i] + "\"} " + std::to_string(ai.replies[p][i].load()) + "\n";
+  out += "# HELP carecrm_ai_handoffs_total Conversations AI agents handed to a person, by reason.\n"
+         "# TYPE carecrm_ai_handoffs_total counter\n";
+  for (std::size_t r = 1; r < ai_meter::reasons; ++r)
+    out += std::string("carecrm_ai_handoffs_total{reason=\"") + reasons[r] + "\"} " +
+           std::to_string(ai.handoffs[r].load()) + "\n";
+  out += "# HELP carecrm_ai_provider_requests_total Calls to model providers, by outcome.\n"
+         "# TYPE carecrm_ai_provider_requests_total counter\n";
+  for (std::size_t p = 1; p < ai_meter::providers; ++p)
+    out += std::string("carecrm_ai_provider_requests_total{provider=\"") + providers[p] +
+           "\",outcome=\"ok\"} " + std::to_string(ai.calls_ok[p].load()) + "\n" +
+           "carecrm_ai_provider_requests_total{provider=\"" + providers[p] +
+           "\",outcome=\"error\"} " + std::to_string(ai.calls_failed[p].load()) + "\n";
+  out += "# HELP carecrm_ai_provider_seconds Time to an agent's answer, by provider.\n"
+         "# TYPE carecrm_ai_provider_seconds summary\n";
+  for (std::size_t p = 0; p < ai_meter::providers; ++p)
+    out += std::string("carecrm_ai_provider_seconds_sum{provider=\"") + providers[p] + "\"} " +
+           std::to_string(static_cast<double>(ai.latency_micros[p].load()) / 1e6) + "\n" +
+           "carecrm_ai_provider_seconds_count{provider=\"" + providers[p] + "\"} " +
+           std::to_string(ai.latency_count[p].load()) + "\n";
   out += "# HELP carecrm_actor_instances Live actors, per type.\n"
          "# TYPE carecrm_actor_instances gauge\n";
   for (auto& m : all_meters())

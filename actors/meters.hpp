@@ -42,6 +42,20 @@ struct automation_meter {
 };
 automation_meter& automation_counts();
 
+// AI agents (docs/ai.md): decisions by provider and intent, hand-offs by reason, provider calls
+// by outcome and their latency. Indexes follow domain::ai_provider, domain::ai::intent and
+// domain::ai::handoff_reason.
+struct ai_meter {
+  static constexpr std::size_t providers = 2, intents = 9, reasons = 7;
+  std::atomic<std::uint64_t> replies[providers][intents]{};
+  std::atomic<std::uint64_t> handoffs[reasons]{};
+  std::atomic<std::uint64_t> calls_ok[providers]{};
+  std::atomic<std::uint64_t> calls_failed[providers]{};
+  std::atomic<std::uint64_t> latency_micros[providers]{};
+  std::atomic<std::uint64_t> latency_count[providers]{};
+};
+ai_meter& ai_counts();
+
 // Process-wide: metrics describe the process, whatever the number of actor systems.
 actor_meter& meter(const std::string& actor_type);
 

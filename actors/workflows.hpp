@@ -32,6 +32,7 @@ struct automation_options {
   double retry_max = 3600;            // longest delay between attempts
   double retry_window = 86400;        // keep retrying for at least this long
   double poll_interval = 1;           // sweeper period (seconds)
+  double ai_timeout = 20;             // one call to an AI agent's model provider (seconds)
   // Reads an update_contact action's `fields` with the rules of PATCH /contacts/{id} (the
   // HTTP layer's reader: the actors do not parse request bodies themselves).
   std::function<contact_fields(const boost::json::object&, std::vector<domain::issue>&)>

@@ -11,6 +11,7 @@
 // Nothing blocks the actor: the pool and the HTTP client answer with continuations.
 #include "actors/workflows.hpp"
 
+#include "actors/agents.hpp"
 #include "actors/async_io.hpp"
 #include "actors/channels.hpp"
 #include "actors/system.hpp"
@@ -387,6 +388,8 @@ void run_http_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
 void run_send_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
+void run_ai_reply_action(wf_actor* self, std::int64_t id, json::object step,
+                         const json::object& params);
 void run_deal_action(wf_actor* self, std::int64_t id, json::object step, domain::action_type type,
                      const json::object& params);
 
@@ -463,6 +466,7 @@ void advance(wf_actor* self, std::int64_t id) {
   }
   case domain::action_type::http_request: return run_http_action(self, id, std::move(step), params);
   case domain::action_type::send_message: return run_send_action(self, id, std::move(step), params);
+  case domain::action_type::ai_reply: return run_ai_reply_action(self, id, std::move(step), params);
   case domain::action_type::create_deal:
   case domain::action_type::move_deal:
     return run_deal_action(self, id, std::move(step), known, params);
@@ -728,6 +732,58 @@ void run_send_action(wf_actor* self, std::int64_t id, json::object step,
         finish_step(self, id, std::move(step), true, std::move(result), {});
       });
   send_message(*st.env.rt->owner, st.env.tenant_id, std::move(req),
+               callback<std::string>(std::move(k)));
+}
+
+// ai_reply: the agent (params.agent_id, else the auto-replying agent of the trigger's channel)
+// answers the trigger's message (message.received) in its conversation, hand-off rules and all.
+void run_ai_reply_action(wf_actor* self, std::int64_t id, json::object step,
+                         const json::object& params) {
+  auto& st = self->state;
+  auto& r = st.runs.at(id).run;
+  auto as_id = [](const json::value* v) -> std::optional<std::int64_t> {
+    if (!v) return std::nullopt;
+    if (v->is_int64() && v->as_int64() > 0) return v->as_int64();
+    if (v->is_string()) {
+      std::int64_t n = 0;
+      auto s = std::string_view(v->as_string());
+      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec == std::errc() && p == s.data() + s.size() && n > 0) return n;
+    }
+    return std::nullopt;
+  };
+  auto* p = r.payload.if_object();
+  ai_inbound m;
+  if (p) {
+    m.conversation_id = as_id(p->if_contains("conversation_id")).value_or(0);
+    m.channel_id = as_id(p->if_contains("channel_id")).value_or(0);
+    m.contact_id = as_id(p->if_contains("contact_id")).value_or(0);
+    m.message_id = as_id(p->if_contains("message_id")).value_or(0);
+    if (auto msg = p->if_contains("message"); msg && msg->is_object())
+      if (auto t = msg->as_object().if_contains("text"); t && t->is_string())
+        m.text = std::string(t->as_string());
+  }
+  if (!m.conversation_id || !m.message_id || m.text.empty())
+    return finish_step(self, id, std::move(step), false, nullptr,
+                       "no message to answer: ai_reply needs a message.received trigger");
+  m.depth = r.depth + 1;
+  std::optional<std::int64_t> agent;
+  if (params.contains("agent_id")) {
+    agent = as_id(params.if_contains("agent_id"));
+    if (!agent)
+      return finish_step(self, id, std::move(step), false, nullptr, "agent_id is not a valid id");
+  }
+  auto k = in_actor<domain::outcome<std::string>>(
+      self, [self, id, step](domain::outcome<std::string> out) mutable {
+        if (!out && out.error().code == errc::service_unavailable) return retry_step(self, id);
+        if (!out)
+          return finish_step(self, id, std::move(step), false, nullptr, to_text(out.error()));
+        json::error_code ec;
+        auto v = json::parse(*out, ec);
+        finish_step(self, id, std::move(step), true,
+                    !ec && v.is_object() ? v : json::value(json::object()), {});
+      });
+  run_ai_reply(*st.env.rt->owner, st.env.tenant_id, agent, std::move(m),
                callback<std::string>(std::move(k)));
 }
 

@@ -105,6 +105,8 @@ int serve(config::settings cfg) {
   outbound.response_timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.outbound_timeout * 1000));
   outbound.user_agent = "carecrm-webhooks/1";
+  // Model providers stream an answer as server-sent events: a long one needs more than 64 KiB.
+  outbound.max_response_body = 1024 * 1024;
   net::http_client client(outbound);
   actors::automation_options automation;
   automation.client = &client;
@@ -115,6 +117,7 @@ int serve(config::settings cfg) {
   automation.retry_max = cfg.webhook_retry_max;
   automation.retry_window = cfg.webhook_retry_window;
   automation.poll_interval = cfg.automation_poll;
+  automation.ai_timeout = cfg.ai_timeout;
   automation.read_contact_patch = &http::read_contact_patch;
   automation.read_deal_fields = [](const boost::json::object& o, bool move) {
     return http::read_deal(o, !move, move, {std::string("params")});

@@ -155,6 +155,9 @@ const std::vector<option>& options() {
        [](settings& s, const std::string& v) {
          s.automation_poll = to_seconds("automation-poll", v);
        }},
+      {"ai-timeout", "ai", "ai_timeout", "CARECRM_AI_TIMEOUT",
+       "seconds one call to an AI agent's model provider may take (each of up to 3 attempts)",
+       [](settings& s, const std::string& v) { s.ai_timeout = to_seconds("ai-timeout", v); }},
       {"dev", "", "dev", "CARECRM_DEV", "development mode: allows a missing or short JWT secret",
        [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
   };

@@ -46,6 +46,7 @@ struct settings {
   double webhook_retry_max = 3600;
   double webhook_retry_window = 86400;
   double automation_poll = 1;
+  double ai_timeout = 20;
   // mode
   bool dev = false;
   std::string config_file = "config/carecrm.toml";

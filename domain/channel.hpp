@@ -45,6 +45,9 @@ struct conversation {
   std::optional<std::int64_t> assignee_id;
   std::int64_t unread_count = 0;
   std::int64_t last_message_at = 0;
+  // Handed to a person by an AI agent (docs/ai.md): no agent answers until a person does.
+  bool ai_paused = false;
+  std::optional<std::string> handoff_reason;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
 };

@@ -30,6 +30,8 @@ json::object conversation_to_json(const conversation& c) {
   o["status"] = to_string(c.status);
   o["assignee_id"] = c.assignee_id ? json::value(*c.assignee_id) : json::value(nullptr);
   o["unread_count"] = c.unread_count;
+  o["ai_paused"] = c.ai_paused;
+  o["handoff_reason"] = c.handoff_reason ? json::value(*c.handoff_reason) : json::value(nullptr);
   o["last_message_at"] = format_rfc3339(c.last_message_at);
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);

@@ -311,15 +311,20 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
     }
     break;
   }
-  case action_type::ai_reply: break;
+  case action_type::ai_reply: {
+    // agent_id optional: else the auto-replying agent of the trigger's channel (docs/ai.md).
+    ck.extra_keys(p, {"agent_id"}, l);
+    if (auto v = given(p, "agent_id"); v && !(v->is_string() && is_template(sv(v->as_string()))))
+      ck.integer(*v, at(l, "agent_id"), 1, INT64_MAX);
+    break;
+  }
   }
 }
 
-std::string_view missing_area(action_type t) {
-  switch (t) {
-  case action_type::ai_reply: return "the AI assistants area";
-  default: return "";
-  }
+// Every action has its area now; kept so that a future action can be declared before its
+// area exists.
+std::string_view missing_area(action_type) {
+  return "";
 }
 
 // ---- Evaluation helpers ------------------------------------------------------------------

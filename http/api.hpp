@@ -34,6 +34,7 @@ void add_channel_routes(router& r, services& s);
 void add_conversation_routes(router& r, services& s);
 void add_pipeline_routes(router& r, services& s);
 void add_deal_routes(router& r, services& s);
+void add_ai_routes(router& r, services& s);
 void add_health_routes(router& r, services& s);
 void add_openapi_route(router& r, const router& documented);
 

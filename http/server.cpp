@@ -17,6 +17,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -80,8 +81,10 @@ private:
   void read_header() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.header_limit));
-    parser_->body_limit(ctx_.limits.body_limit);
-    parser_->eager(true);
+    // The largest limit any route has; admit_body() applies the route's own once the target
+    // is known. The header is parsed alone (not eager) so that no body byte is taken before.
+    parser_->body_limit(std::max(ctx_.limits.body_limit, large_body_limit));
+    parser_->eager(false);
     // Most requests arrive whole in one read: parse what is buffered without another
     // asynchronous operation, and go to the socket only for what is missing.
     if (buffer_.size() > 0) {
@@ -89,15 +92,49 @@ private:
       auto used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
       if (ec && ec != bhttp::error::need_more) return on_read_error(ec);
-      if (parser_->is_done()) return on_request();
-      if (parser_->is_header_done()) return read_body();
+      if (parser_->is_header_done()) {
+        if (!admit_body()) return;
+        if (!parser_->is_done() && buffer_.size() > 0) {
+          used = parser_->put(buffer_.data(), ec);
+          buffer_.consume(used);
+          if (ec && ec != bhttp::error::need_more) return on_read_error(ec);
+        }
+        if (parser_->is_done()) return on_request();
+        return read_body();
+      }
     }
     stream_.expires_after(seconds_to(ctx_.limits.header_timeout));
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, std::size_t) {
                                if (ec) return self->on_read_error(ec);
+                               if (!self->admit_body()) return;
                                self->read_body();
                              });
+  }
+
+  // Knowledge documents of AI agents hold up to 1 MiB of text (docs/ai.md): their routes take
+  // a body of up to 2 MiB; every other route keeps the configured limit.
+  static constexpr std::uint64_t large_body_limit = std::uint64_t{2} * 1024 * 1024;
+
+  static bool large_body_route(std::string_view target) {
+    constexpr std::string_view agents = "/api/v1/ai/agents/";
+    return target.substr(0, agents.size()) == agents &&
+           target.find("/knowledge") != std::string_view::npos;
+  }
+
+  // After the header: the route's body limit, or 413 (false) when the declared length is over.
+  bool admit_body() {
+    auto& req = parser_->get();
+    std::uint64_t limit = ctx_.limits.body_limit;
+    auto target = std::string_view(req.target().data(), req.target().size());
+    if (large_body_route(target)) limit = std::max<std::uint64_t>(limit, large_body_limit);
+    if (auto len = parser_->content_length(); len && *len > limit) {
+      on_read_error(bhttp::error::body_limit);
+      return false;
+    }
+    parser_->body_limit(limit);
+    parser_->eager(true);
+    return true;
   }
 
   void read_body() {

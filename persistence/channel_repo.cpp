@@ -4,6 +4,7 @@
 
 #include "domain/clock.hpp"
 #include "domain/page_json.hpp"
+#include "persistence/row_values.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -45,7 +46,8 @@ domain::channel to_channel(const pqxx::row& r) {
 
 const char* conversation_columns =
     "id, tenant_id, channel_id, contact_id, status, assignee_id, unread_count, " MICROS(
-        "last_message_at") ", " MICROS("created_at") ", " MICROS("updated_at");
+        "last_message_at") ", " MICROS("created_at") ", " MICROS("updated_at") ", ai_paused,"
+                                                                               " handoff_reason";
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -60,12 +62,16 @@ domain::conversation to_conversation(const pqxx::row& r) {
   c.last_message_at = r[7].as<std::int64_t>();
   c.created_at = r[8].as<std::int64_t>();
   c.updated_at = r[9].as<std::int64_t>();
+  c.ai_paused = r[10].as<bool>();
+  if (!r[11].is_null()) c.handoff_reason = r[11].as<std::string>();
   return c;
 }
 
 const char* message_columns =
     "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
-    " m.attempts, m.sender_user_id, " MICROS("m.created_at") ", " MICROS("m.sent_at");
+    " m.attempts, m.sender_user_id, " MICROS("m.created_at") ", " MICROS(
+        "m.sent_at") ","
+                     " m.sender_agent_id";
 
 json::object message_json(const pqxx::row& r) {
   json::object o;
@@ -83,6 +89,8 @@ json::object message_json(const pqxx::row& r) {
   o["attempts"] = r[7].as<int>();
   o["sender_user_id"] =
       r[8].is_null() ? json::value(nullptr) : json::value(r[8].as<std::int64_t>());
+  o["sender_agent_id"] =
+      r[11].is_null() ? json::value(nullptr) : json::value(r[11].as<std::int64_t>());
   o["created_at"] = domain::format_rfc3339(r[9].as<std::int64_t>());
   o["sent_at"] = r[10].is_null() ? json::value(nullptr)
                                  : json::value(domain::format_rfc3339(r[10].as<std::int64_t>()));
@@ -97,20 +105,23 @@ void write_conversation(pqxx::work& tx, domain::conversation& conv) {
     assignee = a.c_str();
   }
   auto status = std::string(domain::to_string(conv.status));
+  const char* reason = conv.handoff_reason ? conv.handoff_reason->c_str() : nullptr;
   if (conv.id == 0) {
     auto r = tx.exec_params(
         "INSERT INTO conversations (tenant_id, channel_id, contact_id, status, assignee_id,"
-        " unread_count, last_message_at, created_at, updated_at) VALUES ($1, $2, $3, $4,"
-        " $5::bigint, $6, $7::timestamptz, $8::timestamptz, $9::timestamptz) RETURNING id",
+        " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason)"
+        " VALUES ($1, $2, $3, $4, $5::bigint, $6, $7::timestamptz, $8::timestamptz,"
+        " $9::timestamptz, $10, $11) RETURNING id",
         conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
-        ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at));
+        ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason);
     conv.id = r.front()[0].as<std::int64_t>();
   } else {
     tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
                    " unread_count = $5, last_message_at = $6::timestamptz,"
-                   " updated_at = $7::timestamptz WHERE tenant_id = $1 AND id = $2",
+                   " updated_at = $7::timestamptz, ai_paused = $8, handoff_reason = $9"
+                   " WHERE tenant_id = $1 AND id = $2",
                    conv.tenant_id, conv.id, status, assignee, conv.unread_count,
-                   ts(conv.last_message_at), ts(conv.updated_at));
+                   ts(conv.last_message_at), ts(conv.updated_at), conv.ai_paused, reason);
   }
 }
 
@@ -188,20 +199,11 @@ void delete_channel(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
   tx.commit();
 }
 
-namespace {
-std::optional<std::int64_t> owner(pg_conn& c, const char* table, std::int64_t id) {
-  pqxx::read_transaction tx(c.raw());
-  auto r = tx.exec_params(std::string("SELECT tenant_id FROM ") + table + " WHERE id = $1", id);
-  if (r.empty()) return std::nullopt;
-  return r.front()[0].as<std::int64_t>();
-}
-} // namespace
-
 std::optional<std::int64_t> tenant_of_channel(pg_conn& c, std::int64_t id) {
-  return owner(c, "channels", id);
+  return tenant_of_row(c.raw(), "channels", id);
 }
 std::optional<std::int64_t> tenant_of_conversation(pg_conn& c, std::int64_t id) {
-  return owner(c, "conversations", id);
+  return tenant_of_row(c.raw(), "conversations", id);
 }
 
 std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
@@ -252,23 +254,95 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   return out;
 }
 
+namespace {
+std::optional<std::string> id_text(const std::optional<std::int64_t>& id) {
+  if (!id) return std::nullopt;
+  return std::to_string(*id);
+}
+
+pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
+                             const domain::conversation& conv, const std::string& text,
+                             const std::optional<std::int64_t>& user,
+                             const std::optional<std::int64_t>& agent, std::int64_t created_at) {
+  auto u = id_text(user);
+  auto a = id_text(agent);
+  return tx.exec_params(std::string("INSERT INTO messages AS m (tenant_id, conversation_id,"
+                                    " channel_id, direction, text, status, sender_user_id,"
+                                    " sender_agent_id, next_attempt_at, created_at) VALUES ($1,"
+                                    " $2, $3, 'outbound', $4, 'queued', $5::bigint, $6::bigint,"
+                                    " $7::timestamptz, $7::timestamptz) RETURNING ") +
+                            message_columns,
+                        tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr,
+                        a ? a->c_str() : nullptr, ts(created_at));
+}
+
+std::string array_literal(const std::vector<std::int64_t>& ids) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s + "}";
+}
+} // namespace
+
+agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
+  pqxx::work tx(c.raw());
+  agent_reply_written out;
+  std::vector<std::int64_t> sent;
+  auto conv = w.conversation;
+  if (!w.dropped) {
+    write_conversation(tx, conv);
+    for (auto& text : w.texts) {
+      auto r = insert_outbound(tx, w.tenant_id, conv, text, std::nullopt, w.agent_id, w.created_at);
+      queued_message q;
+      q.id = r.front()[0].as<std::int64_t>();
+      q.conversation_id = conv.id;
+      q.channel_id = conv.channel_id;
+      q.contact_id = conv.contact_id;
+      q.text = text;
+      q.next_attempt_at = w.created_at;
+      q.created_at = w.created_at;
+      sent.push_back(q.id);
+      out.messages.push_back(std::move(q));
+    }
+  }
+  auto opt_int = [](const std::optional<int>& v) {
+    return id_text(v ? std::optional<std::int64_t>(*v) : std::nullopt);
+  };
+  auto pt = opt_int(w.prompt_tokens);
+  auto ct = opt_int(w.completion_tokens);
+  auto r = tx.exec_params(
+      "INSERT INTO ai_replies (tenant_id, agent_id, conversation_id, message_id,"
+      " reply_message_ids, intent, handoff, handoff_reason, passages, provider, prompt_tokens,"
+      " completion_tokens, latency_ms, error, dropped, created_at) VALUES ($1, $2, $3, $4,"
+      " $5::bigint[], $6, $7, $8, $9::bigint[], $10, $11::integer, $12::integer, $13, $14, $15,"
+      " $16::timestamptz) RETURNING id",
+      w.tenant_id, w.agent_id, conv.id, w.message_id, array_literal(sent), w.intent, w.handoff,
+      w.handoff_reason ? w.handoff_reason->c_str() : nullptr, array_literal(w.passages), w.provider,
+      pt ? pt->c_str() : nullptr, ct ? ct->c_str() : nullptr, w.latency_ms,
+      w.error ? w.error->c_str() : nullptr, w.dropped, ts(w.created_at));
+  out.reply_id = r.front()[0].as<std::int64_t>();
+  if (!w.dropped) {
+    std::string ids = "[";
+    for (std::size_t i = 0; i < sent.size(); ++i) ids += (i ? "," : "") + std::to_string(sent[i]);
+    ids += "]";
+    std::string payload = "{\"reply_id\":" + std::to_string(out.reply_id) +
+                          ",\"reply_message_ids\":" + ids + "," + w.event_payload.substr(1);
+    tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1, $2,"
+                   " $3::jsonb, $4)",
+                   w.tenant_id, w.handoff ? "ai.handoff" : "ai.replied", payload, w.depth);
+  }
+  tx.commit();
+  return out;
+}
+
 outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   pqxx::work tx(c.raw());
   auto conv = w.conversation;
   write_conversation(tx, conv);
-  const char* sender = nullptr;
-  std::string s;
-  if (w.sender_user_id) {
-    s = std::to_string(*w.sender_user_id);
-    sender = s.c_str();
-  }
-  auto r = tx.exec_params(std::string("INSERT INTO messages AS m (tenant_id, conversation_id,"
-                                      " channel_id, direction, text, status, sender_user_id,"
-                                      " next_attempt_at, created_at) VALUES ($1, $2, $3,"
-                                      " 'outbound', $4, 'queued', $5::bigint, $6::timestamptz,"
-                                      " $6::timestamptz) RETURNING ") +
-                              message_columns,
-                          w.tenant_id, conv.id, conv.channel_id, w.text, sender, ts(w.created_at));
+  auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
+                           w.created_at);
   tx.commit();
   outbound_written out;
   out.json = json::serialize(message_json(r.front()));

@@ -79,6 +79,7 @@ struct outbound_write {
   domain::conversation conversation;
   std::string text;
   std::optional<std::int64_t> sender_user_id;
+  std::optional<std::int64_t> sender_agent_id;
   std::int64_t created_at = 0;
 };
 struct outbound_written {
@@ -86,6 +87,35 @@ struct outbound_written {
   std::string json; // the message as the API shows it
 };
 outbound_written store_outbound(pg_conn& c, const outbound_write& w);
+
+// An AI agent's decision on an inbound message (docs/ai.md), in one transaction: its messages
+// (queued, sender_agent_id), the conversation as the decision leaves it (handed off: pending,
+// assignee, ai_paused), the ai_replies row and the ai.replied / ai.handoff event. `dropped`:
+// the conversation was handed to a person meanwhile, so only the row is written.
+struct agent_reply_write {
+  std::int64_t tenant_id = 0;
+  std::int64_t agent_id = 0;
+  domain::conversation conversation;
+  std::int64_t message_id = 0; // the inbound message answered
+  std::vector<std::string> texts;
+  std::string intent;
+  bool handoff = false;
+  std::optional<std::string> handoff_reason;
+  std::vector<std::int64_t> passages;
+  std::string provider;
+  std::optional<int> prompt_tokens, completion_tokens;
+  double latency_ms = 0;
+  std::optional<std::string> error;
+  bool dropped = false;
+  std::int64_t created_at = 0;
+  std::string event_payload; // a JSON object; the reply and message ids are added
+  int depth = 0;
+};
+struct agent_reply_written {
+  std::int64_t reply_id = 0;
+  std::vector<queued_message> messages;
+};
+agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w);
 
 // The outcome of a send attempt: sent, failed for good, or queued again at next_attempt_at.
 struct send_outcome {

@@ -28,4 +28,13 @@ inline std::string compact_json(const std::string& text) {
   return ec ? std::string("{}") : boost::json::serialize(v);
 }
 
+// The tenant holding row `id` of `table` (a table name from the code, never from a request).
+template <class Connection>
+std::optional<std::int64_t> tenant_of_row(Connection& conn, const char* table, std::int64_t id) {
+  pqxx::read_transaction tx(conn);
+  auto r = tx.exec_params(std::string("SELECT tenant_id FROM ") + table + " WHERE id = $1", id);
+  if (r.empty()) return std::nullopt;
+  return r.front()[0].template as<std::int64_t>();
+}
+
 } // namespace crm::persistence

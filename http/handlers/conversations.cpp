@@ -77,6 +77,8 @@ void update(services& s, const exchange_ptr& ex) {
     else
       p.assignee_id = std::optional<std::int64_t>(*a);
   }
+  // false gives the conversation back to the AI agents after a hand-off (docs/ai.md).
+  p.ai_paused = body.boolean("ai_paused", false);
   if (!body.finish()) return ex->fail(body.failure());
   actors::update_conversation(s.rt, ex->who.tenant_id, *id, p, json_reply(ex));
 }

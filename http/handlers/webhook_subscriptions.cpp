@@ -48,10 +48,16 @@ std::optional<std::vector<std::string>> read_events(body_reader& body, bool requ
   for (std::size_t i = 0; i < a->size(); ++i) {
     auto s = (*a)[i].if_string();
     auto& names = domain::record_event_names();
-    if (!s ||
-        (*s != "*" && std::find(names.begin(), names.end(), std::string_view(*s)) == names.end())) {
+    // AI agents' decisions (docs/ai.md) reach subscribers, not workflow triggers.
+    static constexpr std::string_view ai_events[] = {"ai.replied", "ai.handoff"};
+    auto known = [&](std::string_view e) {
+      return std::find(names.begin(), names.end(), e) != names.end() ||
+             std::find(std::begin(ai_events), std::end(ai_events), e) != std::end(ai_events);
+    };
+    if (!s || (*s != "*" && !known(std::string_view(*s)))) {
       std::string allowed = "'*'";
       for (auto n : names) allowed += ", '" + std::string(n) + "'";
+      for (auto n : ai_events) allowed += ", '" + std::string(n) + "'";
       body.add({"body", "events", static_cast<std::int64_t>(i)}, "Input should be " + allowed,
                "enum");
       ok = false;

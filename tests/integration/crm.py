@@ -202,9 +202,10 @@ class Server:
     """`carecrm serve` on ephemeral ports. stdout carries the one ready line; stderr goes to a
     temporary file whose tail is shown when a test fails."""
 
-    def __init__(self, env: dict, label: str = "carecrm"):
+    def __init__(self, env: dict, label: str = "carecrm", args: list[str] | None = None):
         self.env = env
         self.label = label
+        self.args = list(args or [])  # extra `carecrm serve` flags, e.g. ["--ai-timeout", "2"]
         self.proc: subprocess.Popen | None = None
         self.host = self.metrics_host = "127.0.0.1"
         self.port = self.metrics_port = 0
@@ -222,7 +223,7 @@ class Server:
             self._stderr_offset = f.tell()
             self.proc = subprocess.Popen(
                 [carecrm_bin(), "serve", "--listen", "127.0.0.1:0",
-                 "--metrics-listen", "127.0.0.1:0"],
+                 "--metrics-listen", "127.0.0.1:0", *self.args],
                 env=self.env, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=f)
         if self not in _ALL_SERVERS:
@@ -360,8 +361,8 @@ def parse_hostport(value: str) -> tuple[str, int]:
 
 
 def start_server(db_url: str, redis_url: str, overrides: dict | None = None,
-                 label: str = "carecrm") -> Server:
-    return Server(server_env(db_url, redis_url, overrides), label).start()
+                 label: str = "carecrm", args: list[str] | None = None) -> Server:
+    return Server(server_env(db_url, redis_url, overrides), label, args).start()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1559,10 +1560,13 @@ def assert_delivery(body: Any, **expected) -> None:
     assert isinstance(body, dict) and set(body) == DELIVERY_KEYS, \
         f"delivery must have exactly {sorted(DELIVERY_KEYS)}: {body}"
     assert is_int(body["id"]) and is_int(body["subscription_id"]), body
-    assert body["event"] in RECORD_EVENTS, body
+    assert body["event"] in RECORD_EVENTS + ("ai.replied", "ai.handoff"), body
     assert body["webhook_id"] == f"msg_{body['id']}", body
     assert body["status"] in DELIVERY_STATUSES, body
     assert is_int(body["attempts"]) and body["attempts"] >= 0, body
+    assert body["sender_agent_id"] is None or is_int(body["sender_agent_id"]), body
+    if body["sender_agent_id"] is not None:
+        assert body["direction"] == "outbound" and body["sender_user_id"] is None, body
     assert body["last_status_code"] is None or is_int(body["last_status_code"]), body
     assert body["last_error"] is None or isinstance(body["last_error"], str), body
     assert_timestamp(body["created_at"])
@@ -1632,9 +1636,9 @@ MESSAGE_STATUSES = ("received", "queued", "sent", "failed")
 CHANNEL_KEYS = {"id", "name", "type", "config", "is_active", "has_secret", "webhook_url",
                 "created_at", "updated_at"}
 CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", "unread_count",
-                     "last_message_at", "created_at", "updated_at"}
+                     "last_message_at", "ai_paused", "handoff_reason", "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
-                "error", "attempts", "sender_user_id", "created_at", "sent_at"}
+                "error", "attempts", "sender_user_id", "sender_agent_id", "created_at", "sent_at"}
 INBOUND_ACK_KEYS = {"status", "message_id", "conversation_id", "contact_id", "duplicate"}
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
@@ -2169,3 +2173,331 @@ def get_summary(client: Client, token: str, pipeline_id, params: Any = None) -> 
     _assert_money_map(totals["sums"])
     _assert_money_map(totals["weighted"])
     return body
+
+
+# --------------------------------------------------------------------------------------------
+# AI assistants (contract §8, docs/ai.md): agents, knowledge documents, the chat console, the
+# decisions recorded per message (replies), and the AI fields of conversations and messages.
+
+AI_AGENTS = "/api/v1/ai/agents"
+
+AI_PROVIDERS = ("builtin", "openai_compatible")
+AI_REPLY_LANGUAGES = ("auto", "en", "pt", "es")
+AI_LANGUAGES = ("en", "pt", "es")
+AI_INTENTS = ("greeting", "faq", "booking", "billing", "results", "complaint", "clinical",
+              "urgent", "other")
+HANDOFF_REASONS = ("urgent", "clinical", "keyword", "complaint", "no_answer", "provider_error")
+DONT_KNOW_EN = "I don't know; a person from our team will answer you soon."
+AI_EVENTS = ("ai.replied", "ai.handoff")
+
+AGENT_KEYS = {"id", "name", "instructions", "provider", "model", "base_url", "has_api_key",
+              "channel_ids", "auto_reply", "handoff_keywords", "reply_language",
+              "emergency_message", "handoff_assignee_id", "stream", "is_active",
+              "document_count", "passage_count", "created_at", "updated_at"}
+DOCUMENT_KEYS = {"id", "agent_id", "title", "kind", "bytes", "passage_count", "created_at",
+                 "updated_at"}
+CHAT_KEYS = {"answer", "intent", "passages", "handoff", "handoff_reason", "language",
+             "provider", "usage"}
+CHAT_PASSAGE_KEYS = {"id", "document_id", "title", "text", "score"}
+AI_REPLY_KEYS = {"id", "agent_id", "conversation_id", "message_id", "reply_message_ids",
+                 "intent", "handoff", "handoff_reason", "passages", "provider", "prompt_tokens",
+                 "completion_tokens", "latency_ms", "error", "dropped", "created_at"}
+AI_SUMMARY_KEYS = {"contact_id", "summary", "conversation_count", "message_count", "provider",
+                   "generated_at"}
+# The conversation and message shapes of docs/channels.md plus what docs/ai.md adds.
+AI_CONVERSATION_KEYS = CONVERSATION_KEYS
+AI_MESSAGE_KEYS = MESSAGE_KEYS
+
+# A clinic's knowledge, one document per topic: (title, text, a fact only that text holds).
+CLINIC_DOCS = [
+    ("Opening hours",
+     "Clinica Sol opens at 8 am and closes at 6 pm from Monday to Friday. "
+     "On Saturdays the clinic opens from 9 am to 1 pm.", "9 am to 1 pm"),
+    ("Parking",
+     "Patients park for free in the garage on Rua Augusta, level 2.", "Rua Augusta, level 2"),
+    ("Prices",
+     "A first consultation costs 250 reais. We accept the Unimed and Bradesco insurance plans.",
+     "250 reais"),
+    ("Cancellations",
+     "To cancel an appointment, call the front desk at least 24 hours before it.",
+     "24 hours before"),
+    ("Aftercare",
+     "After a tooth extraction our dentists usually prescribe ibuprofen 400 mg.", "400 mg"),
+    # Unrelated sentences: with a handful of passages BM25's IDF is too small for any score
+    # to reach the 1.0 threshold; these make the knowledge base big enough to answer from.
+    ("About us",
+     "Clinica Sol was founded in 1998 by two sisters from Porto Alegre. The building has a "
+     "small courtyard with orange trees. Our waiting room has magazines and a water fountain. "
+     "The reception team speaks English, Portuguese and Spanish. We send appointment reminders "
+     "by text message. There are four treatment rooms on the ground floor. Our x-ray machine "
+     "is digital and uses a low radiation level. Young patients get a sticker after each "
+     "visit. The lift is next to the main entrance. We recycle paper and plastic. The coffee "
+     "machine is on the first floor. Our dentists attend a training course every year.",
+     "founded in 1998"),
+]
+
+
+def agent_url(agent_id) -> str:
+    return f"{AI_AGENTS}/{agent_id}"
+
+
+def knowledge_url(agent_id, params: Any = None) -> str:
+    return with_query(f"{AI_AGENTS}/{agent_id}/knowledge", params)
+
+
+def document_url(agent_id, document_id) -> str:
+    return f"{AI_AGENTS}/{agent_id}/knowledge/{document_id}"
+
+
+def chat_url(agent_id) -> str:
+    return f"{AI_AGENTS}/{agent_id}/chat"
+
+
+def replies_url(agent_id, params: Any = None) -> str:
+    return with_query(f"{AI_AGENTS}/{agent_id}/replies", params)
+
+
+def contact_summary_url(contact_id) -> str:
+    return f"{CONTACTS}/{contact_id}/ai/summary"
+
+
+def assert_agent(body: Any, **expected) -> None:
+    """Exactly the agent keys of docs/ai.md, with their types; never an api_key."""
+    assert isinstance(body, dict) and set(body) == AGENT_KEYS, \
+        f"agent must have exactly {sorted(AGENT_KEYS)}: {body}"
+    assert is_int(body["id"]), body
+    assert isinstance(body["name"], str) and body["name"].strip(), body
+    assert isinstance(body["instructions"], str), body
+    assert body["provider"] in AI_PROVIDERS, body
+    _assert_optional_str(body, "model", "base_url", "emergency_message")
+    if body["provider"] == "openai_compatible":
+        assert isinstance(body["model"], str) and isinstance(body["base_url"], str), body
+    for key in ("has_api_key", "auto_reply", "stream", "is_active"):
+        assert isinstance(body[key], bool), f"{key}: {body}"
+    assert isinstance(body["channel_ids"], list) and all(is_int(i) for i in body["channel_ids"])
+    assert isinstance(body["handoff_keywords"], list) and \
+        all(isinstance(k, str) for k in body["handoff_keywords"]), body
+    assert body["reply_language"] in AI_REPLY_LANGUAGES, body
+    assert body["handoff_assignee_id"] is None or is_int(body["handoff_assignee_id"]), body
+    for key in ("document_count", "passage_count"):
+        assert is_int(body[key]) and body[key] >= 0, f"{key}: {body}"
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    assert body["updated_at"] >= body["created_at"], body
+    _assert_expected(body, expected)
+
+
+def create_agent(client: Client, token: str, **fields) -> dict:
+    """POST /ai/agents (201 + Location required); default: a unique name, builtin."""
+    fields.setdefault("name", unique("agent"))
+    resp = client.post(AI_AGENTS, fields, token=token)
+    assert resp.status == 201, f"creating agent {fields} failed: {resp.describe()}"
+    body = assert_json_response(resp, 201)
+    assert_agent(body)
+    assert resp.header("Location") == agent_url(body["id"]), resp.describe()
+    key = fields.get("api_key")
+    if isinstance(key, str):
+        assert key.encode() not in resp.body, f"the api_key came back: {resp.describe()}"
+    return body
+
+
+def get_agent(client: Client, token: str, agent_id) -> dict:
+    body = assert_json_response(client.get(agent_url(agent_id), token=token), 200)
+    assert_agent(body)
+    return body
+
+
+def assert_document(body: Any, content: str | None = None, **expected) -> None:
+    """The document keys; with `content` ("text" or "csv"), GET by id: that key too."""
+    want = DOCUMENT_KEYS | ({content} if content else set())
+    assert isinstance(body, dict) and set(body) == want, \
+        f"document must have exactly {sorted(want)}: {body}"
+    assert is_int(body["id"]) and is_int(body["agent_id"]), body
+    assert isinstance(body["title"], str) and body["title"], body
+    assert body["kind"] in ("text", "qa"), body
+    assert is_int(body["bytes"]) and body["bytes"] > 0, body
+    assert is_int(body["passage_count"]) and body["passage_count"] > 0, body
+    if content:
+        assert isinstance(body[content], str), body
+        assert body["kind"] == ("text" if content == "text" else "qa"), body
+    assert_timestamp(body["created_at"])
+    assert_timestamp(body["updated_at"])
+    _assert_expected(body, expected)
+
+
+def add_document(client: Client, token: str, agent_id, title: str | None = None, *,
+                 text: str | None = None, csv: str | None = None) -> dict:
+    """POST /ai/agents/{id}/knowledge (201 + Location required); returns the document."""
+    body = {"title": title or unique("doc")}
+    if text is not None:
+        body["text"] = text
+    if csv is not None:
+        body["csv"] = csv
+    resp = client.post(knowledge_url(agent_id), body, token=token)
+    assert resp.status == 201, f"adding document {body['title']!r} failed: {resp.describe()}"
+    doc = assert_json_response(resp, 201)
+    assert_document(doc, agent_id=agent_id, title=body["title"],
+                    kind="text" if text is not None else "qa")
+    assert resp.header("Location") == document_url(agent_id, doc["id"]), resp.describe()
+    return doc
+
+
+def add_clinic_docs(client: Client, token: str, agent_id, docs=None) -> dict:
+    """The CLINIC_DOCS (or `docs`) as documents of the agent: {title: document}."""
+    return {title: add_document(client, token, agent_id, title, text=text)
+            for title, text, _ in (docs or CLINIC_DOCS)}
+
+
+def assert_chat(body: Any) -> None:
+    assert isinstance(body, dict) and set(body) == CHAT_KEYS, \
+        f"chat answer must have exactly {sorted(CHAT_KEYS)}: {body}"
+    assert isinstance(body["answer"], str) and body["answer"].strip(), \
+        f"an empty answer (never silence): {body}"
+    assert body["intent"] in AI_INTENTS, body
+    assert isinstance(body["handoff"], bool), body
+    if body["handoff"]:
+        assert body["handoff_reason"] in HANDOFF_REASONS, body
+    else:
+        assert body["handoff_reason"] is None, body
+    assert body["language"] in AI_LANGUAGES, body
+    assert body["provider"] in AI_PROVIDERS, body
+    assert body["usage"] is None or isinstance(body["usage"], dict), body
+    assert isinstance(body["passages"], list), body
+    for p in body["passages"]:
+        assert isinstance(p, dict) and set(p) == CHAT_PASSAGE_KEYS, \
+            f"passage must have exactly {sorted(CHAT_PASSAGE_KEYS)}: {body}"
+        assert is_int(p["id"]) and is_int(p["document_id"]), p
+        assert isinstance(p["title"], str) and isinstance(p["text"], str) and p["text"], p
+        assert isinstance(p["score"], (int, float)) and not isinstance(p["score"], bool), p
+
+
+def chat(client: Client, token: str, agent_id, message: str) -> dict:
+    """POST /ai/agents/{id}/chat: 200 with the decision, shape checked."""
+    resp = client.post(chat_url(agent_id), {"message": message}, token=token)
+    body = assert_json_response(resp, 200)
+    assert_chat(body)
+    return body
+
+
+def squash(text: str) -> str:
+    """Whitespace runs to one space, trimmed."""
+    return " ".join(text.split())
+
+
+def assert_grounded(answer: str, passages: list[dict]) -> None:
+    """The answer is made of the passages' text and nothing else (docs/ai.md: "it invents no
+    fact"): with every passage's text (or each of its lines) taken out, no letter or digit is
+    left."""
+    assert passages, f"an answer without passages: {answer!r}"
+    rest = squash(answer)
+    pieces = [squash(p["text"]) for p in passages]
+    pieces += [squash(line) for p in passages for line in p["text"].splitlines() if line.strip()]
+    for piece in sorted(set(pieces), key=len, reverse=True):
+        rest = rest.replace(piece, " ")
+    leftover = re.sub(r"[\W_]+", "", rest)
+    assert leftover == "", \
+        f"the answer holds text that is in no passage ({rest!r}): {answer!r} / {passages}"
+
+
+def assert_ai_conversation(body: Any, **expected) -> None:
+    assert isinstance(body, dict) and set(body) == AI_CONVERSATION_KEYS, \
+        f"conversation must have exactly {sorted(AI_CONVERSATION_KEYS)}: {body}"
+    assert_conversation({k: body[k] for k in CONVERSATION_KEYS})
+    assert isinstance(body["ai_paused"], bool), body
+    assert body["handoff_reason"] is None or body["handoff_reason"] in HANDOFF_REASONS, body
+    _assert_expected(body, expected)
+
+
+def get_ai_conversation(client: Client, token: str, conversation_id) -> dict:
+    body = assert_json_response(client.get(conversation_url(conversation_id), token=token), 200)
+    assert_ai_conversation(body)
+    return body
+
+
+# Messages and conversations carry their AI fields everywhere (assert_message checks them).
+assert_ai_message = assert_message
+list_ai_messages = list_messages
+
+
+def by_agent(messages: list[dict], agent_id) -> list[dict]:
+    return [m for m in messages if m["sender_agent_id"] == agent_id]
+
+
+def wait_ai_messages(client: Client, token: str, conversation_id, check,
+                     timeout: float = 20.0) -> list[dict]:
+    """Polls the conversation's messages until check(messages) is true; returns them."""
+    last = {"messages": []}
+
+    def poll():
+        last["messages"] = list_ai_messages(client, token, conversation_id)
+        return check(last["messages"])
+
+    if not eventually(poll, timeout, 0.2):
+        raise AssertionError(f"conversation {conversation_id}: messages did not reach the "
+                             f"expected state within {timeout:.0f} s: {last['messages']}")
+    return last["messages"]
+
+
+def post_person_message(client: Client, token: str, conversation_id, text: str) -> dict:
+    """POST /conversations/{id}/messages by a person: 201, the AI message shape."""
+    resp = client.post(messages_url(conversation_id), {"text": text}, token=token)
+    body = assert_json_response(resp, 201)
+    assert_ai_message(body, conversation_id=conversation_id, direction="outbound", text=text,
+                      status="queued", sender_agent_id=None)
+    return body
+
+
+def assert_ai_reply(item: Any, **expected) -> None:
+    assert isinstance(item, dict) and set(item) == AI_REPLY_KEYS, \
+        f"reply record must have exactly {sorted(AI_REPLY_KEYS)}: {item}"
+    for key in ("id", "agent_id", "conversation_id", "message_id"):
+        assert is_int(item[key]), f"{key}: {item}"
+    assert isinstance(item["reply_message_ids"], list) and \
+        all(is_int(i) for i in item["reply_message_ids"]), item
+    assert item["intent"] in AI_INTENTS, item
+    assert isinstance(item["handoff"], bool), item
+    if item["handoff"]:
+        assert item["handoff_reason"] in HANDOFF_REASONS, item
+    else:
+        assert item["handoff_reason"] is None, item
+    assert isinstance(item["passages"], list), item
+    assert item["provider"] in AI_PROVIDERS, item
+    for key in ("prompt_tokens", "completion_tokens"):
+        assert item[key] is None or (is_int(item[key]) and item[key] >= 0), f"{key}: {item}"
+    assert isinstance(item["latency_ms"], (int, float)) and not isinstance(
+        item["latency_ms"], bool) and item["latency_ms"] >= 0, item
+    assert item["error"] is None or isinstance(item["error"], str), item
+    assert_timestamp(item["created_at"])
+    _assert_expected(item, expected)
+
+
+def list_replies(client: Client, token: str, agent_id) -> list[dict]:
+    """Every decision recorded for an agent (all pages), shapes checked."""
+    items, page = [], 1
+    while True:
+        resp = client.get(replies_url(agent_id, {"page": page, "per_page": 100}), token=token)
+        body = assert_json_response(resp, 200)
+        assert_page(body)
+        for item in body["items"]:
+            assert_ai_reply(item, agent_id=agent_id)
+        items.extend(body["items"])
+        if page >= body["pages"]:
+            return items
+        page += 1
+
+
+def wait_reply_for(client: Client, token: str, agent_id, message_id,
+                   timeout: float = 20.0) -> dict:
+    """Polls the agent's replies until the decision on inbound message `message_id` is there."""
+    last = {"items": []}
+
+    def poll():
+        last["items"] = list_replies(client, token, agent_id)
+        return [r for r in last["items"] if r["message_id"] == message_id]
+
+    found = eventually(poll, timeout, 0.2)
+    if not found:
+        raise AssertionError(f"agent {agent_id}: no decision on message {message_id} within "
+                             f"{timeout:.0f} s: {last['items']}")
+    assert len(found) == 1, f"more than one decision on message {message_id}: {found}"
+    return found[0]

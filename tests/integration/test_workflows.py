@@ -23,7 +23,6 @@ WORKFLOWS = crm.WORKFLOWS
 NOWHERE_ID = crm.NOWHERE_ID
 MISSING = crm.MISSING
 UPDATE_METHODS = ["PUT", "PATCH"]
-UNAVAILABLE_ACTIONS = ["ai_reply"]
 SECRET = "wf-secret-" + secrets.token_hex(8)  # 26 characters
 RUN_TIMEOUT = 20.0
 UTC = datetime.timezone.utc
@@ -520,12 +519,12 @@ def test_invalid_create_is_422_and_stores_nothing(client, admin, override, expec
     assert workflow_total(client, admin) == before, "a rejected workflow was stored"
 
 
-@pytest.mark.parametrize("action_type", UNAVAILABLE_ACTIONS)
-def test_actions_of_missing_areas_are_422_not_available(client, admin, action_type):
+def test_ai_reply_params_are_checked_and_nothing_is_stored(client, admin):
     before = workflow_total(client, admin)
-    body = build_body({"actions": [tag_action("ok"), {"type": action_type, "params": {}}]})
-    rejected_at(client.post(WORKFLOWS, body, token=admin), ("body", "actions", 1),
-                msg="not available")
+    body = build_body({"actions": [tag_action("ok"),
+                                   {"type": "ai_reply", "params": {"agent_id": "seven"}}]})
+    rejected_at(client.post(WORKFLOWS, body, token=admin),
+                ("body", "actions", 1, "params", "agent_id"))
     assert workflow_total(client, admin) == before
 
 
@@ -613,8 +612,8 @@ INVALID_UPDATE = [
      [(("body", "trigger_config", "foo"), "extra_forbidden")]),
     ("condition op", {"conditions": [{"field": "x", "op": "like", "value": 1}]},
      [(("body", "conditions", 0, "op"), "enum")]),
-    ("unavailable action", {"actions": [{"type": "ai_reply", "params": {}}]},
-     At(("body", "actions", 0), msg="not available")),
+    ("ai_reply with an unknown param", {"actions": [{"type": "ai_reply", "params": {"x": 1}}]},
+     [(("body", "actions", 0, "params", "x"), "extra_forbidden")]),
     ("deal action without its required params", {"actions": [{"type": "create_deal", "params": {}}]},
      [(("body", "actions", 0, "params", "title"), "missing")]),
     ("secret too short", {"webhook_secret": "short"},

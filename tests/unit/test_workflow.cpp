@@ -109,7 +109,7 @@ TEST(workflow, names_round_trip_and_record_events_are_the_outbox_ones) {
   EXPECT_EQ(record_event_names().back(), "message.received");
   EXPECT_TRUE(is_record_event(trigger_type::deal_created));
   EXPECT_FALSE(is_record_event(trigger_type::schedule));
-  EXPECT_FALSE(action_available(action_type::ai_reply));
+  EXPECT_TRUE(action_available(action_type::ai_reply));
   EXPECT_TRUE(action_available(action_type::delay));
   EXPECT_EQ(to_string(action_type::http_request), "http_request");
   EXPECT_EQ(to_string(condition_op::changed_to), "changed_to");
@@ -400,13 +400,15 @@ TEST(workflow, http_request_headers_are_limited_to_twenty) {
             strings{"body/actions/0/params/url:missing"});
 }
 
-TEST(workflow, actions_of_missing_areas_say_which_area) {
-  std::vector<issue> issues;
-  parse_actions(js(R"([{"type": "ai_reply"}])"), issues);
-  ASSERT_EQ(issues.size(), 1U);
-  EXPECT_EQ(described(issues), (strings{"body/actions/0/type:value_error"}));
-  EXPECT_EQ(issues[0].msg,
-            "action 'ai_reply' is not available yet: the AI assistants area is not built");
+TEST(workflow, ai_reply_takes_an_optional_agent_id_and_nothing_else) {
+  EXPECT_EQ(action_issues(R"([{"type": "ai_reply"}])"), strings{});
+  EXPECT_EQ(action_issues(R"([{"type": "ai_reply", "params": {"agent_id": 7}}])"), strings{});
+  EXPECT_EQ(action_issues(R"([{"type": "ai_reply", "params": {"agent_id": "{{trigger.x}}"}}])"),
+            strings{});
+  EXPECT_EQ(action_issues(R"([{"type": "ai_reply", "params": {"agent_id": 0}}])"),
+            strings{"body/actions/0/params/agent_id:greater_than_equal"});
+  EXPECT_EQ(action_issues(R"([{"type": "ai_reply", "params": {"model": "x"}}])"),
+            strings{"body/actions/0/params/model:extra_forbidden"});
 }
 
 TEST(workflow, deal_actions_check_their_params) {

@@ -1,0 +1,182 @@
+// The offline ("builtin") AI assistant's rules (docs/ai.md): text normalisation for Portuguese,
+// Spanish and English, passages and a BM25 knowledge index, intent classification (rules for
+// the intents that protect a patient, then a naive Bayes model trained at build time from
+// domain/ai/intents_train.tsv), the hand-off decision, and answers composed only from
+// retrieved passages. Pure code: no I/O, no clock, deterministic.
+#pragma once
+#include "domain/failure.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace crm::domain::ai {
+
+// ---- text -----------------------------------------------------------------------------------
+
+enum class language : std::uint8_t { en, pt, es };
+const char* language_name(language l);                        // "en" "pt" "es"
+std::optional<language> language_from(std::string_view name); // exact names only
+
+// Lower-cased, accents folded to ASCII (á→a, ç→c, ñ→n, ü→u, …; other non-ASCII letters kept
+// as they are), every run of characters that is not a letter or digit turned into one space,
+// trimmed. Invalid UTF-8 bytes become spaces.
+std::string fold(std::string_view text);
+
+// Retrieval terms of `text`: fold(), split on spaces, stopwords of the three languages removed,
+// a light suffix stemmer (plural -s/-es, -mente/-ly, …) applied. Digits are kept as terms.
+std::vector<std::string> terms(std::string_view text);
+
+// The most likely language by stopword counts; `fallback` when nothing decides.
+language detect_language(std::string_view text, language fallback = language::en);
+
+// ---- knowledge ------------------------------------------------------------------------------
+
+constexpr std::size_t max_document_bytes = 1024 * 1024;
+
+// A document's text cut into passages of a few sentences each (sentence ends . ! ? and blank
+// lines; a passage is one to three sentences and at most ~600 bytes, never cutting a UTF-8
+// character; a very long sentence is cut at spaces). Whitespace-only text gives no passage.
+std::vector<std::string> split_passages(std::string_view text);
+
+// A CSV of question/answer pairs (RFC 4180 quoting; an optional header row naming `question`
+// and `answer`; exactly two columns) → one passage per pair, "question\nanswer". Issues (422,
+// at ["body", "csv", row]) for a row without two non-empty cells; nothing when any row fails.
+// `row` counts records from 0 as they are in the file (header and blank lines included; blank
+// lines are skipped); at most 20 issues are reported. A CSV without any pair gives an empty
+// vector: the caller decides that it holds no word.
+std::optional<std::vector<std::string>> parse_qa_csv(std::string_view csv,
+                                                     std::vector<issue>& issues);
+
+// Okapi BM25 (k1 = 1.2, b = 0.75) over terms(); passages added and removed one by one.
+class knowledge_index {
+public:
+  struct hit {
+    std::int64_t passage_id = 0;
+    double score = 0;
+    double coverage = 0; // share of the query's IDF mass that this passage matched (0..1)
+  };
+
+  // Adding an id that is already there replaces its text.
+  void add(std::int64_t passage_id, std::string_view text);
+  void remove(std::int64_t passage_id); // an unknown id is ignored
+  // The `k` best passages, best first (ties: lower id first); only passages matching a term.
+  std::vector<hit> search(std::string_view query, std::size_t k) const;
+  bool contains(std::int64_t passage_id) const;
+  std::size_t size() const;
+  std::size_t memory_bytes() const; // an estimate of what the index holds
+
+private:
+  // Passages live in dense slots so that search accumulates scores in a flat vector; each slot
+  // keeps its distinct terms so that remove() touches only their postings.
+  struct posting {
+    std::uint32_t slot;
+    std::uint32_t tf;
+  };
+  struct term_entry {
+    std::string text;
+    std::vector<posting> postings; // sorted by slot
+  };
+  struct passage_slot {
+    std::int64_t passage_id = 0;
+    std::uint32_t length = 0;         // number of terms
+    std::vector<std::uint32_t> terms; // distinct term ids; empty for a free slot
+  };
+  std::unordered_map<std::string, std::uint32_t> term_ids_;
+  std::vector<term_entry> terms_;
+  std::vector<std::uint32_t> free_terms_;
+  std::unordered_map<std::int64_t, std::uint32_t> slot_of_;
+  std::vector<passage_slot> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint64_t total_length_ = 0;
+};
+
+// ---- intents --------------------------------------------------------------------------------
+
+enum class intent : std::uint8_t {
+  greeting,
+  faq,
+  booking,
+  billing,
+  results,
+  complaint,
+  clinical,
+  urgent,
+  other
+};
+const char* intent_name(intent i);
+std::optional<intent> intent_from(std::string_view name);
+
+struct classification {
+  intent kind = intent::other;
+  double confidence = 0; // 1 for a rule; the model's posterior otherwise
+  std::string rule;      // the rule that decided ("urgent: chest pain"), empty for the model
+};
+
+// Rules first: `urgent` (chest pain, cannot breathe, heavy bleeding, suicidal thoughts,
+// unconscious, stroke signs, … in the three languages), then `clinical` (diagnosis, dosage,
+// medication changes, interpreting results or symptoms), then the trained model.
+classification classify(std::string_view message);
+// The trained model alone (for the evaluation).
+classification classify_model(std::string_view message);
+
+// ---- answers --------------------------------------------------------------------------------
+
+// Canned texts, no facts in them.
+std::string_view
+phrase_dont_know(language l); // "I don't know; a person from our team will answer you soon."
+std::string_view phrase_handoff(language l);   // "A person from our team will answer you shortly."
+std::string_view phrase_greeting(language l);  // "Hello! How can I help you?"
+std::string_view phrase_emergency(language l); // default emergency text when none configured
+
+struct agent_rules {
+  std::vector<std::string> handoff_keywords; // matched on fold()ed whole words/phrases
+  std::optional<language> reply_language;    // none: the message's language
+  std::optional<std::string> emergency_message;
+  double min_score = 1.0;    // BM25 score below which nothing is known
+  double min_coverage = 0.3; // and the share of query IDF mass a passage must match
+};
+
+enum class handoff_reason : std::uint8_t {
+  none,
+  urgent,
+  clinical,
+  keyword,
+  complaint,
+  no_answer,
+  provider_error
+};
+const char* handoff_reason_name(handoff_reason r); // "urgent", "clinical", "keyword", ...
+
+struct verdict {
+  classification intent;
+  language lang = language::en;
+  handoff_reason handoff = handoff_reason::none;
+  std::string keyword; // the handoff keyword that matched, for handoff_reason::keyword
+};
+
+// What must happen to `message` before any provider sees it: urgent, clinical, a handoff
+// keyword or a complaint hand the conversation to a person whatever a model would say.
+verdict screen(std::string_view message, const agent_rules& rules);
+
+struct builtin_answer {
+  std::string answer;
+  intent kind = intent::other;
+  std::vector<std::int64_t> passages; // the passages the answer's text came from, in order
+  handoff_reason handoff = handoff_reason::none;
+  language lang = language::en;
+};
+
+// The builtin provider: screen(), then a greeting phrase for a bare greeting, else the best
+// passages above the thresholds, their text as it is (the best one, and the second when it
+// scores within 80 % of the best); nothing above them → phrase_dont_know and a hand-off.
+// `urgent` answers the emergency text then phrase_handoff.
+builtin_answer answer_builtin(const knowledge_index& index,
+                              const std::function<const std::string*(std::int64_t)>& passage_text,
+                              std::string_view message, const agent_rules& rules);
+
+} // namespace crm::domain::ai

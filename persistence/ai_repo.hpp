@@ -1,0 +1,67 @@
+// SQL of the AI assistants area (docs/ai.md): agents, knowledge documents and their passages,
+// the decisions agents took, and what an agent reads of a conversation or a contact.
+// Blocking: call only on a pg_pool thread.
+#pragma once
+#include "domain/ai_agent.hpp"
+#include "persistence/pg_pool.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crm::persistence {
+
+struct passage_row {
+  std::int64_t id = 0;
+  std::int64_t document_id = 0;
+  std::string text;
+};
+
+struct ai_snapshot {
+  std::vector<domain::ai_agent> agents;
+  std::vector<domain::ai_document> documents; // passage_ids filled, in order
+  std::vector<passage_row> passages;
+};
+ai_snapshot load_ai(pg_conn& c, std::int64_t tenant_id);
+
+domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a); // id 0: insert
+void delete_agent(pg_conn& c, std::int64_t tenant_id, std::int64_t id);
+std::optional<std::int64_t> tenant_of_agent(pg_conn& c, std::int64_t id);
+std::optional<std::int64_t> tenant_of_document(pg_conn& c, std::int64_t id);
+
+// Which of `ids` are channels of the tenant; whether `user` is an active user of it.
+std::vector<std::int64_t> tenant_channels(pg_conn& c, std::int64_t tenant_id,
+                                          const std::vector<std::int64_t>& ids);
+
+struct document_write {
+  domain::ai_document doc; // id 0: insert; else replace title, content and passages
+  std::string content;
+  std::vector<std::string> passages;
+};
+struct document_written {
+  domain::ai_document doc;                // with its id and passage ids
+  std::vector<std::int64_t> old_passages; // a replaced document's passages, gone now
+};
+document_written save_document(pg_conn& c, const document_write& w);
+// The removed document's passage ids.
+std::vector<std::int64_t> delete_document(pg_conn& c, std::int64_t tenant_id, std::int64_t id);
+std::optional<std::string> document_content(pg_conn& c, std::int64_t tenant_id, std::int64_t id);
+
+std::string replies_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t agent_id, int page,
+                              int per_page);
+
+// The conversation's messages before `before_message_id` (up to `limit`, oldest first), as
+// chat turns: inbound → user, outbound → assistant.
+std::vector<domain::chat_turn> recent_turns(pg_conn& c, std::int64_t tenant_id,
+                                            std::int64_t conversation_id,
+                                            std::int64_t before_message_id, int limit);
+
+struct contact_messages {
+  std::int64_t conversation_count = 0;
+  std::int64_t message_count = 0;
+  std::vector<std::string> recent_inbound; // newest first, up to 5
+  std::optional<std::int64_t> last_message_at;
+};
+contact_messages messages_of_contact(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id);
+
+} // namespace crm::persistence
