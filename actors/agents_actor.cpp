@@ -117,6 +117,9 @@ struct agents_state {
 
   one_at_a_time writes;
   std::map<std::int64_t, conversation_line> lines;
+  // Inbound messages taken up by this incarnation (from the channel actor, or left waiting in
+  // ai_pending by an earlier one): each is decided on once.
+  std::set<std::int64_t> taken;
 
   int pending_io = 0;
   std::int64_t published_mailbox = 0;
@@ -150,25 +153,37 @@ void unindex_passages(agents_state& st, std::int64_t agent_id,
   }
 }
 
+void take_up_pending(agents_actor* self, std::vector<persistence::pending_inbound> pending);
+
+struct ai_loaded {
+  persistence::ai_snapshot snapshot;
+  std::vector<persistence::pending_inbound> pending;
+};
+
 void load(agents_actor* self) {
   auto& st = self->state;
   if (st.loading || st.loaded) return;
   st.loading = true;
-  db<persistence::ai_snapshot>(
+  db<ai_loaded>(
       self,
-      [tid = st.env.tenant_id](persistence::pg_conn& c) { return persistence::load_ai(c, tid); },
-      [self](domain::outcome<persistence::ai_snapshot> r) {
+      [tid = st.env.tenant_id](persistence::pg_conn& c) {
+        return ai_loaded{persistence::load_ai(c, tid), persistence::pending_ai(c, tid)};
+      },
+      [self](domain::outcome<ai_loaded> loaded) {
         auto& st = self->state;
         st.loading = false;
-        if (!r) return release_waiting(st.waiting, &r.error());
-        for (auto& a : r->agents) st.agents[a.id].agent = std::move(a);
-        for (auto& p : r->passages)
+        if (!loaded) return release_waiting(st.waiting, &loaded.error());
+        auto& r = loaded->snapshot;
+        for (auto& a : r.agents) st.agents[a.id].agent = std::move(a);
+        for (auto& p : r.passages)
           st.passages[p.id] = stored_passage{p.document_id, std::move(p.text)};
-        for (auto& d : r->documents) {
+        for (auto& d : r.documents) {
           index_document(st, d);
           st.documents[d.id] = std::move(d);
         }
         st.loaded = true;
+        // What an earlier incarnation left undecided goes first, before any new message.
+        take_up_pending(self, std::move(loaded->pending));
         release_waiting(st.waiting, nullptr);
       });
 }
@@ -264,6 +279,17 @@ std::optional<failure> merge(const agents_state& st, domain::ai_agent& a, const 
   return std::nullopt;
 }
 
+// The channel actor stores messages of these channels as waiting for an agent.
+void announce_channels(agents_actor* self) {
+  auto& st = self->state;
+  std::set<std::int64_t> channels;
+  for (auto& [id, e] : st.agents)
+    if (e.agent.is_active && e.agent.auto_reply)
+      channels.insert(e.agent.channel_ids.begin(), e.agent.channel_ids.end());
+  set_ai_channels(*st.env.rt->owner, st.env.tenant_id,
+                  std::vector<std::int64_t>(channels.begin(), channels.end()));
+}
+
 // Inside write_serial(): the channels and the assignee are checked in Postgres, then the
 // agent is merged again with the state as it is now and saved.
 void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch p,
@@ -322,6 +348,7 @@ void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch 
               if (!saved) return reply(saved.error());
               auto& e = self->state.agents[saved->id];
               e.agent = *saved;
+              announce_channels(self);
               reply(agent_json(self->state, e));
             });
       });
@@ -352,6 +379,7 @@ void remove_agent(agents_actor* self, std::int64_t id, callback<domain::done> re
               }
             }
             st.agents.erase(it);
+            announce_channels(self);
           }
         }
         reply(std::move(r));
@@ -676,8 +704,10 @@ void decide(agents_actor* self, std::int64_t agent_id, std::string message,
 
 // ---- conversations ---------------------------------------------------------------------------
 
-agent_reply to_agent_reply(const domain::ai_agent& a, const ai_inbound& m, const decision& d) {
+agent_reply to_agent_reply(const domain::ai_agent& a, const ai_inbound& m, const decision& d,
+                           bool auto_reply) {
   agent_reply r;
+  r.auto_reply = auto_reply;
   r.agent_id = a.id;
   r.conversation_id = m.conversation_id;
   r.message_id = m.message_id;
@@ -701,9 +731,9 @@ void next_in_line(agents_actor* self, std::int64_t conversation_id);
 
 // Sends the decision to the channel actor, which applies it in the conversation's order.
 void deliver(agents_actor* self, const domain::ai_agent& a, const ai_inbound& m, decision d,
-             callback<std::string> then) {
+             bool auto_reply, callback<std::string> then) {
   deliver_agent_reply(*self->state.env.rt->owner, self->state.env.tenant_id,
-                      to_agent_reply(a, m, d), std::move(then));
+                      to_agent_reply(a, m, d, auto_reply), std::move(then));
 }
 
 void run_line(agents_actor* self, std::int64_t conversation_id) {
@@ -733,12 +763,12 @@ void next_in_line(agents_actor* self, std::int64_t conversation_id) {
 
 // Answers `m` with agent `a`: a screened hand-off at once, anything else in the
 // conversation's line. `then` gets the channel actor's answer.
-void answer_message(agents_actor* self, std::int64_t agent_id, ai_inbound m,
+void answer_message(agents_actor* self, std::int64_t agent_id, ai_inbound m, bool auto_reply,
                     std::function<void(const decision&, domain::outcome<std::string>)> then) {
   auto& st = self->state;
   auto it = st.agents.find(agent_id);
   if (it == st.agents.end()) return;
-  auto finish = [self, agent_id, m, then](decision d) {
+  auto finish = [self, agent_id, m, auto_reply, then](decision d) {
     auto& st = self->state;
     auto it = st.agents.find(agent_id);
     domain::ai_agent a;
@@ -746,7 +776,7 @@ void answer_message(agents_actor* self, std::int64_t agent_id, ai_inbound m,
     a.id = agent_id;
     auto k = in_actor<domain::outcome<std::string>>(
         self, [d, then](domain::outcome<std::string> r) { then(d, std::move(r)); });
-    deliver(self, a, m, d, callback<std::string>(std::move(k)));
+    deliver(self, a, m, d, auto_reply, callback<std::string>(std::move(k)));
   };
   auto v = ai::screen(m.text, domain::rules_of(it->second.agent));
   if (screened_out(v.handoff) || it->second.agent.provider == domain::ai_provider::builtin)
@@ -801,6 +831,46 @@ json::object decision_json(const agents_state& st, const decision& d) {
   else
     o["usage"] = nullptr;
   return o;
+}
+
+void log_unstored(std::int64_t tenant, std::int64_t message_id,
+                  const domain::outcome<std::string>& r) {
+  if (!r)
+    log_warn("tenant {}: the AI decision on message {} was not stored ({}); it stays waiting",
+             tenant, message_id, r.error().detail);
+}
+
+// An inbound message for the auto-replying agent of its channel (once per incarnation).
+void auto_answer(agents_actor* self, const ai_inbound& m) {
+  auto& st = self->state;
+  if (!st.taken.insert(m.message_id).second) return;
+  if (st.taken.size() > 100'000) st.taken.clear(); // the store refuses a second decision anyway
+  auto agent = auto_agent_of(st, m.channel_id);
+  if (!agent) return;
+  answer_message(
+      self, agent->agent.id, m, true,
+      [tid = st.env.tenant_id, id = m.message_id](const decision&, domain::outcome<std::string> r) {
+        log_unstored(tid, id, r);
+      });
+}
+
+void take_up_pending(agents_actor* self, std::vector<persistence::pending_inbound> pending) {
+  auto& st = self->state;
+  for (auto& p : pending) {
+    if (!auto_agent_of(st, p.channel_id)) {
+      // The channel has no auto-replying agent any more: nobody is to answer it.
+      db<domain::done>(
+          self,
+          [tid = st.env.tenant_id, id = p.message_id](persistence::pg_conn& c) {
+            persistence::forget_pending_ai(c, tid, id);
+            return domain::done{};
+          },
+          [](domain::outcome<domain::done>) {});
+      continue;
+    }
+    auto_answer(self, ai_inbound{p.conversation_id, p.channel_id, p.contact_id, p.message_id,
+                                 std::move(p.text), 0});
+  }
 }
 
 // ---- the contact summary ---------------------------------------------------------------------
@@ -997,19 +1067,13 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
       [self, measure](inbound_atom, ai_inbound& m) {
         auto _ = measure();
         when_loaded(
-            self, [](const failure&) {},
-            [self, m] {
-              auto agent = auto_agent_of(self->state, m.channel_id);
-              if (!agent) return;
-              answer_message(self, agent->agent.id, m,
-                             [tid = self->state.env.tenant_id,
-                              id = m.message_id](const decision&, domain::outcome<std::string> r) {
-                               if (!r)
-                                 log_warn("tenant {}: the AI reply to message {} was not stored "
-                                          "({})",
-                                          tid, id, r.error().detail);
-                             });
-            });
+            self, [](const failure&) {}, [self, m] { auto_answer(self, m); });
+      },
+      [self, measure](wake_atom) {
+        auto _ = measure();
+        // The sweeper found messages waiting for an agent: loading takes them up.
+        when_loaded(
+            self, [](const failure&) {}, [] {});
       },
       [self, measure](reply_atom, std::optional<std::int64_t> agent_id, ai_inbound& m,
                       callback<std::string>& reply) {
@@ -1028,20 +1092,21 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
             return reply(failure::of(errc::not_found,
                                      "no active auto-replying agent serves the message's channel"));
           }
-          answer_message(self, id, m, [reply](const decision& d, domain::outcome<std::string> r) {
-            if (!r) return reply(r.error());
-            json::error_code ec;
-            auto stored = json::parse(*r, ec);
-            json::object o{{"answer", d.answer},
-                           {"intent", ai::intent_name(d.intent)},
-                           {"handoff", d.handoff != ai::handoff_reason::none}};
-            o["handoff_reason"] = d.handoff == ai::handoff_reason::none
-                                      ? json::value(nullptr)
-                                      : json::value(ai::handoff_reason_name(d.handoff));
-            if (!ec && stored.is_object())
-              for (auto& [k, v] : stored.get_object()) o[k] = v;
-            reply(json::serialize(o));
-          });
+          answer_message(
+              self, id, m, false, [reply](const decision& d, domain::outcome<std::string> r) {
+                if (!r) return reply(r.error());
+                json::error_code ec;
+                auto stored = json::parse(*r, ec);
+                json::object o{{"answer", d.answer},
+                               {"intent", ai::intent_name(d.intent)},
+                               {"handoff", d.handoff != ai::handoff_reason::none}};
+                o["handoff_reason"] = d.handoff == ai::handoff_reason::none
+                                          ? json::value(nullptr)
+                                          : json::value(ai::handoff_reason_name(d.handoff));
+                if (!ec && stored.is_object())
+                  for (auto& [k, v] : stored.get_object()) o[k] = v;
+                reply(json::serialize(o));
+              });
         });
       },
       [self, measure](summary_atom, std::int64_t contact_id, callback<std::string>& reply) {

@@ -104,8 +104,13 @@ struct agent_reply {
   double latency_ms = 0;
   std::optional<std::string> error;
   int depth = 0;
+  bool auto_reply = false; // answers an inbound message by itself (not a workflow's ai_reply)
 };
 void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
                          callback<std::string> reply);
+
+// The channels that active auto-replying agents serve (from the agent actor after each change
+// of its agents): an inbound message on one of them is stored as waiting for the agent.
+void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels);
 
 } // namespace crm::actors

@@ -67,6 +67,7 @@ using msgs_atom = caf::atom_constant<caf::atom("msgs")>;
 using send_atom = caf::atom_constant<caf::atom("send")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
+using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -86,7 +87,8 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
-  std::set<std::int64_t> sending; // outbound messages with an attempt in flight
+  std::set<std::int64_t> sending;     // outbound messages with an attempt in flight
+  std::set<std::int64_t> ai_channels; // served by an active auto-replying agent
   // Everything that changes a conversation runs one at a time (inbound: from the contact match
   // to COMMIT; outbound; status, assignee, read): each computes the conversation (found or new,
   // unread count, last message time, status) from the state the previous one left, and the
@@ -169,6 +171,7 @@ void load(ch_actor* self) {
         for (auto& c : r->conversations) keep_conversation(st, c);
         for (auto& i : r->identities)
           remember_identity(st, i.channel_id, i.external_id, i.contact_id);
+        st.ai_channels.insert(r->ai_channels.begin(), r->ai_channels.end());
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
         for (auto& m : r->queued) schedule_send(self, m);
@@ -272,6 +275,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.received_at = now;
   w.external_id = m.contact.external_id;
   w.depth = depth;
+  w.ai_pending = !conv.ai_paused && st.ai_channels.count(channel_id) > 0;
   json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
   if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
   json::object payload{{"channel_id", channel_id},
@@ -649,6 +653,7 @@ void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> repl
   w.error = a.error;
   w.created_at = now;
   w.depth = a.depth;
+  w.auto_reply = a.auto_reply;
   // Handed to a person since this message arrived: the agent no longer speaks in it.
   w.dropped = conv.ai_paused;
   auto& next = w.conversation;
@@ -683,6 +688,8 @@ void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> repl
       self, [w](persistence::pg_conn& c) { return persistence::store_agent_reply(c, w); },
       [self, reply, w](domain::outcome<persistence::agent_reply_written> r) {
         if (!r) return reply(r.error());
+        if (r->duplicate)
+          return reply(std::string(R"({"reply_id":null,"message_ids":[],"dropped":true})"));
         if (!w.dropped) {
           auto& st = self->state;
           keep_conversation(st, w.conversation);
@@ -887,6 +894,12 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           conv_serial(self, [self, a, reply] { apply_agent_reply(self, a, reply); });
         });
       },
+      [self, measure](aichan_atom, std::vector<std::int64_t>& channels) {
+        auto _ = measure();
+        auto& st = self->state;
+        st.ai_channels.clear();
+        st.ai_channels.insert(channels.begin(), channels.end());
+      },
       [self](stop_atom) {
         self->state.stopping = true;
         settle(self);
@@ -957,6 +970,9 @@ void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
 void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
                          callback<std::string> reply) {
   send(rt, tenant, caf::make_message(agent_atom::value, std::move(r), std::move(reply)));
+}
+void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels) {
+  send(rt, tenant, caf::make_message(aichan_atom::value, std::move(channels)));
 }
 
 } // namespace crm::actors

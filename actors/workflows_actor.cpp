@@ -1573,7 +1573,12 @@ bool child_alive(runtime::impl& rt, std::int64_t tid, child_kind k) {
   return it->second.stats->alive[static_cast<std::size_t>(k)];
 }
 
-using due_work = std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>;
+struct due_work {
+  std::vector<std::int64_t> automation, messages, ai;
+};
+// Messages waiting for an AI agent this long are taken up by waking the tenant's agent actor
+// (the live one has them in hand).
+constexpr double ai_pending_grace_seconds = 10;
 
 void sweep(runtime::impl& rt) {
   auto& a = *rt.automation;
@@ -1581,16 +1586,20 @@ void sweep(runtime::impl& rt) {
   rt.pool.run<due_work>(
       [](persistence::pg_conn& c) {
         return due_work{persistence::tenants_with_due_work(c),
-                        persistence::tenants_with_queued_messages(c)};
+                        persistence::tenants_with_queued_messages(c),
+                        persistence::tenants_with_pending_ai(c, ai_pending_grace_seconds)};
       },
       [&rt](domain::outcome<due_work> r) {
         if (r) {
-          for (auto tid : r->first)
+          for (auto tid : r->automation)
             if (!child_alive(rt, tid, child_kind::workflows))
               rt.route(tid, child_kind::workflows, caf::make_message(wake_atom::value));
-          for (auto tid : r->second)
+          for (auto tid : r->messages)
             if (!child_alive(rt, tid, child_kind::channels))
               rt.route(tid, child_kind::channels, caf::make_message(wake_atom::value));
+          for (auto tid : r->ai)
+            if (!child_alive(rt, tid, child_kind::agents))
+              rt.route(tid, child_kind::agents, caf::make_message(wake_atom::value));
         }
         rt.automation->sweeping = false;
       });

@@ -162,6 +162,10 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
     q.created_at = r[7].as<std::int64_t>();
     out.queued.push_back(std::move(q));
   }
+  for (auto r : tx.exec_params("SELECT DISTINCT unnest(channel_ids) FROM ai_agents WHERE"
+                               " tenant_id = $1 AND is_active AND auto_reply",
+                               tenant_id))
+    out.ai_channels.push_back(r[0].as<std::int64_t>());
   return out;
 }
 
@@ -250,6 +254,10 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1,"
                  " 'message.received', $2::jsonb, $3)",
                  w.tenant_id, payload, w.depth);
+  if (w.ai_pending)
+    tx.exec_params("INSERT INTO ai_pending (message_id, tenant_id, conversation_id, channel_id)"
+                   " VALUES ($1, $2, $3, $4)",
+                   out.ids.message_id, w.tenant_id, out.conversation.id, w.channel_id);
   tx.commit();
   return out;
 }
@@ -289,6 +297,15 @@ std::string array_literal(const std::vector<std::int64_t>& ids) {
 agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
   pqxx::work tx(c.raw());
   agent_reply_written out;
+  tx.exec_params("DELETE FROM ai_pending WHERE message_id = $1", w.message_id);
+  if (w.auto_reply &&
+      !tx.exec_params("SELECT 1 FROM ai_replies WHERE message_id = $1 AND agent_id = $2 LIMIT 1",
+                      w.message_id, w.agent_id)
+           .empty()) {
+    tx.commit();
+    out.duplicate = true;
+    return out;
+  }
   std::vector<std::int64_t> sent;
   auto conv = w.conversation;
   if (!w.dropped) {
@@ -334,6 +351,36 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
                    w.tenant_id, w.handoff ? "ai.handoff" : "ai.replied", payload, w.depth);
   }
   tx.commit();
+  return out;
+}
+
+std::vector<pending_inbound> pending_ai(pg_conn& c, std::int64_t tenant_id) {
+  pqxx::read_transaction tx(c.raw());
+  std::vector<pending_inbound> out;
+  for (auto r : tx.exec_params("SELECT p.message_id, p.conversation_id, p.channel_id,"
+                               " c.contact_id, m.text FROM ai_pending p JOIN messages m ON m.id ="
+                               " p.message_id JOIN conversations c ON c.id = p.conversation_id"
+                               " WHERE p.tenant_id = $1 ORDER BY p.message_id",
+                               tenant_id))
+    out.push_back({r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
+                   r[3].as<std::int64_t>(), r[4].as<std::string>()});
+  return out;
+}
+
+void forget_pending_ai(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id) {
+  pqxx::work tx(c.raw());
+  tx.exec_params("DELETE FROM ai_pending WHERE tenant_id = $1 AND message_id = $2", tenant_id,
+                 message_id);
+  tx.commit();
+}
+
+std::vector<std::int64_t> tenants_with_pending_ai(pg_conn& c, double seconds) {
+  pqxx::read_transaction tx(c.raw());
+  std::vector<std::int64_t> out;
+  for (auto r : tx.exec_params("SELECT DISTINCT tenant_id FROM ai_pending WHERE created_at <"
+                               " now() - $1 * interval '1 second'",
+                               seconds))
+    out.push_back(r[0].as<std::int64_t>());
   return out;
 }
 

@@ -34,6 +34,7 @@ struct messaging_snapshot {
   std::vector<domain::conversation> conversations;
   std::vector<identity> identities;
   std::vector<queued_message> queued;
+  std::vector<std::int64_t> ai_channels; // channels of active auto-replying agents
 };
 messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id);
 
@@ -62,6 +63,7 @@ struct inbound_write {
   std::optional<std::string> external_id; // identity to remember
   std::string event_payload;              // message.received (the message id is added)
   int depth = 0;                          // workflow chain depth of the event
+  bool ai_pending = false;                // an auto-replying agent is to answer it
 };
 struct inbound_written {
   stored_inbound ids;
@@ -107,6 +109,9 @@ struct agent_reply_write {
   double latency_ms = 0;
   std::optional<std::string> error;
   bool dropped = false;
+  // An auto-reply: dropped when the message already has a decision (a reply taken up again
+  // after a restart, when the first one had been stored after all).
+  bool auto_reply = false;
   std::int64_t created_at = 0;
   std::string event_payload; // a JSON object; the reply and message ids are added
   int depth = 0;
@@ -114,7 +119,21 @@ struct agent_reply_write {
 struct agent_reply_written {
   std::int64_t reply_id = 0;
   std::vector<queued_message> messages;
+  bool duplicate = false; // an auto-reply to a message already decided on: nothing written
 };
+
+struct pending_inbound {
+  std::int64_t message_id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t channel_id = 0;
+  std::int64_t contact_id = 0;
+  std::string text;
+};
+// The tenant's inbound messages still waiting for an agent's decision, oldest first.
+std::vector<pending_inbound> pending_ai(pg_conn& c, std::int64_t tenant_id);
+void forget_pending_ai(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id);
+// Tenants with messages waiting for an agent longer than `seconds`.
+std::vector<std::int64_t> tenants_with_pending_ai(pg_conn& c, double seconds);
 agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w);
 
 // The outcome of a send attempt: sent, failed for good, or queued again at next_attempt_at.

@@ -68,6 +68,20 @@ CREATE TABLE ai_replies (
   created_at         timestamptz NOT NULL
 );
 CREATE INDEX ai_replies_agent_idx ON ai_replies (agent_id, id);
+CREATE INDEX ai_replies_message_idx ON ai_replies (message_id);
+
+-- Inbound messages that an auto-replying agent has yet to decide on: written with the message,
+-- removed with the decision. An agent actor answers what is left here when it loads (after a
+-- crash, a restart of the process), so a message waiting for a reply or a hand-off is never
+-- forgotten; the sweeper wakes a tenant that still has some.
+CREATE TABLE ai_pending (
+  message_id       bigint PRIMARY KEY REFERENCES messages (id) ON DELETE CASCADE,
+  tenant_id        bigint NOT NULL,
+  conversation_id  bigint NOT NULL,
+  channel_id       bigint NOT NULL,
+  created_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ai_pending_tenant_idx ON ai_pending (tenant_id, message_id);
 
 ALTER TABLE conversations ADD COLUMN ai_paused boolean NOT NULL DEFAULT false;
 ALTER TABLE conversations ADD COLUMN handoff_reason text;

@@ -847,3 +847,46 @@ def test_metrics_count_replies_handoffs_and_provider_requests(client, server, fr
         assert lab.get("provider") in crm.AI_PROVIDERS and lab.get("intent") in crm.AI_INTENTS
     for lab in labels_of(metrics, "carecrm_ai_handoffs_total"):
         assert "reason" in lab, lab
+
+
+def test_a_message_waiting_for_the_model_when_the_process_dies_is_answered_after_restart(
+        pg_dsn, redis_url):
+    """kill -9 while the model is still thinking: the message waits in Postgres (ai_pending)
+    and the next process takes it up by itself (the sweeper wakes the tenant's agent actor),
+    answers it once, and the patient is not left in silence."""
+    db = crm.Database(pg_dsn)
+    first = second = None
+    try:
+        env = crm.server_env(db.url, redis_url)
+        crm.migrate(env)
+        first = crm.start_server(db.url, redis_url, SERVER_ENV, label="carecrm[ai-crash-1]")
+        c = first.client()
+        s = crm.tenant_session(c, env)
+        plan = [fake_llm.slow(30, "This answer died with the process."),
+                fake_llm.reply(PARK_ANSWER)]
+        with fake_llm.FakeLLM(plan) as llm, crm.Receiver([200]) as rcv:
+            ch, agent = openai_setup(c, s.admin, rcv, llm)
+            aid = agent["id"]
+            ack = Patient(c, ch).say(PARKING_Q)
+            llm.wait_for(1, WAIT)  # the model has the question: the process dies now
+            first.kill()
+            second = crm.start_server(db.url, redis_url, SERVER_ENV, label="carecrm[ai-crash-2]")
+            c2 = second.client()
+            msgs = crm.wait_ai_messages(
+                c2, s.admin, ack["conversation_id"],
+                lambda ms: any(m["status"] == "sent" for m in crm.by_agent(ms, aid)), 60.0)
+            mine = crm.by_agent(msgs, aid)
+            assert texts(mine) == [PARK_ANSWER], msgs
+            rec = crm.wait_reply_for(c2, s.admin, aid, ack["message_id"], WAIT)
+            crm.assert_ai_reply(rec, handoff=False, reply_message_ids=[mine[0]["id"]])
+            assert len(llm.wait_for(2, WAIT)) == 2
+            time.sleep(SETTLE)
+            sent = [r.json["data"]["text"] for r in deliveries_to(rcv)]
+            assert sent == [PARK_ANSWER], sent
+        second.stop(check=True)
+    finally:
+        for srv in (first, second):
+            if srv is not None:
+                srv.kill()
+                srv.cleanup()
+        db.drop()
