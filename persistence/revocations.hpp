@@ -55,9 +55,12 @@ class login_throttle {
 public:
   login_throttle(redis_client& redis, int max_failures, int window_seconds);
 
-  // `done(retry_after)`: 0 when the attempt may proceed, else seconds until it may.
-  void check(const std::string& email, std::function<void(int)> done);
-  void record_failure(const std::string& email);
+  // Reserves an attempt before the password is checked, atomically (INCR): `done(0)` when it
+  // may proceed, else `done(seconds until it may)`. A reserved attempt counts as a failure
+  // until `reset` (the password was right) or `release` (it could not be checked): so
+  // concurrent wrong passwords get at most `max_failures` checks between them.
+  void reserve(const std::string& email, std::function<void(int)> done);
+  void release(const std::string& email);
   void reset(const std::string& email);
 
 private:

@@ -73,11 +73,13 @@ void start_session(services& s, const exchange_ptr& ex, domain::user u) {
 
 void login(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
-  auto email = body.text("email", true);
-  auto password = body.text("password", true);
+  // RFC 5321 bounds an address at 254 characters in practice (320 by its parts): a longer
+  // one is no e-mail, and is not sent to Redis as a key.
+  auto email = body.text("email", true, {.min = 1, .max = 320});
+  auto password = body.text("password", true, {.min = 0, .max = 1024});
   if (!body.finish()) return ex->fail(body.failure());
 
-  s.throttle.check(*email, [&s, ex, email = *email, password = *password](int retry_after) {
+  s.throttle.reserve(*email, [&s, ex, email = *email, password = *password](int retry_after) {
     if (retry_after > 0) {
       auto f = failure::of(errc::rate_limited, "too many failed logins; try again later");
       f.retry_after = retry_after;
@@ -86,19 +88,22 @@ void login(services& s, const exchange_ptr& ex) {
     s.pool.run<std::optional<domain::user>>(
         [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
         [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
-          if (!found) return ex->fail(found.error());
+          if (!found) {
+            s.throttle.release(email);
+            return ex->fail(found.error());
+          }
           auto user = std::move(*found);
           bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
             bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
-            if (!ok || !user || !user->is_active) {
-              s.throttle.record_failure(email);
-              return ex->fail(invalid_credentials());
-            }
+            // A wrong password keeps its reserved attempt as the failure it is.
+            if (!ok || !user || !user->is_active) return ex->fail(invalid_credentials());
             s.throttle.reset(email);
             start_session(s, ex, std::move(*user));
           });
-          if (!queued)
+          if (!queued) {
+            s.throttle.release(email);
             ex->fail(failure::of(errc::service_unavailable, "too many logins at once; retry"));
+          }
         });
   });
 }

@@ -1564,9 +1564,6 @@ def assert_delivery(body: Any, **expected) -> None:
     assert body["webhook_id"] == f"msg_{body['id']}", body
     assert body["status"] in DELIVERY_STATUSES, body
     assert is_int(body["attempts"]) and body["attempts"] >= 0, body
-    assert body["sender_agent_id"] is None or is_int(body["sender_agent_id"]), body
-    if body["sender_agent_id"] is not None:
-        assert body["direction"] == "outbound" and body["sender_user_id"] is None, body
     assert body["last_status_code"] is None or is_int(body["last_status_code"]), body
     assert body["last_error"] is None or isinstance(body["last_error"], str), body
     assert_timestamp(body["created_at"])
@@ -1746,6 +1743,9 @@ def assert_message(body: Any, **expected) -> None:
     _assert_optional_str(body, "external_message_id", "error")
     assert body["status"] in MESSAGE_STATUSES, body
     assert is_int(body["attempts"]) and body["attempts"] >= 0, body
+    assert body["sender_agent_id"] is None or is_int(body["sender_agent_id"]), body
+    if body["sender_agent_id"] is not None:
+        assert body["direction"] == "outbound" and body["sender_user_id"] is None, body
     assert body["sender_user_id"] is None or is_int(body["sender_user_id"]), body
     assert_timestamp(body["created_at"])
     _assert_optional_timestamp(body, "sent_at")

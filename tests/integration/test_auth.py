@@ -2,6 +2,7 @@
 claims, refresh rotation and reuse detection, logout, forged tokens, login throttling, /auth/me."""
 import base64
 import json
+import threading
 import time
 
 import pytest
@@ -347,3 +348,37 @@ def test_login_is_throttled_after_five_failures_even_with_right_password(client,
             f"Retry-After {retry_after!r} must be seconds within the 15 min window"
     # Throttling is per e-mail: another account of the tenant still logs in.
     crm.login(client, tenant.admin_email, tenant.admin_password)
+
+
+def test_concurrent_wrong_passwords_get_at_most_five_checks(client, admin_token):
+    """The attempt is reserved before the password is hashed: 64 wrong passwords sent at once
+    for one account get at most 5 answers of 401 between them, the rest 429 (issue 14.2)."""
+    _, email, password = crm.create_user(client, admin_token, "agent")
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def attempt(i: int) -> None:
+        c = crm.Client(client.host, client.port)
+        resp = c.post(LOGIN, {"email": email, "password": f"wrong-password-{i}"})
+        with lock:
+            results.append(resp.status)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 64, results
+    assert set(results) <= {401, 429}, sorted(results)
+    assert results.count(401) <= 5, f"{results.count(401)} wrong passwords were checked"
+    assert results.count(429) >= 59, sorted(results)
+    # The right password is refused too for the rest of the window.
+    crm.assert_error(client.post(LOGIN, {"email": email, "password": password}), 429,
+                     "RATE_LIMITED")
+
+
+@pytest.mark.parametrize("length", [321, 5000])
+def test_an_overlong_login_email_is_422(client, length):
+    email = "a" * (length - len("@example.com")) + "@example.com"
+    resp = client.post(LOGIN, {"email": email, "password": "whatever-password"})
+    crm.assert_validation(resp, (("body", "email"), "string_too_long"))
