@@ -687,6 +687,20 @@ void run_http_action(wf_actor* self, std::int64_t id, json::object step,
   st.opts->client->send(std::move(req), std::move(done));
 }
 
+// An id in an action's params or a trigger payload: a positive integer, or its decimal text
+// (what a template renders).
+std::optional<std::int64_t> as_id(const json::value* v) {
+  if (!v) return std::nullopt;
+  if (v->is_int64() && v->as_int64() > 0) return v->as_int64();
+  if (v->is_string()) {
+    std::int64_t n = 0;
+    auto s = std::string_view(v->as_string());
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec == std::errc() && p == s.data() + s.size() && n > 0) return n;
+  }
+  return std::nullopt;
+}
+
 // send_message: to the trigger's conversation (message.received), else to the contact's
 // most recent one (on params.channel_id when given). Succeeds once the message is queued.
 void run_send_action(wf_actor* self, std::int64_t id, json::object step,
@@ -697,17 +711,6 @@ void run_send_action(wf_actor* self, std::int64_t id, json::object step,
   if (auto t = params.if_contains("text"); t && t->is_string()) req.text = t->as_string();
   if (req.text.empty())
     return finish_step(self, id, std::move(step), false, nullptr, "the message text is empty");
-  auto as_id = [](const json::value* v) -> std::optional<std::int64_t> {
-    if (!v) return std::nullopt;
-    if (v->is_int64() && v->as_int64() > 0) return v->as_int64();
-    if (v->is_string()) {
-      std::int64_t n = 0;
-      auto s = std::string_view(v->as_string());
-      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-      if (ec == std::errc() && p == s.data() + s.size() && n > 0) return n;
-    }
-    return std::nullopt;
-  };
   req.channel_id = as_id(params.if_contains("channel_id"));
   req.contact_id = domain::action_contact_id(params, r.payload);
   if (auto* p = r.payload.if_object(); p && !params.contains("contact_id"))
@@ -741,17 +744,6 @@ void run_ai_reply_action(wf_actor* self, std::int64_t id, json::object step,
                          const json::object& params) {
   auto& st = self->state;
   auto& r = st.runs.at(id).run;
-  auto as_id = [](const json::value* v) -> std::optional<std::int64_t> {
-    if (!v) return std::nullopt;
-    if (v->is_int64() && v->as_int64() > 0) return v->as_int64();
-    if (v->is_string()) {
-      std::int64_t n = 0;
-      auto s = std::string_view(v->as_string());
-      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-      if (ec == std::errc() && p == s.data() + s.size() && n > 0) return n;
-    }
-    return std::nullopt;
-  };
   auto* p = r.payload.if_object();
   ai_inbound m;
   if (p) {

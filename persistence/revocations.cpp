@@ -150,6 +150,13 @@ void revocation_store::revoke(const std::vector<std::string>& sids,
   });
 }
 
+void revocation_store::unrotate(const std::string& jti, std::function<void()> then) {
+  redis_.command({"DEL", used_key(jti)}, [then = std::move(then)](const redis_reply& r) {
+    if (!r.ok()) log_warn("redis: a failed refresh could not be taken back ({})", r.text);
+    then();
+  });
+}
+
 void revocation_store::rotate(const std::string& sid, const std::string& jti,
                               std::int64_t ttl_seconds, std::function<void(rotation)> done) {
   auto until = domain::now_seconds() + revocation_ttl;
@@ -177,41 +184,38 @@ void revocation_store::rotate(const std::string& sid, const std::string& jti,
 login_throttle::login_throttle(redis_client& redis, int max_failures, int window_seconds)
     : redis_(redis), max_failures_(max_failures), window_(window_seconds) {}
 
-void login_throttle::reserve(const std::string& email, std::function<void(int)> done) {
-  auto key = throttle_key(email);
-  // INCR then TTL in one round trip; a key without a TTL (just created) gets the window.
-  // Plain EXPIRE (no NX): the scripts run Redis 7, but nothing here needs it.
-  redis_.commands({{"INCR", key}, {"TTL", key}}, [this, email, key, done = std::move(done)](
-                                                     std::vector<redis_reply> rs) {
-    if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
-      auto count = rs[0].number;
-      auto ttl = rs[1].number;
-      if (ttl < 0) {
-        redis_.command({"EXPIRE", key, std::to_string(window_)}, [](const redis_reply&) {});
-        ttl = window_;
-      }
-      done(count > max_failures_ ? static_cast<int>(std::max<std::int64_t>(ttl, 1)) : 0);
-      return;
-    }
-    // Redis unreachable: the same reservation in this process.
-    int retry_after = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto now = domain::now_seconds();
-      auto& e = local_[domain::ascii_lower(email)];
-      if (e.second <= now) e = {0, now + window_};
-      if (++e.first > max_failures_)
-        retry_after = static_cast<int>(std::max<std::int64_t>(e.second - now, 1));
-    }
-    done(retry_after);
-  });
+void login_throttle::check(const std::string& email, std::function<void(int)> done) {
+  redis_.commands(
+      {{"GET", throttle_key(email)}, {"TTL", throttle_key(email)}},
+      [this, email, done = std::move(done)](std::vector<redis_reply> rs) {
+        if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
+          auto count = rs[0].kind == redis_reply::string ? std::atoll(rs[0].text.c_str()) : 0;
+          auto ttl = rs[1].number > 0 ? rs[1].number : window_;
+          done(count >= max_failures_ ? static_cast<int>(ttl) : 0);
+          return;
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto it = local_.find(domain::ascii_lower(email));
+        auto now = domain::now_seconds();
+        if (it == local_.end() || it->second.second <= now) {
+          done(0);
+          return;
+        }
+        done(it->second.first >= max_failures_ ? static_cast<int>(it->second.second - now) : 0);
+      });
 }
 
-void login_throttle::release(const std::string& email) {
-  redis_.command({"DECR", throttle_key(email)}, [](const redis_reply&) {});
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = local_.find(domain::ascii_lower(email));
-  if (it != local_.end() && it->second.first > 0) --it->second.first;
+void login_throttle::record_failure(const std::string& email) {
+  auto key = throttle_key(email);
+  redis_.commands({{"INCR", key}, {"EXPIRE", key, std::to_string(window_), "NX"}},
+                  [this, email](std::vector<redis_reply> rs) {
+                    if (!rs.empty() && rs[0].ok()) return;
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    auto now = domain::now_seconds();
+                    auto& e = local_[domain::ascii_lower(email)];
+                    if (e.second <= now) e = {0, now + window_};
+                    ++e.first;
+                  });
 }
 
 void login_throttle::reset(const std::string& email) {

@@ -35,6 +35,10 @@ public:
   // in which case the whole session has been revoked.
   void rotate(const std::string& sid, const std::string& jti, std::int64_t ttl_seconds,
               std::function<void(rotation)> done);
+  // Takes back a fresh rotation of `jti` whose new pair was never issued (a later step of the
+  // refresh failed): the client's retry with the same token is then not a reuse. `then` runs
+  // once Redis has answered (so the failure is answered only after).
+  void unrotate(const std::string& jti, std::function<void()> then);
 
   domain::revocation_list& list() { return list_; }
 
@@ -55,12 +59,9 @@ class login_throttle {
 public:
   login_throttle(redis_client& redis, int max_failures, int window_seconds);
 
-  // Reserves an attempt before the password is checked, atomically (INCR): `done(0)` when it
-  // may proceed, else `done(seconds until it may)`. A reserved attempt counts as a failure
-  // until `reset` (the password was right) or `release` (it could not be checked): so
-  // concurrent wrong passwords get at most `max_failures` checks between them.
-  void reserve(const std::string& email, std::function<void(int)> done);
-  void release(const std::string& email);
+  // `done(retry_after)`: 0 when the attempt may proceed, else seconds until it may.
+  void check(const std::string& email, std::function<void(int)> done);
+  void record_failure(const std::string& email);
   void reset(const std::string& email);
 
 private:

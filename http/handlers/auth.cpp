@@ -79,7 +79,7 @@ void login(services& s, const exchange_ptr& ex) {
   auto password = body.text("password", true, {.min = 0, .max = 1024});
   if (!body.finish()) return ex->fail(body.failure());
 
-  s.throttle.reserve(*email, [&s, ex, email = *email, password = *password](int retry_after) {
+  s.throttle.check(*email, [&s, ex, email = *email, password = *password](int retry_after) {
     if (retry_after > 0) {
       auto f = failure::of(errc::rate_limited, "too many failed logins; try again later");
       f.retry_after = retry_after;
@@ -88,22 +88,19 @@ void login(services& s, const exchange_ptr& ex) {
     s.pool.run<std::optional<domain::user>>(
         [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
         [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
-          if (!found) {
-            s.throttle.release(email);
-            return ex->fail(found.error());
-          }
+          if (!found) return ex->fail(found.error());
           auto user = std::move(*found);
           bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
             bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
-            // A wrong password keeps its reserved attempt as the failure it is.
-            if (!ok || !user || !user->is_active) return ex->fail(invalid_credentials());
+            if (!ok || !user || !user->is_active) {
+              s.throttle.record_failure(email);
+              return ex->fail(invalid_credentials());
+            }
             s.throttle.reset(email);
             start_session(s, ex, std::move(*user));
           });
-          if (!queued) {
-            s.throttle.release(email);
+          if (!queued)
             ex->fail(failure::of(errc::service_unavailable, "too many logins at once; retry"));
-          }
         });
   });
 }
@@ -148,15 +145,19 @@ void refresh(services& s, const exchange_ptr& ex) {
               return persistence::touch_session(c, sid);
             },
             [&s, ex, claims](domain::outcome<bool> live) {
-              if (!live) return ex->fail(live.error());
+              // No new pair was issued: the same refresh token may be presented again.
+              if (!live)
+                return s.revocations.unrotate(claims.jti, [ex, f = live.error()] { ex->fail(f); });
               if (!*live) return ex->fail(invalid_credentials("session revoked"));
-              actors::get_user(s.rt, claims.tenant_id, claims.user_id,
-                               actors::callback<domain::user>(
-                                   [&s, ex, sid = claims.sid](domain::outcome<domain::user> u) {
-                                     if (!u || !u->is_active)
-                                       return ex->fail(invalid_credentials("user inactive"));
-                                     ex->json(200, token_pair(s, *u, sid));
-                                   }));
+              actors::get_user(
+                  s.rt, claims.tenant_id, claims.user_id,
+                  actors::callback<domain::user>([&s, ex, sid = claims.sid, jti = claims.jti](
+                                                     domain::outcome<domain::user> u) {
+                    if (!u && u.error().code == errc::service_unavailable)
+                      return s.revocations.unrotate(jti, [ex, f = u.error()] { ex->fail(f); });
+                    if (!u || !u->is_active) return ex->fail(invalid_credentials("user inactive"));
+                    ex->json(200, token_pair(s, *u, sid));
+                  }));
             });
       });
 }
