@@ -311,9 +311,13 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
   if (!deliveries.empty()) {
     auto ids = next_ids(tx, "webhook_deliveries_id_seq", deliveries.size());
     auto nowq = tx.quote(domain::format_rfc3339(now)) + "::timestamptz";
+    // Only for subscriptions still active in Postgres: a 410 may have switched one off after
+    // the actor's copy was read, and a delivery to it would wait as pending for ever. FOR
+    // SHARE orders this against a 410 being recorded: that transaction fails the pending
+    // deliveries it can see, so ours must be committed first or not be written.
     std::string s = "INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event,"
                     " payload, status, next_attempt_at, retry_from, created_at, updated_at)"
-                    " VALUES ";
+                    " SELECT v.* FROM (VALUES ";
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
       auto& d = deliveries[i];
       s += (i ? "," : "") + std::string("(") + std::to_string(ids[i]) + "," +
@@ -321,8 +325,10 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
            tx.quote(d.e->event) + "," + tx.quote(d.e->payload) + "::jsonb,'pending'," + nowq + "," +
            nowq + "," + tx.quote(domain::format_rfc3339(d.e->at)) + "::timestamptz," + nowq + ")";
     }
-    tx.exec(s);
-    out.deliveries = deliveries.size();
+    s += ") AS v(id, tenant_id, subscription_id, event, payload, status, next_attempt_at,"
+         " retry_from, created_at, updated_at) WHERE EXISTS (SELECT 1 FROM"
+         " webhook_subscriptions w WHERE w.id = v.subscription_id AND w.is_active FOR SHARE)";
+    out.deliveries = static_cast<std::size_t>(tx.exec(s).affected_rows());
   }
   tx.commit();
   return out;

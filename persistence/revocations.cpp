@@ -184,44 +184,85 @@ void revocation_store::rotate(const std::string& sid, const std::string& jti,
 login_throttle::login_throttle(redis_client& redis, int max_failures, int window_seconds)
     : redis_(redis), max_failures_(max_failures), window_(window_seconds) {}
 
-void login_throttle::check(const std::string& email, std::function<void(int)> done) {
-  redis_.commands(
-      {{"GET", throttle_key(email)}, {"TTL", throttle_key(email)}},
-      [this, email, done = std::move(done)](std::vector<redis_reply> rs) {
-        if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
-          auto count = rs[0].kind == redis_reply::string ? std::atoll(rs[0].text.c_str()) : 0;
-          auto ttl = rs[1].number > 0 ? rs[1].number : window_;
-          done(count >= max_failures_ ? static_cast<int>(ttl) : 0);
-          return;
-        }
-        std::lock_guard<std::mutex> lock(mutex_);
-        auto it = local_.find(domain::ascii_lower(email));
-        auto now = domain::now_seconds();
-        if (it == local_.end() || it->second.second <= now) {
-          done(0);
-          return;
-        }
-        done(it->second.first >= max_failures_ ? static_cast<int>(it->second.second - now) : 0);
-      });
-}
-
-void login_throttle::record_failure(const std::string& email) {
-  auto key = throttle_key(email);
-  redis_.commands({{"INCR", key}, {"EXPIRE", key, std::to_string(window_), "NX"}},
-                  [this, email](std::vector<redis_reply> rs) {
-                    if (!rs.empty() && rs[0].ok()) return;
-                    std::lock_guard<std::mutex> lock(mutex_);
-                    auto now = domain::now_seconds();
-                    auto& e = local_[domain::ascii_lower(email)];
-                    if (e.second <= now) e = {0, now + window_};
-                    ++e.first;
+void login_throttle::admit(const std::string& email, std::function<void(int)> done) {
+  redis_.commands({{"GET", throttle_key(email)}, {"TTL", throttle_key(email)}},
+                  [this, email, done = std::move(done)](std::vector<redis_reply> rs) mutable {
+                    if (rs.size() == 2 && rs[0].ok() && rs[1].ok()) {
+                      auto count =
+                          rs[0].kind == redis_reply::string ? std::atoll(rs[0].text.c_str()) : 0;
+                      auto ttl = rs[1].number > 0 ? rs[1].number : window_;
+                      return admit_with(email, count, ttl, std::move(done));
+                    }
+                    std::int64_t count = 0, ttl = window_;
+                    {
+                      std::lock_guard<std::mutex> lock(mutex_);
+                      auto it = local_.find(domain::ascii_lower(email));
+                      auto now = domain::now_seconds();
+                      if (it != local_.end() && it->second.second > now) {
+                        count = it->second.first;
+                        ttl = it->second.second - now;
+                      }
+                    }
+                    admit_with(email, count, ttl, std::move(done));
                   });
 }
 
-void login_throttle::reset(const std::string& email) {
-  redis_.command({"DEL", throttle_key(email)}, [](const redis_reply&) {});
-  std::lock_guard<std::mutex> lock(mutex_);
-  local_.erase(domain::ascii_lower(email));
+void login_throttle::admit_with(const std::string& email, std::int64_t failures,
+                                std::int64_t retry_after, std::function<void(int)> done) {
+  if (failures >= max_failures_)
+    return done(static_cast<int>(std::max<std::int64_t>(retry_after, 1)));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& f = in_flight_[domain::ascii_lower(email)];
+    if (failures + f.checks >= max_failures_) {
+      // Each check in flight may still turn into a failure: wait for one to end, then look
+      // at the count again.
+      f.waiting.push_back(
+          [this, email, done = std::move(done)]() mutable { admit(email, std::move(done)); });
+      return;
+    }
+    f.checks++;
+  }
+  done(0);
+}
+
+void login_throttle::check_ended(const std::string& email) {
+  std::deque<std::function<void()>> again;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = in_flight_.find(domain::ascii_lower(email));
+    if (it == in_flight_.end()) return;
+    it->second.checks--;
+    again = std::move(it->second.waiting);
+    if (it->second.checks <= 0) in_flight_.erase(it);
+  }
+  for (auto& k : again) k();
+}
+
+void login_throttle::finish(const std::string& email, std::optional<bool> right) {
+  // The count changes first; the check ends (and waiting attempts look again) only after
+  // Redis has applied it: its commands run in order, so their GET sees the new count.
+  if (!right) return check_ended(email);
+  auto key = throttle_key(email);
+  if (*right) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      local_.erase(domain::ascii_lower(email));
+    }
+    redis_.command({"DEL", key}, [this, email](const redis_reply&) { check_ended(email); });
+    return;
+  }
+  redis_.commands({{"INCR", key}, {"EXPIRE", key, std::to_string(window_), "NX"}},
+                  [this, email](std::vector<redis_reply> rs) {
+                    if (rs.empty() || !rs[0].ok()) {
+                      std::lock_guard<std::mutex> lock(mutex_);
+                      auto now = domain::now_seconds();
+                      auto& e = local_[domain::ascii_lower(email)];
+                      if (e.second <= now) e = {0, now + window_};
+                      ++e.first;
+                    }
+                    check_ended(email);
+                  });
 }
 
 } // namespace crm::persistence

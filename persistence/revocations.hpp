@@ -7,8 +7,10 @@
 #include "persistence/redis_client.hpp"
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -59,17 +61,31 @@ class login_throttle {
 public:
   login_throttle(redis_client& redis, int max_failures, int window_seconds);
 
-  // `done(retry_after)`: 0 when the attempt may proceed, else seconds until it may.
-  void check(const std::string& email, std::function<void(int)> done);
-  void record_failure(const std::string& email);
-  void reset(const std::string& email);
+  // Admits a login attempt before its password is checked: `done(0)` when it may proceed (the
+  // caller then calls `finish` exactly once), else `done(seconds until it may)`. An attempt
+  // counts against the limit from admission, so concurrent wrong passwords get no more checks
+  // than the limit allows between them (per node); attempts over it wait for those in flight
+  // to finish instead of being refused, so parallel right passwords all succeed.
+  void admit(const std::string& email, std::function<void(int)> done);
+  // `right`: the password was right (the count starts over), wrong (one more failure), or
+  // nothing (it could not be checked).
+  void finish(const std::string& email, std::optional<bool> right);
 
 private:
+  struct in_flight {
+    int checks = 0;
+    std::deque<std::function<void()>> waiting; // admissions to try again when a check ends
+  };
+  void admit_with(const std::string& email, std::int64_t failures, std::int64_t retry_after,
+                  std::function<void(int)> done);
+  void check_ended(const std::string& email);
+
   redis_client& redis_;
   int max_failures_;
   int window_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::pair<int, std::int64_t>> local_; // count, window end
+  std::unordered_map<std::string, in_flight> in_flight_;                // by lower-cased e-mail
 };
 
 } // namespace crm::persistence

@@ -79,7 +79,7 @@ void login(services& s, const exchange_ptr& ex) {
   auto password = body.text("password", true, {.min = 0, .max = 1024});
   if (!body.finish()) return ex->fail(body.failure());
 
-  s.throttle.check(*email, [&s, ex, email = *email, password = *password](int retry_after) {
+  s.throttle.admit(*email, [&s, ex, email = *email, password = *password](int retry_after) {
     if (retry_after > 0) {
       auto f = failure::of(errc::rate_limited, "too many failed logins; try again later");
       f.retry_after = retry_after;
@@ -88,19 +88,24 @@ void login(services& s, const exchange_ptr& ex) {
     s.pool.run<std::optional<domain::user>>(
         [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
         [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
-          if (!found) return ex->fail(found.error());
+          if (!found) {
+            s.throttle.finish(email, std::nullopt);
+            return ex->fail(found.error());
+          }
           auto user = std::move(*found);
           bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
             bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
             if (!ok || !user || !user->is_active) {
-              s.throttle.record_failure(email);
+              s.throttle.finish(email, false);
               return ex->fail(invalid_credentials());
             }
-            s.throttle.reset(email);
+            s.throttle.finish(email, true);
             start_session(s, ex, std::move(*user));
           });
-          if (!queued)
+          if (!queued) {
+            s.throttle.finish(email, std::nullopt);
             ex->fail(failure::of(errc::service_unavailable, "too many logins at once; retry"));
+          }
         });
   });
 }

@@ -2,6 +2,7 @@
 claims, refresh rotation and reuse detection, logout, forged tokens, login throttling, /auth/me."""
 import base64
 import json
+import threading
 import time
 
 import pytest
@@ -347,6 +348,45 @@ def test_login_is_throttled_after_five_failures_even_with_right_password(client,
             f"Retry-After {retry_after!r} must be seconds within the 15 min window"
     # Throttling is per e-mail: another account of the tenant still logs in.
     crm.login(client, tenant.admin_email, tenant.admin_password)
+
+
+def concurrent_logins(client, email, passwords) -> list[int]:
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def attempt(pw: str) -> None:
+        c = crm.Client(client.host, client.port)
+        resp = c.post(LOGIN, {"email": email, "password": pw})
+        with lock:
+            results.append(resp.status)
+
+    threads = [threading.Thread(target=attempt, args=(pw,)) for pw in passwords]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == len(passwords), results
+    return results
+
+
+def test_concurrent_wrong_passwords_get_at_most_five_checks(client, admin_token):
+    """An attempt counts from its admission, before the password is hashed: 64 wrong
+    passwords sent at once for one account get at most 5 answers of 401 between them, the
+    rest 429 (issue 14.2); the right password is refused too for the rest of the window."""
+    _, email, password = crm.create_user(client, admin_token, "agent")
+    results = concurrent_logins(client, email, [f"wrong-password-{i}" for i in range(64)])
+    assert set(results) <= {401, 429}, sorted(results)
+    assert results.count(401) <= 5, f"{results.count(401)} wrong passwords were checked"
+    crm.assert_error(client.post(LOGIN, {"email": email, "password": password}), 429,
+                     "RATE_LIMITED")
+
+
+def test_concurrent_right_passwords_all_log_in(client, admin_token):
+    """Attempts over the limit wait for the checks in flight instead of being refused: 16
+    parallel logins with the right password all succeed (none of them is a failure)."""
+    _, email, password = crm.create_user(client, admin_token, "agent")
+    results = concurrent_logins(client, email, [password] * 16)
+    assert results == [200] * 16, sorted(results)
 
 
 @pytest.mark.parametrize("length", [321, 5000])
