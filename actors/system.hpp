@@ -68,7 +68,8 @@ using continuation = std::function<void()>;
 // /actors, /metrics and POST /actors/{tenant}/NAME/fail, and its place in the supervisor's
 // spawn table, which calls `spawn_NAME` (defined in actors/NAME_actor.cpp). docs/aggregates.md
 // shows the steps.
-#define CRM_TENANT_CHILDREN(X) X(users) X(contacts) X(fields) X(workflows) X(channels) X(deals) X(agents)
+#define CRM_TENANT_CHILDREN(X)                                                                     \
+  X(users) X(contacts) X(fields) X(workflows) X(channels) X(deals) X(agents)
 
 #define CRM_CHILD_KIND(name) name,
 enum class child_kind : std::uint8_t { CRM_TENANT_CHILDREN(CRM_CHILD_KIND) count_ };
