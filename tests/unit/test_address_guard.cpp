@@ -47,6 +47,20 @@ constexpr address_case cases[] = {
     {"::169.254.169.254", true},
     {"64:ff9b::10.0.0.1", true}, // NAT64 of a private address
     {"2002:7f00:1::", true},     // 6to4 of loopback
+    {"192.0.0.8", true},         // IETF protocol assignments
+    {"192.0.2.10", true},        // TEST-NET-1
+    {"198.18.0.1", true},        // benchmarking, first of 198.18/15
+    {"198.19.255.254", true},    // benchmarking, last of 198.18/15
+    {"198.20.0.1", false},       // just past 198.18/15
+    {"198.51.100.7", true},      // TEST-NET-2
+    {"203.0.113.9", true},       // TEST-NET-3
+    {"192.0.3.1", false},        // just past TEST-NET-1
+    {"64:ff9b:1::a00:1", true},  // local-use NAT64
+    {"64:ff9b:2::1", false},     // just past 64:ff9b:1::/48 (no IPv4 embedded at ::/96)
+    {"2001::1", true},           // Teredo
+    {"2001:0:4136:e378::1", true},
+    {"2001:db8::1", true}, // documentation
+    {"2001:1::1", false},  // just past 2001::/32
     {"2001:4860:4860::8888", false},
     {"2606:4700:4700::1111", false},
     {"not-an-ip", true}, // what cannot be classified is refused
