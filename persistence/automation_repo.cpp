@@ -311,13 +311,17 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
   if (!deliveries.empty()) {
     auto ids = next_ids(tx, "webhook_deliveries_id_seq", deliveries.size());
     auto nowq = tx.quote(domain::format_rfc3339(now)) + "::timestamptz";
-    // Only for subscriptions still active in Postgres: a 410 may have switched one off after
-    // the actor's copy was read, and a delivery to it would wait as pending for ever. FOR
-    // SHARE orders this against a 410 being recorded: that transaction fails the pending
-    // deliveries it can see, so ours must be committed first or not be written.
+    // A 410 may have switched a subscription off after the actor's copy was read: its
+    // deliveries are written failed, as the 410 failed those already pending (else they
+    // would wait as pending for ever). FOR SHARE orders this against a 410 being recorded.
     std::string s = "INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, event,"
-                    " payload, status, next_attempt_at, retry_from, created_at, updated_at)"
-                    " SELECT v.* FROM (VALUES ";
+                    " payload, status, next_attempt_at, retry_from, created_at, updated_at,"
+                    " last_error) SELECT v.id, v.tenant_id, v.subscription_id, v.event,"
+                    " v.payload, CASE WHEN w.is_active THEN v.status ELSE 'failed' END,"
+                    " CASE WHEN w.is_active THEN v.next_attempt_at END, v.retry_from,"
+                    " v.created_at, v.updated_at, CASE WHEN w.is_active THEN NULL ELSE"
+                    " 'subscription disabled before this delivery was attempted' END FROM"
+                    " (VALUES ";
     for (std::size_t i = 0; i < deliveries.size(); ++i) {
       auto& d = deliveries[i];
       s += (i ? "," : "") + std::string("(") + std::to_string(ids[i]) + "," +
@@ -326,8 +330,8 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
            nowq + "," + tx.quote(domain::format_rfc3339(d.e->at)) + "::timestamptz," + nowq + ")";
     }
     s += ") AS v(id, tenant_id, subscription_id, event, payload, status, next_attempt_at,"
-         " retry_from, created_at, updated_at) WHERE EXISTS (SELECT 1 FROM"
-         " webhook_subscriptions w WHERE w.id = v.subscription_id AND w.is_active FOR SHARE)";
+         " retry_from, created_at, updated_at) JOIN webhook_subscriptions w ON w.id ="
+         " v.subscription_id FOR SHARE OF w";
     out.deliveries = static_cast<std::size_t>(tx.exec(s).affected_rows());
   }
   tx.commit();

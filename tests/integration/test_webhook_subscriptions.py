@@ -523,8 +523,10 @@ def test_410_disables_the_subscription_and_reactivation_clears_the_reason(client
             crm.get_subscription(client, t, sub["id"])
         got = crm.get_subscription(client, t, sub["id"])
         assert isinstance(got["disabled_reason"], str) and got["disabled_reason"], got
+        # Gone2's event reaches the dispatcher before or after the 410 switched the
+        # subscription off: then it has a delivery (failed, never left pending) or none.
         items = crm.wait_deliveries(client, t, sub["id"],
-                                    lambda ds: len(ds) == 2 and
+                                    lambda ds: 1 <= len(ds) <= 2 and
                                     all(d["status"] == "failed" for d in ds))
         assert any(d["last_status_code"] == 410 for d in items), items
         count = len(rcv.requests)
