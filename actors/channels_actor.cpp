@@ -303,8 +303,8 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                            caf::make_message(outbox_atom::value));
           // An auto-replying agent of the channel answers, unless a person has the
-          // conversation (docs/ai.md).
-          if (!r->conversation.ai_paused)
+          // conversation (docs/ai.md). Channels no agent serves never wake the agent actor.
+          if (!r->conversation.ai_paused && st.ai_channels.count(key.first))
             ai_on_inbound(*st.env.rt->owner, st.env.tenant_id,
                           ai_inbound{r->conversation.id, key.first, contact_id, r->ids.message_id,
                                      text, depth});

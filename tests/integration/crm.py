@@ -1091,11 +1091,54 @@ class ReceivedRequest:
         return f"<ReceivedRequest {self.describe()}>"
 
 
-class Receiver:
+class RecordingServer:
+    """What the tests' stand-in servers share (Receiver, fake_llm.FakeLLM): each records its
+    requests in `_requests` under `_cond` and runs `_server` in `_thread`. Waiting for
+    requests, stopping, and use as a context manager."""
+
+    _what = "server"
+
+    def wait_for(self, n: int, timeout: float = 15.0, where=None) -> list:
+        """Waits until at least n requests (matching `where(req)` if given) arrived; returns the
+        matching requests. Fails the test (AssertionError) on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                got = [r for r in self._requests if where is None or where(r)]
+                if len(got) >= n:
+                    return got
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(timeout=min(remaining, 0.2))
+            everything = list(self._requests)
+        raise AssertionError(f"{self._what} on port {self.port}: want {n} matching request(s) "
+                             f"within {timeout:.0f} s, got {len(got)}; all requests: "
+                             f"{[r.describe() for r in everything]}")
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Receiver(RecordingServer):
     """An HTTP server on 127.0.0.1:<free port> in a thread that records every request and answers
     from a plan: `responses` are answered in order, then the last one forever. An entry is a
     status (int), HANG (accept, read, never answer until stop()), or (status, headers, body).
     `hang=True` hangs on every request. Usable as a context manager."""
+
+    _what = "receiver"
 
     def __init__(self, responses=(200,), *, hang: bool = False, body: bytes = b"ok",
                  port: int = 0):
@@ -1210,44 +1253,6 @@ class Receiver:
         with self._cond:
             return list(self._requests)
 
-    def wait_for(self, n: int, timeout: float = 15.0, where=None) -> list[ReceivedRequest]:
-        """Waits until at least n requests (matching `where(req)` if given) arrived; returns the
-        matching requests. Fails the test (AssertionError) on timeout."""
-        deadline = time.monotonic() + timeout
-
-        def matching():
-            return [r for r in self._requests if where is None or where(r)]
-
-        with self._cond:
-            while True:
-                got = matching()
-                if len(got) >= n:
-                    return got
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(timeout=min(remaining, 0.2))
-            everything = list(self._requests)
-        raise AssertionError(f"receiver on port {self.port}: want {n} matching request(s) within "
-                             f"{timeout:.0f} s, got {len(got)}; all requests: "
-                             f"{[r.describe() for r in everything]}")
-
-    # -- lifecycle
-
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "Receiver":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def _header_value(headers, name: str) -> str | None:

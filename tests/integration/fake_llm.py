@@ -42,6 +42,8 @@ import threading
 import time
 from typing import Any, Callable
 
+import crm
+
 COMPLETIONS_PATH = "/v1/chat/completions"
 
 
@@ -247,8 +249,10 @@ def sse_events(raw: bytes) -> list[str]:
     return events
 
 
-class FakeLLM:
+class FakeLLM(crm.RecordingServer):
     """See the module docstring. Usable as a context manager; `stop()` wakes slow answers."""
+
+    _what = "fake LLM"
 
     def __init__(self, plan=(), *, port: int = 0):
         self._cond = threading.Condition()
@@ -466,40 +470,6 @@ class FakeLLM:
         return [r for r in self.requests
                 if r.method == "POST" and r.path.split("?")[0] == COMPLETIONS_PATH]
 
-    def wait_for(self, n: int, timeout: float = 15.0, where=None) -> list[LLMRequest]:
-        """Waits until at least n requests (matching `where` if given) arrived; returns them.
-        AssertionError on timeout."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                got = [r for r in self._requests if where is None or where(r)]
-                if len(got) >= n:
-                    return got
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(timeout=min(remaining, 0.2))
-            everything = list(self._requests)
-        raise AssertionError(f"fake LLM on port {self.port}: want {n} request(s) within "
-                             f"{timeout:.0f} s, got {len(got)}: "
-                             f"{[r.describe() for r in everything]}")
-
-    # -- lifecycle
-
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> "FakeLLM":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 # --------------------------------------------------------------------------------------------
