@@ -160,6 +160,20 @@ std::size_t utf8_length(std::string_view s) {
   return count;
 }
 
+std::size_t first_non_text(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    if (s[i] == '\0') return i;
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    auto n = utf8_sequence(s, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
 std::string_view utf8_prefix(std::string_view s, std::size_t max_chars) {
   std::size_t i = 0;
   for (std::size_t count = 0; i < s.size() && count < max_chars; ++count)

@@ -26,5 +26,11 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i);
 std::size_t utf8_length(std::string_view s);
 // The first `max_chars` characters of `s`, counted as utf8_length counts them.
 std::string_view utf8_prefix(std::string_view s, std::size_t max_chars);
+// Byte offset of the first byte of `s` that PostgreSQL text cannot hold (a NUL, or one that does
+// not start a well-formed UTF-8 character), or npos when `s` is storable text.
+std::size_t first_non_text(std::string_view s);
+inline bool is_text(std::string_view s) {
+  return first_non_text(s) == std::string_view::npos;
+}
 
 } // namespace crm::domain

@@ -1,5 +1,7 @@
 #include "http/message.hpp"
 
+#include "domain/validation.hpp"
+
 namespace crm::http {
 
 std::string_view to_string(verb v) {
@@ -84,6 +86,24 @@ std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q)
                      v ? *v : std::string(eq == std::string_view::npos ? "" : part.substr(eq + 1)));
   }
   return out;
+}
+
+std::optional<domain::issue> non_text_input(const request& req) {
+  constexpr const char* not_text = "Input should be UTF-8 text without NUL characters";
+  if (!domain::is_text(req.path)) return domain::issue{{"path"}, not_text, "string_unicode"};
+  for (auto& [name, value] : req.query) {
+    if (!domain::is_text(name)) return domain::issue{{"query"}, not_text, "string_unicode"};
+    if (!domain::is_text(value)) return domain::issue{{"query", name}, not_text, "string_unicode"};
+  }
+  if (auto key = req.header("idempotency-key"); key && !key->empty()) {
+    bool ok = key->size() <= 255;
+    for (char c : *key) ok = ok && c >= 0x21 && c <= 0x7e;
+    if (!ok)
+      return domain::issue{{"header", "Idempotency-Key"},
+                           "Idempotency-Key should be 1 to 255 visible ASCII characters",
+                           "string_pattern_mismatch"};
+  }
+  return std::nullopt;
 }
 
 } // namespace crm::http

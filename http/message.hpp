@@ -1,6 +1,8 @@
 // The HTTP request and response as the handlers see them: plain structs, no Beast, so that
 // handler code compiles fast and the session (server.cpp) is the only code that knows Beast.
 #pragma once
+#include "domain/failure.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -46,6 +48,12 @@ struct response {
 
 // Splits "a=1&b=x%20y" into decoded pairs ('+' is a space).
 std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q);
+// The request's text that handlers may store (the decoded path, every query name and value, the
+// Idempotency-Key header) checked before any handler runs: a 422 issue for the first value that
+// is not UTF-8 text without NUL (or an Idempotency-Key that is not 1-255 visible ASCII
+// characters), so no such byte ever reaches SQL.
+std::optional<domain::issue> non_text_input(const request& req);
+
 // Percent-decodes; nothing on malformed escapes.
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space);
 

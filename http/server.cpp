@@ -244,6 +244,10 @@ private:
         return;
       }
     }
+    if (auto bad = non_text_input(ex->req)) {
+      ex->fail(domain::failure::invalid({std::move(*bad)}));
+      return;
+    }
     try {
       rt.handler(ex);
     } catch (const std::exception& e) {

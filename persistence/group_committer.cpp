@@ -1,5 +1,6 @@
 #include "persistence/group_committer.hpp"
 
+#include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <pqxx/pqxx>
@@ -42,7 +43,8 @@ void sql_text::committed() {
   preparing_.clear();
 }
 
-void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n) {
+void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
+                    std::vector<std::size_t>& unwritable) {
   // BEGIN, every batch and COMMIT in one simple query: a single round trip, one fsync. A failed
   // statement skips the rest, COMMIT included; the connection, left inside the failed
   // transaction, is dropped. Prepared statements live in the session, so the pool needs
@@ -50,18 +52,23 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n) {
   try {
     pqxx::nontransaction tx(c.raw());
     sql_text text(tx, c);
-    for (std::size_t i = 0; i < n; ++i) batches[i]->append_sql(text);
+    for (std::size_t i = 0; i < n; ++i) {
+      auto mark = text.position();
+      try {
+        batches[i]->append_sql(text);
+      } catch (const std::exception& e) {
+        log_error("a batch of tenant {} could not be written: {}", batches[i]->tenant(), e.what());
+        text.rewind(mark);
+        unwritable.push_back(i);
+      }
+    }
+    if (text.empty()) return;
     tx.exec(text.transaction());
     text.committed();
   } catch (...) {
     c.reset();
     throw;
   }
-}
-
-void commit_batch(pg_conn& c, const tx_batch& b) {
-  const tx_batch* one = &b;
-  commit_batches(c, &one, 1);
 }
 
 group_committer::group_committer(pg_pool& pool, int max_in_flight,
@@ -90,35 +97,57 @@ void group_committer::commit(pg_conn& c, std::vector<item>& items) {
   auto committed = [this] {
     if (transactions_) transactions_->fetch_add(1, std::memory_order_relaxed);
   };
-  auto fail = [&c](item& it, const char* what) {
+  auto fail = [&c](item& it, const std::exception& e) {
     c.reset();
-    it.done(pg_pool::unavailable(what));
+    it.done(pg_pool::failure_of(e));
   };
   std::vector<const tx_batch*> batches;
   batches.reserve(items.size());
   for (auto& it : items) batches.push_back(it.batch.get());
+  // A batch its connection cannot write is the fault of that request alone (its input got past
+  // validation): it gets a 500 at once, and the others go on without it.
+  std::vector<std::size_t> bad;
+  std::vector<bool> answered(items.size(), false);
+  auto answer_unwritable = [&] {
+    for (auto i : bad) {
+      if (answered[i]) continue;
+      answered[i] = true;
+      items[i].done(domain::failure::of(domain::errc::internal, "the change could not be stored"));
+    }
+  };
   try {
-    commit_batches(c, batches.data(), batches.size());
+    commit_batches(c, batches.data(), batches.size(), bad);
+    answer_unwritable();
     committed();
-    for (auto& it : items) it.done(domain::done{});
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (!answered[i]) items[i].done(domain::done{});
     return;
   } catch (const std::exception& e) {
+    answer_unwritable();
     // Only a transaction known to be rolled back is retried, batch by batch, to find the
     // faulty one. A lost connection or an unknown outcome fails them all: a retry could write
     // twice.
-    if (items.size() == 1 || !rolled_back(e)) {
-      for (auto& it : items) fail(it, e.what());
+    if (items.size() - bad.size() <= 1 || !rolled_back(e)) {
+      for (std::size_t i = 0; i < items.size(); ++i)
+        if (!answered[i]) fail(items[i], e);
       return;
     }
     c.reset();
   }
-  for (auto& it : items) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (answered[i]) continue;
     try {
-      commit_batch(c, *it.batch);
-      committed();
-      it.done(domain::done{});
+      bad.clear();
+      commit_batches(c, &batches[i], 1, bad);
+      if (bad.empty()) {
+        committed();
+        items[i].done(domain::done{});
+      } else {
+        items[i].done(
+            domain::failure::of(domain::errc::internal, "the change could not be stored"));
+      }
     } catch (const std::exception& e) {
-      fail(it, e.what());
+      fail(items[i], e);
     }
   }
 }

@@ -73,6 +73,28 @@ domain::failure pg_pool::unavailable(const char* what) {
   return domain::failure::of(domain::errc::service_unavailable, "the database is unavailable");
 }
 
+domain::failure pg_pool::failure_of(const std::exception& e) {
+  if (dynamic_cast<const pqxx::broken_connection*>(&e) ||
+      dynamic_cast<const pqxx::in_doubt_error*>(&e) ||
+      dynamic_cast<const pqxx::transaction_rollback*>(&e))
+    return unavailable(e.what());
+  if (auto sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
+    // SQLSTATE classes: 08 connection, 23 integrity (a row written behind the actor's back:
+    // its state is reloaded, and the retry gets the right answer), 40 rollback, 53 resources,
+    // 55 object state (lock not available), 57 operator intervention (shutdown, cancel), 58
+    // system error.
+    const std::string& state = sql->sqlstate();
+    static constexpr std::string_view retryable[] = {"08", "23", "40", "53", "55", "57", "58"};
+    if (state.size() < 2) return unavailable(e.what());
+    for (auto cls : retryable)
+      if (std::string_view(state).substr(0, 2) == cls) return unavailable(e.what());
+    log_error("postgres refused a statement ({}): {}", state, e.what());
+  } else {
+    log_error("database work failed: {}", e.what());
+  }
+  return domain::failure::of(domain::errc::internal, "internal error");
+}
+
 void pg_pool::loop(int) {
   pg_conn conn(url_);
   for (;;) {

@@ -60,8 +60,8 @@ public:
   void submit(job j);
 
   // Runs `work(conn)` on a pool thread and passes its outcome to `done` (on that thread).
-  // Any exception from `work` becomes errc::service_unavailable and drops the connection,
-  // so a failed transaction never leaves a half-open one behind.
+  // An exception from `work` drops the connection, so a failed transaction never leaves a
+  // half-open one behind, and becomes the failure `failure_of` names.
   template <class T, class Work, class Done>
   void run(Work work, Done done) {
     submit([work = std::move(work), done = std::move(done)](pg_conn& c) mutable {
@@ -70,7 +70,7 @@ public:
         r.emplace(work(c));
       } catch (const std::exception& e) {
         c.reset();
-        r.emplace(unavailable(e.what()));
+        r.emplace(failure_of(e));
       }
       done(std::move(*r));
     });
@@ -80,6 +80,12 @@ public:
   void stop();
 
   static domain::failure unavailable(const char* what);
+  // What a caller is told of an exception from database work: a lost connection, an unknown
+  // outcome, a server shutting down, short of resources, a constraint violated by a row the
+  // caller did not know of, or a lock or serialization conflict is errc::service_unavailable (503,
+  // worth a retry); anything else (a statement the server refused, a value that could not be
+  // converted or quoted) is errc::internal (500), logged.
+  static domain::failure failure_of(const std::exception& e);
 
 private:
   void loop(int index);

@@ -31,6 +31,18 @@ public:
 
   // BEGIN, the body, COMMIT; with the needed PREPAREs first.
   std::string transaction() const;
+  bool empty() const { return body_.empty(); }
+
+  // What has been appended so far, to drop a batch that failed half-way through appending.
+  struct mark {
+    std::size_t prelude, body, preparing;
+  };
+  mark position() const { return {prelude_.size(), body_.size(), preparing_.size()}; }
+  void rewind(const mark& m) {
+    prelude_.resize(m.prelude);
+    body_.resize(m.body);
+    preparing_.resize(m.preparing);
+  }
   // After COMMIT: the connection now has what was prepared.
   void committed();
 
@@ -89,8 +101,10 @@ public:
 };
 
 // Commits the batches (of any tenants and aggregates) in one transaction, in one round trip,
-// or throws (nothing of them is then stored; the connection is dropped).
-void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n);
-void commit_batch(pg_conn& c, const tx_batch& b);
+// or throws (nothing of them is then stored; the connection is dropped). A batch that throws
+// while its statements are appended (a value the connection cannot quote) is left out of the
+// transaction and its index put in `unwritable`: it fails alone, never its neighbours.
+void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
+                    std::vector<std::size_t>& unwritable);
 
 } // namespace crm::persistence

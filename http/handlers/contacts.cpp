@@ -120,10 +120,14 @@ void import(services& s, const exchange_ptr& ex) {
   if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv")
     return ex->fail(failure::invalid(
         {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
-  // PostgreSQL text cannot hold a NUL byte.
-  if (ex->req.body.find('\0') != std::string::npos)
+  // PostgreSQL text holds neither a NUL byte nor anything but UTF-8.
+  if (auto at = domain::first_non_text(ex->req.body); at != std::string::npos) {
+    auto line = 1 + std::count(ex->req.body.begin(), ex->req.body.begin() + at, '\n');
     return ex->fail(failure::invalid(
-        {{{"body"}, "the CSV must not contain the NUL character (U+0000)", "value_error"}}));
+        {{{"body"},
+          "the CSV must be UTF-8 text without NUL characters (line " + std::to_string(line) + ")",
+          "string_unicode"}}));
+  }
   auto rows = parse_csv(ex->req.body);
   if (!rows)
     return ex->fail(

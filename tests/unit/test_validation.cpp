@@ -141,3 +141,17 @@ TEST(validation, utf8_length_counts_bytes_of_invalid_sequences) {
   EXPECT_EQ(utf8_length("\x80\x80"), 2U);             // lone continuation bytes
   EXPECT_EQ(utf8_length("\xc3\xa9\xff\xc3\xa9"), 3U); // valid, invalid, valid
 }
+
+TEST(validation, first_non_text_finds_nul_and_invalid_utf8) {
+  using namespace std::string_view_literals;
+  EXPECT_TRUE(is_text(""));
+  EXPECT_TRUE(is_text("Jo\xc3\xa3o \xe6\x97\xa5 \xf0\x9f\x98\x80"));
+  EXPECT_EQ(first_non_text("ab\0c"sv), 2U);
+  EXPECT_EQ(first_non_text("k\xff"
+                           "1"),
+            1U);
+  EXPECT_EQ(first_non_text("\xc3"), 0U);               // truncated
+  EXPECT_EQ(first_non_text("a\xc0\xaf"), 1U);          // overlong '/'
+  EXPECT_EQ(first_non_text("\xed\xa0\x80"), 0U);       // surrogate
+  EXPECT_EQ(first_non_text("ok\xf4\x90\x80\x80"), 2U); // past U+10FFFF
+}
