@@ -92,7 +92,8 @@ int serve(config::settings cfg) {
   http::server srv(
       cfg.http_threads,
       {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout, cfg.body_timeout},
-      {cfg.jwt_secret, &revoked}, metrics);
+      {cfg.jwt_secret, &revoked, {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts}},
+      metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
   // Automation: outbound HTTP on its own thread, and the sweeper that wakes idle tenants with

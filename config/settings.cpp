@@ -2,6 +2,10 @@
 // key, the environment variable, the flag and the help text of a setting never drift apart.
 #include "config/settings.hpp"
 
+#include <sys/random.h>
+
+#include <cerrno>
+
 #include <toml++/toml.h>
 
 #include <charconv>
@@ -47,6 +51,21 @@ double to_seconds(const std::string& name, const std::string& v) {
   return d;
 }
 
+std::vector<std::string> split_list(const std::string& v) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= v.size()) {
+    auto end = v.find(',', start);
+    if (end == std::string::npos) end = v.size();
+    auto item = v.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
 bool to_bool(const std::string& name, const std::string& v) {
   if (v == "1" || v == "true" || v == "yes") return true;
   if (v == "0" || v == "false" || v == "no" || v.empty()) return false;
@@ -61,6 +80,17 @@ const std::vector<option>& options() {
       {"metrics-listen", "http", "metrics_listen", "CARECRM_METRICS_LISTEN",
        "address:port of /metrics and /actors",
        [](settings& s, const std::string& v) { s.metrics_listen = v; }},
+      {"metrics-token", "http", "metrics_token", "CARECRM_METRICS_TOKEN",
+       "bearer token for /actors (and /metrics with --metrics-require-token); none: refused",
+       [](settings& s, const std::string& v) { s.metrics_token = v; }},
+      {"metrics-require-token", "http", "metrics_require_token", "CARECRM_METRICS_REQUIRE_TOKEN",
+       "/metrics also asks for the metrics token",
+       [](settings& s, const std::string& v) {
+         s.metrics_require_token = to_bool("metrics-require-token", v);
+       }},
+      {"metrics-hosts", "http", "metrics_hosts", "CARECRM_METRICS_HOSTS",
+       "comma-separated Host names the metrics listener answers besides IP literals and localhost",
+       [](settings& s, const std::string& v) { s.metrics_hosts = split_list(v); }},
       {"public-url", "http", "public_url", "CARECRM_PUBLIC_URL",
        "absolute base URL clients use (for webhook URLs)",
        [](settings& s, const std::string& v) { s.public_url = v; }},
@@ -275,7 +305,20 @@ void require_serveable(settings& s) {
   if (!s.dev)
     throw config_error("a JWT secret of at least 32 bytes is required (CARECRM_JWT_SECRET or "
                        "--jwt-secret); --dev allows a generated one");
-  if (s.jwt_secret.empty()) s.jwt_secret = "dev-only-insecure-secret-0123456789abcdef";
+  // A fixed development key would let anyone who read this source forge tokens for any dev
+  // server: --dev draws one per process (its tokens end with it).
+  unsigned char key[32];
+  for (std::size_t got = 0; got < sizeof key;) {
+    auto n = ::getrandom(key + got, sizeof key - got, 0);
+    if (n < 0 && errno != EINTR) throw config_error("no random bytes for the JWT secret");
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  s.jwt_secret.clear();
+  for (unsigned char b : key) {
+    s.jwt_secret += hex[b >> 4];
+    s.jwt_secret += hex[b & 15];
+  }
 }
 
 std::string help_text() {

@@ -17,6 +17,9 @@ struct settings {
   // [http]
   std::string listen = "127.0.0.1:8080";
   std::string metrics_listen = "127.0.0.1:9464";
+  std::string metrics_token; // empty: /actors refused (docs/operations.md)
+  bool metrics_require_token = false;
+  std::vector<std::string> metrics_hosts;
   std::string public_url; // empty: derived from `listen`
   int http_threads = 0;   // 0: one per core
   std::size_t body_limit = 1024 * 1024;

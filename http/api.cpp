@@ -31,7 +31,7 @@ router make_ops_router(services& s) {
   router r;
   r.add({verb::get,
          "/metrics",
-         access::open,
+         access::operator_metrics,
          {},
          [&s](const exchange_ptr& ex) {
            response res;
@@ -47,7 +47,7 @@ router make_ops_router(services& s) {
          "operations"});
   r.add({verb::post,
          "/actors/{tenant_id}/{child}/fail",
-         access::open,
+         access::operator_token,
          {},
          [&s](const exchange_ptr& ex) {
            std::vector<domain::issue> issues;
@@ -63,7 +63,7 @@ router make_ops_router(services& s) {
          202});
   r.add({verb::get,
          "/actors",
-         access::open,
+         access::operator_token,
          {},
          [&s](const exchange_ptr& ex) { ex->json(200, s.rt.actors_json()); },
          "Live tenant supervisors and their children",

@@ -1,9 +1,11 @@
 #include "http/auth.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/crypto.hpp"
 #include "domain/jwt.hpp"
 #include "domain/revocation_list.hpp"
 #include "domain/user.hpp"
+#include "domain/validation.hpp"
 
 #include <memory_resource>
 #include <string>
@@ -82,6 +84,55 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
   who.role = c.role;
   who.sid.assign(c.sid.data(), c.sid.size());
   who.token_exp = c.exp;
+  return std::nullopt;
+}
+
+namespace {
+
+bool ip_literal(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return true; // IPv6
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.')
+      ++dots;
+    else if (c < '0' || c > '9')
+      return false;
+  }
+  return dots == 3;
+}
+
+bool host_allowed(const request& req, const operator_access& ops) {
+  auto h = req.header("host");
+  if (!h) return true; // HTTP/1.0 without Host: no browser sends that
+  std::string_view host = *h;
+  if (auto colon = host.rfind(':');
+      colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
+    host = host.substr(0, colon);
+  auto name = domain::ascii_lower(host);
+  if (ip_literal(name) || name == "localhost") return true;
+  for (auto& allowed : ops.hosts)
+    if (domain::ascii_lower(allowed) == name) return true;
+  return false;
+}
+
+} // namespace
+
+std::optional<domain::failure> authorize_operator(const request& req, const operator_access& ops,
+                                                  bool token_required) {
+  if (!host_allowed(req, ops))
+    return domain::failure::of(domain::errc::insufficient_permissions,
+                               "this Host is not allowed on the operations listener");
+  if (!token_required) return std::nullopt;
+  if (ops.token.empty())
+    return domain::failure::of(domain::errc::insufficient_permissions,
+                               "operator routes are off: no metrics token is configured");
+  auto h = req.header("authorization");
+  constexpr std::string_view scheme = "Bearer ";
+  if (!h || h->size() <= scheme.size() ||
+      domain::ascii_lower(h->substr(0, scheme.size())) != "bearer " ||
+      !domain::secrets_equal(h->substr(scheme.size()), ops.token))
+    return domain::failure::of(domain::errc::invalid_credentials,
+                               "missing or wrong operator token");
   return std::nullopt;
 }
 

@@ -19,6 +19,11 @@ using handler_fn = std::function<void(const exchange_ptr&)>;
 enum class access : std::uint8_t {
   open,   // no token (login, refresh, health, webhooks with their own secret)
   bearer, // a valid access token with `perm`
+  // The operations listener: a Host that is an IP literal, localhost or configured (against DNS
+  // rebinding), and the operator token (refused when none is configured)...
+  operator_token,
+  // ...or only when `metrics_require_token` is set (/metrics, for scrapers).
+  operator_metrics,
 };
 
 struct route {

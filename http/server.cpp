@@ -233,6 +233,13 @@ private:
     }
     const route& rt = *m.matched;
     ex->params = std::move(m.params);
+    if (rt.auth == access::operator_token || rt.auth == access::operator_metrics) {
+      bool token = rt.auth == access::operator_token || ctx_.auth.ops.metrics_need_token;
+      if (auto f = authorize_operator(ex->req, ctx_.auth.ops, token)) {
+        ex->fail(*f);
+        return;
+      }
+    }
     if (rt.auth == access::bearer) {
       if (auto f = authenticate(ex->req, ctx_.auth.jwt_secret, *ctx_.auth.revoked, ex->who)) {
         ex->fail(*f);

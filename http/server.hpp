@@ -1,6 +1,8 @@
 // The HTTP/1.1 frontend: Boost.Beast listeners and sessions on an asio thread pool, with the
 // limits and timeouts of contract §1. This header stays free of Beast and asio.
 #pragma once
+#include "http/auth.hpp"
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -26,6 +28,7 @@ struct server_limits {
 struct auth_inputs {
   std::string jwt_secret;
   const domain::revocation_list* revoked = nullptr;
+  operator_access ops; // operator_token and operator_metrics routes
 };
 
 class server {

@@ -32,6 +32,7 @@ import pytest
 
 # One secret per test process (one test file per process under CTest); >= 32 bytes.
 JWT_SECRET = "carecrm-integration-" + secrets.token_hex(24)
+METRICS_TOKEN = "carecrm-metrics-" + secrets.token_hex(16)
 
 READY_TIMEOUT = 60.0  # ASan+UBSan build: start-up can be slow
 STOP_TIMEOUT = 20.0
@@ -133,7 +134,7 @@ class Database:
 def server_env(db_url: str, redis_url: str, overrides: dict[str, Any] | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARECRM_")}
     env.update(CARECRM_DATABASE_URL=db_url, CARECRM_REDIS_URL=redis_url,
-               CARECRM_JWT_SECRET=JWT_SECRET)
+               CARECRM_JWT_SECRET=JWT_SECRET, CARECRM_METRICS_TOKEN=METRICS_TOKEN)
     for key, value in (overrides or {}).items():
         if value is None:
             env.pop(key, None)
@@ -350,8 +351,11 @@ class Server:
     def client(self) -> "Client":
         return Client(self.host, self.port)
 
-    def metrics_client(self) -> "Client":
-        return Client(self.metrics_host, self.metrics_port)
+    def metrics_client(self, token: str | None = None) -> "Client":
+        """The operations listener, with the operator token the tests configure."""
+        token = METRICS_TOKEN if token is None else token
+        return Client(self.metrics_host, self.metrics_port,
+                      headers={"Authorization": f"Bearer {token}"} if token else None)
 
 
 def parse_hostport(value: str) -> tuple[str, int]:
@@ -385,12 +389,13 @@ class Response(NamedTuple):
 class Client:
     """One connection per request (keep-alive is tested separately with raw connections)."""
 
-    def __init__(self, host: str, port: int, timeout: float = 30.0):
+    def __init__(self, host: str, port: int, timeout: float = 30.0, headers: dict | None = None):
         self.host, self.port, self.timeout = host, port, timeout
+        self.headers = dict(headers or {})
 
     def request(self, method: str, path: str, body: Any = None, *, token: str | None = None,
                 headers: dict | None = None, raw: bytes | str | None = None) -> Response:
-        hdrs = {}
+        hdrs = dict(self.headers)
         data = None
         if raw is not None:
             data = raw.encode() if isinstance(raw, str) else raw

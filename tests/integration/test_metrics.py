@@ -1,5 +1,6 @@
 """Observability (architecture rule 9, contract §9): Prometheus metrics per route and actor type on
 the metrics listener, the /actors view of live tenant supervisors, and tenant passivation."""
+import contextlib
 import time
 
 import pytest
@@ -138,3 +139,60 @@ def test_idle_tenant_is_passivated_and_restored_from_postgres(client, metrics, c
     assert again == listing, "state after passivation differs from before"
     assert created in again["items"]
     assert tenant.tenant_id in live_tenants(metrics)
+
+
+# ---- the operations listener is guarded (issue 14 item 8) -----------------------------------
+
+
+def test_actor_routes_need_the_operator_token(server, sess):
+    crm.create_contact(server.client(), sess.admin)  # a live tenant with a contacts actor
+    tid = sess.tenant.tenant_id
+    for client in (server.metrics_client(token=""), server.metrics_client(token="wrong-token")):
+        crm.assert_error(client.get("/actors"), 401, "INVALID_CREDENTIALS")
+        crm.assert_error(client.post(f"/actors/{tid}/contacts/fail"), 401, "INVALID_CREDENTIALS")
+    assert tid in live_tenants(server.metrics_client())  # the right token
+    # /metrics stays open to scrapers unless configured otherwise.
+    assert server.metrics_client(token="").get("/metrics").status == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:9464", "rebind.127.0.0.1.nip.io"])
+def test_the_operations_listener_refuses_a_dns_rebinding_host(server, host):
+    metrics = server.metrics_client()
+    for path in ("/actors", "/metrics"):
+        resp = metrics.get(path, headers={"Host": host})
+        crm.assert_error(resp, 403, "INSUFFICIENT_PERMISSIONS")
+    for ok in (f"127.0.0.1:{server.metrics_port}", "localhost", f"[::1]:{server.metrics_port}"):
+        assert metrics.get("/actors", headers={"Host": ok}).status == 200, ok
+
+
+@contextlib.contextmanager
+def another_server(database, redis_url, overrides):
+    srv = crm.start_server(database.url, redis_url, overrides, label="carecrm[ops-guard]")
+    try:
+        yield srv
+    finally:
+        srv.stop(check=True)
+        srv.cleanup()
+
+
+def test_without_a_configured_token_actor_routes_are_refused_never_open(redis_url, database,
+                                                                         migrated):
+    with another_server(database, redis_url, {"CARECRM_METRICS_TOKEN": None}) as srv:
+        for token in ("", "anything"):
+            metrics = srv.metrics_client(token=token)
+            crm.assert_error(metrics.get("/actors"), 403, "INSUFFICIENT_PERMISSIONS")
+            crm.assert_error(metrics.post("/actors/1/contacts/fail"), 403,
+                             "INSUFFICIENT_PERMISSIONS")
+        assert srv.metrics_client(token="").get("/metrics").status == 200
+
+
+def test_metrics_can_require_the_token_and_allow_named_hosts(redis_url, database, migrated):
+    overrides = {"CARECRM_METRICS_REQUIRE_TOKEN": "true",
+                 "CARECRM_METRICS_HOSTS": "metrics.internal, ops.example"}
+    with another_server(database, redis_url, overrides) as srv:
+        crm.assert_error(srv.metrics_client(token="").get("/metrics"), 401, "INVALID_CREDENTIALS")
+        metrics = srv.metrics_client()
+        assert metrics.get("/metrics").status == 200
+        assert metrics.get("/metrics", headers={"Host": "OPS.example:80"}).status == 200
+        crm.assert_error(metrics.get("/metrics", headers={"Host": "other.example"}), 403,
+                         "INSUFFICIENT_PERMISSIONS")

@@ -75,4 +75,8 @@ TEST(settings, requires_a_long_jwt_secret_unless_dev) {
   d.dev = true;
   EXPECT_NO_THROW(crm::config::require_serveable(d));
   EXPECT_GE(d.jwt_secret.size(), 32u);
+  crm::config::settings e;
+  e.dev = true;
+  crm::config::require_serveable(e);
+  EXPECT_NE(d.jwt_secret, e.jwt_secret) << "each --dev process draws its own key";
 }
