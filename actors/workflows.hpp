@@ -89,7 +89,9 @@ struct webhook_call {
   std::string body;
   std::optional<std::string> secret;    // X-Webhook-Secret
   std::optional<std::string> signature; // X-Webhook-Signature
-  int depth = 0;                        // carecrm-chain-depth
+  // Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature.
+  std::optional<std::string> std_id, std_timestamp, std_signature;
+  int depth = 0; // carecrm-chain-depth
 };
 void receive_webhook(runtime& rt, std::int64_t tenant, std::int64_t workflow_id, webhook_call call,
                      callback<std::int64_t> reply);

@@ -127,6 +127,8 @@ struct workflows_state {
   int pending_io = 0; // pool jobs, HTTP requests and contact actions in flight
   bool tick_armed = false;
   std::optional<bool> told_listeners; // what the contacts actor was last told
+  // Standard Webhooks message ids of inbound calls: (workflow, id) -> (when, run id).
+  std::map<std::pair<std::int64_t, std::string>, std::pair<std::int64_t, std::int64_t>> webhook_ids;
   std::mt19937_64 rng{std::random_device{}()};
 
   std::int64_t published_mailbox = 0;
@@ -1212,19 +1214,55 @@ void save_subscription(wf_actor* self, domain::webhook_subscription s,
       });
 }
 
-bool webhook_secret_ok(const domain::workflow& w, const webhook_call& call) {
-  if (!w.webhook_secret) return true;
+// Whether an inbound webhook call may trigger `w`: no secret, X-Webhook-Secret, the contract's
+// X-Webhook-Signature, or a Standard Webhooks signature (which, when sent, is the only one
+// checked: its timestamp must be fresh). The failure says why not.
+std::optional<failure> webhook_refusal(const domain::workflow& w, const webhook_call& call) {
+  if (!w.webhook_secret) return std::nullopt;
   auto& secret = *w.webhook_secret;
-  if (call.secret && domain::secrets_equal(*call.secret, secret)) return true;
+  auto refused = [](const char* why) { return failure::of(errc::invalid_credentials, why); };
+  if (call.std_signature) {
+    switch (domain::verify_standard_webhook(secret, call.std_id.value_or(""),
+                                            call.std_timestamp.value_or(""), *call.std_signature,
+                                            call.body, domain::now_seconds())) {
+    case domain::signed_request::valid: return std::nullopt;
+    case domain::signed_request::stale:
+      return refused("webhook-timestamp is more than 5 minutes from now");
+    case domain::signed_request::invalid:
+      return refused("wrong or incomplete webhook-id, webhook-timestamp or webhook-signature");
+    }
+  }
+  if (call.secret && domain::secrets_equal(*call.secret, secret)) return std::nullopt;
   if (call.signature) {
     std::string_view sig = *call.signature;
     if (sig.substr(0, 7) == "sha256=") {
       auto mac = domain::hmac_sha256(secret, call.body);
       auto expected = domain::hex_encode(domain::as_bytes(mac));
-      if (domain::constant_time_equal(domain::ascii_lower(sig.substr(7)), expected)) return true;
+      if (domain::constant_time_equal(domain::ascii_lower(sig.substr(7)), expected))
+        return std::nullopt;
     }
   }
-  return false;
+  return refused("missing or wrong webhook secret or signature");
+}
+
+// A Standard Webhooks message id seen in the last 10 minutes (twice the timestamp tolerance):
+// the same message again gets the run it started (0 while that run is being stored), never a
+// second run.
+std::optional<std::int64_t> replayed_run(workflows_state& st, std::int64_t workflow_id,
+                                         const std::string& msg_id) {
+  auto now = domain::now_seconds();
+  auto it = st.webhook_ids.find({workflow_id, msg_id});
+  if (it == st.webhook_ids.end() || it->second.first < now - 600) return std::nullopt;
+  return it->second.second;
+}
+
+void remember_webhook_id(workflows_state& st, std::int64_t workflow_id, std::string msg_id,
+                         std::int64_t run_id) {
+  auto now = domain::now_seconds();
+  if (st.webhook_ids.size() >= 4096)
+    std::erase_if(st.webhook_ids, [now](auto& kv) { return kv.second.first < now - 600; });
+  if (st.webhook_ids.size() >= 65536) st.webhook_ids.erase(st.webhook_ids.begin());
+  st.webhook_ids[{workflow_id, std::move(msg_id)}] = {now, run_id};
 }
 
 caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
@@ -1388,9 +1426,16 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           if (it == st.workflows.end())
             return reply(failure::of(errc::not_found, "workflow not found"));
           auto& w = it->second;
-          if (!webhook_secret_ok(w, call))
-            return reply(failure::of(errc::invalid_credentials,
-                                     "missing or wrong webhook secret or signature"));
+          if (auto refusal = webhook_refusal(w, call)) return reply(std::move(*refusal));
+          // A signed message id seen before: its run, not another (checked once signed).
+          const bool standard = w.webhook_secret && call.std_signature;
+          if (standard) {
+            if (auto run = replayed_run(self->state, id, *call.std_id)) {
+              if (*run == 0)
+                return reply(failure::of(errc::conflict, "this webhook-id is being processed"));
+              return reply(*run);
+            }
+          }
           if (w.trigger != domain::trigger_type::webhook)
             return reply(failure::of(errc::conflict, "the workflow is not a webhook workflow"));
           if (!w.is_active) return reply(failure::of(errc::conflict, "the workflow is inactive"));
@@ -1404,7 +1449,19 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
             if (auto at = domain::nul_location(call.body, payload))
               return reply(failure::invalid({domain::nul_issue(std::move(*at))}));
           }
-          create_run(self, w, std::move(payload), std::clamp(call.depth, 0, 100), reply);
+          auto done = reply;
+          if (standard) {
+            remember_webhook_id(self->state, id, *call.std_id, 0); // in progress
+            done = callback<std::int64_t>(
+                [self, id, msg_id = *call.std_id, reply](domain::outcome<std::int64_t> r) {
+                  if (r)
+                    remember_webhook_id(self->state, id, msg_id, *r);
+                  else
+                    self->state.webhook_ids.erase({id, msg_id});
+                  reply(std::move(r));
+                });
+          }
+          create_run(self, w, std::move(payload), std::clamp(call.depth, 0, 100), done);
         });
       },
       [self, measure](runs_atom, std::int64_t id, std::optional<domain::run_status> status,
@@ -1609,7 +1666,7 @@ void start_automation(runtime& rt, automation_options opts) {
     auto pruned = std::chrono::steady_clock::now() - std::chrono::hours(2);
     while (!a->stop) {
       lock.unlock();
-      sweep(impl);
+      run_guarded("the automation sweep", [&] { sweep(impl); });
       // Dispatched events are kept a week as the record of what happened, then pruned.
       if (std::chrono::steady_clock::now() - pruned > std::chrono::hours(1)) {
         pruned = std::chrono::steady_clock::now();

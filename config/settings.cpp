@@ -46,8 +46,9 @@ std::size_t to_size(const std::string& name, const std::string& v) {
 double to_seconds(const std::string& name, const std::string& v) {
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !(d > 0))
-    throw config_error(name + ": not a positive number of seconds: '" + v + "'");
+  // At most ~3 years: beyond that a conversion to milliseconds would overflow (inf included).
+  if (v.empty() || end != v.c_str() + v.size() || !(d > 0) || !(d <= 1e8))
+    throw config_error(name + ": not a positive number of seconds up to 1e8: '" + v + "'");
   return d;
 }
 

@@ -1,5 +1,7 @@
 #include "domain/deal.hpp"
 
+#include "domain/csv.hpp"
+
 #include "domain/clock.hpp"
 #include "domain/custom_field.hpp"
 #include "domain/json_check.hpp"
@@ -338,21 +340,6 @@ bool deal_before(const deal& a, const deal& b, const deal_query& q) {
 }
 
 namespace {
-void csv_cell(std::string& out, std::string_view v) {
-  bool formula = !v.empty() && (v[0] == '=' || v[0] == '+' || v[0] == '-' || v[0] == '@');
-  std::string text = formula ? "'" + std::string(v) : std::string(v);
-  bool quote = text.find_first_of(",\"\r\n") != std::string::npos;
-  if (!quote) {
-    out += text;
-    return;
-  }
-  out += '"';
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  out += '"';
-}
 template <class T>
 std::string opt_number(const std::optional<T>& v) {
   return v ? std::to_string(*v) : std::string();
@@ -386,7 +373,7 @@ std::string deal_csv_row(const deal& d) {
   for (auto& c : cells) {
     if (!first) out += ',';
     first = false;
-    csv_cell(out, c);
+    append_csv_field(out, c);
   }
   out += "\r\n";
   return out;

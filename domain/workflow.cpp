@@ -1209,6 +1209,31 @@ std::string webhook_signature(std::string_view secret, std::string_view msg_id,
   return "v1," + base64_encode(as_bytes(hmac_sha256(key, content)));
 }
 
+signed_request verify_standard_webhook(std::string_view secret, std::string_view msg_id,
+                                       std::string_view timestamp, std::string_view signatures,
+                                       std::string_view body, std::int64_t now,
+                                       std::int64_t tolerance) {
+  if (msg_id.empty() || msg_id.size() > 255 || timestamp.empty() || timestamp.size() > 18)
+    return signed_request::invalid;
+  std::int64_t ts = 0;
+  for (char c : timestamp) {
+    if (c < '0' || c > '9') return signed_request::invalid;
+    ts = ts * 10 + (c - '0');
+  }
+  if (ts < now - tolerance || ts > now + tolerance) return signed_request::stale;
+  const auto expected = webhook_signature(secret, msg_id, ts, body);
+  bool match = false;
+  while (!signatures.empty()) {
+    auto space = signatures.find(' ');
+    auto one = signatures.substr(0, space);
+    // Every candidate is compared, so the time does not tell which one matched.
+    if (!one.empty() && constant_time_equal(one, expected)) match = true;
+    signatures =
+        space == std::string_view::npos ? std::string_view{} : signatures.substr(space + 1);
+  }
+  return match ? signed_request::valid : signed_request::invalid;
+}
+
 std::string generate_webhook_secret() {
   init_crypto();
   std::array<unsigned char, 24> bytes{};

@@ -147,6 +147,16 @@ std::string webhook_signature(std::string_view secret, std::string_view msg_id,
 // "whsec_" + base64 of 24 random bytes.
 std::string generate_webhook_secret();
 
+// An inbound request signed the Standard Webhooks way (webhook-id, webhook-timestamp,
+// webhook-signature: one or more space-separated "v1,<base64>"), checked against `secret`:
+// the timestamp must be within `tolerance` seconds of `now` (so a captured request goes stale)
+// and one signature must match, compared in constant time.
+enum class signed_request { valid, stale, invalid };
+signed_request verify_standard_webhook(std::string_view secret, std::string_view msg_id,
+                                       std::string_view timestamp, std::string_view signatures,
+                                       std::string_view body, std::int64_t now,
+                                       std::int64_t tolerance = 300);
+
 // A URL of the form http(s)://host[:port][/path][?query]; nothing else (no user info, no
 // fragment). Used for validation and by the HTTP client.
 struct url_parts {

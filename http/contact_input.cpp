@@ -1,5 +1,7 @@
 #include "http/contact_input.hpp"
 
+#include "domain/csv.hpp"
+
 #include "domain/clock.hpp"
 #include "domain/custom_field.hpp"
 #include "domain/validation.hpp"
@@ -228,7 +230,7 @@ actors::contact_fields read_contact_row(const std::vector<std::string>& header,
   json::object cf;
   for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) {
     auto& name = header[i];
-    auto cell = std::string(domain::trim(cells[i]));
+    auto cell = std::string(domain::unescape_csv_formula(domain::trim(cells[i])));
     if (cell.empty()) continue;
     if (name == "tags") {
       json::array tags;

@@ -1,5 +1,7 @@
 #include "http/json.hpp"
 
+#include "domain/json_check.hpp"
+
 #include "domain/json_nul.hpp"
 
 #include "domain/clock.hpp"
@@ -177,11 +179,8 @@ std::optional<std::int64_t> body_reader::integer(std::string_view key, bool requ
     if (required) add({"body", std::string(key)}, "Field required", "missing");
     return std::nullopt;
   }
-  if (auto i = v->if_int64()) return *i;
-  if (auto u = v->if_uint64(); u && *u <= static_cast<std::uint64_t>(INT64_MAX))
-    return static_cast<std::int64_t>(*u);
-  if (auto d = v->if_double(); d && *d == static_cast<double>(static_cast<std::int64_t>(*d)))
-    return static_cast<std::int64_t>(*d);
+  // A double out of the int64 range (1e300) is not converted: that would be undefined.
+  if (auto i = domain::detail::as_integer(*v)) return *i;
   add({"body", std::string(key)}, "Input should be a valid integer", "int_parsing");
   return std::nullopt;
 }

@@ -476,7 +476,12 @@ std::string server::listen(const std::string& address, const router& r) {
 
 void server::start() {
   for (auto& l : impl_->listeners) l->run();
-  for (int i = 0; i < impl_->threads; ++i) impl_->pool.emplace_back([this] { impl_->ioc.run(); });
+  for (int i = 0; i < impl_->threads; ++i)
+    impl_->pool.emplace_back([this] {
+      // A handler that throws is logged and the thread goes back to serving.
+      while (!run_guarded("an HTTP server thread", [this] { impl_->ioc.run(); })) {
+      }
+    });
 }
 
 void server::stop_accepting() {

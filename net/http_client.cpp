@@ -7,6 +7,8 @@
 
 #include "net/address_guard.hpp"
 
+#include <cstdio>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -473,7 +475,17 @@ struct http_client::impl {
     tls.set_default_verify_paths();
     tls.set_verify_mode(asio::ssl::verify_peer);
     if (!opts.extra_ca_pem.empty()) tls.add_certificate_authority(asio::buffer(opts.extra_ca_pem));
-    thread = std::thread([this] { ioc.run(); });
+    thread = std::thread([this] {
+      // A completion handler that throws must not end outbound HTTP for the whole process.
+      for (;;) {
+        try {
+          ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "error outbound HTTP thread: a handler threw: %s\n", e.what());
+        }
+      }
+    });
   }
 
   asio::io_context ioc{1};

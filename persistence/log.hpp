@@ -1,6 +1,7 @@
 // Minimal structured logging to stderr: one line per event, `{}` placeholders.
 // Never log tokens, passwords or secrets.
 #pragma once
+#include <exception>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -41,6 +42,22 @@ void log_error(std::string_view fmt, const Ts&... xs) {
   std::ostringstream os;
   detail::log_format(os, fmt, xs...);
   detail::log_write("error", os.str());
+}
+
+// Runs `f` on a long-lived thread of ours (a pool worker, a sweeper, an io_context): an
+// exception is logged with `what` instead of ending the thread and, with it, the process.
+// True when `f` returned normally.
+template <class F>
+bool run_guarded(const char* what, F&& f) noexcept {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    log_error("{} threw: {}", what, e.what());
+  } catch (...) {
+    log_error("{} threw a non-standard exception", what);
+  }
+  return false;
 }
 
 } // namespace crm

@@ -107,12 +107,7 @@ void pg_pool::loop(int) {
       j = std::move(queue_.front());
       queue_.pop_front();
     }
-    try {
-      j(conn);
-    } catch (const std::exception& e) {
-      conn.reset();
-      log_error("postgres job escaped with: {}", e.what());
-    }
+    if (!run_guarded("a postgres job", [&] { j(conn); })) conn.reset();
   }
 }
 

@@ -72,7 +72,10 @@ void revocation_store::start(pg_pool& pool) {
     loaded.set_value();
   });
   loaded.get_future().get();
-  feed_ = std::thread([this] { follow(); });
+  feed_ = std::thread([this] {
+    while (!run_guarded("the revocation feed", [this] { follow(); }) && !stopping_)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
 }
 
 void revocation_store::stop() {

@@ -1,5 +1,7 @@
 #include "persistence/worker_pool.hpp"
 
+#include "persistence/log.hpp"
+
 namespace crm::persistence {
 
 worker_pool::worker_pool(int threads, std::size_t queue_limit) : limit_(queue_limit) {
@@ -15,7 +17,7 @@ worker_pool::worker_pool(int threads, std::size_t queue_limit) : limit_(queue_li
           job = std::move(queue_.front());
           queue_.pop_front();
         }
-        job();
+        run_guarded("a worker pool job", job);
       }
     });
 }

@@ -5,9 +5,9 @@
 #include "actors/contacts.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
+#include "domain/csv.hpp"
 #include "domain/validation.hpp"
 #include "http/contact_input.hpp"
-#include "http/csv.hpp"
 #include "http/json.hpp"
 #include "http/request_input.hpp"
 
@@ -128,7 +128,7 @@ void import(services& s, const exchange_ptr& ex) {
           "the CSV must be UTF-8 text without NUL characters (line " + std::to_string(line) + ")",
           "string_unicode"}}));
   }
-  auto rows = parse_csv(ex->req.body);
+  auto rows = domain::parse_csv(ex->req.body);
   if (!rows)
     return ex->fail(
         failure::invalid({{{"body"}, "malformed CSV (unbalanced quotes)", "value_error"}}));
@@ -164,7 +164,7 @@ void import(services& s, const exchange_ptr& ex) {
 std::string csv_row(const domain::contact& c) {
   std::string out;
   auto field = [&](std::string_view v, bool last = false) {
-    append_csv_field(out, v);
+    domain::append_csv_field(out, v);
     out += last ? "\r\n" : ",";
   };
   field(std::to_string(c.id));

@@ -197,6 +197,9 @@ void inbound(services& s, const exchange_ptr& ex) {
   call.body = ex->req.body;
   if (auto v = ex->req.header("x-webhook-secret")) call.secret = std::string(*v);
   if (auto v = ex->req.header("x-webhook-signature")) call.signature = std::string(*v);
+  if (auto v = ex->req.header("webhook-id")) call.std_id = std::string(*v);
+  if (auto v = ex->req.header("webhook-timestamp")) call.std_timestamp = std::string(*v);
+  if (auto v = ex->req.header("webhook-signature")) call.std_signature = std::string(*v);
   if (auto v = ex->req.header("carecrm-chain-depth")) {
     int d = 0;
     for (char c : *v)

@@ -1,5 +1,7 @@
 """Hardening (issue 14): hostile bytes outside JSON bodies never reach SQL, and one client's bad
 input never costs another tenant a write."""
+import csv
+import io
 import secrets
 
 import pytest
@@ -96,3 +98,32 @@ def test_hostile_bytes_from_one_tenant_never_fail_another_tenants_writes(
         f"SELECT count(*) FROM contacts WHERE tenant_id = {sess_b.tenant.tenant_id} AND email IN (" +
         ",".join(f"'{e}'" for e in good) + ")")
     assert int(stored) == len(good)
+
+
+# ---- item 9: CSV formula injection ------------------------------------------------------------
+
+
+def test_contact_export_escapes_formulas_and_imports_back_unchanged(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    names = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+cmd|' /C calc'!A0", "@SUM(A1)",
+             "-2+3", "Plain"]
+    for n in names:
+        crm.create_contact(client, s.admin, first_name=n, last_name="L", phone="+5511999990000")
+    resp = client.get(CONTACTS + "/export", token=s.admin)
+    assert resp.status == 200, resp.describe()
+    rows = list(csv.reader(io.StringIO(resp.body.decode(), newline="")))[1:]
+    firsts = sorted(r[1] for r in rows)
+    assert firsts == sorted(("'" + n if n != "Plain" else n) for n in names), firsts
+    assert {r[4] for r in rows} == {"+5511999990000"}, "a phone number is not a formula"
+    # The export imports back into another tenant with the names as they were.
+    t = crm.tenant_session(client, cli_env)
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_ALL)
+    writer.writerow(["first_name", "last_name", "phone"])
+    writer.writerows([r[1], r[2], r[4]] for r in rows)
+    body = out.getvalue()
+    resp = client.request("POST", CONTACTS + "/import", token=t.admin, raw=body.encode(),
+                          headers={"Content-Type": "text/csv"})
+    assert resp.status in (200, 201, 207), resp.describe()
+    listed = crm.assert_json_response(client.get(CONTACTS + "?per_page=100", token=t.admin), 200)
+    assert sorted(c["first_name"] for c in listed["items"]) == sorted(names)

@@ -8,6 +8,7 @@ Only webhook and manual workflows live in this file's tenants: no record-event w
 to the contacts created here."""
 import json
 import secrets
+import time
 
 import pytest
 
@@ -261,6 +262,64 @@ def test_secret_checks(client, admin, secret_hook, headers, status):
     else:
         run = crm.wait_run(client, admin, accepted(resp))
         assert run["trigger_payload"] == json.loads(PAYLOAD), run
+
+
+def standard_headers(msg_id: str, body: bytes, timestamp=None, secret=SECRET) -> dict:
+    ts = int(time.time()) if timestamp is None else timestamp
+    return {"webhook-id": msg_id, "webhook-timestamp": str(ts),
+            "webhook-signature": crm.sign_standard_webhook(secret, msg_id, ts, body)}
+
+
+STANDARD_CASES = [
+    ("fresh and signed", lambda: standard_headers("msg_a" + secrets.token_hex(4), PAYLOAD), 202),
+    ("two signatures, the second right", lambda: {
+        **standard_headers("msg_b" + secrets.token_hex(4), PAYLOAD),
+        "webhook-signature": "v1,AAAA " + standard_headers("msg_c", PAYLOAD)["webhook-signature"]},
+     401),  # the right one is for another id
+    ("signed six minutes ago", lambda: standard_headers("msg_d", PAYLOAD,
+                                                        int(time.time()) - 360), 401),
+    ("signed six minutes ahead", lambda: standard_headers("msg_e", PAYLOAD,
+                                                          int(time.time()) + 360), 401),
+    ("another body", lambda: standard_headers("msg_f", PAYLOAD + b" "), 401),
+    ("another secret", lambda: standard_headers("msg_g", PAYLOAD, secret=wrong_same_length()),
+     401),
+    ("no webhook-id", lambda: {k: v for k, v in standard_headers("msg_h", PAYLOAD).items()
+                               if k != "webhook-id"}, 401),
+    ("a timestamp that is not a number", lambda: {
+        **standard_headers("msg_i", PAYLOAD), "webhook-timestamp": "soon"}, 401),
+    # A stale Standard Webhooks signature is refused even with the plain secret beside it.
+    ("stale signature beside the right secret", lambda: {
+        **standard_headers("msg_j", PAYLOAD, int(time.time()) - 3600),
+        "X-Webhook-Secret": SECRET}, 401),
+]
+
+
+@pytest.mark.parametrize("make,status", [c[1:] for c in STANDARD_CASES],
+                         ids=[c[0] for c in STANDARD_CASES])
+def test_standard_webhooks_signatures_are_checked_with_their_timestamp(
+        client, admin, secret_hook, make, status):
+    before = run_ids(client, admin, secret_hook["id"])
+    resp = trigger(client, secret_hook["id"], raw=PAYLOAD, headers=make())
+    if status == 401:
+        crm.assert_error(resp, 401, "INVALID_CREDENTIALS")
+        assert run_ids(client, admin, secret_hook["id"]) == before
+    else:
+        run = crm.wait_run(client, admin, accepted(resp))
+        assert run["trigger_payload"] == json.loads(PAYLOAD), run
+
+
+def test_a_replayed_standard_webhooks_message_starts_no_second_run(client, admin):
+    wf = crm.create_workflow(client, admin, trigger_type="webhook", webhook_secret=SECRET)
+    headers = standard_headers("msg_" + secrets.token_hex(6), PAYLOAD)
+    first = accepted(trigger(client, wf["id"], raw=PAYLOAD, headers=headers))
+    crm.wait_run(client, admin, first)
+    for _ in range(3):  # the captured request sent again, within its 5 minutes
+        assert accepted(trigger(client, wf["id"], raw=PAYLOAD, headers=headers)) == first
+    assert run_ids(client, admin, wf["id"]) == [first]
+    # A new message id is a new message.
+    other = accepted(trigger(client, wf["id"], raw=PAYLOAD,
+                             headers=standard_headers("msg_" + secrets.token_hex(6), PAYLOAD)))
+    assert other != first
 
 
 def test_secret_is_checked_before_the_state_and_the_body(client, admin):

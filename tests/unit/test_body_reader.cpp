@@ -92,3 +92,17 @@ TEST(body_reader, accepts_a_valid_body) {
   EXPECT_EQ(b.integer("n", true), 3);
   EXPECT_TRUE(b.finish());
 }
+
+TEST(body_reader, a_double_out_of_the_integer_range_is_int_parsing_not_undefined) {
+  body_reader b(R"({"a": 1e300, "b": -1e19, "c": 9.3e18, "d": 5.0, "e": 5.5, "f": 1e18})");
+  for (auto k : {"a", "b", "c", "e"}) EXPECT_FALSE(b.integer(k, true).has_value()) << k;
+  EXPECT_EQ(b.integer("d", true), 5);
+  EXPECT_EQ(b.integer("f", true), 1000000000000000000);
+  EXPECT_FALSE(b.finish());
+  EXPECT_EQ(issues_of(b), (std::set<std::pair<std::string, std::string>>{
+                              {"/body/a", "int_parsing"},
+                              {"/body/b", "int_parsing"},
+                              {"/body/c", "int_parsing"},
+                              {"/body/e", "int_parsing"},
+                          }));
+}

@@ -1,6 +1,6 @@
-#include "http/csv.hpp"
+#include "domain/csv.hpp"
 
-namespace crm::http {
+namespace crm::domain {
 
 std::optional<std::vector<std::vector<std::string>>> parse_csv(std::string_view text) {
   std::vector<std::vector<std::string>> rows;
@@ -56,12 +56,35 @@ std::optional<std::vector<std::vector<std::string>>> parse_csv(std::string_view 
   return rows;
 }
 
+namespace {
+
+bool formula_start(char c) {
+  return c == '=' || c == '+' || c == '-' || c == '@' || c == '\t' || c == '\r';
+}
+
+bool plain_number(std::string_view v) {
+  std::size_t i = (v[0] == '+' || v[0] == '-') ? 1 : 0;
+  if (i == v.size()) return false;
+  bool digit = false;
+  for (; i < v.size(); ++i) {
+    if (v[i] >= '0' && v[i] <= '9')
+      digit = true;
+    else if (v[i] != '.')
+      return false;
+  }
+  return digit;
+}
+
+} // namespace
+
 void append_csv_field(std::string& out, std::string_view field) {
-  if (field.find_first_of(",\"\r\n") == std::string_view::npos) {
+  const bool escape = !field.empty() && formula_start(field[0]) && !plain_number(field);
+  if (!escape && field.find_first_of(",\"\r\n") == std::string_view::npos) {
     out += field;
     return;
   }
   out += '"';
+  if (escape) out += '\'';
   for (char c : field) {
     if (c == '"') out += '"';
     out += c;
@@ -69,4 +92,11 @@ void append_csv_field(std::string& out, std::string_view field) {
   out += '"';
 }
 
-} // namespace crm::http
+std::string_view unescape_csv_formula(std::string_view cell) {
+  if (cell.size() >= 2 && cell[0] == '\'' && formula_start(cell[1]) &&
+      !plain_number(cell.substr(1)))
+    cell.remove_prefix(1);
+  return cell;
+}
+
+} // namespace crm::domain
