@@ -104,6 +104,7 @@ void revocation_store::follow() {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
+    announce_pending(); // Redis answers again: what it missed goes out now
     if (r.kind == redis_reply::array) {
       for (auto& stream : r.elements) {
         if (stream.elements.size() < 2) continue;
@@ -134,23 +135,69 @@ void revocation_store::follow() {
 void revocation_store::revoke(const std::vector<std::string>& sids,
                               std::function<void(bool)> done) {
   auto until = domain::now_seconds() + revocation_ttl;
-  std::vector<std::vector<std::string>> batch;
+  std::vector<std::pair<std::string, std::int64_t>> revoked;
   for (auto& sid : sids) {
     list_.revoke(sid, until);
-    batch.push_back({"SET", session_key(sid), "1", "EX", std::to_string(revocation_ttl)});
-    batch.push_back({"XADD", stream_key, "MAXLEN", "~", "100000", "*", "sid", sid, "until",
-                     std::to_string(until)});
+    revoked.emplace_back(sid, until);
   }
-  if (batch.empty()) {
+  announce(std::move(revoked), std::move(done));
+}
+
+void revocation_store::announce(std::vector<std::pair<std::string, std::int64_t>> revoked,
+                                std::function<void(bool)> done) {
+  if (revoked.empty()) {
     done(true);
     return;
   }
-  redis_.commands(std::move(batch), [done = std::move(done)](const std::vector<redis_reply>& rs) {
-    bool ok = true;
+  auto now = domain::now_seconds();
+  std::vector<std::vector<std::string>> batch;
+  for (auto& [sid, until] : revoked) {
+    auto ttl = std::max<std::int64_t>(until - now, 1);
+    batch.push_back({"SET", session_key(sid), "1", "EX", std::to_string(ttl)});
+    batch.push_back({"XADD", stream_key, "MAXLEN", "~", "100000", "*", "sid", sid, "until",
+                     std::to_string(until)});
+  }
+  redis_.commands(std::move(batch), [this, revoked = std::move(revoked),
+                                     done = std::move(done)](const std::vector<redis_reply>& rs) {
+    bool ok = rs.size() == revoked.size() * 2;
     for (auto& r : rs) ok = ok && r.ok();
-    if (!ok) log_warn("redis: a revocation was recorded in Postgres only");
+    if (!ok) {
+      log_warn("redis: {} revocation(s) recorded in Postgres only, announced when Redis answers",
+               revoked.size());
+      std::lock_guard lock(pending_mutex_);
+      // Bounded: past the limit the oldest are dropped (Postgres still refuses their refresh,
+      // and every node loads recent revocations from it when it starts).
+      for (auto& r : revoked) pending_.push_back(r);
+      if (pending_.size() > 100000)
+        pending_.erase(pending_.begin(), pending_.begin() + (pending_.size() - 100000));
+    }
     done(ok);
   });
+}
+
+void revocation_store::announce_pending() {
+  std::vector<std::pair<std::string, std::int64_t>> batch;
+  {
+    std::lock_guard lock(pending_mutex_);
+    if (announcing_ || pending_.empty()) return;
+    auto now = domain::now_seconds();
+    for (auto& p : pending_)
+      if (p.second > now) batch.push_back(std::move(p)); // expired ones need no announcement
+    pending_.clear();
+    if (batch.empty()) return;
+    announcing_ = true;
+  }
+  auto n = batch.size();
+  announce(std::move(batch), [this, n](bool ok) {
+    if (ok) log_info("redis: {} revocation(s) made while it was down announced", n);
+    std::lock_guard lock(pending_mutex_);
+    announcing_ = false;
+  });
+}
+
+std::size_t revocation_store::unannounced() const {
+  std::lock_guard lock(pending_mutex_);
+  return pending_.size() + (announcing_ ? 1 : 0);
 }
 
 void revocation_store::unrotate(const std::string& jti, std::function<void()> then) {

@@ -30,7 +30,11 @@ public:
   void stop();
 
   // Applies locally at once, then records in Redis; `done(true)` when Redis acknowledged.
+  // Revocations Redis did not take (it was down) are announced again by the feed thread once
+  // it answers, so other nodes hear of a logout made during the outage.
   void revoke(const std::vector<std::string>& sids, std::function<void(bool)> done);
+  // Revocations still waiting for Redis (metrics, tests).
+  std::size_t unannounced() const;
 
   enum class rotation : std::uint8_t { fresh, reused, revoked, unavailable };
   // Marks refresh token `jti` of session `sid` as used. `reused` when it had been used before,
@@ -46,6 +50,9 @@ public:
 
 private:
   void follow();
+  void announce(std::vector<std::pair<std::string, std::int64_t>> revoked,
+                std::function<void(bool)> done);
+  void announce_pending();
 
   domain::revocation_list& list_;
   redis_client& redis_;
@@ -53,6 +60,9 @@ private:
   std::string last_id_ = "$";
   std::atomic<bool> stopping_{false};
   std::thread feed_;
+  mutable std::mutex pending_mutex_;
+  std::vector<std::pair<std::string, std::int64_t>> pending_; // (sid, until) not in Redis yet
+  bool announcing_ = false;
 };
 
 // Failed-login throttling per e-mail (contract §3): counted in Redis so every node agrees,

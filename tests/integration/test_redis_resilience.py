@@ -98,3 +98,34 @@ def test_logout_survives_redis_kill_and_carecrm_restart(stack):
     resp = client.post(REFRESH, {"refresh_token": staying["refresh_token"]})
     crm.assert_json_response(resp, 200)
     crm.assert_token_pair(resp.json)
+
+
+def test_a_logout_made_while_redis_is_down_reaches_other_nodes_when_it_returns(
+        stack, database, request):
+    """Two nodes share Postgres and Redis. Node A logs a session out while Redis is down: A
+    refuses the token at once; node B, which only hears of logouts through Redis, refuses it
+    once Redis is back (issue 14 item 5), while another session keeps working on both."""
+    node_a, redis, tenant = stack
+    node_b = crm.start_server(database.url, redis.url, label=f"carecrm[{request.node.name}-b]")
+    try:
+        a, b = node_a.client(), node_b.client()
+        leaving = crm.login(a, tenant.admin_email, tenant.admin_password)
+        staying = crm.login(a, tenant.admin_email, tenant.admin_password)
+        assert crm.me_status(b, leaving["access_token"]) == 200
+
+        redis.stop()
+        assert crm.eventually(lambda: a.get("/readyz").status == 503, 5.0)
+        resp = a.post(LOGOUT, token=leaving["access_token"])
+        assert resp.status == 204, resp.describe()  # Postgres holds the revocation
+        assert crm.me_status(a, leaving["access_token"]) == 401
+        assert crm.me_status(b, leaving["access_token"]) == 200  # B cannot know yet
+
+        redis.start()
+        assert crm.eventually(lambda: crm.me_status(b, leaving["access_token"]) == 401,
+                              RECONNECT_GRACE, 0.2), \
+            "node B still accepts a token logged out on node A while Redis was down"
+        for node in (a, b):
+            assert crm.me_status(node, staying["access_token"]) == 200
+    finally:
+        node_b.stop(check=True)
+        node_b.cleanup()
