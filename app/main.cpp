@@ -21,6 +21,8 @@
 #include "persistence/user_repo.hpp"
 #include "persistence/worker_pool.hpp"
 
+#include <sys/resource.h>
+
 #include <boost/json.hpp>
 
 #include <malloc.h>
@@ -73,7 +75,7 @@ int serve(config::settings cfg) {
   auto applied = persistence::apply_migrations(cfg.database_url);
   if (applied > 0) log_info("{} migration(s) applied", applied);
 
-  persistence::pg_pool pool(cfg.database_url, cfg.database_pool_size);
+  persistence::pg_pool pool(cfg.database_url, cfg.database_pool_size, cfg.database_queue_limit);
   persistence::redis_client redis(cfg.redis_url);
   domain::revocation_list revoked;
   persistence::revocation_store revocations(revoked, redis, cfg.redis_url);
@@ -89,9 +91,20 @@ int serve(config::settings cfg) {
   metrics.add_routes(api);
   metrics.add_routes(ops);
 
+  // Every connection is a file descriptor: the cap stays below the process's limit, leaving
+  // room for Postgres, Redis, outbound calls and the listeners.
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    auto room = static_cast<std::size_t>(rl.rlim_cur > 512 ? rl.rlim_cur - 256 : rl.rlim_cur / 2);
+    if (cfg.max_connections > room) {
+      log_warn("--max-connections {} lowered to {} (open file limit {})", cfg.max_connections, room,
+               rl.rlim_cur);
+      cfg.max_connections = room;
+    }
+  }
   http::server srv(
       cfg.http_threads,
-      {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout, cfg.body_timeout},
+      {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout, cfg.body_timeout,
+       cfg.max_connections},
       {cfg.jwt_secret, &revoked, {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts}},
       metrics);
   auto api_at = srv.listen(cfg.listen, api);

@@ -110,6 +110,16 @@ const std::vector<option>& options() {
       {"idle-timeout", "http", "idle_timeout", "CARECRM_IDLE_TIMEOUT",
        "seconds an idle keep-alive connection stays open",
        [](settings& s, const std::string& v) { s.idle_timeout = to_seconds("idle-timeout", v); }},
+      {"max-connections", "http", "max_connections", "CARECRM_MAX_CONNECTIONS",
+       "open client connections at most; more are answered 503 and closed",
+       [](settings& s, const std::string& v) {
+         s.max_connections = to_size("max-connections", v);
+       }},
+      {"database-queue-limit", "database", "queue_limit", "CARECRM_DATABASE_QUEUE_LIMIT",
+       "database lookups that may wait for a connection; more are answered 503 at once",
+       [](settings& s, const std::string& v) {
+         s.database_queue_limit = to_size("database-queue-limit", v);
+       }},
       {"body-timeout", "http", "body_timeout", "CARECRM_BODY_TIMEOUT",
        "seconds to receive a request's body",
        [](settings& s, const std::string& v) { s.body_timeout = to_seconds("body-timeout", v); }},

@@ -27,9 +27,11 @@ struct settings {
   double header_timeout = 10;
   double idle_timeout = 60;
   double body_timeout = 30;
+  std::size_t max_connections = 4096;
   // [database]
   std::string database_url = "postgresql://postgres@127.0.0.1:5432/carecrm";
   int database_pool_size = 8;
+  std::size_t database_queue_limit = 2048; // queued lookups beyond it: 503 at once
   // [redis]
   std::string redis_url = "redis://127.0.0.1:6379";
   // [auth]

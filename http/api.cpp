@@ -5,6 +5,8 @@
 #include "actors/runtime.hpp"
 #include "http/json.hpp"
 #include "http/metrics.hpp"
+#include "http/owner_directory.hpp"
+#include "persistence/pg_pool.hpp"
 
 namespace crm::http {
 
@@ -38,6 +40,14 @@ router make_ops_router(services& s) {
            res.content_type = "text/plain; version=0.0.4";
            s.metrics.write(res.body);
            actors::write_actor_metrics(res.body);
+           owner_directory::write_metrics(res.body);
+           res.body += "# HELP carecrm_db_queue_depth Database jobs waiting for a connection.\n"
+                       "# TYPE carecrm_db_queue_depth gauge\ncarecrm_db_queue_depth " +
+                       std::to_string(s.pool.queue_depth()) +
+                       "\n# HELP carecrm_db_queue_refused_total Lookups answered 503 because the "
+                       "database queue was full.\n# TYPE carecrm_db_queue_refused_total counter\n"
+                       "carecrm_db_queue_refused_total " +
+                       std::to_string(s.pool.refused()) + "\n";
            res.body += "# HELP carecrm_tenants_live Tenants with live actors.\n"
                        "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
                        std::to_string(s.rt.live_tenants()) + "\n";

@@ -62,6 +62,13 @@ void http_metrics::record(std::size_t index, int status, double seconds) {
 }
 
 void http_metrics::write(std::string& out) const {
+  out += "# HELP carecrm_http_connections Open client connections.\n"
+         "# TYPE carecrm_http_connections gauge\ncarecrm_http_connections " +
+         std::to_string(connections.load(std::memory_order_relaxed)) +
+         "\n# HELP carecrm_http_connections_refused_total Connections closed at once because "
+         "--max-connections were open.\n# TYPE carecrm_http_connections_refused_total "
+         "counter\ncarecrm_http_connections_refused_total " +
+         std::to_string(connections_refused.load(std::memory_order_relaxed)) + "\n";
   out +=
       "# HELP carecrm_http_requests_total HTTP requests, per route template, method and status.\n"
       "# TYPE carecrm_http_requests_total counter\n";

@@ -33,6 +33,10 @@ public:
 
   void write(std::string& out) const;
 
+  // Open client connections, and those refused at the --max-connections cap.
+  std::atomic<std::int64_t> connections{0};
+  std::atomic<std::uint64_t> connections_refused{0};
+
 private:
   struct slot;
   std::vector<std::unique_ptr<slot>> slots_;

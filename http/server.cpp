@@ -13,7 +13,9 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -55,8 +57,20 @@ bool acceptable_request_id(std::string_view v) {
 
 class session : public std::enable_shared_from_this<session> {
 public:
-  session(tcp::socket&& socket, shared_context& ctx, const router& r)
-      : stream_(std::move(socket)), ctx_(ctx), router_(r) {}
+  // `open`: the connections of the listener that accepted this one (each listener has its own
+  // --max-connections budget, so a flood of the API never locks operators out of /metrics).
+  session(tcp::socket&& socket, shared_context& ctx, const router& r,
+          std::shared_ptr<std::atomic<std::size_t>> open)
+      : stream_(std::move(socket)), ctx_(ctx), router_(r), open_(std::move(open)) {
+    open_->fetch_add(1, std::memory_order_relaxed);
+    ctx_.metrics.connections.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~session() {
+    open_->fetch_sub(1, std::memory_order_relaxed);
+    ctx_.metrics.connections.fetch_sub(1, std::memory_order_relaxed);
+  }
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->await_request(); });
@@ -376,6 +390,7 @@ private:
   std::string remote_; // the peer's address, read once per connection
   std::size_t slot_ = 0;
   std::chrono::steady_clock::time_point started_;
+  std::shared_ptr<std::atomic<std::size_t>> open_;
 };
 
 class listener : public std::enable_shared_from_this<listener> {
@@ -404,18 +419,47 @@ private:
     acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec,
                                                                                tcp::socket socket) {
       if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
-      if (!ec) {
+      if (ec) {
+        // Out of file descriptors (or another transient failure): accepting again at once
+        // would spin; try again shortly.
+        log_warn("accept failed: {}", ec.message());
+        auto timer = std::make_shared<net::steady_timer>(self->acceptor_.get_executor());
+        timer->expires_after(std::chrono::milliseconds(100));
+        timer->async_wait([self, timer](beast::error_code) { self->accept(); });
+        return;
+      }
+      if (self->open_->load(std::memory_order_relaxed) >= self->ctx_.limits.max_connections) {
+        refuse(std::move(socket));
+        self->ctx_.metrics.connections_refused.fetch_add(1, std::memory_order_relaxed);
+      } else {
         socket.set_option(tcp::no_delay(true), ec);
-        std::make_shared<session>(std::move(socket), self->ctx_, self->router_)->start();
+        std::make_shared<session>(std::move(socket), self->ctx_, self->router_, self->open_)
+            ->start();
       }
       self->accept();
     });
+  }
+
+  // Over the connection cap: a fixed 503 and the connection closed, costing no session.
+  static void refuse(tcp::socket socket) {
+    static constexpr std::string_view busy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Retry-After: 1\r\nConnection: close\r\nContent-Length: 80\r\n\r\n"
+        R"({"detail":"too many open connections, retry later","code":"SERVICE_UNAVAILABLE"})";
+    auto sock = std::make_shared<tcp::socket>(std::move(socket));
+    net::async_write(*sock, net::buffer(busy.data(), busy.size()),
+                     [sock](beast::error_code, std::size_t) {
+                       beast::error_code ignored;
+                       sock->shutdown(tcp::socket::shutdown_both, ignored);
+                       sock->close(ignored);
+                     });
   }
 
   net::io_context& ioc_;
   tcp::acceptor acceptor_;
   shared_context& ctx_;
   const router& router_;
+  std::shared_ptr<std::atomic<std::size_t>> open_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
 tcp::endpoint parse_endpoint(const std::string& address) {

@@ -22,6 +22,8 @@ struct server_limits {
   double header_timeout = 10;
   double idle_timeout = 60;
   double body_timeout = 30;
+  // Open connections at most; one more is answered 503 and closed (--max-connections).
+  std::size_t max_connections = 4096;
 };
 
 // Authentication inputs the session applies to `bearer` routes before their handler.

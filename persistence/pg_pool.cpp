@@ -39,7 +39,8 @@ void pg_conn::add_prepared(std::string name) {
   prepared_.push_back(std::move(name));
 }
 
-pg_pool::pg_pool(std::string url, int size) : url_(std::move(url)) {
+pg_pool::pg_pool(std::string url, int size, std::size_t queue_limit)
+    : url_(std::move(url)), queue_limit_(queue_limit) {
   if (size < 1) size = 1;
   for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { loop(i); });
 }
@@ -54,6 +55,24 @@ void pg_pool::submit(job j) {
     queue_.push_back(std::move(j));
   }
   cv_.notify_one();
+}
+
+bool pg_pool::try_submit(job j) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_limit_ > 0 && queue_.size() >= queue_limit_) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    queue_.push_back(std::move(j));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+std::size_t pg_pool::queue_depth() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.size();
 }
 
 void pg_pool::stop() {

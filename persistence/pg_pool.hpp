@@ -5,7 +5,9 @@
 #pragma once
 #include "domain/failure.hpp"
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -52,19 +54,27 @@ class pg_pool {
 public:
   using job = std::function<void(pg_conn&)>;
 
-  pg_pool(std::string url, int size);
+  // `queue_limit`: jobs `run` may leave waiting for a connection (0: no limit).
+  pg_pool(std::string url, int size, std::size_t queue_limit = 0);
   ~pg_pool();
   pg_pool(const pg_pool&) = delete;
   pg_pool& operator=(const pg_pool&) = delete;
 
+  // Always queued: work already promised (commits, internal jobs).
   void submit(job j);
+  // Queued unless `queue_limit` jobs already wait; false (and counted) when refused.
+  bool try_submit(job j);
 
   // Runs `work(conn)` on a pool thread and passes its outcome to `done` (on that thread).
   // An exception from `work` drops the connection, so a failed transaction never leaves a
   // half-open one behind, and becomes the failure `failure_of` names.
+  // When the queue is full, `done` gets errc::service_unavailable at once, on the caller's
+  // thread: a flood of lookups gets a clear 503 instead of making every commit wait behind it.
   template <class T, class Work, class Done>
   void run(Work work, Done done) {
-    submit([work = std::move(work), done = std::move(done)](pg_conn& c) mutable {
+    auto shared_done = std::make_shared<Done>(std::move(done));
+    bool queued = try_submit([work = std::move(work), shared_done](pg_conn& c) mutable {
+      auto& done = *shared_done;
       std::optional<domain::outcome<T>> r;
       try {
         r.emplace(work(c));
@@ -74,9 +84,14 @@ public:
       }
       done(std::move(*r));
     });
+    if (!queued)
+      (*shared_done)(domain::outcome<T>(domain::failure::of(domain::errc::service_unavailable,
+                                                            "the database is busy, retry later")));
   }
 
   const std::string& url() const { return url_; }
+  std::size_t queue_depth();
+  std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   void stop();
 
   static domain::failure unavailable(const char* what);
@@ -94,6 +109,8 @@ private:
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<job> queue_;
+  std::size_t queue_limit_ = 0;
+  std::atomic<std::uint64_t> refused_{0};
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -4,19 +4,22 @@
 
 #include "actors/channels.hpp"
 #include "http/json.hpp"
+#include "http/owner_directory.hpp"
 #include "http/request_input.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <boost/json.hpp>
 
-#include <mutex>
-#include <unordered_map>
-
 namespace json = boost::json;
 
 namespace crm::http {
 namespace {
+
+owner_directory& channel_owners() {
+  static owner_directory directory("channel", &persistence::tenant_of_channel);
+  return directory;
+}
 
 using domain::failure;
 using domain::issue;
@@ -49,8 +52,9 @@ void create(services& s, const exchange_ptr& ex) {
   c.config = std::move(*config);
   if (secret) c.webhook_secret = *secret;
   c.is_active = active.value_or(true);
-  actors::create_channel(s.rt, ex->who.tenant_id, std::move(c),
-                         created_reply(ex, "/api/v1/channels/"));
+  actors::create_channel(
+      s.rt, ex->who.tenant_id, std::move(c),
+      forgetting_missing(channel_owners(), created_reply(ex, "/api/v1/channels/")));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -97,21 +101,6 @@ void remove(services& s, const exchange_ptr& ex) {
   actors::delete_channel(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
 }
 
-// Channel ids never move between tenants: the owner of an id, once found, is remembered.
-std::optional<std::int64_t> cached_owner(std::int64_t id, std::optional<std::int64_t> put = {}) {
-  static std::mutex mutex;
-  static std::unordered_map<std::int64_t, std::int64_t> owners;
-  std::lock_guard lock(mutex);
-  if (put) {
-    if (owners.size() > 100'000) owners.clear();
-    owners[id] = *put;
-    return put;
-  }
-  auto it = owners.find(id);
-  if (it == owners.end()) return std::nullopt;
-  return it->second;
-}
-
 void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
   // The secret is checked before the body is even parsed; its absence first of all.
   std::optional<std::string_view> secret;
@@ -142,14 +131,12 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
   auto deliver = [&s, ex, id = *id](std::int64_t tenant, actors::inbound_call call) {
     actors::receive_inbound(s.rt, tenant, id, std::move(call), json_reply(ex));
   };
-  if (auto tenant = cached_owner(*id)) return deliver(*tenant, std::move(call));
-  s.pool.run<std::optional<std::int64_t>>(
-      [id = *id](persistence::pg_conn& c) { return persistence::tenant_of_channel(c, id); },
-      [ex, id = *id, deliver,
+  channel_owners().find(
+      s.pool, *id,
+      [ex, deliver,
        call = std::move(call)](domain::outcome<std::optional<std::int64_t>> r) mutable {
         if (!r) return ex->fail(r.error());
         if (!*r) return ex->fail(failure::of(domain::errc::not_found, "channel not found"));
-        cached_owner(id, **r);
         deliver(**r, std::move(call));
       });
 }

@@ -7,19 +7,22 @@
 #include "domain/validation.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
+#include "http/owner_directory.hpp"
 #include "http/request_input.hpp"
 #include "persistence/automation_repo.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <boost/json.hpp>
 
-#include <mutex>
-#include <unordered_map>
-
 namespace json = boost::json;
 
 namespace crm::http {
 namespace {
+
+owner_directory& workflow_owners() {
+  static owner_directory directory("workflow", &persistence::tenant_of_workflow);
+  return directory;
+}
 
 using domain::failure;
 using domain::issue;
@@ -70,8 +73,9 @@ void create(services& s, const exchange_ptr& ex) {
   if (p.actions) w.actions = std::move(*p.actions);
   w.is_active = p.is_active.value_or(true);
   if (p.webhook_secret) w.webhook_secret = *p.webhook_secret;
-  actors::create_workflow(s.rt, ex->who.tenant_id, std::move(w),
-                          created_reply(ex, "/api/v1/workflows/"));
+  actors::create_workflow(
+      s.rt, ex->who.tenant_id, std::move(w),
+      forgetting_missing(workflow_owners(), created_reply(ex, "/api/v1/workflows/")));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -165,31 +169,6 @@ void info(services& s, const exchange_ptr& ex) {
   actors::webhook_info(s.rt, ex->who.tenant_id, *id, json_reply(ex));
 }
 
-// Workflow ids never move between tenants: the owner of an id, once found, is remembered.
-class owner_cache {
-public:
-  std::optional<std::int64_t> find(std::int64_t id) {
-    std::lock_guard lock(mutex_);
-    auto it = owners_.find(id);
-    if (it == owners_.end()) return std::nullopt;
-    return it->second;
-  }
-  void put(std::int64_t id, std::int64_t tenant) {
-    std::lock_guard lock(mutex_);
-    if (owners_.size() > 100'000) owners_.clear();
-    owners_[id] = tenant;
-  }
-
-private:
-  std::mutex mutex_;
-  std::unordered_map<std::int64_t, std::int64_t> owners_;
-};
-
-owner_cache& workflow_owners() {
-  static owner_cache cache;
-  return cache;
-}
-
 void inbound(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex, "workflow_id");
   if (!id) return;
@@ -209,14 +188,12 @@ void inbound(services& s, const exchange_ptr& ex) {
   auto deliver = [&s, ex, id = *id](std::int64_t tenant, actors::webhook_call call) {
     actors::receive_webhook(s.rt, tenant, id, std::move(call), accepted(ex));
   };
-  if (auto tenant = workflow_owners().find(*id)) return deliver(*tenant, std::move(call));
-  s.pool.run<std::optional<std::int64_t>>(
-      [id = *id](persistence::pg_conn& c) { return persistence::tenant_of_workflow(c, id); },
-      [ex, id = *id, deliver,
+  workflow_owners().find(
+      s.pool, *id,
+      [ex, deliver,
        call = std::move(call)](domain::outcome<std::optional<std::int64_t>> r) mutable {
         if (!r) return ex->fail(r.error());
         if (!*r) return ex->fail(failure::of(domain::errc::not_found, "workflow not found"));
-        workflow_owners().put(id, **r);
         deliver(**r, std::move(call));
       });
 }

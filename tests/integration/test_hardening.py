@@ -1,8 +1,12 @@
 """Hardening (issue 14): hostile bytes outside JSON bodies never reach SQL, and one client's bad
 input never costs another tenant a write."""
+import contextlib
 import csv
 import io
 import secrets
+import socket
+import subprocess
+import time
 
 import pytest
 
@@ -127,3 +131,136 @@ def test_contact_export_escapes_formulas_and_imports_back_unchanged(client, cli_
     assert resp.status in (200, 201, 207), resp.describe()
     listed = crm.assert_json_response(client.get(CONTACTS + "?per_page=100", token=t.admin), 200)
     assert sorted(c["first_name"] for c in listed["items"]) == sorted(names)
+
+
+# ---- item 7: unauthenticated callers cannot make unbounded work --------------------------------
+
+
+def scrape(server) -> list:
+    resp = server.metrics_client().get("/metrics")
+    assert resp.status == 200, resp.describe()
+    return crm.parse_prometheus(resp.body.decode())
+
+
+def metric(samples, name, **labels) -> float:
+    return sum(v for n, lab, v in samples
+               if n == name and all(lab.get(k) == str(w) for k, w in labels.items()))
+
+
+@pytest.mark.parametrize("kind, path", [
+    ("channel", "/api/v1/channels/{}/api/webhook"),
+    ("workflow", "/api/v1/webhooks/{}"),
+])
+def test_an_unknown_webhook_id_asked_again_and_again_costs_one_database_lookup(
+        server, client, kind, path):
+    unknown = 7_000_000_000 + secrets.randbelow(1_000_000_000)
+    before = scrape(server)
+    for _ in range(40):
+        resp = client.post(path.format(unknown), {"x": 1}, headers={"webhook_secret": "s"})
+        crm.assert_error(resp, 404, "NOT_FOUND")
+    after = scrape(server)
+    from_db = (metric(after, "carecrm_owner_lookups_total", kind=kind, source="postgres") -
+               metric(before, "carecrm_owner_lookups_total", kind=kind, source="postgres"))
+    assert from_db == 1, f"{from_db} database lookups for one unknown {kind} id asked 40 times"
+
+
+def test_a_channel_created_after_its_id_was_asked_for_is_found_at_once(client, sess):
+    """The memory of missing ids must not hide a channel created on this node."""
+    probe = client.get("/api/v1/channels?per_page=1", token=sess.admin)
+    assert probe.status == 200, probe.describe()
+    # The next id the sequence will give is unknown: ask for a range of likely ids first.
+    created = crm.assert_json_response(client.post("/api/v1/channels", {
+        "name": "Probe " + secrets.token_hex(3), "type": "api", "webhook_secret": "s" * 24,
+        "config": {}}, token=sess.admin), 201)
+    nxt = created["id"] + 1
+    for i in range(nxt, nxt + 5):
+        crm.assert_error(client.post(f"/api/v1/channels/{i}/api/webhook", {"x": 1},
+                                     headers={"webhook_secret": "s"}), 404, "NOT_FOUND")
+    channel = crm.assert_json_response(client.post("/api/v1/channels", {
+        "name": "Probe " + secrets.token_hex(3), "type": "api", "webhook_secret": "t" * 24,
+        "config": {}}, token=sess.admin), 201)
+    assert channel["id"] in range(nxt, nxt + 5), "another writer took the ids in between"
+    resp = client.post(f"/api/v1/channels/{channel['id']}/api/webhook", {"x": 1},
+                       headers={"webhook_secret": "wrong"})
+    crm.assert_error(resp, 401, "INVALID_CREDENTIALS")  # found: the secret is what fails now
+
+
+@contextlib.contextmanager
+def own_server(database, redis_url, overrides, label):
+    srv = crm.start_server(database.url, redis_url, overrides, label=label)
+    try:
+        yield srv
+    finally:
+        srv.stop(check=True)
+        srv.cleanup()
+
+
+def test_readyz_probes_redis_at_most_about_once_a_second(database, migrated, tmp_path):
+    redis = crm.RedisServer(str(tmp_path)).start()
+    try:
+        with own_server(database, redis.url, {}, "carecrm[readyz]") as srv:
+            def pings() -> int:
+                out = subprocess.run(["redis-cli", "-p", str(redis.port), "INFO", "commandstats"],
+                                     capture_output=True, text=True, check=True).stdout
+                for line in out.splitlines():
+                    if line.startswith("cmdstat_ping:"):
+                        return int(line.split("calls=")[1].split(",")[0])
+                return 0
+
+            client = srv.client()
+            before, started = pings(), time.monotonic()
+            results = crm.run_parallel(lambda _: client.get("/readyz").status, list(range(200)),
+                                       workers=16)
+            elapsed = time.monotonic() - started
+            assert results == [200] * 200
+            made = pings() - before
+            assert made <= elapsed + 2, f"{made} PINGs for 200 /readyz calls in {elapsed:.1f} s"
+    finally:
+        redis.stop()
+
+
+def test_a_full_database_queue_answers_lookups_503_and_never_costs_a_write(
+        database, migrated, redis_url, cli_env):
+    overrides = {"CARECRM_DATABASE_POOL_SIZE": 1, "CARECRM_DATABASE_QUEUE_LIMIT": 1}
+    with own_server(database, redis_url, overrides, "carecrm[db-queue]") as srv:
+        client = srv.client()
+        s = crm.tenant_session(client, cli_env)
+        crm.create_contact(client, s.admin)  # the tenant's contacts are loaded
+        base = 8_000_000_000 + secrets.randbelow(1_000_000_000)
+
+        def call(i):
+            if i % 4 == 0:
+                return ("write", client.post(CONTACTS, {"first_name": f"W{i}"}, token=s.admin))
+            return ("lookup", client.post(f"/api/v1/webhooks/{base + i}", {"x": 1}))
+
+        results = crm.run_parallel(call, list(range(160)), workers=32)
+        statuses = {}
+        for kind, resp in results:
+            statuses.setdefault(kind, []).append(resp.status)
+            if resp.status == 503:
+                assert resp.json["code"] == "SERVICE_UNAVAILABLE", resp.describe()
+        assert set(statuses["write"]) == {201}, statuses["write"]
+        assert set(statuses["lookup"]) <= {404, 503}, statuses["lookup"]
+        # Every 503 is a counted refusal (the server's own lookups may be refused too).
+        refused = metric(scrape(srv), "carecrm_db_queue_refused_total")
+        assert refused >= statuses["lookup"].count(503) > 0, (refused, statuses["lookup"])
+
+
+def test_connections_beyond_the_cap_are_answered_503_and_closed(database, migrated, redis_url):
+    with own_server(database, redis_url, {"CARECRM_MAX_CONNECTIONS": 4}, "carecrm[conns]") as srv:
+        held = [socket.create_connection((srv.host, srv.port), timeout=10) for _ in range(4)]
+        try:
+            assert crm.eventually(
+                lambda: metric(scrape(srv), "carecrm_http_connections") >= 4, 5.0)
+            extra = socket.create_connection((srv.host, srv.port), timeout=10)
+            with extra:
+                data = b""
+                while chunk := extra.recv(4096):
+                    data += chunk
+            assert data.startswith(b"HTTP/1.1 503 "), data[:200]
+            assert b'"code":"SERVICE_UNAVAILABLE"' in data and b"Retry-After: 1" in data
+            assert metric(scrape(srv), "carecrm_http_connections_refused_total") >= 1
+        finally:
+            for s in held:
+                s.close()
+        assert crm.eventually(lambda: srv.client().get("/healthz").status == 200, 5.0)
