@@ -11,6 +11,7 @@
 #include "http/api.hpp"
 #include "http/deal_input.hpp"
 #include "http/metrics.hpp"
+#include "http/rate_limits.hpp"
 #include "http/server.hpp"
 #include "net/http_client.hpp"
 #include "persistence/log.hpp"
@@ -101,12 +102,18 @@ int serve(config::settings cfg) {
       cfg.max_connections = room;
     }
   }
-  http::server srv(
-      cfg.http_threads,
-      {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout, cfg.body_timeout,
-       cfg.max_connections},
-      {cfg.jwt_secret, &revoked, {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts}},
-      metrics);
+  http::rate_limits rates(
+      {static_cast<double>(cfg.rate_limit_user), static_cast<double>(cfg.rate_limit_tenant),
+       static_cast<double>(cfg.rate_limit_login), static_cast<double>(cfg.rate_limit_webhook),
+       static_cast<double>(cfg.rate_limit_address)});
+  http::server srv(cfg.http_threads,
+                   {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout,
+                    cfg.body_timeout, cfg.max_connections},
+                   {cfg.jwt_secret,
+                    &revoked,
+                    {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts},
+                    &rates},
+                   metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
   // Automation: outbound HTTP on its own thread, and the sweeper that wakes idle tenants with

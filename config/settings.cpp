@@ -132,6 +132,31 @@ const std::vector<option>& options() {
        }},
       {"redis-url", "redis", "url", "CARECRM_REDIS_URL", "Redis URL (redis://host:port[/db])",
        [](settings& s, const std::string& v) { s.redis_url = v; }},
+      {"rate-limit-user", "rate_limits", "user", "CARECRM_RATE_LIMIT_USER",
+       "requests per minute per user (token bucket; 0: off)",
+       [](settings& s, const std::string& v) {
+         s.rate_limit_user = to_size("rate-limit-user", v);
+       }},
+      {"rate-limit-tenant", "rate_limits", "tenant", "CARECRM_RATE_LIMIT_TENANT",
+       "requests per minute per tenant (0: off)",
+       [](settings& s, const std::string& v) {
+         s.rate_limit_tenant = to_size("rate-limit-tenant", v);
+       }},
+      {"rate-limit-login", "rate_limits", "login", "CARECRM_RATE_LIMIT_LOGIN",
+       "login and refresh requests per minute per source address (0: off)",
+       [](settings& s, const std::string& v) {
+         s.rate_limit_login = to_size("rate-limit-login", v);
+       }},
+      {"rate-limit-webhook", "rate_limits", "webhook", "CARECRM_RATE_LIMIT_WEBHOOK",
+       "inbound webhook requests per minute per source address (0: off)",
+       [](settings& s, const std::string& v) {
+         s.rate_limit_webhook = to_size("rate-limit-webhook", v);
+       }},
+      {"rate-limit-address", "rate_limits", "address", "CARECRM_RATE_LIMIT_ADDRESS",
+       "other requests without a valid token, per minute per source address (0: off)",
+       [](settings& s, const std::string& v) {
+         s.rate_limit_address = to_size("rate-limit-address", v);
+       }},
       {"jwt-secret", "auth", "jwt_secret", "CARECRM_JWT_SECRET", "HS256 key, at least 32 bytes",
        [](settings& s, const std::string& v) { s.jwt_secret = v; }},
       {"hash-threads", "auth", "hash_threads", "CARECRM_HASH_THREADS",

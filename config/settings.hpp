@@ -39,6 +39,12 @@ struct settings {
   int hash_threads = 0; // 0: one per core
   std::size_t hash_queue_limit = 256;
   int login_max_failures = 5;
+  // Rate limits, requests per minute (0: off); docs/operations.md.
+  std::size_t rate_limit_user = 6000;
+  std::size_t rate_limit_tenant = 30000;
+  std::size_t rate_limit_login = 600;
+  std::size_t rate_limit_webhook = 12000;
+  std::size_t rate_limit_address = 6000;
   int login_window_seconds = 900;
   // [actors]
   int actor_threads = 0; // 0: one per core

@@ -79,12 +79,13 @@ bool plain_number(std::string_view v) {
 
 void append_csv_field(std::string& out, std::string_view field) {
   const bool escape = !field.empty() && formula_start(field[0]) && !plain_number(field);
-  if (!escape && field.find_first_of(",\"\r\n") == std::string_view::npos) {
+  const bool quote = field.find_first_of(",\"\r\n") != std::string_view::npos;
+  if (quote) out += '"';
+  if (escape) out += '\'';
+  if (!quote) {
     out += field;
     return;
   }
-  out += '"';
-  if (escape) out += '\'';
   for (char c : field) {
     if (c == '"') out += '"';
     out += c;

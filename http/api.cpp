@@ -78,7 +78,7 @@ router make_ops_router(services& s) {
          [&s](const exchange_ptr& ex) { ex->json(200, s.rt.actors_json()); },
          "Live tenant supervisors and their children",
          "operations"});
-  add_health_routes(r, s);
+  add_health_routes(r, s, access::operator_token);
   return r;
 }
 

@@ -42,6 +42,16 @@ void for_each_segment(std::string_view path, F f) {
 } // namespace
 
 void router::add(route r) {
+  switch (r.auth) {
+  case access::bearer: r.limit = rate_class::user; break;
+  case access::operator_token:
+  case access::operator_metrics: r.limit = rate_class::none; break;
+  case access::open:
+    r.limit = r.path.rfind("/api/v1/auth/", 0) == 0         ? rate_class::login
+              : r.path.find("webhook") != std::string::npos ? rate_class::webhook
+                                                            : rate_class::address;
+    break;
+  }
   node* n = root_.get();
   for_each_segment(r.path, [&](std::string_view seg) {
     if (seg.size() >= 2 && seg.front() == '{' && seg.back() == '}') {

@@ -26,6 +26,12 @@ enum class access : std::uint8_t {
   operator_metrics,
 };
 
+// Which rate limits a route's requests count against (docs/operations.md). Set by router::add:
+// bearer routes count against their user's and tenant's buckets; open routes against their
+// source address's: `login` under /api/v1/auth/, `webhook` for inbound webhooks, `address`
+// for the rest (health, the OpenAPI document); operator routes against none.
+enum class rate_class : std::uint8_t { user, login, webhook, address, none };
+
 struct route {
   verb method = verb::get;
   std::string path;
@@ -36,6 +42,7 @@ struct route {
   std::string tag;     // OpenAPI tag
   int success_status = 200;
   std::size_t index = 0; // position in the router, for per-route metrics
+  rate_class limit = rate_class::user;
 };
 
 class router {

@@ -4,6 +4,8 @@
 // writes the response the handler posts back, never blocking an asio thread.
 #include "http/server.hpp"
 
+#include "http/rate_limits.hpp"
+
 #include "domain/crypto.hpp"
 #include "http/auth.hpp"
 #include "http/metrics.hpp"
@@ -186,7 +188,23 @@ private:
     keep_alive_ = false;
     request_id_ = ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
     ++ctx_.in_flight;
+    charge(rate_class::address, nullptr); // for the headers; the error is answered anyway
     write(std::move(r));
+  }
+
+  // Charges this request to its rate limits and keeps the RateLimit headers for its response;
+  // the 429 failure when a limit is reached.
+  std::optional<domain::failure> charge(rate_class c, const principal* who) {
+    rate_headers_.clear();
+    if (!ctx_.auth.rates) return std::nullopt;
+    if (remote_.empty()) {
+      boost::system::error_code ignored;
+      auto ep = stream_.socket().remote_endpoint(ignored);
+      if (!ignored) remote_ = ep.address().to_string();
+    }
+    auto v = ctx_.auth.rates->charge(c, who, remote_);
+    rate_headers_ = std::move(v.headers);
+    return std::move(v.refused);
   }
 
   void on_request() {
@@ -235,6 +253,10 @@ private:
   }
 
   void dispatch(const exchange_ptr& ex, router::match_result& m) {
+    rate_headers_.clear();
+    if (m.result != router::outcome::found) {
+      if (auto refused = charge(rate_class::address, nullptr)) return ex->fail(*refused);
+    }
     if (m.result == router::outcome::not_found) {
       ex->fail(domain::failure::of(domain::errc::not_found, "not found"));
       return;
@@ -256,15 +278,20 @@ private:
     }
     if (rt.auth == access::bearer) {
       if (auto f = authenticate(ex->req, ctx_.auth.jwt_secret, *ctx_.auth.revoked, ex->who)) {
+        // Without a valid token the request counts against its source address.
+        if (auto refused = charge(rate_class::address, nullptr)) return ex->fail(*refused);
         ex->fail(*f);
         return;
       }
+      if (auto refused = charge(rate_class::user, &ex->who)) return ex->fail(*refused);
       if (!domain::allows(ex->who.role, rt.perm)) {
         ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
                                      "your role does not allow this operation"));
         return;
       }
     }
+    if (rt.auth == access::open)
+      if (auto refused = charge(rt.limit, nullptr)) return ex->fail(*refused);
     if (auto bad = non_text_input(ex->req)) {
       ex->fail(domain::failure::invalid({std::move(*bad)}));
       return;
@@ -284,6 +311,7 @@ private:
     res->result(static_cast<unsigned>(r.status));
     if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
     res->set("X-Request-Id", request_id_);
+    for (auto& [k, v] : rate_headers_) res->set(k, v);
     for (auto& [k, v] : r.headers) res->set(k, v);
     res->body() = std::move(r.body);
     bool keep = keep_alive_ && !r.close;
@@ -305,6 +333,7 @@ private:
     res->result(static_cast<unsigned>(r.status));
     if (!r.content_type.empty()) res->set(bhttp::field::content_type, r.content_type);
     res->set("X-Request-Id", request_id_);
+    for (auto& [k, v] : rate_headers_) res->set(k, v);
     for (auto& [k, v] : r.headers) res->set(k, v);
     res->chunked(true);
     res->keep_alive(keep_alive_ && !r.close);
@@ -388,6 +417,7 @@ private:
   bool keep_alive_ = true;
   std::string request_id_;
   std::string remote_; // the peer's address, read once per connection
+  std::vector<std::pair<std::string, std::string>> rate_headers_; // of the current request
   std::size_t slot_ = 0;
   std::chrono::steady_clock::time_point started_;
   std::shared_ptr<std::atomic<std::size_t>> open_;

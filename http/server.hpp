@@ -15,6 +15,7 @@ namespace crm::http {
 
 class router;
 class http_metrics;
+class rate_limits;
 
 struct server_limits {
   std::size_t body_limit = std::size_t{1024} * 1024;
@@ -30,7 +31,8 @@ struct server_limits {
 struct auth_inputs {
   std::string jwt_secret;
   const domain::revocation_list* revoked = nullptr;
-  operator_access ops; // operator_token and operator_metrics routes
+  operator_access ops;          // operator_token and operator_metrics routes
+  rate_limits* rates = nullptr; // none: no rate limits, no RateLimit headers
 };
 
 class server {

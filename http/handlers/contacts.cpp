@@ -126,7 +126,7 @@ void import(services& s, const exchange_ptr& ex) {
     return ex->fail(failure::invalid(
         {{{"body"},
           "the CSV must be UTF-8 text without NUL characters (line " + std::to_string(line) + ")",
-          "string_unicode"}}));
+          "value_error"}}));
   }
   auto rows = domain::parse_csv(ex->req.body);
   if (!rows)

@@ -97,10 +97,10 @@ readiness& readiness_of(services&) {
 
 } // namespace
 
-void add_health_routes(router& r, services& s) {
+void add_health_routes(router& r, services& s, access a) {
   r.add({verb::get,
          "/healthz",
-         access::open,
+         a,
          {},
          [](const exchange_ptr& ex) { ex->json(200, R"({"status":"ok"})"); },
          "Liveness: the process answers",
@@ -108,7 +108,7 @@ void add_health_routes(router& r, services& s) {
 
   r.add({verb::get,
          "/readyz",
-         access::open,
+         a,
          {},
          [&s](const exchange_ptr& ex) { readiness_of(s).answer(s, ex); },
          "Readiness: Postgres and Redis are reachable",

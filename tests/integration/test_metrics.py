@@ -150,7 +150,10 @@ def test_actor_routes_need_the_operator_token(server, sess):
     for client in (server.metrics_client(token=""), server.metrics_client(token="wrong-token")):
         crm.assert_error(client.get("/actors"), 401, "INVALID_CREDENTIALS")
         crm.assert_error(client.post(f"/actors/{tid}/contacts/fail"), 401, "INVALID_CREDENTIALS")
+        for path in ("/healthz", "/readyz"):  # everything but /metrics (contract §9)
+            crm.assert_error(client.get(path), 401, "INVALID_CREDENTIALS")
     assert tid in live_tenants(server.metrics_client())  # the right token
+    assert server.metrics_client().get("/healthz").status == 200
     # /metrics stays open to scrapers unless configured otherwise.
     assert server.metrics_client(token="").get("/metrics").status == 200
 

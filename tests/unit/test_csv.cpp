@@ -20,13 +20,14 @@ TEST(csv, quotes_fields_with_separators_and_doubles_quotes) {
 }
 
 TEST(csv, escapes_every_cell_a_spreadsheet_would_run_as_a_formula) {
-  EXPECT_EQ(field("=cmd|' /C calc'!A0"), "\"'=cmd|' /C calc'!A0\"");
+  EXPECT_EQ(field("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
   EXPECT_EQ(field("+HYPERLINK(\"http://x\")"), "\"'+HYPERLINK(\"\"http://x\"\")\"");
-  EXPECT_EQ(field("-2+3+cmd|' /C calc'!A0"), "\"'-2+3+cmd|' /C calc'!A0\"");
-  EXPECT_EQ(field("@SUM(A1)"), "\"'@SUM(A1)\"");
-  EXPECT_EQ(field("\t=1"), "\"'\t=1\"");
+  EXPECT_EQ(field("-2+3+cmd|' /C calc'!A0"), "'-2+3+cmd|' /C calc'!A0");
+  EXPECT_EQ(field("@SUM(A1)"), "'@SUM(A1)");
+  EXPECT_EQ(field("\t=1"), "'\t=1");
   EXPECT_EQ(field("\r=1"), "\"'\r=1\"");
-  EXPECT_EQ(field("+"), "\"'+\"");
+  EXPECT_EQ(field("=1,2"), "\"'=1,2\"");
+  EXPECT_EQ(field("+"), "'+");
 }
 
 TEST(csv, leaves_plain_numbers_such_as_phones_and_amounts_alone) {
