@@ -19,6 +19,7 @@ CRM_PACKAGES=(
   libssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 redis-server
   python3 python3-pytest wrk procps iproute2 curl iso-codes
+  clang-14 libclang-rt-14-dev
 )
 
 crm_log() { printf '[carecrm] %s\n' "$*" >&2; }

@@ -1,0 +1,34 @@
+// Inbound webhook bodies: the generic channel API body, Telegram updates, and a workflow
+// webhook's Standard Webhooks signature check with its JSON body.
+#include "domain/channel.hpp"
+#include "domain/json_nul.hpp"
+#include "domain/workflow.hpp"
+
+#include <boost/json/parse.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view body(reinterpret_cast<const char*>(data), size);
+  std::vector<crm::domain::issue> issues;
+  (void)crm::domain::parse_api_inbound(body, issues);
+  bool ignored = false;
+  issues.clear();
+  (void)crm::domain::parse_telegram_update(body, ignored, issues);
+  // Headers from the first line ("id ts sig"), the body after it.
+  auto nl = body.find('\n');
+  auto head = body.substr(0, nl);
+  auto s1 = head.find(' '), s2 = head.find(' ', s1 == std::string_view::npos ? s1 : s1 + 1);
+  auto id = head.substr(0, s1);
+  auto ts = s1 == std::string_view::npos ? std::string_view{} : head.substr(s1 + 1, s2 - s1 - 1);
+  auto sig = s2 == std::string_view::npos ? std::string_view{} : head.substr(s2 + 1);
+  auto rest = nl == std::string_view::npos ? std::string_view{} : body.substr(nl + 1);
+  (void)crm::domain::verify_standard_webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", id, ts, sig,
+                                             rest, 1'700'000'000);
+  boost::json::error_code ec;
+  auto v = boost::json::parse(rest, ec);
+  if (!ec) (void)crm::domain::nul_location(rest, v);
+  return 0;
+}
