@@ -193,10 +193,30 @@ std::int64_t phone_owner(contacts_state& st, const std::string& phone) {
 void drain(contacts_actor* self, const failure* error = nullptr);
 void reserve(contacts_actor* self);
 
+void read_snapshot(contacts_actor* self);
+
+// Loads the state once whatever a predecessor of this actor (one that crashed or was failed)
+// handed the group committer has settled: its rows are then in the snapshot, or never will be.
 void load(contacts_actor* self) {
   auto& st = self->state;
   if (st.loading) return;
   st.loading = true;
+  after_settled<persistence::contact_batch>(self, [self] { read_snapshot(self); });
+}
+
+// After a commit whose outcome is unknown (or that met a row this actor did not know of), the
+// state is read again before anything else is served: it may hold rows memory does not.
+void reload(contacts_actor* self) {
+  auto& st = self->state;
+  st.loaded = false;
+  st.store = domain::contact_store{};
+  st.companies.clear();
+  st.keys.clear();
+  load(self);
+}
+
+void read_snapshot(contacts_actor* self) {
+  auto& st = self->state;
   auto me = caf::actor_cast<caf::actor>(self);
   using loaded = std::pair<persistence::contacts_snapshot, domain::field_definitions>;
   st.env.pool->run<loaded>(
@@ -476,12 +496,13 @@ void flush(contacts_actor* self) {
       [self](const batch& done, const persistence::contact_batch& sql) {
         apply_committed(self->state, done, sql);
       },
-      [self] {
+      [self](const failure& f) {
         auto& st = self->state;
         st.p_contacts.clear();
         st.p_companies.clear();
         st.p_emails.clear();
         st.p_keys.clear();
+        if (f.code == errc::service_unavailable) reload(self);
       },
       [self] {
         flush(self);

@@ -259,10 +259,34 @@ const domain::deal* projected(const deals_state& st, std::int64_t id) {
 
 void drain(deals_actor* self, const failure* error = nullptr);
 
+void read_snapshot(deals_actor* self);
+
+// Loads once what a predecessor of this actor handed the group committer has settled (see the
+// contacts actor).
 void load(deals_actor* self) {
   auto& st = self->state;
   if (st.loading || st.loaded) return;
   st.loading = true;
+  after_settled<persistence::deal_batch>(self, [self] { read_snapshot(self); });
+}
+
+// After a commit whose outcome is unknown, the state is read again before anything is served.
+void reload(deals_actor* self) {
+  auto& st = self->state;
+  st.loaded = false;
+  st.pipelines.clear();
+  st.stage_pipeline.clear();
+  st.deals.clear();
+  st.board.clear();
+  st.totals.clear();
+  st.by_contact.clear();
+  st.board_cache.clear();
+  st.keys.clear();
+  load(self);
+}
+
+void read_snapshot(deals_actor* self) {
+  auto& st = self->state;
   using loaded = std::pair<persistence::deals_snapshot, domain::field_definitions>;
   db<loaded>(
       self,
@@ -475,9 +499,10 @@ void flush(deals_actor* self) {
         for (auto it = st.p_keys.begin(); it != st.p_keys.end();)
           it = it->second.first == done.seq ? st.p_keys.erase(it) : std::next(it);
       },
-      [self] {
+      [self](const failure& f) {
         self->state.p_deals.clear();
         self->state.p_keys.clear();
+        if (f.code == errc::service_unavailable) reload(self);
       },
       [self] {
         flush(self);

@@ -18,7 +18,8 @@ namespace crm::actors {
 // COMMIT, back in the actor: `applied(batch, sql)` changes memory, the workflow actor hears of
 // new outbox events, and the batch's writes are answered. After a failure: the writes of the
 // batch and of the one staged behind it (validated against it) are failed, after
-// `forget_projection()`. Then `next()` (flush again, run what waited).
+// `forget_projection(failure)` (which reloads the state from Postgres when the failure leaves
+// the outcome unknown). Then `next()` (flush again, run what waited).
 template <class Actor, class Applied, class Forget, class Next>
 void flush_open_batch(Actor* self, Applied applied, Forget forget_projection, Next next) {
   auto& st = self->state;
@@ -54,12 +55,23 @@ void flush_open_batch(Actor* self, Applied applied, Forget forget_projection, Ne
             auto behind = std::move(st.open);
             st.open = batch_type{};
             st.open.seq = st.next_seq++;
-            forget_projection();
+            forget_projection(r.error());
             for (auto& f : done.on_fail) f(r.error());
             for (auto& f : behind.on_fail) f(r.error());
           }
           next();
         }});
+  });
+}
+
+// Runs `read()` in the actor once every batch of this tenant's aggregate (`Batch`) that a
+// predecessor of the actor handed the group committer has settled: a state loaded then holds
+// what those batches committed (group_committer::when_settled).
+template <class Batch, class Actor, class Read>
+void after_settled(Actor* self, Read read) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->state.env.committer->when_settled(self->state.env.tenant_id, typeid(Batch), [me, read] {
+    caf::anon_send(me, resume_atom::value, continuation{read});
   });
 }
 

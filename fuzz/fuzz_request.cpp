@@ -55,13 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto space = first.find(' ');
   request req;
   req.method = parse_verb(first.substr(0, space));
-  req.target = std::string(space == std::string_view::npos ? first : first.substr(space + 1));
-  std::string_view target = req.target;
-  auto q = target.find('?');
-  auto raw_path = target.substr(0, q);
-  auto decoded = percent_decode(raw_path, false);
-  req.path = decoded ? *decoded : std::string(raw_path);
-  if (q != std::string_view::npos) req.query = parse_query(target.substr(q + 1));
+  set_target(req, space == std::string_view::npos ? first : first.substr(space + 1));
   for (auto rest = line_end == std::string_view::npos ? std::string_view{}
                                                       : in.substr(line_end + 1);
        !rest.empty();) {

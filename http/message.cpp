@@ -88,6 +88,15 @@ std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q)
   return out;
 }
 
+void set_target(request& req, std::string_view target) {
+  req.target = std::string(target);
+  auto q = target.find('?');
+  auto raw_path = target.substr(0, q);
+  auto decoded = percent_decode(raw_path, false);
+  req.path = decoded ? std::move(*decoded) : std::string(raw_path);
+  if (q != std::string_view::npos) req.query = parse_query(target.substr(q + 1));
+}
+
 std::optional<domain::issue> non_text_input(const request& req) {
   constexpr const char* not_text = "Input should be UTF-8 text without NUL characters";
   if (!domain::is_text(req.path)) return domain::issue{{"path"}, not_text, "string_unicode"};

@@ -46,6 +46,10 @@ struct response {
   bool close = false;  // close the connection after sending
 };
 
+// Sets `req.target` and from it `req.path` (percent-decoded; as received when malformed) and
+// `req.query`.
+void set_target(request& req, std::string_view target);
+
 // Splits "a=1&b=x%20y" into decoded pairs ('+' is a space).
 std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q);
 // The request's text that handlers may store (the decoded path, every query name and value, the

@@ -215,13 +215,7 @@ private:
 
     request req;
     req.method = parse_verb(msg.method_string());
-    req.target = std::string(msg.target());
-    std::string_view target = req.target;
-    auto q = target.find('?');
-    auto raw_path = target.substr(0, q);
-    auto decoded = percent_decode(raw_path, false);
-    req.path = decoded ? *decoded : std::string(raw_path);
-    if (q != std::string_view::npos) req.query = parse_query(target.substr(q + 1));
+    set_target(req, std::string_view(msg.target().data(), msg.target().size()));
     req.headers.reserve(8);
     for (auto& f : msg) {
       std::string name(f.name_string());

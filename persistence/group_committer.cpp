@@ -77,9 +77,43 @@ group_committer::group_committer(pg_pool& pool, int max_in_flight,
       transactions_(transactions) {}
 
 void group_committer::submit(std::shared_ptr<const tx_batch> batch, done_fn done) {
+  key k{batch->tenant(), std::type_index(typeid(*batch))};
+  auto answer = [self = shared_from_this(), k,
+                 done = std::move(done)](domain::outcome<domain::done> r) {
+    done(std::move(r));
+    self->settled(k);
+  };
   std::lock_guard lock(mutex_);
-  waiting_.push_back({std::move(batch), std::move(done)});
+  ++unsettled_[k];
+  waiting_.push_back({std::move(batch), std::move(answer)});
   if (in_flight_ < max_in_flight_) start_locked();
+}
+
+void group_committer::when_settled(std::int64_t tenant, std::type_index kind,
+                                   std::function<void()> then) {
+  key k{tenant, kind};
+  {
+    std::lock_guard lock(mutex_);
+    if (unsettled_.count(k)) {
+      settle_waiters_.emplace(k, std::move(then));
+      return;
+    }
+  }
+  then();
+}
+
+void group_committer::settled(const key& k) {
+  std::vector<std::function<void()>> ready;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = unsettled_.find(k);
+    if (it == unsettled_.end() || --it->second > 0) return;
+    unsettled_.erase(it);
+    auto [from, to] = settle_waiters_.equal_range(k);
+    for (auto w = from; w != to; ++w) ready.push_back(std::move(w->second));
+    settle_waiters_.erase(from, to);
+  }
+  for (auto& f : ready) f();
 }
 
 void group_committer::start_locked() {

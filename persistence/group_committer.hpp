@@ -16,8 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <typeindex>
 #include <vector>
 
 namespace crm::persistence {
@@ -38,12 +40,20 @@ public:
 
   void submit(std::shared_ptr<const tx_batch> batch, done_fn done);
 
+  // Runs `then` once no batch of `tenant` of the same type as `kind` is waiting or committing
+  // (at once when none is; else on a pool thread, after the last one's outcome was handed on).
+  // A record actor restarted while its predecessor's batch was still queued loads only after
+  // that batch settled, so the state it loads includes the batch when it committed.
+  void when_settled(std::int64_t tenant, std::type_index kind, std::function<void()> then);
+
 private:
   struct item {
     std::shared_ptr<const tx_batch> batch;
     done_fn done;
   };
-  void start_locked(); // with mutex_ held: sends every waiting batch off in one transaction
+  using key = std::pair<std::int64_t, std::type_index>;
+  void settled(const key& k); // one batch of `k` was answered
+  void start_locked();        // with mutex_ held: sends every waiting batch off in one transaction
   void commit(pg_conn& c, std::vector<item>& items);
 
   pg_pool& pool_;
@@ -52,6 +62,8 @@ private:
   std::mutex mutex_;
   int in_flight_ = 0;
   std::vector<item> waiting_;
+  std::map<key, int> unsettled_; // batches not yet answered
+  std::multimap<key, std::function<void()>> settle_waiters_;
 };
 
 } // namespace crm::persistence
