@@ -100,8 +100,8 @@ def test_hostile_bytes_from_one_tenant_never_fail_another_tenants_writes(
     for kind, resp in results:
         assert resp.status == (201 if kind == "good" else 422), resp.describe()
     stored = database.query(
-        f"SELECT count(*) FROM contacts WHERE tenant_id = {sess_b.tenant.tenant_id} AND email IN (" +
-        ",".join(f"'{e}'" for e in good) + ")")
+        f"SELECT count(*) FROM contacts WHERE tenant_id = {sess_b.tenant.tenant_id}"
+        " AND email IN (" + ",".join(f"'{e}'" for e in good) + ")")
     assert int(stored) == len(good)
 
 
