@@ -375,6 +375,35 @@ def test_a_commit_meeting_a_row_written_behind_its_back_reloads_the_state(client
     assert email in [c["email"] for c in listed["items"]]
 
 
+
+def test_a_deals_actor_restarted_while_its_batch_waits_in_the_committer_loads_that_batch(
+        server, client, cli_env, database):
+    """The deals actor follows the same rule as the contacts actor."""
+    s = crm.tenant_session(client, cli_env)
+    metrics = server.metrics_client()
+    tid = s.tenant.tenant_id
+    crm.create_deal(client, s.admin, title="Loaded")
+    title = "Held " + secrets.token_hex(4)
+    lock = threading.Thread(target=database.query, args=(
+        "BEGIN; LOCK TABLE deals IN SHARE ROW EXCLUSIVE MODE; SELECT pg_sleep(2); COMMIT;",))
+    lock.start()
+    time.sleep(0.3)
+    box = {}
+    create = threading.Thread(target=lambda: box.setdefault("r", client.post(
+        crm.DEALS, {"title": title, "amount": "10.00"}, token=s.admin)))
+    create.start()
+    time.sleep(0.3)
+    crm.assert_json_response(metrics.post(f"/actors/{tid}/deals/fail"), 202)
+    time.sleep(0.2)
+    listed = crm.assert_json_response(client.get(crm.DEALS + "?per_page=100", token=s.admin), 200)
+    lock.join()
+    create.join(timeout=30)
+    assert box["r"].status in (201, 503), box["r"].describe()
+    stored = database.query(f"SELECT id FROM deals WHERE tenant_id = {tid} AND title = '{title}'")
+    assert stored.strip(), "the held create never committed"
+    assert int(stored.strip()) in [d["id"] for d in listed["items"]], \
+        "the restarted deals actor loaded before the batch in the committer settled"
+
 # Last in the module: it leaves carecrm's pool with connections that fail once.
 def test_commits_whose_connection_is_cut_leave_no_drift(server, client, cli_env, database):
     """Postgres connections of carecrm are terminated while writes commit: an outcome may be
