@@ -7,6 +7,9 @@
 #include "domain/user.hpp"
 #include "domain/validation.hpp"
 
+#include <boost/asio/ip/address_v4.hpp>
+#include <boost/asio/ip/address_v6.hpp>
+
 #include <memory_resource>
 #include <string>
 #include <unordered_map>
@@ -89,16 +92,16 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
 
 namespace {
 
+// An IPv4 address, or an IPv6 one in brackets, exactly as an IP literal is written in a Host.
 bool ip_literal(std::string_view host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return true; // IPv6
-  int dots = 0;
-  for (char c : host) {
-    if (c == '.')
-      ++dots;
-    else if (c < '0' || c > '9')
-      return false;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    boost::system::error_code ec;
+    boost::asio::ip::make_address_v6(std::string(host.substr(1, host.size() - 2)), ec);
+    return !ec;
   }
-  return dots == 3;
+  boost::system::error_code ec;
+  boost::asio::ip::make_address_v4(std::string(host), ec);
+  return !ec;
 }
 
 bool host_allowed(const request& req, const operator_access& ops) {

@@ -90,7 +90,8 @@ private:
   std::vector<exchange_ptr> waiting_;
 };
 
-readiness& readiness_of(services&) {
+// One probe for both listeners' /readyz.
+readiness& shared_readiness() {
   static readiness r;
   return r;
 }
@@ -110,7 +111,7 @@ void add_health_routes(router& r, services& s, access a) {
          "/readyz",
          a,
          {},
-         [&s](const exchange_ptr& ex) { readiness_of(s).answer(s, ex); },
+         [&s](const exchange_ptr& ex) { shared_readiness().answer(s, ex); },
          "Readiness: Postgres and Redis are reachable",
          "operations"});
 }

@@ -62,6 +62,9 @@ def test_a_path_that_is_not_utf8_is_422_and_renames_no_tag(client, sess, databas
     assert resp.status in (200, 204), resp.describe()  # the route works with text
     resp = client.put("/api/v1/tags/%FFbad", {"name": "y"}, token=sess.admin)
     crm.assert_validation_locs(resp, ("path",))
+    assert crm.get_contact(client, sess.admin, contact["id"])["tags"] == ["x"]
+    names = str(crm.tags_of(client, sess.admin))
+    assert "'y'" not in names and '"y"' not in names, names
 
 
 @pytest.mark.parametrize("cell, line", [

@@ -158,7 +158,8 @@ def test_actor_routes_need_the_operator_token(server, sess):
     assert server.metrics_client(token="").get("/metrics").status == 200
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:9464", "rebind.127.0.0.1.nip.io"])
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:9464", "rebind.127.0.0.1.nip.io",
+                                  "999.1.2.3", "[evil.example]", "1.2.3.4.example"])
 def test_the_operations_listener_refuses_a_dns_rebinding_host(server, host):
     metrics = server.metrics_client()
     for path in ("/actors", "/metrics"):
