@@ -241,6 +241,10 @@ domain::issue body_issue(std::string field, std::string msg) {
 // Merges `p` into `a` and checks what needs no I/O: provider settings, and that no other
 // active auto-replying agent serves one of the channels (a conflict: 409).
 std::optional<failure> merge(const agents_state& st, domain::ai_agent& a, const agent_patch& p) {
+  // The API key travels to base_url with every request: a new address needs the key again,
+  // so whoever may edit an agent cannot send its key to a server of their own.
+  if (a.id != 0 && p.base_url && *p.base_url != a.base_url && a.api_key && !p.api_key)
+    return failure::invalid({body_issue("api_key", "base_url changes: send the api_key again")});
   if (p.name) a.name = *p.name;
   if (p.instructions) a.instructions = *p.instructions;
   if (p.provider) a.provider = *p.provider;

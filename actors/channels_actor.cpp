@@ -21,10 +21,12 @@
 #include "domain/crypto.hpp"
 #include "domain/messaging.hpp"
 #include "domain/page_json.hpp"
+#include "domain/secret_keys.hpp"
 #include "domain/validation.hpp"
 #include "net/http_client.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
 
@@ -211,6 +213,32 @@ void save_channel(ch_actor* self, domain::channel c, callback<std::string> reply
 
 // ---- inbound -------------------------------------------------------------------------------
 
+// The inbound webhook secret is only ever compared: it is kept as a keyed hash.
+constexpr std::string_view webhook_secret_purpose = persistence::sealed::channel_webhook_secret;
+
+std::optional<std::string> hashed_secret(ch_actor* self, const std::optional<std::string>& plain) {
+  if (!plain) return std::nullopt;
+  auto& st = self->state;
+  return st.env.pool->keys().hash(webhook_secret_purpose, st.env.tenant_id, *plain);
+}
+
+// A secret hashed under a key that is no longer the first (or stored before hashing) moves to
+// the current key when it is next presented, the one moment its plaintext is at hand. The row
+// changes only if it still holds the old hash, so a secret changed meanwhile is never undone.
+void rehash_secret(ch_actor* self, std::int64_t id, std::string old_hash, std::string new_hash) {
+  db<bool>(
+      self,
+      [tid = self->state.env.tenant_id, id, old_hash, new_hash](persistence::pg_conn& c) {
+        return persistence::replace_channel_secret(c, tid, id, old_hash, new_hash);
+      },
+      [self, id, old_hash, new_hash](domain::outcome<bool> r) {
+        if (!r || !*r) return;
+        auto it = self->state.channels.find(id);
+        if (it != self->state.channels.end() && it->second.webhook_secret == old_hash)
+          it->second.webhook_secret = new_hash;
+      });
+}
+
 std::string ack(const persistence::stored_inbound& ids, bool duplicate) {
   json::object o{{"status", "accepted"},
                  {"message_id", ids.message_id},
@@ -366,9 +394,14 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
   auto& ch = it->second;
   // A channel without a secret never matches; the comparison is made all the same, so the
   // answer takes as long as for a wrong secret.
-  bool ok = domain::secrets_equal(call.secret, ch.webhook_secret.value_or(std::string())) &&
-            ch.webhook_secret.has_value();
-  if (!ok) return reply(failure::of(errc::invalid_credentials, "missing or wrong webhook secret"));
+  auto& keys = st.env.pool->keys();
+  auto match = keys.verify(webhook_secret_purpose, st.env.tenant_id, call.secret,
+                           ch.webhook_secret.value_or(std::string()));
+  if (match == domain::secret_keys::match::no || !ch.webhook_secret)
+    return reply(failure::of(errc::invalid_credentials, "missing or wrong webhook secret"));
+  if (match == domain::secret_keys::match::yes_rehash)
+    rehash_secret(self, ch.id, *ch.webhook_secret,
+                  keys.hash(webhook_secret_purpose, st.env.tenant_id, call.secret));
   if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
   std::vector<domain::issue> issues;
   std::optional<domain::inbound_message> m;
@@ -755,6 +788,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           c.id = 0;
           c.tenant_id = self->state.env.tenant_id;
           c.created_at = c.updated_at = domain::now_micros();
+          c.webhook_secret = hashed_secret(self, c.webhook_secret);
           save_channel(self, std::move(c), reply);
         });
       },
@@ -775,7 +809,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             next.config = std::move(*cfg);
           }
           if (p.name) next.name = *p.name;
-          if (p.webhook_secret) next.webhook_secret = *p.webhook_secret;
+          if (p.webhook_secret) next.webhook_secret = hashed_secret(self, *p.webhook_secret);
           if (p.is_active) next.is_active = *p.is_active;
           next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
           save_channel(self, std::move(next), reply);

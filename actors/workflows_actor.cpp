@@ -449,6 +449,8 @@ void advance(wf_actor* self, std::int64_t id) {
   step["type"] = has_type ? json::value(domain::to_string(known)) : json::value(nullptr);
   step["status"] = "running";
   step["params"] = params;
+  if (known == domain::action_type::http_request)
+    domain::redact_header_values(step["params"].as_object());
   step["result"] = nullptr;
   step["error"] = nullptr;
   step["started_at"] = domain::format_rfc3339(now);

@@ -6,6 +6,7 @@
 #include "domain/crypto.hpp"
 #include "domain/deal.hpp"
 #include "domain/revocation_list.hpp"
+#include "domain/secret_keys.hpp"
 #include "domain/user.hpp"
 #include "domain/validation.hpp"
 #include "http/api.hpp"
@@ -19,6 +20,7 @@
 #include "persistence/pg_pool.hpp"
 #include "persistence/redis_client.hpp"
 #include "persistence/revocations.hpp"
+#include "persistence/secrets_repo.hpp"
 #include "persistence/user_repo.hpp"
 #include "persistence/worker_pool.hpp"
 
@@ -29,6 +31,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -60,8 +63,34 @@ void with_malloc_tunables(char** argv) {
   // Not re-executed (no /proc?): serve with glibc's defaults.
 }
 
+// The keys sealing secrets at rest (docs/operations.md). `draw`: with none configured, draw
+// one for this process (--dev: what it seals cannot be opened after it stops).
+domain::secret_keys load_secret_keys(const config::settings& cfg, bool draw) {
+  if (cfg.secret_keys.empty()) {
+    if (!draw)
+      throw config::config_error("secret keys are required (CARECRM_SECRET_KEYS or "
+                                 "--secret-keys, id:base64-of-32-bytes)" +
+                                 std::string(cfg.dev ? "" : "; --dev draws one"));
+    log_warn("no --secret-keys: secrets stored by this development server are sealed with a key "
+             "drawn for this process and cannot be opened after it stops");
+    return domain::secret_keys::generate("dev-" + domain::random_token(6));
+  }
+  try {
+    return domain::secret_keys::parse(cfg.secret_keys);
+  } catch (const domain::secret_error& e) {
+    throw config::config_error(e.what());
+  }
+}
+
+std::string joined(const std::vector<std::string>& xs) {
+  std::string out;
+  for (auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
 int serve(config::settings cfg) {
   config::require_serveable(cfg);
+  const auto keys = load_secret_keys(cfg, cfg.dev);
   // Fewer malloc arenas: with one per thread (pools, scheduler, asio) freed tenant state stays
   // scattered over many arenas and less of it can be returned after passivation.
   mallopt(M_ARENA_MAX, 4);
@@ -76,7 +105,20 @@ int serve(config::settings cfg) {
   auto applied = persistence::apply_migrations(cfg.database_url);
   if (applied > 0) log_info("{} migration(s) applied", applied);
 
-  persistence::pg_pool pool(cfg.database_url, cfg.database_pool_size, cfg.database_queue_limit);
+  {
+    // Plaintext from before sealing existed is sealed now, and a server that could not open
+    // what is stored does not start.
+    persistence::pg_conn conn(cfg.database_url, &keys);
+    auto missing = persistence::prepare_secrets(conn);
+    if (!missing.empty()) {
+      auto what = "stored secrets are sealed with key(s) " + joined(missing) +
+                  ", which --secret-keys does not list";
+      if (!cfg.dev) throw config::config_error(what);
+      log_warn("{}: tenants holding them will fail to load", what);
+    }
+  }
+  persistence::pg_pool pool(cfg.database_url, cfg.database_pool_size, cfg.database_queue_limit,
+                            &keys);
   persistence::redis_client redis(cfg.redis_url);
   domain::revocation_list revoked;
   persistence::revocation_store revocations(revoked, redis, cfg.redis_url);
@@ -167,6 +209,37 @@ int serve(config::settings cfg) {
   return 0;
 }
 
+// `carecrm secrets status | rotate`: counts the stored secrets by key; rotate first seals them
+// all with the first key listed.
+int secrets(const config::invocation& inv) {
+  const auto& cfg = inv.values;
+  const auto keys = load_secret_keys(cfg, false);
+  persistence::apply_migrations(cfg.database_url);
+  persistence::pg_conn conn(cfg.database_url, &keys);
+  boost::json::object o;
+  o["active_key"] = keys.active_id();
+  if (inv.words[1] == "rotate") {
+    auto r = persistence::reseal_secrets(conn, false);
+    o["resealed"] = r.resealed;
+    o["hashes_left"] = r.hashes_left;
+  }
+  auto census = persistence::count_secrets(conn, true);
+  boost::json::object sealed, hashed;
+  boost::json::array unknown;
+  for (auto& [key, n] : census.sealed) sealed[key] = n;
+  for (auto& [key, n] : census.hashed) hashed[key] = n;
+  for (auto* m : {&census.sealed, &census.hashed})
+    for (auto& [key, n] : *m)
+      if (!keys.has(key) && std::find(unknown.begin(), unknown.end(), key.c_str()) == unknown.end())
+        unknown.emplace_back(key);
+  o["sealed"] = std::move(sealed);
+  o["hashed"] = std::move(hashed);
+  o["plaintext"] = census.plaintext;
+  o["unknown_keys"] = std::move(unknown);
+  std::cout << boost::json::serialize(o) << std::endl;
+  return 0;
+}
+
 int migrate(const config::settings& cfg) {
   auto n = persistence::apply_migrations(cfg.database_url);
   std::cout << R"({"applied": )" << n << "}" << std::endl;
@@ -232,6 +305,9 @@ int main(int argc, char** argv) {
     if (cmd == "migrate" && inv.words.size() == 1) return migrate(inv.values);
     if (cmd == "tenant" && inv.words.size() == 2 && inv.words[1] == "create")
       return tenant_create(inv);
+    if (cmd == "secrets" && inv.words.size() == 2 &&
+        (inv.words[1] == "status" || inv.words[1] == "rotate"))
+      return secrets(inv);
     std::cerr << "carecrm: unknown command; see carecrm --help\n";
     return 2;
   } catch (const config::config_error& e) {

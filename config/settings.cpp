@@ -159,6 +159,9 @@ const std::vector<option>& options() {
        }},
       {"jwt-secret", "auth", "jwt_secret", "CARECRM_JWT_SECRET", "HS256 key, at least 32 bytes",
        [](settings& s, const std::string& v) { s.jwt_secret = v; }},
+      {"secret-keys", "auth", "secret_keys", "CARECRM_SECRET_KEYS",
+       "keys sealing secrets at rest: id:base64-of-32-bytes[,id:...]; the first seals",
+       [](settings& s, const std::string& v) { s.secret_keys = v; }},
       {"hash-threads", "auth", "hash_threads", "CARECRM_HASH_THREADS",
        "Argon2id hashing threads (0: one per core)",
        [](settings& s, const std::string& v) { s.hash_threads = to_int("hash-threads", v); }},
@@ -224,7 +227,8 @@ const std::vector<option>& options() {
       {"ai-timeout", "ai", "ai_timeout", "CARECRM_AI_TIMEOUT",
        "seconds one call to an AI agent's model provider may take (each of up to 3 attempts)",
        [](settings& s, const std::string& v) { s.ai_timeout = to_seconds("ai-timeout", v); }},
-      {"dev", "", "dev", "CARECRM_DEV", "development mode: allows a missing or short JWT secret",
+      {"dev", "", "dev", "CARECRM_DEV",
+       "development mode: allows a missing or short JWT secret and missing secret keys",
        [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
   };
   return all;
@@ -368,6 +372,10 @@ std::string help_text() {
         "                                 create a tenant (default pipeline, default currency\n"
         "                                 C, ISO 4217, USD if not given) and its first admin;\n"
         "                                 prints JSON\n"
+        "  carecrm secrets status         count the stored secrets by the key sealing them\n"
+        "  carecrm secrets rotate         seal every stored secret with the first key of\n"
+        "                                 --secret-keys (list the new key first, keep the old\n"
+        "                                 one until status shows nothing under it)\n"
         "  carecrm --help\n\n"
         "Settings (defaults < TOML file < environment < flags):\n"
         "  --config PATH                  TOML file (default config/carecrm.toml, optional)\n";

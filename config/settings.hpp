@@ -36,6 +36,9 @@ struct settings {
   std::string redis_url = "redis://127.0.0.1:6379";
   // [auth]
   std::string jwt_secret;
+  // Keys sealing secrets at rest, "id:base64(32 bytes)[,...]"; the first seals
+  // (docs/operations.md "Secrets at rest").
+  std::string secret_keys;
   int hash_threads = 0; // 0: one per core
   std::size_t hash_queue_limit = 256;
   int login_max_failures = 5;

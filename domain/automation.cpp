@@ -46,7 +46,9 @@ json::object workflow_to_json(const workflow& w, std::string_view public_url) {
   o["trigger_type"] = to_string(w.trigger);
   o["trigger_config"] = w.trigger_config;
   o["conditions"] = conditions_to_json(w.conditions);
-  o["actions"] = actions_to_json(w.actions);
+  auto actions = actions_to_json(w.actions);
+  redact_headers(actions);
+  o["actions"] = std::move(actions);
   o["is_active"] = w.is_active;
   o["has_secret"] = w.webhook_secret.has_value();
   o["is_webhook_trigger"] = w.trigger == trigger_type::webhook;

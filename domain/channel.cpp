@@ -217,12 +217,31 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   default: check_free_config(ck, sent, l, out); break;
   }
   // Secrets are never shown, so a client editing the rest cannot send them back: one not sent
-  // is kept; null is how it is removed.
-  if (previous)
-    for (auto& kv : *previous)
-      if (is_secret_config_key(type, kv.key()) && !kv.value().is_null() && !sent.contains(kv.key()))
+  // is kept; null is how it is removed. But a kept secret only goes where it went before: when
+  // an address the channel sends to changes (Telegram's api_base_url, which the bot token
+  // travels to), the secrets must be sent again, so whoever may edit a channel cannot redirect
+  // its token to a server of their own.
+  bool redirected = false;
+  bool token_asked = false;
+  if (previous) {
+    if (type != channel_type::api)
+      for (auto& kv : out) {
+        auto* was = previous->if_contains(kv.key());
+        if (kv.key().ends_with("url") && (!was || *was != kv.value())) redirected = true;
+      }
+    for (auto& kv : *previous) {
+      if (!is_secret_config_key(type, kv.key()) || kv.value().is_null() || sent.contains(kv.key()))
+        continue;
+      if (redirected) {
+        ck.add(at(l, kv.key()), "Field required: the channel's address changes, send it again",
+               "missing");
+        token_asked = token_asked || kv.key() == "bot_token";
+      } else
         out[kv.key()] = kv.value();
-  if (type == channel_type::telegram && !given(sent, "bot_token") && !out.contains("bot_token"))
+    }
+  }
+  if (type == channel_type::telegram && !token_asked && !given(sent, "bot_token") &&
+      !out.contains("bot_token"))
     ck.add(at(l, "bot_token"), "Field required", "missing");
   if (out.size() > max_config_keys && sent.size() <= max_config_keys)
     ck.add(l,

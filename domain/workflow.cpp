@@ -245,6 +245,11 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
             continue;
           }
           auto s = kv.value().if_string();
+          if (kv.value().is_null()) {
+            ck.add(hl, "header values are write-only and shown as null: send the value again",
+                   "string_type");
+            continue;
+          }
           if (!s) {
             ck.add(hl, "Input should be a valid string", "string_type");
             continue;
@@ -909,6 +914,39 @@ std::vector<condition> conditions_from_json(const json::value& v) {
     out.push_back(std::move(c));
   }
   return out;
+}
+
+namespace {
+json::object* headers_of(json::value& a) {
+  auto* o = a.if_object();
+  if (!o) return nullptr;
+  auto* t = o->if_contains("type");
+  if (!t || !t->is_string() || t->get_string() != to_string(action_type::http_request))
+    return nullptr;
+  auto* p = o->if_contains("params");
+  if (!p || !p->is_object()) return nullptr;
+  auto* h = p->get_object().if_contains("headers");
+  return h ? h->if_object() : nullptr;
+}
+} // namespace
+
+void redact_header_values(json::object& params) {
+  if (auto* h = params.if_contains("headers"); h && h->is_object())
+    for (auto& kv : h->get_object()) kv.value() = nullptr;
+}
+
+void redact_headers(json::array& actions) {
+  for (auto& a : actions)
+    if (auto* h = headers_of(a))
+      for (auto& kv : *h) kv.value() = nullptr;
+}
+
+void map_header_values(json::array& actions,
+                       const std::function<std::string(std::string_view)>& f) {
+  for (auto& a : actions)
+    if (auto* h = headers_of(a))
+      for (auto& kv : *h)
+        if (auto* s = kv.value().if_string()) *s = f(sv(*s));
 }
 
 std::vector<action> actions_from_json(const json::value& v) {

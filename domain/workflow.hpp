@@ -10,6 +10,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,6 +91,15 @@ boost::json::array actions_to_json(const std::vector<action>& as);
 // The inverse of *_to_json for stored definitions (already valid): never fails on them.
 std::vector<condition> conditions_from_json(const boost::json::value& v);
 std::vector<action> actions_from_json(const boost::json::value& v);
+
+// The header values of http_request actions are write-only (docs/automation.md): the API shows
+// them as null and they are sealed at rest. `actions` is the JSON form, [{"type", "params"}];
+// `params` one action's.
+void redact_headers(boost::json::array& actions);
+void redact_header_values(boost::json::object& params);
+// Replaces every header value of every http_request action with what `f` makes of it.
+void map_header_values(boost::json::array& actions,
+                       const std::function<std::string(std::string_view)>& f);
 
 // ---- Evaluation -------------------------------------------------------------------------
 // The value at a dotted path of the payload, with the contact fallback and the `cf.` alias of

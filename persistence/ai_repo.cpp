@@ -4,7 +4,9 @@
 
 #include "domain/clock.hpp"
 #include "domain/page_json.hpp"
+#include "domain/secret_keys.hpp"
 #include "persistence/row_values.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -34,7 +36,7 @@ json::array json_array(const pqxx::field& f) {
   return !ec && v.is_array() ? v.get_array() : json::array();
 }
 
-domain::ai_agent to_agent(const pqxx::row& r) {
+domain::ai_agent to_agent(const pqxx::row& r, const domain::secret_keys& keys) {
   domain::ai_agent a;
   a.id = r[0].as<std::int64_t>();
   a.tenant_id = r[1].as<std::int64_t>();
@@ -44,7 +46,7 @@ domain::ai_agent to_agent(const pqxx::row& r) {
       domain::parse_ai_provider(r[4].as<std::string>()).value_or(domain::ai_provider::builtin);
   a.model = opt_text(r[5]);
   a.base_url = opt_text(r[6]);
-  a.api_key = opt_text(r[7]);
+  if (auto key = opt_text(r[7])) a.api_key = keys.open(sealed::agent_api_key, a.tenant_id, *key);
   for (auto& v : json_array(r[8]))
     if (v.is_int64()) a.channel_ids.push_back(v.get_int64());
   a.auto_reply = r[9].as<bool>();
@@ -121,7 +123,7 @@ ai_snapshot load_ai(pg_conn& c, std::int64_t tenant_id) {
   for (auto r : tx.exec_params(std::string("SELECT ") + agent_columns +
                                    " FROM ai_agents WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
-    out.agents.push_back(to_agent(r));
+    out.agents.push_back(to_agent(r, c.keys()));
   std::map<std::int64_t, std::size_t> at;
   for (auto r : tx.exec_params(std::string("SELECT ") + document_columns +
                                    " FROM ai_documents WHERE tenant_id = $1 ORDER BY id",
@@ -145,6 +147,8 @@ domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
   auto opt = [](const std::optional<std::string>& s) { return s ? s->c_str() : nullptr; };
   std::string assignee = a.handoff_assignee_id ? std::to_string(*a.handoff_assignee_id) : "";
   const char* lang = a.reply_language ? domain::ai::language_name(*a.reply_language) : "auto";
+  std::optional<std::string> api_key;
+  if (a.api_key) api_key = c.keys().seal(sealed::agent_api_key, a.tenant_id, *a.api_key);
   pqxx::result r;
   if (a.id == 0) {
     r = tx.exec_params(
@@ -158,7 +162,7 @@ domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
                     " RETURNING ") +
             agent_columns,
         a.tenant_id, a.name, a.instructions, domain::to_string(a.provider), opt(a.model),
-        opt(a.base_url), opt(a.api_key), ids_json(a.channel_ids), a.auto_reply,
+        opt(a.base_url), opt(api_key), ids_json(a.channel_ids), a.auto_reply,
         strings_json(a.handoff_keywords), lang, opt(a.emergency_message), assignee, a.stream,
         a.is_active, ts(a.created_at), ts(a.updated_at));
   } else {
@@ -172,12 +176,12 @@ domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
                     " $17::timestamptz WHERE tenant_id = $1 AND id = $2 RETURNING ") +
             agent_columns,
         a.tenant_id, a.id, a.name, a.instructions, domain::to_string(a.provider), opt(a.model),
-        opt(a.base_url), opt(a.api_key), ids_json(a.channel_ids), a.auto_reply,
+        opt(a.base_url), opt(api_key), ids_json(a.channel_ids), a.auto_reply,
         strings_json(a.handoff_keywords), lang, opt(a.emergency_message), assignee, a.stream,
         a.is_active, ts(a.updated_at));
   }
   if (r.empty()) throw std::runtime_error("agent vanished");
-  auto saved = to_agent(r.front());
+  auto saved = to_agent(r.front(), c.keys());
   tx.commit();
   return saved;
 }

@@ -4,7 +4,9 @@
 
 #include "domain/clock.hpp"
 #include "domain/page_json.hpp"
+#include "domain/secret_keys.hpp"
 #include "persistence/row_values.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -46,7 +48,31 @@ const char* workflow_columns =
     " actions::text, is_active, webhook_secret, " MICROS("next_run_at") ", " MICROS(
         "created_at") ", " MICROS("updated_at");
 
-domain::workflow to_workflow(const pqxx::row& r) {
+// Secrets at rest (persistence/sealed_columns.hpp): the workflow's webhook secret, the header
+// values of its http_request actions (in the workflow and in each run's copy of its actions) and
+// a subscription's signing secret.
+json::array sealed_actions(json::array actions, std::int64_t tenant,
+                           const domain::secret_keys& keys) {
+  domain::map_header_values(
+      actions, [&](std::string_view v) { return keys.seal(sealed::http_header, tenant, v); });
+  return actions;
+}
+
+json::array opened_actions(json::array actions, std::int64_t tenant,
+                           const domain::secret_keys& keys) {
+  domain::map_header_values(
+      actions, [&](std::string_view v) { return keys.open(sealed::http_header, tenant, v); });
+  return actions;
+}
+
+std::optional<std::string> sealed_text(const std::optional<std::string>& plain,
+                                       std::string_view purpose, std::int64_t tenant,
+                                       const domain::secret_keys& keys) {
+  if (!plain) return std::nullopt;
+  return keys.seal(purpose, tenant, *plain);
+}
+
+domain::workflow to_workflow(const pqxx::row& r, const domain::secret_keys& keys) {
   domain::workflow w;
   w.id = r[0].as<std::int64_t>();
   w.tenant_id = r[1].as<std::int64_t>();
@@ -57,9 +83,12 @@ domain::workflow to_workflow(const pqxx::row& r) {
   auto cfg = parse_json(r[5]);
   if (cfg.is_object()) w.trigger_config = cfg.as_object();
   w.conditions = domain::conditions_from_json(parse_json(r[6]));
-  w.actions = domain::actions_from_json(parse_json(r[7]));
+  if (auto a = parse_json(r[7]); a.is_array())
+    w.actions =
+        domain::actions_from_json(opened_actions(std::move(a.as_array()), w.tenant_id, keys));
   w.is_active = r[8].as<bool>();
-  w.webhook_secret = opt_text(r[9]);
+  if (auto secret = opt_text(r[9]))
+    w.webhook_secret = keys.open(sealed::workflow_webhook_secret, w.tenant_id, *secret);
   w.next_run_at = micros_or_zero(r[10]);
   w.created_at = r[11].as<std::int64_t>();
   w.updated_at = r[12].as<std::int64_t>();
@@ -78,7 +107,8 @@ const char* run_columns =
                                                                                                "a"
                                                                                                "t");
 
-domain::workflow_run to_run(const pqxx::row& r) {
+// `keys` null: the run is only shown, and its actions (never shown) are left out unopened.
+domain::workflow_run to_run(const pqxx::row& r, const domain::secret_keys* keys) {
   domain::workflow_run x;
   x.id = r[0].as<std::int64_t>();
   x.tenant_id = r[1].as<std::int64_t>();
@@ -88,7 +118,9 @@ domain::workflow_run to_run(const pqxx::row& r) {
   x.payload = parse_json(r[5]);
   x.depth = r[6].as<int>();
   x.conditions_met = r[7].as<bool>();
-  if (auto a = parse_json(r[8]); a.is_array()) x.actions = a.as_array();
+  if (keys)
+    if (auto a = parse_json(r[8]); a.is_array())
+      x.actions = opened_actions(std::move(a.as_array()), x.tenant_id, *keys);
   x.next_step = r[9].as<int>();
   if (auto s = parse_json(r[10]); s.is_array()) x.steps = s.as_array();
   x.error = opt_text(r[11]);
@@ -104,7 +136,7 @@ const char* subscription_columns =
     "id, tenant_id, url, events::text, description, secret, is_active, disabled_reason, " MICROS(
         "created_at") ", " MICROS("updated_at");
 
-domain::webhook_subscription to_subscription(const pqxx::row& r) {
+domain::webhook_subscription to_subscription(const pqxx::row& r, const domain::secret_keys& keys) {
   domain::webhook_subscription s;
   s.id = r[0].as<std::int64_t>();
   s.tenant_id = r[1].as<std::int64_t>();
@@ -113,7 +145,7 @@ domain::webhook_subscription to_subscription(const pqxx::row& r) {
     for (auto& x : e.as_array())
       if (x.is_string()) s.events.emplace_back(x.as_string().c_str());
   s.description = opt_text(r[4]);
-  s.secret = r[5].as<std::string>();
+  s.secret = keys.open(sealed::subscription_secret, s.tenant_id, r[5].as<std::string>());
   s.is_active = r[6].as<bool>();
   s.disabled_reason = opt_text(r[7]);
   s.created_at = r[8].as<std::int64_t>();
@@ -137,7 +169,8 @@ std::vector<std::int64_t> next_ids(pqxx::work& tx, const char* sequence, std::si
   return ids;
 }
 
-void insert_run_rows(pqxx::work& tx, std::vector<domain::workflow_run>& runs) {
+void insert_run_rows(pqxx::work& tx, std::vector<domain::workflow_run>& runs,
+                     const domain::secret_keys& keys) {
   if (runs.empty()) return;
   auto ids = next_ids(tx, "workflow_runs_id_seq", runs.size());
   std::string s = "INSERT INTO workflow_runs (id, tenant_id, workflow_id, status, trigger_type,"
@@ -153,10 +186,11 @@ void insert_run_rows(pqxx::work& tx, std::vector<domain::workflow_run>& runs) {
          std::to_string(r.tenant_id) + "," + std::to_string(r.workflow_id) + "," +
          tx.quote(std::string(domain::to_string(r.status))) + "," + tx.quote(r.trigger) + "," +
          tx.quote(json::serialize(r.payload)) + "::jsonb," + std::to_string(r.depth) + "," +
-         (r.conditions_met ? "true" : "false") + "," + tx.quote(json::serialize(r.actions)) +
-         "::jsonb," + std::to_string(r.next_step) + "," + tx.quote(json::serialize(r.steps)) +
-         "::jsonb," + (r.error ? tx.quote(*r.error) : std::string("NULL")) + "," + ts(r.resume_at) +
-         "," + ts(r.created_at) + "," + ts(r.started_at) + "," + ts(r.finished_at) + "," +
+         (r.conditions_met ? "true" : "false") + "," +
+         tx.quote(json::serialize(sealed_actions(r.actions, r.tenant_id, keys))) + "::jsonb," +
+         std::to_string(r.next_step) + "," + tx.quote(json::serialize(r.steps)) + "::jsonb," +
+         (r.error ? tx.quote(*r.error) : std::string("NULL")) + "," + ts(r.resume_at) + "," +
+         ts(r.created_at) + "," + ts(r.started_at) + "," + ts(r.finished_at) + "," +
          ts(r.updated_at) + ")";
   }
   tx.exec(s);
@@ -170,16 +204,16 @@ automation_snapshot load_automation(pg_conn& c, std::int64_t tenant_id) {
   for (auto r : tx.exec_params(std::string("SELECT ") + workflow_columns +
                                    " FROM workflows WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
-    out.workflows.push_back(to_workflow(r));
+    out.workflows.push_back(to_workflow(r, c.keys()));
   for (auto r : tx.exec_params(std::string("SELECT ") + subscription_columns +
                                    " FROM webhook_subscriptions WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
-    out.subscriptions.push_back(to_subscription(r));
+    out.subscriptions.push_back(to_subscription(r, c.keys()));
   for (auto r : tx.exec_params(std::string("SELECT ") + run_columns +
                                    " FROM workflow_runs WHERE tenant_id = $1 AND status IN"
                                    " ('queued', 'running', 'waiting') ORDER BY id",
                                tenant_id))
-    out.open_runs.push_back(to_run(r));
+    out.open_runs.push_back(to_run(r, &c.keys()));
   return out;
 }
 
@@ -187,7 +221,10 @@ domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedu
   pqxx::work tx(c.raw());
   auto cfg = json::serialize(w.trigger_config);
   auto conds = json::serialize(domain::conditions_to_json(w.conditions));
-  auto acts = json::serialize(domain::actions_to_json(w.actions));
+  auto acts =
+      json::serialize(sealed_actions(domain::actions_to_json(w.actions), w.tenant_id, c.keys()));
+  auto secret =
+      sealed_text(w.webhook_secret, sealed::workflow_webhook_secret, w.tenant_id, c.keys());
   ts_param next(w.next_run_at), created(w.created_at), updated(w.updated_at);
   auto trigger = std::string(domain::to_string(w.trigger));
   pqxx::result r;
@@ -200,7 +237,7 @@ domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedu
                     " RETURNING ") +
             workflow_columns,
         w.tenant_id, w.name, opt(w.description), trigger, cfg, conds, acts, w.is_active,
-        opt(w.webhook_secret), next.get(), created.get(), updated.get());
+        opt(secret), next.get(), created.get(), updated.get());
   } else {
     r = tx.exec_params(
         std::string("UPDATE workflows SET name = $3, description = $4, trigger_type = $5,"
@@ -210,10 +247,10 @@ domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedu
                     " WHERE tenant_id = $1 AND id = $2 RETURNING ") +
             workflow_columns,
         w.tenant_id, w.id, w.name, opt(w.description), trigger, cfg, conds, acts, w.is_active,
-        opt(w.webhook_secret), next.get(), updated.get(), write_schedule);
+        opt(secret), next.get(), updated.get(), write_schedule);
   }
   if (r.empty()) throw std::runtime_error("workflow vanished");
-  auto saved = to_workflow(r.front());
+  auto saved = to_workflow(r.front(), c.keys());
   tx.commit();
   return saved;
 }
@@ -307,7 +344,7 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
     for (auto& s : to.subscriptions)
       if (s.is_active && s.wants(e.event)) deliveries.push_back({s.id, &e});
   }
-  insert_run_rows(tx, out.runs);
+  insert_run_rows(tx, out.runs, c.keys());
   if (!deliveries.empty()) {
     auto ids = next_ids(tx, "webhook_deliveries_id_seq", deliveries.size());
     auto nowq = tx.quote(domain::format_rfc3339(now)) + "::timestamptz";
@@ -342,7 +379,7 @@ domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
                                 std::optional<std::int64_t> schedule_next_run_at) {
   pqxx::work tx(c.raw());
   std::vector<domain::workflow_run> one{std::move(r)};
-  insert_run_rows(tx, one);
+  insert_run_rows(tx, one, c.keys());
   if (schedule_next_run_at) {
     ts_param next(*schedule_next_run_at);
     tx.exec_params("UPDATE workflows SET next_run_at = $3::timestamptz WHERE tenant_id = $1 AND"
@@ -386,7 +423,7 @@ std::string runs_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t work
     rows = tx.exec_params(rows_q, tenant_id, workflow_id);
   }
   json::array items;
-  for (auto r : rows) items.push_back(domain::run_to_json(to_run(r)));
+  for (auto r : rows) items.push_back(domain::run_to_json(to_run(r, nullptr)));
   return domain::render_page(std::move(items), total.front()[0].as<std::int64_t>(), page, per_page);
 }
 
@@ -396,12 +433,13 @@ std::optional<std::string> run_json(pg_conn& c, std::int64_t tenant_id, std::int
                               " FROM workflow_runs WHERE tenant_id = $1 AND id = $2",
                           tenant_id, run_id);
   if (r.empty()) return std::nullopt;
-  return json::serialize(domain::run_to_json(to_run(r.front())));
+  return json::serialize(domain::run_to_json(to_run(r.front(), nullptr)));
 }
 
 domain::webhook_subscription save_subscription(pg_conn& c, domain::webhook_subscription s) {
   pqxx::work tx(c.raw());
   auto events = events_json(s.events);
+  auto secret = c.keys().seal(sealed::subscription_secret, s.tenant_id, s.secret);
   ts_param created(s.created_at), updated(s.updated_at);
   pqxx::result r;
   if (s.id == 0) {
@@ -410,7 +448,7 @@ domain::webhook_subscription save_subscription(pg_conn& c, domain::webhook_subsc
                                    " updated_at) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7,"
                                    " $8::timestamptz, $9::timestamptz) RETURNING ") +
                            subscription_columns,
-                       s.tenant_id, s.url, events, opt(s.description), s.secret, s.is_active,
+                       s.tenant_id, s.url, events, opt(s.description), secret, s.is_active,
                        opt(s.disabled_reason), created.get(), updated.get());
   } else {
     r = tx.exec_params(std::string("UPDATE webhook_subscriptions SET url = $3, events = $4::jsonb,"
@@ -418,7 +456,7 @@ domain::webhook_subscription save_subscription(pg_conn& c, domain::webhook_subsc
                                    " disabled_reason = $8, updated_at = $9::timestamptz"
                                    " WHERE tenant_id = $1 AND id = $2 RETURNING ") +
                            subscription_columns,
-                       s.tenant_id, s.id, s.url, events, opt(s.description), s.secret, s.is_active,
+                       s.tenant_id, s.id, s.url, events, opt(s.description), secret, s.is_active,
                        opt(s.disabled_reason), updated.get());
     // Deliveries waiting for a subscription that was switched off will not be attempted.
     if (!s.is_active)
@@ -428,7 +466,7 @@ domain::webhook_subscription save_subscription(pg_conn& c, domain::webhook_subsc
                      s.tenant_id, s.id);
   }
   if (r.empty()) throw std::runtime_error("subscription vanished");
-  auto saved = to_subscription(r.front());
+  auto saved = to_subscription(r.front(), c.keys());
   tx.commit();
   return saved;
 }

@@ -4,7 +4,9 @@
 
 #include "domain/clock.hpp"
 #include "domain/page_json.hpp"
+#include "domain/secret_keys.hpp"
 #include "persistence/row_values.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -28,7 +30,17 @@ const char* channel_columns =
     "id, tenant_id, name, type, config::text, webhook_secret, is_active, " MICROS(
         "created_at") ", " MICROS("updated_at");
 
-domain::channel to_channel(const pqxx::row& r) {
+// Provider secrets in the config are sealed; the inbound webhook secret arrives hashed already
+// (the actor hashes it).
+json::object sealed_config(const domain::channel& ch, const domain::secret_keys& keys) {
+  auto out = ch.config;
+  sealed::map_config_secrets(ch.type, out, [&](std::string_view key, std::string_view v) {
+    return keys.seal(sealed::channel_config(key), ch.tenant_id, v);
+  });
+  return out;
+}
+
+domain::channel to_channel(const pqxx::row& r, const domain::secret_keys& keys) {
   domain::channel ch;
   ch.id = r[0].as<std::int64_t>();
   ch.tenant_id = r[1].as<std::int64_t>();
@@ -37,6 +49,9 @@ domain::channel to_channel(const pqxx::row& r) {
   json::error_code ec;
   auto cfg = json::parse(r[4].c_str(), ec);
   if (!ec && cfg.is_object()) ch.config = cfg.as_object();
+  sealed::map_config_secrets(ch.type, ch.config, [&](std::string_view key, std::string_view v) {
+    return keys.open(sealed::channel_config(key), ch.tenant_id, v);
+  });
   if (!r[5].is_null()) ch.webhook_secret = r[5].as<std::string>();
   ch.is_active = r[6].as<bool>();
   ch.created_at = r[7].as<std::int64_t>();
@@ -133,7 +148,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
   for (auto r : tx.exec_params(std::string("SELECT ") + channel_columns +
                                    " FROM channels WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
-    out.channels.push_back(to_channel(r));
+    out.channels.push_back(to_channel(r, c.keys()));
   for (auto r : tx.exec_params(std::string("SELECT ") + conversation_columns +
                                    " FROM conversations WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
@@ -171,7 +186,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
 
 domain::channel save_channel(pg_conn& c, domain::channel ch) {
   pqxx::work tx(c.raw());
-  auto cfg = json::serialize(ch.config);
+  auto cfg = json::serialize(sealed_config(ch, c.keys()));
   auto type = std::string(domain::to_string(ch.type));
   const char* secret = ch.webhook_secret ? ch.webhook_secret->c_str() : nullptr;
   pqxx::result r;
@@ -192,9 +207,19 @@ domain::channel save_channel(pg_conn& c, domain::channel ch) {
                        ch.tenant_id, ch.id, ch.name, cfg, secret, ch.is_active, ts(ch.updated_at));
   }
   if (r.empty()) throw std::runtime_error("channel vanished");
-  auto saved = to_channel(r.front());
+  auto saved = to_channel(r.front(), c.keys());
   tx.commit();
   return saved;
+}
+
+bool replace_channel_secret(pg_conn& c, std::int64_t tenant_id, std::int64_t id,
+                            const std::string& old_hash, const std::string& new_hash) {
+  pqxx::work tx(c.raw());
+  auto r = tx.exec_params("UPDATE channels SET webhook_secret = $4 WHERE tenant_id = $1 AND"
+                          " id = $2 AND webhook_secret = $3",
+                          tenant_id, id, old_hash, new_hash);
+  tx.commit();
+  return r.affected_rows() == 1;
 }
 
 void delete_channel(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {

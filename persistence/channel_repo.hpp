@@ -40,6 +40,9 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id);
 
 domain::channel save_channel(pg_conn& c, domain::channel ch);
 void delete_channel(pg_conn& c, std::int64_t tenant_id, std::int64_t id);
+// Sets the inbound secret's hash to `new_hash` if it still is `old_hash`; true if it did.
+bool replace_channel_secret(pg_conn& c, std::int64_t tenant_id, std::int64_t id,
+                            const std::string& old_hash, const std::string& new_hash);
 std::optional<std::int64_t> tenant_of_channel(pg_conn& c, std::int64_t id);
 std::optional<std::int64_t> tenant_of_conversation(pg_conn& c, std::int64_t id);
 

@@ -5,10 +5,12 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace crm::persistence {
 
-pg_conn::pg_conn(std::string url) : url_(std::move(url)) {
+pg_conn::pg_conn(std::string url, const domain::secret_keys* keys)
+    : url_(std::move(url)), keys_(keys) {
   // Never wait forever for an unreachable server: a request waits for this thread.
   if (url_.find("connect_timeout") == std::string::npos)
     url_ += (url_.find('?') == std::string::npos ? "?" : "&") + std::string("connect_timeout=3");
@@ -39,10 +41,21 @@ void pg_conn::add_prepared(std::string name) {
   prepared_.push_back(std::move(name));
 }
 
-pg_pool::pg_pool(std::string url, int size, std::size_t queue_limit)
-    : url_(std::move(url)), queue_limit_(queue_limit) {
+const domain::secret_keys& pg_conn::keys() const {
+  if (!keys_) throw std::logic_error("no secret keys were given to this connection");
+  return *keys_;
+}
+
+pg_pool::pg_pool(std::string url, int size, std::size_t queue_limit,
+                 const domain::secret_keys* keys)
+    : url_(std::move(url)), keys_(keys), queue_limit_(queue_limit) {
   if (size < 1) size = 1;
   for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { loop(i); });
+}
+
+const domain::secret_keys& pg_pool::keys() const {
+  if (!keys_) throw std::logic_error("no secret keys were given to this pool");
+  return *keys_;
 }
 
 pg_pool::~pg_pool() {
@@ -115,7 +128,7 @@ domain::failure pg_pool::failure_of(const std::exception& e) {
 }
 
 void pg_pool::loop(int) {
-  pg_conn conn(url_);
+  pg_conn conn(url_, keys_);
   for (;;) {
     job j;
     {

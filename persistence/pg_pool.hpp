@@ -24,6 +24,10 @@ class basic_connection_base;
 class connect_direct;
 } // namespace pqxx
 
+namespace crm::domain {
+class secret_keys;
+}
+
 namespace crm::persistence {
 
 using pqxx_connection = pqxx::basic_connection_base<pqxx::connect_direct>;
@@ -31,7 +35,7 @@ using pqxx_connection = pqxx::basic_connection_base<pqxx::connect_direct>;
 // One pooled connection; persistence code reaches the libpqxx connection with `raw()`.
 class pg_conn {
 public:
-  explicit pg_conn(std::string url);
+  explicit pg_conn(std::string url, const domain::secret_keys* keys = nullptr);
   ~pg_conn();
   pqxx_connection& raw(); // (re)connects when needed; throws pqxx::broken_connection
   void reset();           // drop the connection after a failure
@@ -41,8 +45,12 @@ public:
   bool has_prepared(std::string_view name) const;
   void add_prepared(std::string name);
 
+  // The keys that seal secrets at rest (domain/secret_keys.hpp); throws when none were given.
+  const domain::secret_keys& keys() const;
+
 private:
   std::string url_;
+  const domain::secret_keys* keys_ = nullptr;
   std::unique_ptr<pqxx_connection> conn_;
   std::vector<std::string> prepared_;
 };
@@ -55,7 +63,9 @@ public:
   using job = std::function<void(pg_conn&)>;
 
   // `queue_limit`: jobs `run` may leave waiting for a connection (0: no limit).
-  pg_pool(std::string url, int size, std::size_t queue_limit = 0);
+  // `keys`: what the connections seal secrets with (outlives the pool).
+  pg_pool(std::string url, int size, std::size_t queue_limit = 0,
+          const domain::secret_keys* keys = nullptr);
   ~pg_pool();
   pg_pool(const pg_pool&) = delete;
   pg_pool& operator=(const pg_pool&) = delete;
@@ -90,6 +100,7 @@ public:
   }
 
   const std::string& url() const { return url_; }
+  const domain::secret_keys& keys() const;
   std::size_t queue_depth();
   std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   void stop();
@@ -106,6 +117,7 @@ private:
   void loop(int index);
 
   std::string url_;
+  const domain::secret_keys* keys_ = nullptr;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<job> queue_;

@@ -18,6 +18,7 @@ import os
 import queue
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -33,6 +34,10 @@ import pytest
 # One secret per test process (one test file per process under CTest); >= 32 bytes.
 JWT_SECRET = "carecrm-integration-" + secrets.token_hex(24)
 METRICS_TOKEN = "carecrm-metrics-" + secrets.token_hex(16)
+# Keys sealing secrets at rest: the same in every test process, since a database may outlive
+# the process that made it.
+SECRET_KEY = base64.b64encode(hashlib.sha256(b"carecrm integration tests").digest()).decode()
+SECRET_KEYS = "test1:" + SECRET_KEY
 
 READY_TIMEOUT = 60.0  # ASan+UBSan build: start-up can be slow
 STOP_TIMEOUT = 20.0
@@ -120,6 +125,13 @@ class Database:
                 time.sleep(0.5)
         self.url = dsn_with_database(admin_dsn, self.name)
 
+    @classmethod
+    def existing(cls, admin_dsn: str, name: str) -> "Database":
+        """A database that already exists (e.g. made by PgCluster.create_database)."""
+        db = cls.__new__(cls)
+        db.admin_dsn, db.name, db.url = admin_dsn, name, dsn_with_database(admin_dsn, name)
+        return db
+
     def query(self, sql: str) -> str:
         return psql(self.url, sql)
 
@@ -134,7 +146,8 @@ class Database:
 def server_env(db_url: str, redis_url: str, overrides: dict[str, Any] | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARECRM_")}
     env.update(CARECRM_DATABASE_URL=db_url, CARECRM_REDIS_URL=redis_url,
-               CARECRM_JWT_SECRET=JWT_SECRET, CARECRM_METRICS_TOKEN=METRICS_TOKEN)
+               CARECRM_JWT_SECRET=JWT_SECRET, CARECRM_METRICS_TOKEN=METRICS_TOKEN,
+               CARECRM_SECRET_KEYS=SECRET_KEYS)
     for key, value in (overrides or {}).items():
         if value is None:
             env.pop(key, None)
@@ -161,6 +174,17 @@ def run_cli(args: list[str], env: dict, timeout: float = 180) -> subprocess.Comp
 
 def migrate(env: dict) -> None:
     run_cli(["migrate"], env)
+
+
+def run_json_cli(args: list[str], env: dict) -> Any:
+    """Runs `carecrm <args>`, which must print one JSON line; returns it."""
+    r = run_cli(args, env)
+    try:
+        return _json.loads(r.stdout.strip())
+    except ValueError:
+        pytest.fail(f"`carecrm {' '.join(args)}` must print one JSON line, got {r.stdout!r}",
+                    pytrace=False)
+
 
 
 class Tenant(NamedTuple):
@@ -713,6 +737,78 @@ class RedisServer:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+# --------------------------------------------------------------------------------------------
+# A private PostgreSQL cluster (fault tests that stop or restart Postgres)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+LIB_SH = os.path.join(REPO_ROOT, "scripts", "lib.sh")
+_ALL_CLUSTERS: list["PgCluster"] = []
+
+
+@atexit.register
+def _stop_leftover_clusters() -> None:
+    for cluster in list(_ALL_CLUSTERS):
+        cluster.destroy(check=False)
+
+
+class PgCluster:
+    """A PostgreSQL cluster of its own (scripts/lib.sh pg_start: fsync on, 127.0.0.1 only) in a
+    fresh temporary directory on a free port. The shared test cluster is never touched, so a
+    test may stop and restart this one at will. `destroy()` stops it and removes the
+    directory."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="carecrm-pg-")
+        self.data = os.path.join(self.dir, "data")
+        self.log_path = os.path.join(self.dir, "postgres.log")
+        self.port = free_port()
+        _ALL_CLUSTERS.append(self)
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def lib(self, command: str, check: bool = True, timeout: float = 180) -> bool:
+        """Runs `command` in bash with scripts/lib.sh sourced; with check, fails the test with
+        its output (and the server log's tail) when it exits non-zero."""
+        r = subprocess.run(["bash", "-c", f"source {shlex.quote(LIB_SH)} && {command}"],
+                           capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        if r.returncode != 0 and check:
+            pytest.fail(f"`{command}` exited {r.returncode}\nstdout: {tail(r.stdout)}\n"
+                        f"stderr: {tail(r.stderr)}\npostgres.log: {tail(self.log(), 3000)}",
+                        pytrace=False)
+        return r.returncode == 0
+
+    def start(self) -> "PgCluster":
+        """initdb on the first call; returns once the server accepts connections."""
+        self.lib(f"pg_start {shlex.quote(self.data)} {self.port}")
+        return self
+
+    def stop(self) -> None:
+        """Fast shutdown: open transactions are rolled back, sessions are cut."""
+        self.lib(f"pg_stop {shlex.quote(self.data)}")
+
+    def create_database(self, name: str | None = None) -> Database:
+        name = name or "crm_t_" + secrets.token_hex(6)
+        self.lib(f"pg_ensure_db {self.port} {shlex.quote(name)}")
+        return Database.existing(self.admin_dsn, name)
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def destroy(self, check: bool = True) -> None:
+        if os.path.isdir(self.dir):
+            self.lib(f"pg_stop {shlex.quote(self.data)}", check=check)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if self in _ALL_CLUSTERS:
+            _ALL_CLUSTERS.remove(self)
 
 
 # --------------------------------------------------------------------------------------------

@@ -191,15 +191,57 @@ def test_update_changes_only_the_fields_sent_and_keeps_secrets(client, admin, me
     crm.assert_channel(body)
     assert body == dict(chan, name="After", updated_at=body["updated_at"]), body
     assert body["has_secret"] is True and body["config"]["has_bot_token"] is True, body
-    # A config sent without its secret key keeps the stored secret.
+    # A config sent without its secret key keeps the stored secret (same address).
     resp = client.request(method, url(chan["id"]),
-                          {"config": {"api_base_url": "https://tg2.example.test"}}, token=admin)
+                          {"config": {"api_base_url": "https://tg.example.test"}}, token=admin)
     body = crm.assert_json_response(resp, 200)
     assert body["config"]["has_bot_token"] is True, body
-    assert body["config"]["api_base_url"] == "https://tg2.example.test", body
+    assert body["config"]["api_base_url"] == "https://tg.example.test", body
     assert body["has_secret"] is True, body
     no_secret_in(resp, token, SECRET)
     assert crm.get_channel(client, admin, chan["id"]) == body
+
+
+@pytest.mark.parametrize("method", UPDATE_METHODS)
+def test_a_new_telegram_address_needs_the_bot_token_again(client, admin, method):
+    """The bot token travels to api_base_url with every call: whoever may edit a channel must
+    not be able to point it at a server of their own and collect the stored token."""
+    token = crm.bot_token()
+    chan = crm.create_channel(client, admin, type="telegram", webhook_secret=SECRET,
+                              config={"bot_token": token,
+                                      "api_base_url": "https://tg.example.test"})
+    for moved in ({"api_base_url": "https://evil.example.test"},
+                  {"api_base_url": "https://evil.example.test", "bot_token": None}):
+        resp = client.request(method, url(chan["id"]), {"config": moved}, token=admin)
+        crm.assert_validation(resp, (("body", "config", "bot_token"), "missing"))
+    assert crm.get_channel(client, admin, chan["id"]) == chan
+    # With the token sent again the address changes; going back to Telegram's own needs none.
+    other = crm.bot_token()
+    body = crm.assert_json_response(client.request(
+        method, url(chan["id"]),
+        {"config": {"api_base_url": "https://tg2.example.test", "bot_token": other}},
+        token=admin), 200)
+    assert body["config"] == {"api_base_url": "https://tg2.example.test",
+                              "has_bot_token": True}, body
+    no_secret_in(client.get(url(chan["id"]), token=admin), other, SECRET)
+    body = crm.assert_json_response(client.request(method, url(chan["id"]), {"config": {}},
+                                                   token=admin), 200)
+    assert body["config"] == {"has_bot_token": True}, body
+
+
+def test_a_new_address_of_any_channel_needs_its_secrets_again(client, admin):
+    """The same rule for channels whose config is free-form: a key ending in url changes →
+    every kept secret must be sent again."""
+    chan = crm.create_channel(client, admin, type="sms",
+                              config={"api_url": "https://sms.example.test",
+                                      "auth_token": "sms-secret-" + secrets.token_hex(8)})
+    resp = client.patch(url(chan["id"]), {"config": {"api_url": "https://evil.example.test"}},
+                        token=admin)
+    crm.assert_validation(resp, (("body", "config", "auth_token"), "missing"))
+    body = crm.assert_json_response(client.patch(
+        url(chan["id"]), {"config": {"api_url": "https://sms.example.test", "region": "eu"}},
+        token=admin), 200)
+    assert body["config"]["has_auth_token"] is True, body
 
 
 @pytest.mark.parametrize("method", UPDATE_METHODS)

@@ -172,10 +172,37 @@ TEST(channel_config, telegram_accepts_an_api_base_url_and_rejects_unknown_keys) 
 }
 
 TEST(channel_config, telegram_update_keeps_the_stored_bot_token_when_not_sent) {
-  auto previous = obj(std::string(R"({"bot_token":")") + std::string(token) + R"("})");
+  auto previous = obj(std::string(R"({"bot_token":")") + std::string(token) +
+                      R"(","api_base_url":"https://tg.example"})");
   auto c = config_ok(channel_type::telegram, R"({"api_base_url":"https://tg.example"})", &previous);
   EXPECT_EQ(c.at("bot_token").as_string(), token);
   EXPECT_EQ(c.at("api_base_url"), "https://tg.example");
+  // Back to Telegram's own address: the token may stay.
+  c = config_ok(channel_type::telegram, "{}", &previous);
+  EXPECT_EQ(c.at("bot_token").as_string(), token);
+}
+
+TEST(channel_config, a_new_address_needs_the_secrets_sent_again) {
+  // The bot token travels to api_base_url: a kept token must not follow it to a new address.
+  auto previous = obj(std::string(R"({"bot_token":")") + std::string(token) + R"("})");
+  EXPECT_EQ(config_issues(channel_type::telegram, R"({"api_base_url":"https://evil.example"})",
+                          &previous),
+            (strings{"body/config/bot_token:missing"}));
+  auto moved = config_ok(channel_type::telegram,
+                         std::string(R"({"api_base_url":"https://tg2.example","bot_token":")") +
+                             std::string(token) + R"("})",
+                         &previous);
+  EXPECT_EQ(moved.at("api_base_url"), "https://tg2.example");
+  // Free-form configs: any key ending in url.
+  auto sms = obj(R"({"api_url":"https://a.example","auth_token":"t0k3n","region":"eu"})");
+  EXPECT_EQ(config_issues(channel_type::sms, R"({"api_url":"https://b.example"})", &sms),
+            (strings{"body/config/auth_token:missing"}));
+  auto kept = config_ok(channel_type::sms, R"({"api_url":"https://a.example"})", &sms);
+  EXPECT_EQ(kept.at("auth_token"), "t0k3n");
+  // An api channel's signing secret is never sent anywhere: its outbound_url may change.
+  auto api = obj(R"({"outbound_url":"https://a.example","signing_secret":"0123456789abcdef"})");
+  auto api_moved = config_ok(channel_type::api, R"({"outbound_url":"https://b.example"})", &api);
+  EXPECT_EQ(api_moved.at("signing_secret"), "0123456789abcdef");
 }
 
 TEST(channel_config, telegram_update_requires_a_bot_token_when_none_is_stored) {

@@ -1,0 +1,128 @@
+# shellcheck shell=bash
+# Helpers shared by benchmarks/run, benchmarks/flood and benchmarks/soak. Source it after setting
+# BENCH_DIR (the benchmarks folder); it sources scripts/lib.sh:
+#   BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+#   source "$BENCH_DIR/lib.sh"
+#
+# BENCH_NO_BUILD=1 skips the build and uses build/ as it is (when someone else is compiling).
+
+# shellcheck source=scripts/lib.sh
+source "$BENCH_DIR/../scripts/lib.sh"
+
+# bench_build TARGET...: the Release build of the targets (crm_build release), or nothing with
+# BENCH_NO_BUILD=1.
+bench_build() {
+  if [[ ${BENCH_NO_BUILD:-0} == 1 ]]; then
+    crm_log "BENCH_NO_BUILD=1: not building, using build/ as it is"
+    [[ -x $CRM_ROOT/build/carecrm ]] || crm_die "build/carecrm does not exist"
+    return
+  fi
+  crm_build release "$@"
+}
+
+# bench_start NAME: a temporary directory (tmp), free ports (pg_port, redis_port, http_port,
+# metrics_port), an EXIT trap that stops carecrm, the processes listed in bench_pids, Redis and
+# PostgreSQL; then a throwaway PostgreSQL and Redis, the database and its migrations. Exports
+# CARECRM_DATABASE_URL, CARECRM_REDIS_URL, a random CARECRM_JWT_SECRET and CARECRM_SECRET_KEYS;
+# sets bin.
+bench_start() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/carecrm-${1:?bench_start NAME}.XXXXXX")
+  chmod 755 "$tmp"
+  pg_port=$(free_port)
+  redis_port=$(free_port)
+  http_port=$(free_port)
+  metrics_port=$(free_port)
+  server_pid=""
+  bench_pids=()
+  trap bench_cleanup EXIT
+
+  pg_start "$tmp/pg" "$pg_port"
+  redis_start "$tmp/redis" "$redis_port"
+  pg_ensure_db "$pg_port" carecrm
+  export CARECRM_DATABASE_URL="postgresql://postgres@127.0.0.1:$pg_port/carecrm"
+  export CARECRM_REDIS_URL="redis://127.0.0.1:$redis_port"
+  CARECRM_JWT_SECRET=$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=')
+  CARECRM_SECRET_KEYS="bench:$(head -c 32 /dev/urandom | base64)"
+  export CARECRM_JWT_SECRET CARECRM_SECRET_KEYS
+  bin="$CRM_ROOT/build/carecrm"
+  "$bin" migrate >/dev/null
+}
+
+bench_cleanup() {
+  local pid
+  for pid in "${bench_pids[@]}" "$server_pid"; do
+    [[ -n $pid ]] || continue
+    if kill "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null || true; fi
+  done
+  redis_stop "$tmp/redis" "$redis_port" || true
+  pg_stop "$tmp/pg" || true
+  rm -rf "$tmp"
+}
+
+# bench_serve [FLAG...]: `carecrm serve` on http_port and metrics_port with the flags given
+# (output in $tmp/serve.out and $tmp/serve.log); sets server_pid, waits until it listens.
+bench_serve() {
+  "$bin" serve --listen "127.0.0.1:$http_port" --metrics-listen "127.0.0.1:$metrics_port" "$@" \
+    >"$tmp/serve.out" 2>"$tmp/serve.log" &
+  server_pid=$!
+  for _ in $(seq 1 100); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+}
+
+# The resident memory of carecrm in bytes (VmRSS of /proc/PID/status).
+bench_rss() { awk '/^VmRSS/ {print $2 * 1024}' "/proc/$server_pid/status"; }
+
+# bench_sample_rss PID: samples carecrm's resident memory every second while PID runs, keeping
+# the largest in rss_max (set rss_max=0 first).
+bench_sample_rss() {
+  local r
+  while kill -0 "$1" 2>/dev/null; do
+    r=$(bench_rss)
+    if ((r > rss_max)); then rss_max=$r; fi
+    sleep 1
+  done
+}
+
+# bench_mib BYTES: "123.4 MiB".
+bench_mib() { awk -v x="$1" 'BEGIN { printf "%.1f MiB", x / 1048576 }'; }
+
+# The machine, for the heading of a section of RESULTS.md: "2 cores, 24 GiB, 6.1.0-...".
+bench_machine() {
+  echo "$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
+}
+
+# The CPU model ("AMD EPYC 7B13"), from /proc/cpuinfo.
+bench_cpu_model() {
+  awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo
+}
+
+# bench_wrk_start REPORT WRK_ARGS...: wrk in the background with a scenario that loads
+# wrk/harness.lua, which writes its figures to REPORT (wrk's own output: REPORT.out). Sets
+# wrk_pid (also kept in bench_pids for the EXIT trap until bench_wrk_wait).
+bench_wrk_start() {
+  local report=$1
+  shift
+  BENCH_REPORT=$report wrk "$@" >"$report.out" 2>&1 &
+  wrk_pid=$!
+  bench_pids+=("$wrk_pid")
+}
+
+# bench_wrk_wait PID REPORT: waits for that wrk, then evaluates `benchmarks/wrk_report.py REPORT`:
+# W_REQUESTS, W_RPS, W_P50, W_P99, W_MAX (ms), W_2XX, W_429, W_503, W_5XX, W_OTHER, W_2XX_RPS,
+# W_SOCKET, W_ERRORS (every answer that is not 2xx, plus the socket errors), W_CODES ("200:n ...").
+bench_wrk_wait() {
+  local pid=$1 report=$2 rc=0 kept=() p
+  wait "$pid" || rc=$?
+  for p in "${bench_pids[@]}"; do [[ $p == "$pid" ]] || kept+=("$p"); done
+  bench_pids=("${kept[@]}")
+  if ((rc != 0)) || [[ ! -s $report ]]; then
+    cat "$report.out" >&2 || true
+    crm_die "wrk failed (exit $rc, report $report)"
+  fi
+  eval "$(python3 "$BENCH_DIR/wrk_report.py" "$report")"
+}
+
+# bench_wrk REPORT WRK_ARGS...: bench_wrk_start, then bench_wrk_wait.
+bench_wrk() {
+  bench_wrk_start "$@"
+  bench_wrk_wait "$wrk_pid" "$1"
+}

@@ -1,0 +1,40 @@
+// Which stored values are secrets at rest (domain/secret_keys.hpp) and what each is bound to:
+// one list, read by the repositories that write them and by `carecrm secrets` that counts and
+// moves them to a new key (persistence/secrets_repo.hpp).
+#pragma once
+#include "domain/channel.hpp"
+
+#include <boost/json/object.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace crm::persistence::sealed {
+
+// channels.webhook_secret: a keyed hash (only ever compared).
+inline constexpr std::string_view channel_webhook_secret = "channel.webhook_secret";
+// channels.config: the provider secrets in it (domain::is_secret_config_key), each bound to its
+// key's name.
+inline std::string channel_config(std::string_view key) {
+  return "channel.config." + std::string(key);
+}
+// workflows.webhook_secret.
+inline constexpr std::string_view workflow_webhook_secret = "workflow.webhook_secret";
+// The header values of http_request actions, in workflows.actions and workflow_runs.actions.
+inline constexpr std::string_view http_header = "workflow.http_header";
+// webhook_subscriptions.secret.
+inline constexpr std::string_view subscription_secret = "webhook_subscription.secret";
+// ai_agents.api_key.
+inline constexpr std::string_view agent_api_key = "ai_agent.api_key";
+
+// Replaces each secret string of a channel's config with `each(key, value)`.
+template <class Each>
+void map_config_secrets(domain::channel_type type, boost::json::object& config, Each each) {
+  for (auto& kv : config)
+    if (domain::is_secret_config_key(type, kv.key()) && kv.value().is_string()) {
+      auto& s = kv.value().get_string();
+      s = each(kv.key(), std::string_view(s.data(), s.size()));
+    }
+}
+
+} // namespace crm::persistence::sealed
