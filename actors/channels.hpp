@@ -5,6 +5,7 @@
 #pragma once
 #include "actors/callback.hpp"
 #include "domain/channel.hpp"
+#include "domain/consent.hpp"
 
 #include <boost/json/value.hpp>
 
@@ -82,6 +83,9 @@ struct outbound_request {
   std::optional<std::int64_t> channel_id;
   std::string text;
   std::optional<std::int64_t> sender_user_id;
+  // What the message is for: refused (409) unless the contact's consents allow it on the
+  // conversation's channel (docs/compliance.md "Consent").
+  domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
 };
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
                   callback<std::string> reply);
@@ -111,6 +115,16 @@ void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
 
 // The channels that active auto-replying agents serve (from the agent actor after each change
 // of its agents): an inbound message on one of them is stored as waiting for the agent.
+// A contact's consents (docs/compliance.md "Consent"): `record_consent` appends one (the HTTP
+// layer has checked that the contact exists) and answers it; `list_consents` answers the
+// history, newest first, with what it allows now.
+void record_consent(runtime& rt, std::int64_t tenant, domain::consent c,
+                    callback<std::string> reply);
+void list_consents(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
+                   callback<std::string> reply);
+void get_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id, std::int64_t id,
+                 callback<std::string> reply);
+
 void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels);
 
 } // namespace crm::actors

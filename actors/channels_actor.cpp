@@ -52,6 +52,8 @@ template <>
 struct allowed_unsafe_message_type<crm::actors::outbound_request> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::agent_reply> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::consent> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -70,6 +72,7 @@ using send_atom = caf::atom_constant<caf::atom("send")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
 using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
+using consent_atom = caf::atom_constant<caf::atom("consent")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -91,6 +94,9 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending;     // outbound messages with an attempt in flight
   std::set<std::int64_t> ai_channels; // served by an active auto-replying agent
+  // Each contact's consents, oldest first: every send, and every message an agent would read,
+  // is checked against them here (docs/compliance.md "Consent").
+  std::unordered_map<std::int64_t, std::vector<domain::consent>> consents;
   // Everything that changes a conversation runs one at a time (inbound: from the contact match
   // to COMMIT; outbound; status, assignee, read): each computes the conversation (found or new,
   // unread count, last message time, status) from the state the previous one left, and the
@@ -156,6 +162,17 @@ void schedule_send(ch_actor* self, const persistence::queued_message& m) {
                      m.created_at);
 }
 
+// Why the contact's consents refuse `purpose` on `channel`, if they do.
+std::optional<std::string> consent_refusal(const channels_state& st, std::int64_t contact,
+                                           domain::consent_purpose purpose, std::int64_t channel) {
+  static const std::vector<domain::consent> none;
+  auto it = st.consents.find(contact);
+  auto reason =
+      domain::consent_refusal(it == st.consents.end() ? none : it->second, purpose, channel);
+  if (reason) return "consent: " + *reason;
+  return std::nullopt;
+}
+
 void load(ch_actor* self) {
   auto& st = self->state;
   if (st.loading || st.loaded) return;
@@ -174,6 +191,7 @@ void load(ch_actor* self) {
         for (auto& i : r->identities)
           remember_identity(st, i.channel_id, i.external_id, i.contact_id);
         st.ai_channels.insert(r->ai_channels.begin(), r->ai_channels.end());
+        for (auto& c : r->consents) st.consents[c.contact_id].push_back(std::move(c));
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
         for (auto& m : r->queued) schedule_send(self, m);
@@ -303,6 +321,32 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.received_at = now;
   w.external_id = m.contact.external_id;
   w.depth = depth;
+  // "STOP" withdraws consent to every kind of message on this channel, with the message as
+  // evidence, in the transaction that stores it. An agent never reads a message of a contact
+  // who withdrew ai_processing (or asked to stop): the conversation goes to a person.
+  const bool stop = domain::is_stop_request(m.text);
+  if (stop)
+    for (auto purpose : domain::stop_withdraws) {
+      domain::consent c;
+      c.tenant_id = st.env.tenant_id;
+      c.contact_id = contact.id;
+      c.purpose = purpose;
+      c.channel_id = channel_id;
+      c.granted = false;
+      c.source = "inbound_message";
+      c.recorded_at = now;
+      w.consents.push_back(std::move(c));
+    }
+  if (!conv.ai_paused && st.ai_channels.count(channel_id) > 0) {
+    auto refused =
+        consent_refusal(st, contact.id, domain::consent_purpose::ai_processing, channel_id);
+    if (stop || refused) {
+      conv.ai_paused = true;
+      conv.status = domain::conversation_status::pending;
+      conv.handoff_reason = stop ? std::string("the contact asked to stop messages") : *refused;
+      w.conversation = conv;
+    }
+  }
   w.ai_pending = !conv.ai_paused && st.ai_channels.count(channel_id) > 0;
   json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
   if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
@@ -326,6 +370,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
         if (!r->duplicate) {
           automation_counts().messages_received++;
           keep_conversation(st, r->conversation);
+          for (auto& c : r->consents) st.consents[c.contact_id].push_back(c);
           if (external) remember_identity(st, key.first, *external, contact_id);
           // The workflow actor takes message.received from the outbox.
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
@@ -480,6 +525,12 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
   };
   auto ch = st.channels.find(m.channel_id);
   if (ch == st.channels.end()) return fail_now("the channel was deleted");
+  // Checked again as it leaves: a consent withdrawn since the message was queued wins.
+  auto refused = consent_refusal(st, m.contact_id, m.purpose, m.channel_id);
+  if (!refused && m.from_agent)
+    refused =
+        consent_refusal(st, m.contact_id, domain::consent_purpose::ai_processing, m.channel_id);
+  if (refused) return fail_now(*refused);
   if (!st.opts || !st.opts->client) return fail_now("outbound HTTP is not set up");
   domain::outbound_message out;
   out.message_id = m.id;
@@ -573,6 +624,8 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   auto ch = st.channels.find(conv->channel_id);
   if (ch == st.channels.end()) return reply(failure::of(errc::not_found, "channel not found"));
   if (!ch->second.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
+  if (auto refused = consent_refusal(st, conv->contact_id, req.purpose, conv->channel_id))
+    return reply(failure::of(errc::conflict, *refused));
   auto now = domain::now_micros();
   persistence::outbound_write w;
   w.tenant_id = st.env.tenant_id;
@@ -585,6 +638,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   if (req.sender_user_id) w.conversation.ai_paused = false;
   w.text = std::move(req.text);
   w.sender_user_id = req.sender_user_id;
+  w.purpose = req.purpose;
   w.created_at = now;
   db<persistence::outbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
@@ -669,6 +723,17 @@ void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> repl
     return reply(failure::of(errc::not_found, "conversation not found"));
   auto& conv = it->second;
   auto ch = st.channels.find(conv.channel_id);
+  // Consent withdrawn since the agent was asked (or never given, for a workflow's ai_reply):
+  // nothing of its answer is sent and a person takes the conversation.
+  auto refused =
+      consent_refusal(st, conv.contact_id, domain::consent_purpose::ai_processing, conv.channel_id);
+  if (!refused)
+    refused = consent_refusal(st, conv.contact_id, domain::consent_purpose::treatment_communication,
+                              conv.channel_id);
+  if (refused) {
+    a.text.reset();
+    a.handoff_reason = *refused;
+  }
   auto now = domain::now_micros();
   persistence::agent_reply_write w;
   w.tenant_id = st.env.tenant_id;
@@ -928,6 +993,62 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           conv_serial(self, [self, a, reply] { apply_agent_reply(self, a, reply); });
         });
       },
+      [self, measure](consent_atom, domain::consent& c, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, c = std::move(c), reply]() mutable {
+          auto& st = self->state;
+          c.tenant_id = st.env.tenant_id;
+          c.recorded_at = domain::now_micros();
+          if (c.channel_id && !st.channels.count(*c.channel_id))
+            return reply(failure::invalid({{{std::string("body"), std::string("channel")},
+                                            "channel not found in this tenant",
+                                            "value_error"}}));
+          db<domain::consent>(
+              self,
+              [c](persistence::pg_conn& conn) { return persistence::insert_consent(conn, c); },
+              [self, reply](domain::outcome<domain::consent> r) {
+                if (!r) return reply(r.error());
+                // In memory before the answer: a send that follows it is checked against it.
+                self->state.consents[r->contact_id].push_back(*r);
+                reply(json::serialize(domain::consent_to_json(*r)));
+              });
+        });
+      },
+      [self, measure](consent_atom, get_atom, std::int64_t contact, std::int64_t id,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, contact, id, reply] {
+          auto& st = self->state;
+          if (auto it = st.consents.find(contact); it != st.consents.end())
+            for (auto& c : it->second)
+              if (c.id == id) return reply(json::serialize(domain::consent_to_json(c)));
+          reply(failure::of(errc::not_found, "consent not found"));
+        });
+      },
+      [self, measure](consent_atom, list_atom, std::int64_t contact, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, contact, reply] {
+          auto& st = self->state;
+          static const std::vector<domain::consent> none;
+          auto it = st.consents.find(contact);
+          auto& history = it == st.consents.end() ? none : it->second;
+          json::array items;
+          for (auto c = history.rbegin(); c != history.rend(); ++c)
+            items.push_back(domain::consent_to_json(*c));
+          // What the history allows on a channel that has no record of its own.
+          json::object allowed;
+          for (auto p :
+               {domain::consent_purpose::treatment_communication,
+                domain::consent_purpose::appointment_reminders, domain::consent_purpose::marketing,
+                domain::consent_purpose::ai_processing, domain::consent_purpose::data_sharing})
+            allowed[domain::to_string(p)] = !domain::consent_refusal(history, p, 0);
+          json::object o{{"contact_id", contact},
+                         {"total", static_cast<std::int64_t>(items.size())}};
+          o["items"] = std::move(items);
+          o["allowed"] = std::move(allowed);
+          reply(json::serialize(o));
+        });
+      },
       [self, measure](aichan_atom, std::vector<std::int64_t>& channels) {
         auto _ = measure();
         auto& st = self->state;
@@ -1004,6 +1125,20 @@ void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
 void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
                          callback<std::string> reply) {
   send(rt, tenant, caf::make_message(agent_atom::value, std::move(r), std::move(reply)));
+}
+void record_consent(runtime& rt, std::int64_t tenant, domain::consent c,
+                    callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(consent_atom::value, std::move(c), std::move(reply)));
+}
+void get_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id, std::int64_t id,
+                 callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(consent_atom::value, get_atom::value, contact_id, id, std::move(reply)));
+}
+void list_consents(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
+                   callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(consent_atom::value, list_atom::value, contact_id, std::move(reply)));
 }
 void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels) {
   send(rt, tenant, caf::make_message(aichan_atom::value, std::move(channels)));

@@ -716,6 +716,9 @@ void run_send_action(wf_actor* self, std::int64_t id, json::object step,
   if (req.text.empty())
     return finish_step(self, id, std::move(step), false, nullptr, "the message text is empty");
   req.channel_id = as_id(params.if_contains("channel_id"));
+  if (auto p = params.if_contains("purpose"); p && p->is_string())
+    req.purpose = domain::parse_consent_purpose(std::string_view(p->as_string()))
+                      .value_or(domain::consent_purpose::treatment_communication);
   req.contact_id = domain::action_contact_id(params, r.payload);
   if (auto* p = r.payload.if_object(); p && !params.contains("contact_id"))
     if (!req.channel_id || as_id(p->if_contains("channel_id")) == req.channel_id)

@@ -3,6 +3,8 @@
 // schedules, retry backoff, Standard Webhooks signatures and the URL shape outbound requests use.
 #include "domain/workflow.hpp"
 
+#include "domain/consent.hpp"
+
 #include "domain/contact.hpp"
 #include "domain/crypto.hpp"
 #include "domain/json_check.hpp"
@@ -278,12 +280,17 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
     break;
   }
   case action_type::send_message: {
-    ck.extra_keys(p, {"text", "channel_id", "contact_id"}, l);
+    ck.extra_keys(p, {"text", "channel_id", "contact_id", "purpose"}, l);
     check_contact_id(ck, p, l);
     if (auto v = member(p, "text"))
       ck.string(*v, at(l, "text"), 1, 4096);
     else
       ck.add(at(l, "text"), "Field required", "missing");
+    // What the message is for (docs/compliance.md "Consent"): checked against the contact's
+    // consents when it is sent.
+    if (auto v = given(p, "purpose"))
+      if (auto s = ck.string(*v, at(l, "purpose"), 1, 64); s && !parse_consent_purpose(*s))
+        ck.add(at(l, "purpose"), consent_purpose_choices(), "enum");
     if (auto v = given(p, "channel_id"))
       if (!(v->is_string() && is_template(sv(v->as_string()))))
         ck.integer(*v, at(l, "channel_id"), 1, INT64_MAX);

@@ -25,6 +25,7 @@ router make_api_router(services& s) {
   add_pipeline_routes(r, s);
   add_deal_routes(r, s);
   add_ai_routes(r, s);
+  add_consent_routes(r, s);
   add_openapi_route(r, r);
   return r;
 }

@@ -140,7 +140,49 @@ void write_conversation(pqxx::work& tx, domain::conversation& conv) {
   }
 }
 
+const char* consent_columns = "id, tenant_id, contact_id, purpose, channel_id, granted, source,"
+                              " evidence, " MICROS("recorded_at") ", recorded_by";
+
+domain::consent to_consent(const pqxx::row& r) {
+  domain::consent c;
+  c.id = r[0].as<std::int64_t>();
+  c.tenant_id = r[1].as<std::int64_t>();
+  c.contact_id = r[2].as<std::int64_t>();
+  c.purpose = domain::parse_consent_purpose(r[3].as<std::string>())
+                  .value_or(domain::consent_purpose::treatment_communication);
+  c.channel_id = opt_int(r[4]);
+  c.granted = r[5].as<bool>();
+  c.source = r[6].as<std::string>();
+  c.evidence = opt_text(r[7]);
+  c.recorded_at = r[8].as<std::int64_t>();
+  c.recorded_by = opt_int(r[9]);
+  return c;
+}
+
+domain::consent insert_consent(pqxx::work& tx, const domain::consent& c) {
+  auto channel =
+      c.channel_id ? std::optional<std::string>(std::to_string(*c.channel_id)) : std::nullopt;
+  auto by =
+      c.recorded_by ? std::optional<std::string>(std::to_string(*c.recorded_by)) : std::nullopt;
+  auto r = tx.exec_params(
+      std::string("INSERT INTO consents (tenant_id, contact_id, purpose, channel_id, granted,"
+                  " source, evidence, recorded_at, recorded_by) VALUES ($1, $2, $3, $4::bigint,"
+                  " $5, $6, $7, $8::timestamptz, $9::bigint) RETURNING ") +
+          consent_columns,
+      c.tenant_id, c.contact_id, std::string(domain::to_string(c.purpose)),
+      channel ? channel->c_str() : nullptr, c.granted, c.source,
+      c.evidence ? c.evidence->c_str() : nullptr, ts(c.recorded_at), by ? by->c_str() : nullptr);
+  return to_consent(r.front());
+}
+
 } // namespace
+
+domain::consent insert_consent(pg_conn& c, domain::consent record) {
+  pqxx::work tx(c.raw());
+  auto saved = insert_consent(tx, record);
+  tx.commit();
+  return saved;
+}
 
 messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
   pqxx::read_transaction tx(c.raw());
@@ -160,7 +202,8 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
         {r[0].as<std::int64_t>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
   for (auto r : tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
                                "m.text, m.attempts, " MICROS("m.next_attempt_at") ", " MICROS(
-                                   "m.created_at") " FROM messages m JOIN"
+                                   "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL"
+                                                   " FROM messages m JOIN"
                                                    " conversations c ON c.id ="
                                                    " m.conversation_id WHERE"
                                                    " m.tenant_id = $1 AND m.status ="
@@ -175,8 +218,15 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
     q.attempts = r[5].as<int>();
     q.next_attempt_at = micros_or_zero(r[6]);
     q.created_at = r[7].as<std::int64_t>();
+    q.purpose = domain::parse_consent_purpose(r[8].as<std::string>())
+                    .value_or(domain::consent_purpose::treatment_communication);
+    q.from_agent = r[9].as<bool>();
     out.queued.push_back(std::move(q));
   }
+  for (auto r : tx.exec_params(std::string("SELECT ") + consent_columns +
+                                   " FROM consents WHERE tenant_id = $1 ORDER BY id",
+                               tenant_id))
+    out.consents.push_back(to_consent(r));
   for (auto r : tx.exec_params("SELECT DISTINCT unnest(channel_ids) FROM ai_agents WHERE"
                                " tenant_id = $1 AND is_active AND auto_reply",
                                tenant_id))
@@ -283,6 +333,10 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
     tx.exec_params("INSERT INTO ai_pending (message_id, tenant_id, conversation_id, channel_id)"
                    " VALUES ($1, $2, $3, $4)",
                    out.ids.message_id, w.tenant_id, out.conversation.id, w.channel_id);
+  for (auto consent : w.consents) {
+    consent.evidence = "message " + std::to_string(out.ids.message_id);
+    out.consents.push_back(insert_consent(tx, consent));
+  }
   tx.commit();
   return out;
 }
@@ -296,17 +350,20 @@ std::optional<std::string> id_text(const std::optional<std::int64_t>& id) {
 pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
                              const domain::conversation& conv, const std::string& text,
                              const std::optional<std::int64_t>& user,
-                             const std::optional<std::int64_t>& agent, std::int64_t created_at) {
+                             const std::optional<std::int64_t>& agent, std::int64_t created_at,
+                             domain::consent_purpose purpose) {
   auto u = id_text(user);
   auto a = id_text(agent);
   return tx.exec_params(std::string("INSERT INTO messages AS m (tenant_id, conversation_id,"
                                     " channel_id, direction, text, status, sender_user_id,"
-                                    " sender_agent_id, next_attempt_at, created_at) VALUES ($1,"
-                                    " $2, $3, 'outbound', $4, 'queued', $5::bigint, $6::bigint,"
-                                    " $7::timestamptz, $7::timestamptz) RETURNING ") +
+                                    " sender_agent_id, next_attempt_at, created_at, purpose)"
+                                    " VALUES ($1, $2, $3, 'outbound', $4, 'queued', $5::bigint,"
+                                    " $6::bigint, $7::timestamptz, $7::timestamptz, $8)"
+                                    " RETURNING ") +
                             message_columns,
                         tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr,
-                        a ? a->c_str() : nullptr, ts(created_at));
+                        a ? a->c_str() : nullptr, ts(created_at),
+                        std::string(domain::to_string(purpose)));
 }
 
 std::string array_literal(const std::vector<std::int64_t>& ids) {
@@ -336,7 +393,8 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
   if (!w.dropped) {
     write_conversation(tx, conv);
     for (auto& text : w.texts) {
-      auto r = insert_outbound(tx, w.tenant_id, conv, text, std::nullopt, w.agent_id, w.created_at);
+      auto r = insert_outbound(tx, w.tenant_id, conv, text, std::nullopt, w.agent_id, w.created_at,
+                               domain::consent_purpose::treatment_communication);
       queued_message q;
       q.id = r.front()[0].as<std::int64_t>();
       q.conversation_id = conv.id;
@@ -345,6 +403,7 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
       q.text = text;
       q.next_attempt_at = w.created_at;
       q.created_at = w.created_at;
+      q.from_agent = true;
       sent.push_back(q.id);
       out.messages.push_back(std::move(q));
     }
@@ -414,7 +473,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   auto conv = w.conversation;
   write_conversation(tx, conv);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
-                           w.created_at);
+                           w.created_at, w.purpose);
   tx.commit();
   outbound_written out;
   out.json = json::serialize(message_json(r.front()));
@@ -425,6 +484,8 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   out.message.text = w.text;
   out.message.next_attempt_at = w.created_at;
   out.message.created_at = w.created_at;
+  out.message.purpose = w.purpose;
+  out.message.from_agent = w.sender_agent_id.has_value();
   return out;
 }
 

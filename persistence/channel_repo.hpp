@@ -2,6 +2,7 @@
 // contact, conversations and messages. Blocking: call only on a pg_pool thread.
 #pragma once
 #include "domain/channel.hpp"
+#include "domain/consent.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <optional>
@@ -27,6 +28,8 @@ struct queued_message {
   int attempts = 0;
   std::int64_t next_attempt_at = 0;
   std::int64_t created_at = 0;
+  domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
+  bool from_agent = false; // an AI agent's reply: needs ai_processing consent too
 };
 
 struct messaging_snapshot {
@@ -35,6 +38,7 @@ struct messaging_snapshot {
   std::vector<identity> identities;
   std::vector<queued_message> queued;
   std::vector<std::int64_t> ai_channels; // channels of active auto-replying agents
+  std::vector<domain::consent> consents; // oldest first
 };
 messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id);
 
@@ -67,11 +71,13 @@ struct inbound_write {
   std::string event_payload;              // message.received (the message id is added)
   int depth = 0;                          // workflow chain depth of the event
   bool ai_pending = false;                // an auto-replying agent is to answer it
+  std::vector<domain::consent> consents;  // recorded with the message (a STOP request)
 };
 struct inbound_written {
   stored_inbound ids;
   bool duplicate = false;
   domain::conversation conversation;
+  std::vector<domain::consent> consents; // as stored, with their ids
 };
 // One transaction: the conversation (new or updated: unread + 1, last_message_at), the
 // message, the identity, the outbox event. A message already stored under its external id →
@@ -86,6 +92,7 @@ struct outbound_write {
   std::optional<std::int64_t> sender_user_id;
   std::optional<std::int64_t> sender_agent_id;
   std::int64_t created_at = 0;
+  domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
 };
 struct outbound_written {
   queued_message message;
@@ -156,5 +163,8 @@ std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t 
                                int page, int per_page);
 
 std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c);
+
+// Appends a consent record; returns it with its id.
+domain::consent insert_consent(pg_conn& c, domain::consent record);
 
 } // namespace crm::persistence

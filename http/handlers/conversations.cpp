@@ -108,10 +108,14 @@ void post_message(services& s, const exchange_ptr& ex) {
     body.add({"body", "text"}, "String should have at least 1 character", "string_too_short");
     text.reset();
   }
+  auto purpose = body.one_of("purpose", false,
+                             {"treatment_communication", "appointment_reminders", "marketing",
+                              "ai_processing", "data_sharing"});
   if (!body.finish()) return ex->fail(body.failure());
   actors::outbound_request req;
   req.conversation_id = *id;
   req.text = *text;
+  if (purpose) req.purpose = domain::parse_consent_purpose(*purpose).value_or(req.purpose);
   req.sender_user_id = ex->who.user_id;
   actors::send_message(
       s.rt, ex->who.tenant_id, std::move(req),
