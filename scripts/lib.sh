@@ -18,7 +18,7 @@ CRM_PACKAGES=(
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libhiredis-dev libpqxx-dev libsodium-dev
   libssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 redis-server
-  python3 python3-pytest wrk procps iproute2 curl iso-codes
+  python3 python3-pytest python3-jsonschema wrk procps iproute2 curl iso-codes
   clang-14 libclang-rt-14-dev
 )
 
@@ -48,6 +48,19 @@ crm_sudo() {
 _crm_abspath() { realpath -m -- "$1"; }
 
 # ---- packages ----------------------------------------------------------------------------
+
+# Test tools from the npm registry, pinned by their package-lock.json: HL7's FHIR R4 JSON schema
+# (tests/fhir). `npm ci` runs only when the installed tree is not the locked one.
+ensure_test_tools() {
+  local dir=$CRM_ROOT/tests/fhir
+  command -v npm >/dev/null || crm_die "npm is required for the test tools (Node.js 20 and npm)"
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.carecrm-lock" 2>/dev/null; then
+    crm_log "npm ci (tests/fhir)"
+    (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts >/dev/null) ||
+      crm_die "npm ci failed in tests/fhir"
+    cp "$dir/package-lock.json" "$dir/node_modules/.carecrm-lock"
+  fi
+}
 
 # Installs whatever of CRM_PACKAGES is missing. One dpkg-query call when all are present.
 ensure_packages() {

@@ -1,0 +1,49 @@
+// FHIR R4 Patient (docs/compliance.md "FHIR R4"): a contact rendered as a Patient resource, a
+// searchset Bundle of them, and the contact fields a posted Patient gives. The mapping:
+//   id, identifier (system urn:carecrm:tenant:<tenant>:contact) ← the contact's id
+//   name[0] {text, family, given} ← first_name, last_name
+//   telecom ← phone (system phone), email (system email)
+//   active ← status is not inactive
+//   gender, birthDate ← custom fields "gender" (male, female, other, unknown) and "birth_date"
+//                       (YYYY-MM-DD), when they hold such values
+//   meta.lastUpdated ← updated_at
+#pragma once
+#include "domain/contact.hpp"
+#include "domain/failure.hpp"
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crm::domain {
+
+inline constexpr std::string_view fhir_json_type = "application/fhir+json";
+
+std::string patient_identifier_system(std::int64_t tenant);
+boost::json::object contact_to_patient(const contact& c);
+
+// A searchset Bundle: `self` is the search's URL; entries' fullUrl is `base` + "/Patient/" + id.
+boost::json::object patient_bundle(const std::vector<contact>& matches, std::int64_t total,
+                                   std::string_view base, std::string_view self,
+                                   std::string_view next);
+
+// The contact fields of a posted Patient, as the JSON object POST /contacts takes; the issues
+// of what cannot be mapped (loc under "body"), none when it maps.
+boost::json::object patient_to_contact(const boost::json::object& patient,
+                                       std::vector<issue>& issues);
+
+// Search parameters of GET /fhir/Patient (FHIR string search: case-insensitive "starts with"
+// any name part; phone compared by its digits; identifier [system|]value).
+struct patient_search {
+  std::optional<std::int64_t> id;   // from identifier (or _id)
+  std::optional<std::string> name;  // lower case
+  std::optional<std::string> phone; // digits
+  std::optional<std::string> email; // lower case
+  bool impossible = false;          // an identifier of another system: matches nothing
+};
+bool patient_matches(const patient_search& s, const contact& c);
+
+} // namespace crm::domain
