@@ -27,6 +27,7 @@ router make_api_router(services& s) {
   add_ai_routes(r, s);
   add_consent_routes(r, s);
   add_fhir_routes(r, s);
+  add_subject_routes(r, s);
   add_openapi_route(r, r);
   return r;
 }
