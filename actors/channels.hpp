@@ -124,6 +124,11 @@ void list_consents(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                    callback<std::string> reply);
 void get_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id, std::int64_t id,
                  callback<std::string> reply);
+// Whether `purpose` is allowed for the contact on every channel (a withdrawal on any one
+// refuses): done, or 409 naming the consent. For work that reads all of a contact's messages,
+// such as the AI summary.
+void require_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
+                     domain::consent_purpose purpose, callback<domain::done> reply);
 
 void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels);
 

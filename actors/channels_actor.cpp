@@ -54,6 +54,8 @@ template <>
 struct allowed_unsafe_message_type<crm::actors::agent_reply> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::domain::consent> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::consent_purpose> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -73,6 +75,7 @@ using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
 using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
 using consent_atom = caf::atom_constant<caf::atom("consent")>;
+using allow_atom = caf::atom_constant<caf::atom("allow")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -1014,6 +1017,23 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
               });
         });
       },
+      [self, measure](allow_atom, std::int64_t contact, domain::consent_purpose purpose,
+                      callback<domain::done>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, contact, purpose, reply] {
+          auto& st = self->state;
+          // Channel 0 has no records of its own: the "any" records decide there; then every
+          // channel the contact has a record for.
+          std::set<std::int64_t> channels{0};
+          if (auto it = st.consents.find(contact); it != st.consents.end())
+            for (auto& c : it->second)
+              if (c.channel_id) channels.insert(*c.channel_id);
+          for (auto channel : channels)
+            if (auto refused = consent_refusal(st, contact, purpose, channel))
+              return reply(failure::of(errc::conflict, *refused));
+          reply(domain::done{});
+        });
+      },
       [self, measure](consent_atom, get_atom, std::int64_t contact, std::int64_t id,
                       callback<std::string>& reply) {
         auto _ = measure();
@@ -1134,6 +1154,10 @@ void get_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id, std:
                  callback<std::string> reply) {
   send(rt, tenant,
        caf::make_message(consent_atom::value, get_atom::value, contact_id, id, std::move(reply)));
+}
+void require_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
+                     domain::consent_purpose purpose, callback<domain::done> reply) {
+  send(rt, tenant, caf::make_message(allow_atom::value, contact_id, purpose, std::move(reply)));
 }
 void list_consents(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                    callback<std::string> reply) {

@@ -5,6 +5,7 @@
 #include "http/api.hpp"
 
 #include "actors/agents.hpp"
+#include "actors/channels.hpp"
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 #include "http/json.hpp"
@@ -294,7 +295,15 @@ void chat(services& s, const exchange_ptr& ex) {
 void summary(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::contact_summary(s.rt, ex->who.tenant_id, *id, json_reply(ex));
+  // A contact who withdrew ai_processing is not summarised (docs/compliance.md "Consent").
+  auto& rt = s.rt;
+  auto tenant = ex->who.tenant_id;
+  actors::require_consent(
+      rt, tenant, *id, domain::consent_purpose::ai_processing,
+      actors::callback<domain::done>([&rt, tenant, ex, id = *id](domain::outcome<domain::done> r) {
+        if (!r) return ex->fail(r.error());
+        actors::contact_summary(rt, tenant, id, json_reply(ex));
+      }));
 }
 
 } // namespace

@@ -209,3 +209,21 @@ def test_an_agent_never_reads_a_contact_who_withdrew_ai_processing(client, sess)
         msgs = crm.list_messages(client, t, ack["conversation_id"])
         assert [m["direction"] for m in msgs] == ["inbound", "outbound", "inbound"], msgs
         assert len(rcv.requests) == 1
+
+
+def test_a_contact_who_withdrew_ai_processing_is_not_summarised(client, sess):
+    """The summary reads all of a contact's messages: a withdrawal on any channel refuses it."""
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan = api_channel(client, t, rcv.url("/out"))
+        ack = new_contact_on(client, chan["id"], "I have a question about my bill")
+    url = f"{crm.contact_url(ack['contact_id'])}/ai/summary"
+    crm.assert_json_response(client.post(url, token=t), 200)
+    record(client, t, ack["contact_id"], purpose="ai_processing", granted=False,
+           channel=chan["id"])
+    resp = client.post(url, token=t)
+    crm.assert_error(resp, 409, "CONFLICT")
+    assert "ai_processing" in resp.json["detail"], resp.describe()
+    record(client, t, ack["contact_id"], purpose="ai_processing", granted=True,
+           channel=chan["id"])
+    crm.assert_json_response(client.post(url, token=t), 200)
