@@ -10,6 +10,16 @@ namespace crm::http {
 
 namespace json = boost::json;
 
+namespace {
+json::object ref(std::string_view kind, std::string_view name) {
+  return json::object{{"$ref", "#/components/" + std::string(kind) + "/" + std::string(name)}};
+}
+
+json::object header(std::string_view description, std::string_view type) {
+  return json::object{{"description", description}, {"schema", json::object{{"type", type}}}};
+}
+} // namespace
+
 std::string openapi_document(const router& r) {
   json::object paths;
   for (auto& rt : r.routes()) {
@@ -30,13 +40,28 @@ std::string openapi_document(const router& r) {
     }
     if (!params.empty()) op["parameters"] = std::move(params);
     json::object responses;
-    responses[std::to_string(rt->success_status)] = json::object{{"description", "success"}};
+    // Every answer of the API listener carries the IETF rate-limit fields (docs/operations.md).
+    auto rate_headers = [] {
+      return json::object{{"RateLimit-Policy", ref("headers", "RateLimit-Policy")},
+                          {"RateLimit", ref("headers", "RateLimit")}};
+    };
+    responses[std::to_string(rt->success_status)] =
+        json::object{{"description", "success"}, {"headers", rate_headers()}};
     if (rt->auth == access::bearer) {
       responses["401"] = json::object{{"description", "INVALID_CREDENTIALS"}};
       responses["403"] = json::object{{"description", "INSUFFICIENT_PERMISSIONS"}};
       op["security"] = json::array{json::object{{"bearerAuth", json::array{}}}};
     }
     responses["422"] = json::object{{"description", "validation error (HTTPValidationError)"}};
+    auto limited = rate_headers();
+    limited["Retry-After"] = ref("headers", "Retry-After");
+    responses["429"] = json::object{
+        {"description", "RATE_LIMITED: a rate limit is reached; retry after Retry-After"
+                        " seconds"},
+        {"headers", std::move(limited)}};
+    responses["503"] = json::object{
+        {"description", "SERVICE_UNAVAILABLE: a part the request needs is unavailable or busy;"
+                        " safe to retry"}};
     op["responses"] = std::move(responses);
     std::string method(to_string(rt->method));
     for (auto& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -53,7 +78,17 @@ std::string openapi_document(const router& r) {
   doc["components"] = json::object{
       {"securitySchemes", json::object{{"bearerAuth", json::object{{"type", "http"},
                                                                    {"scheme", "bearer"},
-                                                                   {"bearerFormat", "JWT"}}}}}};
+                                                                   {"bearerFormat", "JWT"}}}}},
+      {"headers",
+       json::object{
+           {"RateLimit-Policy",
+            header("the policies this request counted against, e.g. \"user\";q=6000;w=60"
+                   " (draft-ietf-httpapi-ratelimit-headers)",
+                   "string")},
+           {"RateLimit", header("the policy closest to running out: r requests left, t seconds"
+                                " until it is full again",
+                                "string")},
+           {"Retry-After", header("seconds until one request is allowed", "integer")}}}};
   return json::serialize(doc);
 }
 

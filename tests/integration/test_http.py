@@ -286,3 +286,29 @@ def test_busy_keep_alive_connection_outlives_idle_timeout(server):
             assert conn.sock is sock, f"connection closed before request {i + 1} (1.5 s gaps)"
     finally:
         conn.close()
+
+
+def test_openapi_documents_rate_limits_and_unavailability_on_every_operation(client):
+    """Integrators learn from the document that any call may be limited (429 with Retry-After)
+    or refused while a part is down (503), and which headers carry the limits."""
+    doc = crm.assert_json_response(client.get("/api/v1/openapi.json"), 200)
+    headers = doc["components"]["headers"]
+    assert set(headers) >= {"RateLimit-Policy", "RateLimit", "Retry-After"}, headers
+    count = 0
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            count += 1
+            responses = op["responses"]
+            where = f"{method.upper()} {path}"
+            assert set(responses["429"]["headers"]) == {"RateLimit-Policy", "RateLimit",
+                                                        "Retry-After"}, where
+            assert "503" in responses, where
+            success = [code for code in responses if code.startswith("2")]
+            assert success and all(
+                set(responses[c]["headers"]) == {"RateLimit-Policy", "RateLimit"}
+                for c in success), where
+            for c in success + ["429"]:
+                for h in responses[c]["headers"].values():
+                    name = h["$ref"].rsplit("/", 1)[1]
+                    assert name in headers, (where, h)
+    assert count > 50, count
