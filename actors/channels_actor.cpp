@@ -56,6 +56,8 @@ template <>
 struct allowed_unsafe_message_type<crm::domain::consent> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::domain::consent_purpose> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::persistence::queued_message> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -160,18 +162,21 @@ void attempt_send(ch_actor* self, persistence::queued_message m);
 void schedule_send(ch_actor* self, const persistence::queued_message& m) {
   auto delay = std::max<std::int64_t>(0, (m.next_attempt_at - domain::now_micros()) / 1000);
   if (delay == 0) return attempt_send(self, m);
-  self->delayed_send(self, std::chrono::milliseconds(delay), retry_atom::value, m.id,
-                     m.conversation_id, m.channel_id, m.contact_id, m.text, m.attempts,
-                     m.created_at);
+  // The whole message: its purpose is checked against the consents again when it is retried.
+  self->delayed_send(self, std::chrono::milliseconds(delay), retry_atom::value, m);
+}
+
+// A contact's consents, oldest first (none: an empty history).
+const std::vector<domain::consent>& consents_of(const channels_state& st, std::int64_t contact) {
+  static const std::vector<domain::consent> none;
+  auto it = st.consents.find(contact);
+  return it == st.consents.end() ? none : it->second;
 }
 
 // Why the contact's consents refuse `purpose` on `channel`, if they do.
 std::optional<std::string> consent_refusal(const channels_state& st, std::int64_t contact,
                                            domain::consent_purpose purpose, std::int64_t channel) {
-  static const std::vector<domain::consent> none;
-  auto it = st.consents.find(contact);
-  auto reason =
-      domain::consent_refusal(it == st.consents.end() ? none : it->second, purpose, channel);
+  auto reason = domain::consent_refusal(consents_of(st, contact), purpose, channel);
   if (reason) return "consent: " + *reason;
   return std::nullopt;
 }
@@ -313,6 +318,19 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   conv.unread_count++;
   conv.last_message_at = now;
   conv.updated_at = std::max(now, conv.updated_at + 1);
+  // An agent never reads a message of a contact who withdrew ai_processing, nor a "STOP": the
+  // conversation goes to a person instead.
+  const bool stop = domain::is_stop_request(m.text);
+  const bool agent_serves = st.ai_channels.count(channel_id) > 0;
+  if (!conv.ai_paused && agent_serves) {
+    auto refused =
+        consent_refusal(st, contact.id, domain::consent_purpose::ai_processing, channel_id);
+    if (stop || refused) {
+      conv.ai_paused = true;
+      conv.status = domain::conversation_status::pending;
+      conv.handoff_reason = stop ? std::string("the contact asked to stop messages") : *refused;
+    }
+  }
 
   persistence::inbound_write w;
   w.tenant_id = st.env.tenant_id;
@@ -325,9 +343,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.external_id = m.contact.external_id;
   w.depth = depth;
   // "STOP" withdraws consent to every kind of message on this channel, with the message as
-  // evidence, in the transaction that stores it. An agent never reads a message of a contact
-  // who withdrew ai_processing (or asked to stop): the conversation goes to a person.
-  const bool stop = domain::is_stop_request(m.text);
+  // evidence, in the transaction that stores it.
   if (stop)
     for (auto purpose : domain::stop_withdraws) {
       domain::consent c;
@@ -340,17 +356,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
       c.recorded_at = now;
       w.consents.push_back(std::move(c));
     }
-  if (!conv.ai_paused && st.ai_channels.count(channel_id) > 0) {
-    auto refused =
-        consent_refusal(st, contact.id, domain::consent_purpose::ai_processing, channel_id);
-    if (stop || refused) {
-      conv.ai_paused = true;
-      conv.status = domain::conversation_status::pending;
-      conv.handoff_reason = stop ? std::string("the contact asked to stop messages") : *refused;
-      w.conversation = conv;
-    }
-  }
-  w.ai_pending = !conv.ai_paused && st.ai_channels.count(channel_id) > 0;
+  w.ai_pending = !conv.ai_paused && agent_serves;
   json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
   if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
   json::object payload{{"channel_id", channel_id},
@@ -822,11 +828,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
         when_loaded(
             self, [](const failure&) {}, [] {});
       },
-      [self](retry_atom, std::int64_t id, std::int64_t conv, std::int64_t channel,
-             std::int64_t contact, std::string& text, int attempts, std::int64_t created) {
-        persistence::queued_message m{id, conv, channel, contact, text, attempts, 0, created};
-        attempt_send(self, std::move(m));
-      },
+      [self](retry_atom, persistence::queued_message& m) { attempt_send(self, std::move(m)); },
       [self, measure](list_atom, channel_filter& f, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, f, reply] {
@@ -1025,9 +1027,8 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           // Channel 0 has no records of its own: the "any" records decide there; then every
           // channel the contact has a record for.
           std::set<std::int64_t> channels{0};
-          if (auto it = st.consents.find(contact); it != st.consents.end())
-            for (auto& c : it->second)
-              if (c.channel_id) channels.insert(*c.channel_id);
+          for (auto& c : consents_of(st, contact))
+            if (c.channel_id) channels.insert(*c.channel_id);
           for (auto channel : channels)
             if (auto refused = consent_refusal(st, contact, purpose, channel))
               return reply(failure::of(errc::conflict, *refused));
@@ -1038,20 +1039,15 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, contact, id, reply] {
-          auto& st = self->state;
-          if (auto it = st.consents.find(contact); it != st.consents.end())
-            for (auto& c : it->second)
-              if (c.id == id) return reply(json::serialize(domain::consent_to_json(c)));
+          for (auto& c : consents_of(self->state, contact))
+            if (c.id == id) return reply(json::serialize(domain::consent_to_json(c)));
           reply(failure::of(errc::not_found, "consent not found"));
         });
       },
       [self, measure](consent_atom, list_atom, std::int64_t contact, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, contact, reply] {
-          auto& st = self->state;
-          static const std::vector<domain::consent> none;
-          auto it = st.consents.find(contact);
-          auto& history = it == st.consents.end() ? none : it->second;
+          auto& history = consents_of(self->state, contact);
           json::array items;
           for (auto c = history.rbegin(); c != history.rend(); ++c)
             items.push_back(domain::consent_to_json(*c));

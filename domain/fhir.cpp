@@ -7,7 +7,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <cctype>
+#include <charconv>
 
 namespace json = boost::json;
 
@@ -161,6 +161,46 @@ json::object patient_to_contact(const json::object& patient, std::vector<issue>&
   if (auto* b = string_at(patient, "birthDate")) fields["birth_date"] = *b;
   if (!fields.empty()) out["custom_fields"] = std::move(fields);
   return out;
+}
+
+patient_search read_patient_search(const std::vector<std::pair<std::string, std::string>>& query,
+                                   std::int64_t tenant, std::vector<issue>& issues) {
+  patient_search q;
+  for (auto& [name, value] : query) {
+    auto bad = [&, n = name](std::string msg) {
+      issues.push_back({{std::string("query"), n}, std::move(msg), "value_error"});
+    };
+    if (name == "_count" || name == "_offset" || name == "_format") continue;
+    if (value.empty()) {
+      bad("a search parameter needs a value");
+    } else if (name == "identifier" || name == "_id") {
+      // [system|]value; a system other than this tenant's matches nothing.
+      std::string_view v = value;
+      if (auto bar = v.find('|'); name == "identifier" && bar != std::string_view::npos) {
+        auto system = v.substr(0, bar);
+        v = v.substr(bar + 1);
+        if (!system.empty() && system != patient_identifier_system(tenant)) q.impossible = true;
+      }
+      std::int64_t n = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 1)
+        q.impossible = true;
+      else
+        q.id = n;
+    } else if (name == "name") {
+      q.name = ascii_lower(trim(value));
+    } else if (name == "phone") {
+      if (auto digits = digits_of(value); digits.empty())
+        bad("phone must contain digits");
+      else
+        q.phone = std::move(digits);
+    } else if (name == "email") {
+      q.email = ascii_lower(trim(value));
+    } else {
+      bad("unknown search parameter: identifier, _id, name, phone, email, _count, _offset");
+    }
+  }
+  return q;
 }
 
 bool patient_matches(const patient_search& s, const contact& c) {

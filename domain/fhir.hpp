@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace crm::domain {
@@ -45,5 +46,11 @@ struct patient_search {
   bool impossible = false;          // an identifier of another system: matches nothing
 };
 bool patient_matches(const patient_search& s, const contact& c);
+// The search of a query (decoded name, value pairs): identifier, _id, name, phone, email;
+// `_count`, `_offset` and `_format` are left to the caller. Anything else, an empty value or a
+// phone without digits is an issue at ["query", name]: a parameter silently ignored would
+// widen the search.
+patient_search read_patient_search(const std::vector<std::pair<std::string, std::string>>& query,
+                                   std::int64_t tenant, std::vector<issue>& issues);
 
 } // namespace crm::domain

@@ -20,6 +20,16 @@ std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view na
   return id;
 }
 
+void with_contact(actors::runtime& rt, const exchange_ptr& ex, std::int64_t id,
+                  std::function<void()> then) {
+  actors::get_contact(
+      rt, ex->who.tenant_id, id,
+      actors::callback<std::string>([ex, then = std::move(then)](domain::outcome<std::string> r) {
+        if (!r) return ex->fail(r.error());
+        then();
+      }));
+}
+
 std::optional<boost::json::object> object_body(const exchange_ptr& ex) {
   boost::json::error_code ec;
   auto v = boost::json::parse(ex->req.body, ec);

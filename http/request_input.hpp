@@ -7,6 +7,7 @@
 
 #include <boost/json/object.hpp>
 
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -21,6 +22,11 @@ actors::callback<domain::done> no_content_reply(const exchange_ptr& ex);
 actors::callback<std::string> json_reply(const exchange_ptr& ex);
 // 201 with a body the actor rendered (an object with an "id") and Location: prefix + id.
 actors::callback<std::string> created_reply(const exchange_ptr& ex, std::string location_prefix);
+
+// Runs `then` once the contacts actor confirms that contact `id` is the caller's tenant's;
+// otherwise answers its 404 (or 403 for another tenant's id), as GET /contacts/{id} would.
+void with_contact(actors::runtime& rt, const exchange_ptr& ex, std::int64_t id,
+                  std::function<void()> then);
 
 // The Idempotency-Key of a request (with the hash of its method, path and body), or none.
 actors::idempotency idempotency_of(const exchange_ptr& ex);

@@ -16,17 +16,6 @@ namespace {
 
 using domain::failure;
 
-// Continues with `then` once the contacts actor confirms the contact is the tenant's.
-template <class Then>
-void with_contact(services& s, const exchange_ptr& ex, std::int64_t id, Then then) {
-  actors::get_contact(s.rt, ex->who.tenant_id, id,
-                      actors::callback<std::string>(
-                          [ex, then = std::move(then)](domain::outcome<std::string> r) mutable {
-                            if (!r) return ex->fail(r.error());
-                            then();
-                          }));
-}
-
 void record(services& s, const exchange_ptr& ex) {
   std::vector<domain::issue> path_issues;
   auto id = path_id(ex->param("id"), "id", path_issues);
@@ -60,7 +49,7 @@ void record(services& s, const exchange_ptr& ex) {
   c.contact_id = *id;
   c.recorded_by = ex->who.user_id;
   auto location = "/api/v1/contacts/" + std::to_string(*id) + "/consents/";
-  with_contact(s, ex, *id, [&s, ex, c = std::move(c), location]() mutable {
+  with_contact(s.rt, ex, *id, [&s, ex, c = std::move(c), location]() mutable {
     actors::record_consent(s.rt, ex->who.tenant_id, std::move(c), created_reply(ex, location));
   });
 }
@@ -68,7 +57,7 @@ void record(services& s, const exchange_ptr& ex) {
 void history(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  with_contact(s, ex, *id, [&s, ex, id = *id] {
+  with_contact(s.rt, ex, *id, [&s, ex, id = *id] {
     actors::list_consents(s.rt, ex->who.tenant_id, id, json_reply(ex));
   });
 }
@@ -78,7 +67,7 @@ void one(services& s, const exchange_ptr& ex) {
   if (!id) return;
   auto consent = id_param(ex, "consent_id");
   if (!consent) return;
-  with_contact(s, ex, *id, [&s, ex, id = *id, consent = *consent] {
+  with_contact(s.rt, ex, *id, [&s, ex, id = *id, consent = *consent] {
     actors::get_consent(s.rt, ex->who.tenant_id, id, consent, json_reply(ex));
   });
 }

@@ -6,7 +6,6 @@
 #include "actors/contacts.hpp"
 #include "config/settings.hpp"
 #include "domain/fhir.hpp"
-#include "domain/validation.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/request_input.hpp"
@@ -14,7 +13,6 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <memory>
 
 namespace json = boost::json;
@@ -67,81 +65,49 @@ void read(services& s, const exchange_ptr& ex) {
           }));
 }
 
-void search(services& s, const exchange_ptr& ex) {
-  std::vector<issue> issues;
-  domain::patient_search q;
-  auto count = query_int(ex->req, "_count", default_count, 1, max_count, issues);
-  auto offset = query_int(ex->req, "_offset", 0, 0, 1'000'000'000, issues);
-  for (auto& [name, value] : ex->req.query) {
-    auto bad = [&, n = name](std::string msg) {
-      issues.push_back({{std::string("query"), n}, std::move(msg), "value_error"});
-    };
-    if (name == "_count" || name == "_offset" || name == "_format") continue;
-    if (value.empty()) {
-      bad("a search parameter needs a value");
-    } else if (name == "identifier" || name == "_id") {
-      // [system|]value; a system other than this tenant's matches nothing.
-      auto bar = value.find('|');
-      std::string_view v = value;
-      if (name == "identifier" && bar != std::string::npos) {
-        auto system = v.substr(0, bar);
-        v = v.substr(bar + 1);
-        if (!system.empty() && system != domain::patient_identifier_system(ex->who.tenant_id))
-          q.impossible = true;
-      }
-      std::int64_t n = 0;
-      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || end != v.data() + v.size() || n < 1)
-        q.impossible = true;
-      else
-        q.id = n;
-    } else if (name == "name") {
-      q.name = domain::ascii_lower(domain::trim(value));
-    } else if (name == "phone") {
-      std::string digits;
-      for (char ch : value)
-        if (ch >= '0' && ch <= '9') digits.push_back(ch);
-      if (digits.empty())
-        bad("phone must contain digits");
-      else
-        q.phone = digits;
-    } else if (name == "email") {
-      q.email = domain::ascii_lower(domain::trim(value));
-    } else {
-      bad("unknown search parameter: identifier, _id, name, phone, email, _count, _offset");
+// The URL of the search's page from `from`: the query as the client sent it (still encoded),
+// with _count and _offset set.
+std::string page_url(std::string_view root, std::string_view target, int count, std::int64_t from) {
+  auto q = target.find('?');
+  std::string url = std::string(root) + std::string(target.substr(0, q)) + "?";
+  if (q != std::string_view::npos) {
+    auto rest = target.substr(q + 1);
+    while (!rest.empty()) {
+      auto amp = rest.find('&');
+      auto piece = rest.substr(0, amp);
+      rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+      auto name = piece.substr(0, piece.find('='));
+      if (piece.empty() || name == "_count" || name == "_offset") continue;
+      url.append(piece).push_back('&');
     }
   }
+  return url + "_count=" + std::to_string(count) + "&_offset=" + std::to_string(from);
+}
+
+void search(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto count = query_int(ex->req, "_count", default_count, 1, max_count, issues);
+  auto offset = query_int(ex->req, "_offset", 0, 0, 1'000'000'000, issues);
+  auto q = domain::read_patient_search(ex->req.query, ex->who.tenant_id, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   domain::contact_query cq;
   cq.extra = [q](const domain::contact& c) { return domain::patient_matches(q, c); };
   auto& rt = s.rt;
   auto tenant = ex->who.tenant_id;
   auto base = fhir_base(s, ex);
-  auto page = [base, count = *count, target = ex->req.target](std::int64_t from) {
-    // The search's own URL with _offset set to `from` (its other parameters as sent).
-    auto path = target.substr(0, target.find('?'));
-    std::string query;
-    auto q =
-        target.find('?') == std::string::npos ? std::string() : target.substr(target.find('?') + 1);
-    for (auto& [k, v] : parse_query(q))
-      if (k != "_offset" && k != "_count") query += (query.empty() ? "" : "&") + k + "=" + v;
-    query += (query.empty() ? "" : "&") + std::string("_count=") + std::to_string(count) +
-             "&_offset=" + std::to_string(from);
-    auto root = base.substr(0, base.find("/api/v1/fhir"));
-    return root + path + "?" + query;
-  };
+  auto root = base.substr(0, base.size() - std::string_view("/api/v1/fhir").size());
   actors::match_contacts(
       rt, tenant, std::move(cq),
       actors::callback<std::vector<std::int64_t>>(
-          [&rt, tenant, ex, base, page, count = *count,
+          [&rt, tenant, ex, base, root, count = *count,
            offset = *offset](domain::outcome<std::vector<std::int64_t>> ids) {
             if (!ids) return ex->fail(ids.error());
             auto total = static_cast<std::int64_t>(ids->size());
             auto from = std::min<std::int64_t>(offset, total);
             auto to = std::min<std::int64_t>(from + count, total);
             std::vector<std::int64_t> slice(ids->begin() + from, ids->begin() + to);
-            auto next = to < total ? page(to) : std::string();
-            auto self = page(from);
+            auto self = page_url(root, ex->req.target, count, from);
+            auto next = to < total ? page_url(root, ex->req.target, count, to) : std::string();
             actors::fetch_contacts(
                 rt, tenant, std::move(slice),
                 actors::callback<std::vector<domain::contact>>(

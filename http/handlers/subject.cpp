@@ -18,29 +18,26 @@ void export_contact(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
   auto tenant = ex->who.tenant_id;
-  // The contacts actor answers 404 or 403 for an id the tenant does not hold; it has also
-  // answered every acknowledged write to the contact by then, so the snapshot holds them.
-  actors::get_contact(
-      s.rt, tenant, *id,
-      actors::callback<std::string>([&s, ex, tenant, id = *id](domain::outcome<std::string> r) {
-        if (!r) return ex->fail(r.error());
-        s.pool.run<std::optional<std::string>>(
-            [tenant, id](persistence::pg_conn& c) {
-              return persistence::export_contact(c, tenant, id);
-            },
-            [ex, id](domain::outcome<std::optional<std::string>> doc) {
-              if (!doc) return ex->fail(doc.error());
-              if (!*doc)
-                return ex->fail(domain::failure::of(domain::errc::not_found, "contact not found"));
-              response res;
-              res.body = std::move(**doc);
-              res.headers.emplace_back("Content-Disposition", "attachment; filename=\"contact-" +
-                                                                  std::to_string(id) +
-                                                                  "-export.json\"");
-              res.headers.emplace_back("Cache-Control", "no-store");
-              ex->respond(std::move(res));
-            });
-      }));
+  // The contacts actor has answered every acknowledged write to the contact by then, so the
+  // snapshot holds them.
+  with_contact(s.rt, ex, *id, [&s, ex, tenant, id = *id] {
+    s.pool.run<std::optional<std::string>>(
+        [tenant, id](persistence::pg_conn& c) {
+          return persistence::export_contact(c, tenant, id);
+        },
+        [ex, id](domain::outcome<std::optional<std::string>> doc) {
+          if (!doc) return ex->fail(doc.error());
+          if (!*doc)
+            return ex->fail(domain::failure::of(domain::errc::not_found, "contact not found"));
+          response res;
+          res.body = std::move(**doc);
+          res.headers.emplace_back("Content-Disposition", "attachment; filename=\"contact-" +
+                                                              std::to_string(id) +
+                                                              "-export.json\"");
+          res.headers.emplace_back("Cache-Control", "no-store");
+          ex->respond(std::move(res));
+        });
+  });
 }
 
 } // namespace

@@ -169,19 +169,25 @@ def client_phone(client, sess, contact_id) -> str:
     return crm.get_contact(client, sess.admin, contact_id)["phone"]
 
 
-def test_a_withdrawal_stops_a_message_already_queued(client, sess):
-    """The check is made again as a message leaves: a retry after a withdrawal is not sent."""
+@pytest.mark.parametrize("purpose", ["treatment_communication", "marketing"])
+def test_a_withdrawal_stops_a_message_already_queued(client, sess, purpose):
+    """The check is made again as a message leaves, for the purpose it was sent for: a retry
+    after a withdrawal is not sent."""
     t = sess.admin
     with crm.Receiver([500, 200, 200]) as rcv:
         chan = api_channel(client, t, rcv.url("/out"))
         ack = new_contact_on(client, chan["id"])
-        queued = crm.send_message(client, t, ack["conversation_id"], "Reminder: 10:00")
+        if purpose == "marketing":
+            record(client, t, ack["contact_id"], purpose=purpose, granted=True)
+        resp = client.post(crm.messages_url(ack["conversation_id"]),
+                           {"text": "Reminder: 10:00", "purpose": purpose}, token=t)
+        queued = crm.assert_json_response(resp, 201)
         rcv.wait_for(1, SEND_TIMEOUT)  # the first attempt fails with 500: a retry in 1 s
-        record(client, t, ack["contact_id"], purpose="treatment_communication", granted=False)
+        record(client, t, ack["contact_id"], purpose=purpose, granted=False)
         msg = crm.wait_message(client, t, ack["conversation_id"], queued["id"],
                                timeout=SEND_TIMEOUT)
         assert len(rcv.requests) == 1, [r.describe() for r in rcv.requests]
-    assert msg["status"] == "failed" and "treatment_communication" in msg["error"], msg
+    assert msg["status"] == "failed" and purpose in msg["error"], msg
 
 
 def test_an_agent_never_reads_a_contact_who_withdrew_ai_processing(client, sess):
