@@ -1,7 +1,10 @@
 // The reply channel from an actor back to whoever asked (an HTTP exchange): a function called
 // exactly once with the outcome. If every copy is destroyed unanswered — the actor stopped or
 // crashed with the request in its mailbox — it answers 503 itself, so no client ever hangs.
+// It also keeps who asked and from where (the audit context installed while it was made), so
+// the actor that carries out a change can audit it in the change's own transaction.
 #pragma once
+#include "domain/audit.hpp"
 #include "domain/failure.hpp"
 
 #include <atomic>
@@ -22,6 +25,9 @@ public:
     if (state_) state_->fire(std::move(v));
   }
 
+  // Who asked (null: carecrm itself, or no request).
+  const domain::audit_context* who() const { return state_ ? state_->who.get() : nullptr; }
+
 private:
   struct state {
     explicit state(fn_type f) : fn(std::move(f)) {}
@@ -35,6 +41,7 @@ private:
     }
     fn_type fn;
     std::atomic<bool> fired{false};
+    domain::audit_context_ptr who = domain::current_audit_context();
   };
   std::shared_ptr<state> state_;
 };

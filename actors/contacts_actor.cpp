@@ -463,6 +463,18 @@ void stage_write(contacts_actor* self, continuation applied,
   if (!st.in_flight || st.open.writes >= max_batch) flush(self);
 }
 
+// Audits one change in the open batch: the row commits with the change or not at all
+// (docs/compliance.md "Audit trail").
+void audit_change(contacts_state& st, const domain::audit_context* who, const char* resource,
+                  std::optional<std::int64_t> id, const char* action,
+                  std::vector<std::string> fields, int status, std::vector<std::int64_t> ids = {}) {
+  auto r = domain::make_audit(who, st.env.tenant_id, resource, id, action);
+  r.fields = std::move(fields);
+  r.status = status;
+  r.ids = std::move(ids);
+  st.open.sql.audit.push_back(std::move(r));
+}
+
 template <class Map>
 void forget_committed(Map& m, std::uint64_t seq) {
   for (auto it = m.begin(); it != m.end();) {
@@ -730,7 +742,9 @@ void do_purge(contacts_actor* self, domain::custom_field f, callback<std::int64_
   st.purging = true;
   auto me = caf::actor_cast<caf::actor>(self);
   st.env.pool->run<std::int64_t>(
-      [f](persistence::pg_conn& c) { return persistence::purge_field(c, f); },
+      [f, audit = std::vector{persistence::purge_audit(reply.who(), f)}](persistence::pg_conn& c) {
+        return persistence::purge_field(c, f, audit);
+      },
       [me, self, f, reply](domain::outcome<std::int64_t> r) mutable {
         caf::anon_send(me, resume_atom::value, continuation{[self, f, reply, r]() mutable {
                          auto& st = self->state;
@@ -779,6 +793,7 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
   st.contact_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
   auto body = domain::encode_contact_created(c);
+  audit_change(st, reply.who(), "contact", c.id, "create", domain::contact_field_names(c), 201);
   stage_contact(st, nullptr, c);
   contact_events(st, nullptr, c, r, {});
   stage_key(st, key, 201, body);
@@ -823,6 +838,7 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
   if (r.duplicate_email) return reply(duplicate_email_failure());
   st.contact_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
+  audit_change(st, reply.who(), "contact", c.id, "create", domain::contact_field_names(c), 0);
   stage_contact(st, nullptr, c);
   contact_events(st, nullptr, c, r, {});
   stage_write(
@@ -839,6 +855,7 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
   auto& st = self->state;
   if (answer_known_key(self, key, reply)) return;
   std::vector<domain::bulk_item> results(items.size());
+  std::vector<std::int64_t> created;
   auto now = domain::now_micros();
   for (std::size_t i = 0; i < items.size(); ++i) {
     std::vector<domain::loc_part> prefix{std::string("body"), row_loc,
@@ -863,10 +880,14 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
     st.contact_ids.pop_front();
     c.created_at = c.updated_at = now;
     results[i].id = c.id;
+    created.push_back(c.id);
     stage_contact(st, nullptr, c);
     contact_events(st, nullptr, c, r, {});
   }
   auto body = domain::encode_bulk_results(results);
+  // One row for the whole request, naming every contact it created.
+  audit_change(st, reply.who(), "contact", std::nullopt,
+               row_loc == "rows" ? "import" : "bulk_create", {}, 200, std::move(created));
   stage_key(st, key, 200, body);
   stage_write(
       self,
@@ -893,6 +914,7 @@ void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
   if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
   if (r.duplicate_email) return reply(duplicate_email_failure());
   c.updated_at = next_timestamp(before.updated_at);
+  audit_change(st, reply.who(), "contact", id, "update", domain::changed_fields(before, c), 200);
   stage_contact(st, &before, c);
   contact_events(st, &before, c, r, fields_sent(f));
   stage_write(
@@ -907,6 +929,7 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
     return reply_missing(self, persistence::record_kind::contact, id, reply);
   }
   auto before = *cur;
+  audit_change(st, reply.who(), "contact", id, "delete", domain::contact_field_names(before), 204);
   stage_contact_delete(st, before);
   contact_event(st, "contact.deleted", before);
   // The deals actor hears of it before the client does (docs/pipeline.md).
@@ -955,6 +978,7 @@ void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string>
     return;
   }
   c.updated_at = next_timestamp(before.updated_at);
+  audit_change(st, reply.who(), "contact", id, "update", {"tags"}, 200);
   stage_contact(st, &before, c);
   contact_events(st, &before, c, r, {"tags"});
   stage_write(
@@ -981,6 +1005,7 @@ void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag
   if (it == c.tags.end()) return reply(failure::of(errc::not_found, "the contact has no such tag"));
   c.tags.erase(it);
   c.updated_at = next_timestamp(before.updated_at);
+  audit_change(st, reply.who(), "contact", id, "update", {"tags"}, 204);
   stage_contact(st, &before, c);
   contact_events(st, &before, c, apply_result{}, {"tags"});
   stage_write(
@@ -996,6 +1021,7 @@ void do_rename_tag(contacts_actor* self, const std::string& from, const std::str
   auto lfrom = domain::ascii_lower(from);
   auto lto = domain::ascii_lower(to);
   auto now = domain::now_micros();
+  audit_change(st, reply.who(), "contact", std::nullopt, "rename_tag", {"tags"}, 200, ids);
   for (auto id : ids) {
     auto before = *st.store.find(id);
     auto c = before;
@@ -1059,6 +1085,8 @@ void do_create_company(contacts_actor* self, company_fields f, callback<domain::
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   st.company_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
+  audit_change(st, reply.who(), "company", c.id, "create",
+               domain::changed_fields(domain::company{}, c), 201);
   stage_company(st, c);
   stage_write(
       self, [reply, c] { reply(c); }, fail_with(reply));
@@ -1078,6 +1106,7 @@ void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
   issues.insert(issues.begin(), f.issues.begin(), f.issues.end());
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   c.updated_at = next_timestamp(cur->updated_at);
+  audit_change(st, reply.who(), "company", id, "update", domain::changed_fields(*cur, c), 200);
   stage_company(st, c);
   stage_write(
       self, [reply, c] { reply(c); }, fail_with(reply));
@@ -1090,6 +1119,7 @@ void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::d
   if (it == st.companies.end())
     return reply_missing(self, persistence::record_kind::company, id, reply);
   auto now = domain::now_micros();
+  audit_change(st, reply.who(), "company", id, "delete", {}, 204, st.store.of_company(id));
   for (auto cid : st.store.of_company(id)) {
     auto before = *st.store.find(cid);
     auto c = before;

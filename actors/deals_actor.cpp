@@ -457,6 +457,18 @@ void record_change(const deals_state& st, persistence::deal_batch& b, const doma
 
 void flush(deals_actor* self);
 
+// Audits one change in the open batch: the row commits with the change or not at all
+// (docs/compliance.md "Audit trail").
+void audit_change(deals_state& st, const domain::audit_context* who, std::optional<std::int64_t> id,
+                  const char* action, std::vector<std::string> fields, int status,
+                  std::vector<std::int64_t> ids = {}) {
+  auto r = domain::make_audit(who, st.env.tenant_id, "deal", id, action);
+  r.fields = std::move(fields);
+  r.status = status;
+  r.ids = std::move(ids);
+  st.open.sql.audit.push_back(std::move(r));
+}
+
 // Stages `after` into the open batch (projection, row, history, events).
 void stage_deal(deals_actor* self, const domain::deal* before, domain::deal after,
                 const deal_actor_ref& who, bool history = true) {
@@ -815,6 +827,8 @@ void do_create(deals_actor* self, deal_fields f, deal_actor_ref who, idempotency
           if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
           auto d = stage_create(self, f, who, issues);
           if (!d) return reply(failure::invalid(std::move(issues)));
+          audit_change(self->state, reply.who(), d->id, "create",
+                       changed_fields(domain::deal{}, *d), 201);
           auto body = domain::encode_deal(*d);
           stage_key(self->state, key, 201, body);
           stage_write(
@@ -843,6 +857,7 @@ void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref w
             [self, items = std::move(items), who, key, reply, refs = std::move(*found)]() mutable {
               if (answer_known_key(self, key, reply)) return;
               json::array results;
+              std::vector<std::int64_t> created;
               for (std::size_t i = 0; i < items.size(); ++i) {
                 auto issues = items[i].issues;
                 issues.insert(issues.end(), refs[i].begin(), refs[i].end());
@@ -851,6 +866,7 @@ void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref w
                 json::object r{{"index", static_cast<std::int64_t>(i)}};
                 if (d) {
                   r["id"] = d->id;
+                  created.push_back(d->id);
                 } else {
                   json::array errs;
                   for (auto& is : issues) {
@@ -863,6 +879,8 @@ void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref w
                 results.push_back(std::move(r));
               }
               auto body = json::serialize(json::object{{"results", std::move(results)}});
+              audit_change(self->state, reply.who(), std::nullopt, "bulk_create", {}, 200,
+                           std::move(created));
               stage_key(self->state, key, 200, body);
               stage_write(
                   self,
@@ -900,6 +918,8 @@ void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref
                    d.rank = rank_at(self, d.stage_id, *f.position, d.id);
                  else if (b.stage_changed)
                    d.rank = take_last_rank(st, d.stage_id);
+                 audit_change(st, reply.who(), id, b.stage_changed ? "move" : "update",
+                              changed_fields(before, d), 200);
                  stage_deal(self, &before, d, who);
                  stage_write(
                      self, [reply, d] { reply(d); }, fail_with(reply));
@@ -914,6 +934,7 @@ void do_delete(deals_actor* self, std::int64_t id, deal_actor_ref who,
     auto before = projected(st, id);
     if (!before) return reply_missing(self, persistence::pipeline_record::deal, id, "deal", reply);
     auto& b = st.open;
+    audit_change(st, reply.who(), id, "delete", {}, 204);
     b.sql.deletes.push_back(id);
     if (st.event_listeners)
       b.sql.events.push_back({"deal.deleted", event_payload(st, *before, ""), who.chain_depth});
@@ -1213,7 +1234,9 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
           auto& st = self->state;
           st.exclusive_busy = true;
           db<std::int64_t>(
-              self, [f](persistence::pg_conn& c) { return persistence::purge_field(c, f); },
+              self,
+              [f, audit = std::vector{persistence::purge_audit(reply.who(), f)}](
+                  persistence::pg_conn& c) { return persistence::purge_field(c, f, audit); },
               [self, f, reply](domain::outcome<std::int64_t> r) {
                 auto& st = self->state;
                 st.exclusive_busy = false;

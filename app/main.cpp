@@ -10,11 +10,13 @@
 #include "domain/user.hpp"
 #include "domain/validation.hpp"
 #include "http/api.hpp"
+#include "http/audit.hpp"
 #include "http/deal_input.hpp"
 #include "http/metrics.hpp"
 #include "http/rate_limits.hpp"
 #include "http/server.hpp"
 #include "net/http_client.hpp"
+#include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/pg_pool.hpp"
@@ -32,6 +34,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -128,7 +131,20 @@ int serve(config::settings cfg) {
                                    cfg.hash_queue_limit);
   actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout}, pool);
   http::http_metrics metrics;
-  http::services svc{cfg, rt, pool, redis, revocations, throttle, hashing, metrics};
+  // The audit trail (docs/compliance.md): partitions exist before the first row is written.
+  {
+    persistence::pg_conn conn(cfg.database_url);
+    persistence::maintain_audit_partitions(conn, cfg.audit_retention_days);
+  }
+  persistence::audit_writer audit_writer(
+      cfg.database_url,
+      {std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_flush_interval * 1000)),
+       cfg.audit_buffer, 20000, cfg.audit_retention_days});
+  http::auditor auditor(audit_writer, cfg.audit_reads == "off" ? http::auditor::read_policy::off
+                                      : cfg.audit_reads == "best_effort"
+                                          ? http::auditor::read_policy::best_effort
+                                          : http::auditor::read_policy::required);
+  http::services svc{cfg, rt, pool, redis, revocations, throttle, hashing, metrics, auditor};
   auto api = http::make_api_router(svc);
   auto ops = http::make_ops_router(svc);
   metrics.add_routes(api);
@@ -154,7 +170,8 @@ int serve(config::settings cfg) {
                    {cfg.jwt_secret,
                     &revoked,
                     {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts},
-                    &rates},
+                    &rates,
+                    &auditor},
                    metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
@@ -200,6 +217,7 @@ int serve(config::settings cfg) {
   srv.stop_accepting();
   if (!srv.drain(10)) log_warn("stopping with requests still in flight");
   rt.shutdown();
+  audit_writer.stop();
   revocations.stop();
   hashing.stop();
   redis.stop();
@@ -220,6 +238,11 @@ int secrets(const config::invocation& inv) {
   o["active_key"] = keys.active_id();
   if (inv.words[1] == "rotate") {
     auto r = persistence::reseal_secrets(conn, false);
+    // A security event of carecrm itself: chain 0 (docs/compliance.md "Audit trail").
+    auto row = domain::make_audit(nullptr, 0, "secrets", std::nullopt, "rotate");
+    row.actor_type = "operator";
+    row.actor_ref = "carecrm secrets rotate (key " + keys.active_id() + ")";
+    persistence::record_audit(conn, {row});
     o["resealed"] = r.resealed;
     o["hashes_left"] = r.hashes_left;
   }
@@ -238,6 +261,49 @@ int secrets(const config::invocation& inv) {
   o["unknown_keys"] = std::move(unknown);
   std::cout << boost::json::serialize(o) << std::endl;
   return 0;
+}
+
+// `carecrm audit verify --tenant N`: walks the tenant's hash chain; exit 1 names the first
+// row that does not hold. `carecrm audit prune`: applies the retention now (serve does it hourly).
+int audit(const config::invocation& inv) {
+  const auto& cfg = inv.values;
+  persistence::apply_migrations(cfg.database_url);
+  persistence::pg_conn conn(cfg.database_url);
+  boost::json::object o;
+  if (inv.words[1] == "prune") {
+    auto r = persistence::maintain_audit_partitions(conn, cfg.audit_retention_days);
+    boost::json::array created, dropped;
+    for (auto& n : r.created) created.emplace_back(n);
+    for (auto& n : r.dropped) dropped.emplace_back(n);
+    o["created"] = std::move(created);
+    o["dropped"] = std::move(dropped);
+    std::cout << boost::json::serialize(o) << std::endl;
+    return 0;
+  }
+  auto it = inv.options.find("tenant");
+  std::int64_t tenant = -1;
+  if (it != inv.options.end()) {
+    auto& v = it->second;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), tenant);
+    if (ec != std::errc() || end != v.data() + v.size() || tenant < 0) tenant = -1;
+  }
+  if (tenant < 0) {
+    std::cerr << "carecrm: audit verify needs --tenant N (0: events outside any tenant)\n";
+    return 2;
+  }
+  auto v = persistence::verify_audit_chain(conn, tenant);
+  o["tenant_id"] = tenant;
+  o["ok"] = v.ok;
+  o["rows"] = v.rows;
+  o["first_seq"] = v.first_seq;
+  o["last_seq"] = v.last_seq;
+  o["pruned_through"] = v.pruned_through;
+  if (!v.ok) {
+    o["broken_seq"] = *v.broken_seq;
+    o["reason"] = v.reason;
+  }
+  std::cout << boost::json::serialize(o) << std::endl;
+  return v.ok ? 0 : 1;
 }
 
 int migrate(const config::settings& cfg) {
@@ -305,6 +371,9 @@ int main(int argc, char** argv) {
     if (cmd == "migrate" && inv.words.size() == 1) return migrate(inv.values);
     if (cmd == "tenant" && inv.words.size() == 2 && inv.words[1] == "create")
       return tenant_create(inv);
+    if (cmd == "audit" && inv.words.size() == 2 &&
+        (inv.words[1] == "verify" || inv.words[1] == "prune"))
+      return audit(inv);
     if (cmd == "secrets" && inv.words.size() == 2 &&
         (inv.words[1] == "status" || inv.words[1] == "rotate"))
       return secrets(inv);

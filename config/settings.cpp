@@ -120,6 +120,33 @@ const std::vector<option>& options() {
        [](settings& s, const std::string& v) {
          s.database_queue_limit = to_size("database-queue-limit", v);
        }},
+      {"audit-reads", "audit", "reads", "CARECRM_AUDIT_READS",
+       "reads of health records: required (503 when they cannot be audited), best_effort, off",
+       [](settings& s, const std::string& v) {
+         if (v != "required" && v != "best_effort" && v != "off")
+           throw config_error("audit-reads: one of required, best_effort, off: '" + v + "'");
+         s.audit_reads = v;
+       }},
+      {"audit-flush-interval", "audit", "flush_interval", "CARECRM_AUDIT_FLUSH_INTERVAL",
+       "seconds between writes of buffered audit rows (what a crash can lose)",
+       [](settings& s, const std::string& v) {
+         s.audit_flush_interval = to_seconds("audit-flush-interval", v);
+         if (s.audit_flush_interval < 0.001 || s.audit_flush_interval > 10)
+           throw config_error("audit-flush-interval: between 0.001 and 10 seconds");
+       }},
+      {"audit-buffer", "audit", "buffer", "CARECRM_AUDIT_BUFFER",
+       "audit rows buffered in memory at most; beyond it audited reads answer 503",
+       [](settings& s, const std::string& v) {
+         s.audit_buffer = to_size("audit-buffer", v);
+         if (s.audit_buffer < 1) throw config_error("audit-buffer: at least 1");
+       }},
+      {"audit-retention-days", "audit", "retention_days", "CARECRM_AUDIT_RETENTION_DAYS",
+       "days the audit trail is kept (whole months are pruned once all their rows are older)",
+       [](settings& s, const std::string& v) {
+         s.audit_retention_days = to_seconds("audit-retention-days", v);
+         if (s.audit_retention_days < 1 || s.audit_retention_days > 36500)
+           throw config_error("audit-retention-days: from 1 to 36500");
+       }},
       {"body-timeout", "http", "body_timeout", "CARECRM_BODY_TIMEOUT",
        "seconds to receive a request's body",
        [](settings& s, const std::string& v) { s.body_timeout = to_seconds("body-timeout", v); }},
@@ -376,6 +403,9 @@ std::string help_text() {
         "  carecrm secrets rotate         seal every stored secret with the first key of\n"
         "                                 --secret-keys (list the new key first, keep the old\n"
         "                                 one until status shows nothing under it)\n"
+        "  carecrm audit verify --tenant N  check tenant N's audit hash chain (0: events of no\n"
+        "                                 tenant); exit 1 names the first row that does not hold\n"
+        "  carecrm audit prune            drop the audit partitions past --audit-retention-days\n"
         "  carecrm --help\n\n"
         "Settings (defaults < TOML file < environment < flags):\n"
         "  --config PATH                  TOML file (default config/carecrm.toml, optional)\n";

@@ -61,6 +61,11 @@ struct settings {
   double webhook_retry_window = 86400;
   double automation_poll = 1;
   double ai_timeout = 20;
+  // [audit] (docs/compliance.md "Audit trail")
+  std::string audit_reads = "required"; // required | best_effort | off
+  double audit_flush_interval = 0.1;    // seconds: the most a crash can lose of read rows
+  std::size_t audit_buffer = 65536;     // read rows buffered before reads answer 503
+  double audit_retention_days = 2192;   // 6 years
   // mode
   bool dev = false;
   std::string config_file = "config/carecrm.toml";

@@ -1,6 +1,8 @@
 // Assembles the routers: the API on the main port, operations on the metrics port.
 #include "http/api.hpp"
 
+#include "http/audit.hpp"
+
 #include "actors/meters.hpp"
 #include "actors/runtime.hpp"
 #include "http/json.hpp"
@@ -28,7 +30,9 @@ router make_api_router(services& s) {
   add_consent_routes(r, s);
   add_fhir_routes(r, s);
   add_subject_routes(r, s);
+  add_audit_routes(r, s);
   add_openapi_route(r, r);
+  classify_audit(r);
   return r;
 }
 

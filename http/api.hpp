@@ -38,6 +38,7 @@ void add_ai_routes(router& r, services& s);
 void add_consent_routes(router& r, services& s);
 void add_fhir_routes(router& r, services& s);
 void add_subject_routes(router& r, services& s);
+void add_audit_routes(router& r, services& s);
 // `a`: open on the API listener; the operator token on the metrics listener (contract §9).
 void add_health_routes(router& r, services& s, access a = access::open);
 void add_openapi_route(router& r, const router& documented);

@@ -1,5 +1,6 @@
 #include "http/exchange.hpp"
 
+#include "http/audit.hpp"
 #include "http/error_map.hpp"
 #include "http/json.hpp"
 
@@ -20,6 +21,7 @@ std::string_view exchange::param(std::string_view name) const {
 
 void exchange::respond(response r) {
   if (done_.exchange(true)) return;
+  if (audit && matched) audit->on_response(*this, r);
   auto sink = std::move(sink_);
   sink(std::move(r));
 }

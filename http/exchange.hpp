@@ -14,6 +14,9 @@
 
 namespace crm::http {
 
+struct route;
+class auditor;
+
 // The authenticated caller, from a verified access token.
 struct principal {
   std::int64_t user_id = 0;
@@ -33,6 +36,12 @@ public:
   request req;
   std::vector<std::pair<std::string_view, std::string>> params; // path parameters
   principal who;
+  // Auditing (http/audit.hpp): the route matched, the auditor that sees the answer, and an
+  // action a handler names when the route's own does not say enough (e.g. a reused refresh
+  // token). Set before the handler runs.
+  const route* matched = nullptr;
+  http::auditor* audit = nullptr;
+  std::string audit_action;
 
   std::string_view param(std::string_view name) const;
 

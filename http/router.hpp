@@ -3,6 +3,7 @@
 // unknown method is 405 with the allowed methods; anything else unmatched is 404.
 #pragma once
 #include "domain/user.hpp"
+#include "http/audit_rule.hpp"
 #include "http/exchange.hpp"
 
 #include <array>
@@ -43,6 +44,7 @@ struct route {
   int success_status = 200;
   std::size_t index = 0; // position in the router, for per-route metrics
   rate_class limit = rate_class::user;
+  audit_rule audit{}; // set by classify_audit (http/audit.cpp)
 };
 
 class router {

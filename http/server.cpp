@@ -4,6 +4,8 @@
 // writes the response the handler posts back, never blocking an asio thread.
 #include "http/server.hpp"
 
+#include "http/audit.hpp"
+
 #include "http/rate_limits.hpp"
 
 #include "domain/crypto.hpp"
@@ -263,6 +265,8 @@ private:
     }
     const route& rt = *m.matched;
     ex->params = std::move(m.params);
+    ex->matched = &rt;
+    ex->audit = ctx_.auth.audit;
     if (rt.auth == access::operator_token || rt.auth == access::operator_metrics) {
       bool token = rt.auth == access::operator_token || ctx_.auth.ops.metrics_need_token;
       if (auto f = authorize_operator(ex->req, ctx_.auth.ops, token)) {
@@ -291,7 +295,14 @@ private:
       return;
     }
     try {
-      rt.handler(ex);
+      if (ex->audit && ex->req.method != verb::get) {
+        // Who and where, for the actors that audit this request's changes in their
+        // transactions: every callback made while the handler runs keeps it.
+        domain::audit_scope scope(audit_context_of(*ex, rt.auth == access::bearer));
+        rt.handler(ex);
+      } else {
+        rt.handler(ex);
+      }
     } catch (const std::exception& e) {
       log_error("handler {} {} threw: {}", to_string(rt.method), rt.path, e.what());
       ex->fail(domain::failure::of(domain::errc::internal, "internal error"));

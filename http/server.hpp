@@ -16,6 +16,7 @@ namespace crm::http {
 class router;
 class http_metrics;
 class rate_limits;
+class auditor;
 
 struct server_limits {
   std::size_t body_limit = std::size_t{1024} * 1024;
@@ -33,6 +34,7 @@ struct auth_inputs {
   const domain::revocation_list* revoked = nullptr;
   operator_access ops;          // operator_token and operator_metrics routes
   rate_limits* rates = nullptr; // none: no rate limits, no RateLimit headers
+  auditor* audit = nullptr;     // sees every answer of an audited route (http/audit.hpp)
 };
 
 class server {

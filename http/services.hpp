@@ -19,6 +19,7 @@ class worker_pool;
 namespace crm::http {
 
 class http_metrics;
+class auditor;
 
 struct services {
   const config::settings& cfg;
@@ -29,6 +30,7 @@ struct services {
   persistence::login_throttle& throttle;
   persistence::worker_pool& hashing;
   http_metrics& metrics;
+  auditor& audit; // the audit trail's HTTP side (http/audit.hpp)
 };
 
 } // namespace crm::http

@@ -1,5 +1,7 @@
 #include "persistence/field_repo.hpp"
 
+#include "persistence/audit_repo.hpp"
+
 #include "domain/clock.hpp"
 
 #include <boost/json.hpp>
@@ -100,8 +102,17 @@ domain::outcome<field_saved> save_field(pg_conn& c, domain::custom_field f) {
   }
 }
 
-std::int64_t purge_field(pg_conn& c, const domain::custom_field& f) {
+domain::audit_record purge_audit(const domain::audit_context* who, const domain::custom_field& f) {
+  auto row = domain::make_audit(who, f.tenant_id, "custom_field", f.id, "purge_values");
+  row.fields = {std::string(domain::to_string(f.entity)) + ".custom_fields." + f.name};
+  row.status = 204;
+  return row;
+}
+
+std::int64_t purge_field(pg_conn& c, const domain::custom_field& f,
+                         const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
+  insert_audit(tx, audit);
   tx.exec_params("DELETE FROM custom_fields WHERE id = $1 AND tenant_id = $2", f.id, f.tenant_id);
   if (f.entity == domain::field_entity::contact)
     tx.exec_params("UPDATE contacts SET custom_fields = custom_fields - $2::text"

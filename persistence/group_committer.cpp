@@ -1,5 +1,6 @@
 #include "persistence/group_committer.hpp"
 
+#include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 
@@ -52,10 +53,13 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
   try {
     pqxx::nontransaction tx(c.raw());
     sql_text text(tx, c);
+    bool audited = false;
     for (std::size_t i = 0; i < n; ++i) {
       auto mark = text.position();
       try {
         batches[i]->append_sql(text);
+        append_audit_sql(text, batches[i]->audit);
+        audited = audited || !batches[i]->audit.empty();
       } catch (const std::exception& e) {
         log_error("a batch of tenant {} could not be written: {}", batches[i]->tenant(), e.what());
         text.rewind(mark);
@@ -65,6 +69,7 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
     if (text.empty()) return;
     tx.exec(text.transaction());
     text.committed();
+    if (audited) audit_pending_committed();
   } catch (...) {
     c.reset();
     throw;

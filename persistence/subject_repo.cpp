@@ -72,7 +72,16 @@ SELECT json_build_object(
       'handoff_reason', a.handoff_reason, 'provider', a.provider,
       'created_at', to_char(a.created_at AT TIME ZONE 'UTC', $3)) ORDER BY a.id), '[]')
     FROM ai_replies a JOIN conversations v ON v.id = a.conversation_id
-    WHERE v.tenant_id = c.tenant_id AND v.contact_id = c.id)
+    WHERE v.tenant_id = c.tenant_id AND v.contact_id = c.id),
+  'access_log', (
+    SELECT coalesce(json_agg(json_build_object(
+      'at', to_char(l.at AT TIME ZONE 'UTC', $3), 'actor_type', l.actor_type,
+      'user_id', l.user_id, 'role', l.role, 'actor_ref', l.actor_ref, 'action', l.action,
+      'fields', to_json(l.fields), 'outcome', l.outcome, 'client_ip', l.client_ip,
+      'request_id', l.request_id) ORDER BY l.seq), '[]')
+    FROM audit_log l
+    WHERE l.tenant_id = c.tenant_id
+      AND ((l.resource = 'contact' AND l.resource_id = c.id) OR c.id = ANY(l.ids)))
 )::text
 FROM contacts c WHERE c.tenant_id = $1 AND c.id = $2
 )SQL";

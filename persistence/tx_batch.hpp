@@ -3,6 +3,8 @@
 // committer only asks a batch to append its statements, so batches of contacts, deals and any
 // later aggregate of many tenants share one transaction, one round trip and one fsync.
 #pragma once
+#include "domain/audit.hpp"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -98,6 +100,10 @@ public:
   virtual std::int64_t tenant() const = 0;
   // Appends this batch's statements (each ending with ";\n") to `out.body()`.
   virtual void append_sql(sql_text& out) const = 0;
+
+  // The audit rows of the batch's changes (docs/compliance.md), written by the committer in the
+  // same transaction as the statements, whatever the aggregate.
+  std::vector<domain::audit_record> audit;
 };
 
 // Commits the batches (of any tenants and aggregates) in one transaction, in one round trip,

@@ -95,6 +95,12 @@ void login(services& s, const exchange_ptr& ex) {
           auto user = std::move(*found);
           bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
             bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
+            if (user) {
+              // The audit row of the attempt goes to the account's tenant (http/audit.hpp).
+              ex->who.user_id = user->id;
+              ex->who.tenant_id = user->tenant_id;
+              ex->who.role = user->user_role;
+            }
             if (!ok || !user || !user->is_active) {
               s.throttle.finish(email, false);
               return ex->fail(invalid_credentials());
@@ -121,6 +127,9 @@ void refresh(services& s, const exchange_ptr& ex) {
   auto claims = *v.claims;
   if (claims.typ != domain::token_type::refresh)
     return ex->fail(invalid_credentials("not a refresh token"));
+  ex->who.user_id = claims.user_id;
+  ex->who.tenant_id = claims.tenant_id;
+  if (auto role = domain::parse_role(claims.role)) ex->who.role = *role;
   if (s.revocations.list().is_revoked(claims.sid))
     return ex->fail(invalid_credentials("session revoked"));
 
@@ -141,6 +150,7 @@ void refresh(services& s, const exchange_ptr& ex) {
               log_warn("postgres: revoking reused session failed: {}", e.what());
             }
           });
+          ex->audit_action = "refresh_reuse";
           return ex->fail(invalid_credentials("refresh token reused; session revoked"));
         }
         if (r == rotation::revoked) return ex->fail(invalid_credentials("session revoked"));

@@ -4,7 +4,9 @@
 #include "http/api.hpp"
 
 #include "actors/contacts.hpp"
+#include "http/audit.hpp"
 #include "http/request_input.hpp"
+#include "persistence/audit_repo.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/subject_repo.hpp"
 
@@ -21,22 +23,25 @@ void export_contact(services& s, const exchange_ptr& ex) {
   // The contacts actor has answered every acknowledged write to the contact by then, so the
   // snapshot holds them.
   with_contact(s.rt, ex, *id, [&s, ex, tenant, id = *id] {
-    s.pool.run<std::optional<std::string>>(
-        [tenant, id](persistence::pg_conn& c) {
-          return persistence::export_contact(c, tenant, id);
-        },
-        [ex, id](domain::outcome<std::optional<std::string>> doc) {
-          if (!doc) return ex->fail(doc.error());
-          if (!*doc)
-            return ex->fail(domain::failure::of(domain::errc::not_found, "contact not found"));
-          response res;
-          res.body = std::move(**doc);
-          res.headers.emplace_back("Content-Disposition", "attachment; filename=\"contact-" +
-                                                              std::to_string(id) +
-                                                              "-export.json\"");
-          res.headers.emplace_back("Cache-Control", "no-store");
-          ex->respond(std::move(res));
-        });
+    // Every access recorded so far is stored before the snapshot is read.
+    s.audit.writer().flush([&s, ex, tenant, id](bool) {
+      s.pool.run<std::optional<std::string>>(
+          [tenant, id](persistence::pg_conn& c) {
+            return persistence::export_contact(c, tenant, id);
+          },
+          [ex, id](domain::outcome<std::optional<std::string>> doc) {
+            if (!doc) return ex->fail(doc.error());
+            if (!*doc)
+              return ex->fail(domain::failure::of(domain::errc::not_found, "contact not found"));
+            response res;
+            res.body = std::move(**doc);
+            res.headers.emplace_back("Content-Disposition", "attachment; filename=\"contact-" +
+                                                                std::to_string(id) +
+                                                                "-export.json\"");
+            res.headers.emplace_back("Cache-Control", "no-store");
+            ex->respond(std::move(res));
+          });
+    });
   });
 }
 

@@ -1,0 +1,239 @@
+#include "http/audit.hpp"
+
+#include "http/router.hpp"
+#include "persistence/audit_repo.hpp"
+#include "persistence/log.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+#include <charconv>
+
+namespace crm::http {
+
+namespace {
+
+struct table_row {
+  verb method;
+  const char* path;
+  audit_rule rule;
+};
+
+using m = audit_mode;
+
+audit_rule rule(m mode, const char* resource, const char* action, const char* id = "id",
+                const char* list_key = "", const char* nested = "") {
+  return {mode, resource, action, id, list_key, nested};
+}
+
+// Every route that touches health data, and the security events. Routes of configuration
+// (users, channels, workflows, subscriptions, fields, pipelines, agents) are not listed: their
+// changes are recorded as `change` under the path's first segment (see classify_audit).
+const std::vector<table_row>& table() {
+  static const std::vector<table_row> rows = {
+      // Sign-in, refresh, sign-out.
+      {verb::post, "/api/v1/auth/login", rule(m::security, "session", "login", "")},
+      {verb::post, "/api/v1/auth/refresh", rule(m::security, "session", "refresh", "")},
+      {verb::post, "/api/v1/auth/logout", rule(m::security, "session", "logout", "")},
+      {verb::get, "/api/v1/auth/me", rule(m::none, "session", "me", "")},
+      // Contacts and their tags, consents, deals, exports.
+      {verb::get, "/api/v1/contacts", rule(m::list, "contact", "list", "", "items")},
+      {verb::post, "/api/v1/contacts", rule(m::change_in_tx, "contact", "create", "")},
+      {verb::post, "/api/v1/contacts/bulk", rule(m::change_in_tx, "contact", "bulk_create", "")},
+      {verb::post, "/api/v1/contacts/import", rule(m::change_in_tx, "contact", "import", "")},
+      {verb::get, "/api/v1/contacts/export", rule(m::list, "contact", "export_csv", "")},
+      {verb::get, "/api/v1/contacts/{id}", rule(m::read, "contact", "read")},
+      {verb::put, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "update")},
+      {verb::patch, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "update")},
+      {verb::del, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "delete")},
+      {verb::post, "/api/v1/contacts/{id}/tags", rule(m::change_in_tx, "contact", "update")},
+      {verb::del, "/api/v1/contacts/{id}/tags/{tag}", rule(m::change_in_tx, "contact", "update")},
+      {verb::put, "/api/v1/tags/{name}", rule(m::change_in_tx, "contact", "rename_tag", "")},
+      {verb::get, "/api/v1/tags", rule(m::none, "tag", "list", "")},
+      {verb::post, "/api/v1/contacts/{id}/ai/summary", rule(m::read, "contact", "ai_summary")},
+      {verb::get, "/api/v1/contacts/{id}/consents",
+       rule(m::list, "contact", "list_consents", "id", "items")},
+      {verb::post, "/api/v1/contacts/{id}/consents", rule(m::change, "contact", "record_consent")},
+      {verb::get, "/api/v1/contacts/{id}/consents/{consent_id}",
+       rule(m::read, "contact", "read_consent")},
+      {verb::get, "/api/v1/contacts/{id}/deals",
+       rule(m::list, "contact", "list_deals", "id", "items")},
+      {verb::get, "/api/v1/contacts/{id}/export", rule(m::read, "contact", "export")},
+      {verb::post, "/api/v1/contacts/{id}/erase", rule(m::change_in_tx, "contact", "erase")},
+      // FHIR Patient: contacts by another name.
+      {verb::get, "/api/v1/fhir/Patient",
+       rule(m::list, "contact", "fhir_search", "", "entry", "resource")},
+      {verb::post, "/api/v1/fhir/Patient", rule(m::change_in_tx, "contact", "create", "")},
+      {verb::get, "/api/v1/fhir/Patient/{id}", rule(m::read, "contact", "fhir_read")},
+      // Companies.
+      {verb::get, "/api/v1/companies", rule(m::list, "company", "list", "", "items")},
+      {verb::post, "/api/v1/companies", rule(m::change_in_tx, "company", "create", "")},
+      {verb::get, "/api/v1/companies/{id}", rule(m::read, "company", "read")},
+      {verb::put, "/api/v1/companies/{id}", rule(m::change_in_tx, "company", "update")},
+      {verb::patch, "/api/v1/companies/{id}", rule(m::change_in_tx, "company", "update")},
+      {verb::del, "/api/v1/companies/{id}", rule(m::change_in_tx, "company", "delete")},
+      // Conversations and messages.
+      {verb::get, "/api/v1/conversations", rule(m::list, "conversation", "list", "", "items")},
+      {verb::get, "/api/v1/conversations/{id}", rule(m::read, "conversation", "read")},
+      {verb::patch, "/api/v1/conversations/{id}", rule(m::change, "conversation", "update")},
+      {verb::get, "/api/v1/conversations/{id}/messages",
+       rule(m::list, "conversation", "list_messages", "id", "items")},
+      {verb::post, "/api/v1/conversations/{id}/messages",
+       rule(m::change, "conversation", "send_message")},
+      {verb::post, "/api/v1/conversations/{id}/read", rule(m::change, "conversation", "mark_read")},
+      // Deals.
+      {verb::get, "/api/v1/deals", rule(m::list, "deal", "list", "", "items")},
+      {verb::post, "/api/v1/deals", rule(m::change_in_tx, "deal", "create", "")},
+      {verb::post, "/api/v1/deals/bulk", rule(m::change_in_tx, "deal", "bulk_create", "")},
+      {verb::get, "/api/v1/deals/export", rule(m::list, "deal", "export_csv", "")},
+      {verb::get, "/api/v1/deals/{id}", rule(m::read, "deal", "read")},
+      {verb::put, "/api/v1/deals/{id}", rule(m::change_in_tx, "deal", "update")},
+      {verb::patch, "/api/v1/deals/{id}", rule(m::change_in_tx, "deal", "update")},
+      {verb::del, "/api/v1/deals/{id}", rule(m::change_in_tx, "deal", "delete")},
+      {verb::post, "/api/v1/deals/{id}/move", rule(m::change_in_tx, "deal", "move")},
+      {verb::get, "/api/v1/deals/{id}/history", rule(m::read, "deal", "read_history")},
+      {verb::get, "/api/v1/pipelines/{id}/board", rule(m::list, "pipeline", "board")},
+      // What agents answered patients.
+      {verb::get, "/api/v1/ai/agents/{id}/replies",
+       rule(m::list, "agent", "list_replies", "id", "items")},
+      // The trail itself: who looked at it.
+      {verb::get, "/api/v1/audit-log", rule(m::list, "audit_log", "read", "")},
+      {verb::get, "/api/v1/audit-log/export", rule(m::list, "audit_log", "export", "")},
+  };
+  return rows;
+}
+
+std::string_view action_of(verb v) {
+  switch (v) {
+  case verb::post: return "create";
+  case verb::put:
+  case verb::patch: return "update";
+  case verb::del: return "delete";
+  default: return "read";
+  }
+}
+
+// "users" of /api/v1/users/{id}: the name configuration changes are recorded under.
+std::string first_segment(std::string_view path) {
+  constexpr std::string_view prefix = "/api/v1/";
+  if (path.substr(0, prefix.size()) != prefix) return std::string(path);
+  path.remove_prefix(prefix.size());
+  return std::string(path.substr(0, path.find('/')));
+}
+
+// The names of a JSON body's top-level members (never their values).
+std::vector<std::string> body_fields(const request& req) {
+  std::vector<std::string> out;
+  if (req.body.empty() || req.body.size() > 1024 * 1024) return out;
+  boost::json::error_code ec;
+  auto v = boost::json::parse(req.body, ec);
+  if (ec || !v.is_object()) return out;
+  for (auto& kv : v.as_object()) out.emplace_back(kv.key());
+  return out;
+}
+
+std::string_view query_of(const request& req) {
+  auto q = std::string_view(req.target).find('?');
+  return q == std::string_view::npos ? std::string_view()
+                                     : std::string_view(req.target).substr(q + 1);
+}
+
+} // namespace
+
+void classify_audit(router& r) {
+  for (auto& rt : r.routes()) {
+    bool found = false;
+    for (auto& row : table()) {
+      if (row.method == rt->method && rt->path == row.path) {
+        rt->audit = row.rule;
+        found = true;
+        break;
+      }
+    }
+    if (found) continue;
+    rt->audit.resource = first_segment(rt->path);
+    rt->audit.action = action_of(rt->method);
+    rt->audit.id_param = rt->path.find("{id}") != std::string::npos ? "id" : "";
+    // Configuration changes by signed-in staff; inbound webhooks are audited by what they do.
+    rt->audit.mode = rt->auth == access::bearer && rt->method != verb::get ? audit_mode::change
+                                                                           : audit_mode::none;
+  }
+}
+
+auditor::auditor(persistence::audit_writer& writer, read_policy reads)
+    : writer_(writer), reads_(reads) {}
+
+domain::audit_context_ptr audit_context_of(const exchange& ex, bool signed_in) {
+  auto ctx = std::make_shared<domain::audit_context>();
+  if (signed_in) {
+    ctx->actor = domain::audit_actor::user;
+    ctx->user_id = ex.who.user_id;
+    ctx->role = std::string(domain::to_string(ex.who.role));
+  } else {
+    bool webhook = ex.req.path.find("/webhook") != std::string::npos;
+    ctx->actor = webhook ? domain::audit_actor::webhook : domain::audit_actor::anonymous;
+    ctx->actor_ref = std::string(to_string(ex.req.method)) + " " + ex.req.path;
+  }
+  ctx->client_ip = ex.req.remote;
+  if (auto ua = ex.req.header("user-agent")) ctx->user_agent = std::string(ua->substr(0, 512));
+  ctx->request_id = ex.req.request_id;
+  return ctx;
+}
+
+void auditor::on_response(exchange& ex, response& r) {
+  const auto& rule = ex.matched->audit;
+  auto mode = rule.mode;
+  bool success = r.status < 400;
+  bool reading = mode == audit_mode::read || mode == audit_mode::list;
+  // Who is asking decides the chain: a request without a tenant (an unknown e-mail, no token)
+  // is recorded in chain 0, carecrm's own.
+  std::int64_t tenant = ex.who.tenant_id;
+  switch (mode) {
+  case audit_mode::none:
+    if (r.status != 403 || tenant == 0) return;
+    break;
+  case audit_mode::read:
+  case audit_mode::list:
+    if (reads_ == read_policy::off || tenant == 0) return;
+    break;
+  case audit_mode::change_in_tx:
+    if (success || tenant == 0) return; // the actor audited it with the change
+    break;
+  case audit_mode::change:
+    if (tenant == 0) return;
+    break;
+  case audit_mode::security: break;
+  }
+  bool signed_in = ex.who.user_id != 0;
+  auto who = audit_context_of(ex, signed_in);
+  std::optional<std::int64_t> id;
+  if (!rule.id_param.empty()) {
+    auto v = ex.param(rule.id_param);
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec == std::errc() && end == v.data() + v.size()) id = n;
+  }
+  auto row = domain::make_audit(who.get(), tenant, rule.resource, id,
+                                ex.audit_action.empty() ? rule.action : ex.audit_action);
+  row.status = r.status;
+  row.outcome = domain::audit_outcome(r.status);
+  if (mode == audit_mode::list) {
+    row.query = std::string(query_of(ex.req).substr(0, 2048));
+    if (success && !rule.list_key.empty() && !r.stream)
+      row.ids = domain::list_ids(r.body, rule.list_key, rule.nested);
+  }
+  if (mode == audit_mode::change || (mode == audit_mode::change_in_tx && !success))
+    row.fields = body_fields(ex.req);
+  if (writer_.record(std::move(row))) return;
+  // The row could not be queued: a read of health data is not answered unaudited.
+  if (reading && success && reads_ == read_policy::required) {
+    r = error_response(domain::errc::service_unavailable,
+                       "the audit trail cannot record this read now; retry");
+    return;
+  }
+  dropped_.fetch_add(1, std::memory_order_relaxed);
+  if (dropped_.load(std::memory_order_relaxed) % 1000 == 1)
+    log_warn("audit: a {} row could not be queued (the writer is behind)", rule.resource);
+}
+
+} // namespace crm::http

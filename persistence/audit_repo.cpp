@@ -1,0 +1,607 @@
+#include "persistence/audit_repo.hpp"
+
+#include "domain/clock.hpp"
+#include "domain/csv.hpp"
+#include "domain/json_writer.hpp"
+#include "persistence/log.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/tx_batch.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
+#include <map>
+
+namespace crm::persistence {
+
+namespace {
+
+std::atomic<bool> pending_hint{true};
+
+std::string ids_literal(const std::vector<std::int64_t>& ids) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  out += '}';
+  return out;
+}
+
+std::string fields_literal(const std::vector<std::string>& fields) {
+  array_literal a;
+  for (auto& f : fields) a.add(f);
+  return a.text();
+}
+
+std::string optional_number(const std::optional<std::int64_t>& v) {
+  return v ? std::to_string(*v) : std::string("NULL");
+}
+
+template <class Quote>
+void append_insert(std::string& out, const std::vector<domain::audit_record>& rows, Quote quote) {
+  if (rows.empty()) return;
+  out +=
+      "INSERT INTO audit_pending (tenant_id, at, actor_type, user_id, role, actor_ref, resource, "
+      "resource_id, action, fields, outcome, status, client_ip, user_agent, request_id, query, "
+      "ids) VALUES ";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    if (i) out += ',';
+    out += '(';
+    out += std::to_string(r.tenant_id) + ',' + quote(domain::format_rfc3339(r.at)) + ',' +
+           quote(r.actor_type) + ',' + optional_number(r.user_id) + ',' + quote(r.role) + ',' +
+           quote(r.actor_ref) + ',' + quote(r.resource) + ',' + optional_number(r.resource_id) +
+           ',' + quote(r.action) + ',' + quote(fields_literal(r.fields)) + ',' + quote(r.outcome) +
+           ',' + std::to_string(r.status) + ',' + quote(r.client_ip) + ',' + quote(r.user_agent) +
+           ',' + quote(r.request_id) + ',' + quote(r.query) + ',' + quote(ids_literal(r.ids));
+    out += ')';
+  }
+  out += ";\n";
+}
+
+// The record's columns as selected from audit_pending or audit_log (17 of them).
+constexpr const char* record_columns =
+    "tenant_id, (extract(epoch from at) * 1000000)::bigint, actor_type, user_id, role, actor_ref, "
+    "resource, resource_id, action, array_to_json(fields)::text, outcome, status, client_ip, "
+    "user_agent, request_id, query, array_to_string(ids, ',')";
+
+std::optional<std::int64_t> optional_int(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<std::int64_t>();
+}
+
+domain::audit_record read_record(const pqxx::row& row, int at) {
+  domain::audit_record r;
+  r.tenant_id = row[at].as<std::int64_t>();
+  r.at = row[at + 1].as<std::int64_t>();
+  r.actor_type = row[at + 2].as<std::string>();
+  r.user_id = optional_int(row[at + 3]);
+  r.role = row[at + 4].as<std::string>();
+  r.actor_ref = row[at + 5].as<std::string>();
+  r.resource = row[at + 6].as<std::string>();
+  r.resource_id = optional_int(row[at + 7]);
+  r.action = row[at + 8].as<std::string>();
+  auto fields = boost::json::parse(row[at + 9].c_str());
+  if (fields.is_array())
+    for (auto& f : fields.as_array())
+      if (f.is_string()) r.fields.emplace_back(f.as_string());
+  r.outcome = row[at + 10].as<std::string>();
+  r.status = row[at + 11].as<int>();
+  r.client_ip = row[at + 12].as<std::string>();
+  r.user_agent = row[at + 13].as<std::string>();
+  r.request_id = row[at + 14].as<std::string>();
+  r.query = row[at + 15].as<std::string>();
+  std::string_view ids = row[at + 16].c_str();
+  while (!ids.empty()) {
+    auto comma = ids.find(',');
+    auto part = ids.substr(0, comma);
+    std::int64_t v = 0;
+    std::from_chars(part.data(), part.data() + part.size(), v);
+    r.ids.push_back(v);
+    if (comma == std::string_view::npos) break;
+    ids.remove_prefix(comma + 1);
+  }
+  return r;
+}
+
+struct chained {
+  std::int64_t seq;
+  const domain::audit_record* record;
+  std::string prev_hash;
+  std::string hash;
+};
+
+// The month partitions: name and bounds, as "YYYY-MM-01".
+struct month {
+  int year;
+  int mon; // 1..12
+  month next() const { return mon == 12 ? month{year + 1, 1} : month{year, mon + 1}; }
+  month previous() const { return mon == 1 ? month{year - 1, 12} : month{year, mon - 1}; }
+  std::string name() const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "audit_log_y%04dm%02d", year, mon);
+    return buf;
+  }
+  std::string first_day() const {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-01", year, mon);
+    return buf;
+  }
+};
+
+month month_of(std::int64_t micros) {
+  std::time_t t = micros / 1'000'000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return {tm.tm_year + 1900, tm.tm_mon + 1};
+}
+
+std::optional<month> month_of_name(std::string_view name) {
+  // audit_log_yYYYYmMM
+  if (name.size() != 18 || name.substr(0, 11) != "audit_log_y" || name[15] != 'm')
+    return std::nullopt;
+  month m{};
+  auto y = name.substr(11, 4);
+  auto mo = name.substr(16, 2);
+  if (std::from_chars(y.data(), y.data() + 4, m.year).ec != std::errc() ||
+      std::from_chars(mo.data(), mo.data() + 2, m.mon).ec != std::errc() || m.mon < 1 || m.mon > 12)
+    return std::nullopt;
+  return m;
+}
+
+} // namespace
+
+void append_audit_sql(sql_text& out, const std::vector<domain::audit_record>& rows) {
+  append_insert(out.body(), rows, [&](std::string_view s) { return out.quote(s); });
+}
+
+void insert_audit(pqxx::transaction_base& tx, const std::vector<domain::audit_record>& rows) {
+  if (rows.empty()) return;
+  std::string sql;
+  append_insert(sql, rows, [&](std::string_view s) { return tx.quote(std::string(s)); });
+  tx.exec(sql);
+  audit_pending_committed();
+}
+
+void record_audit(pg_conn& c, const std::vector<domain::audit_record>& rows) {
+  pqxx::work tx(c.raw());
+  insert_audit(tx, rows);
+  tx.commit();
+}
+
+void audit_pending_committed() {
+  pending_hint.store(true, std::memory_order_relaxed);
+}
+
+// ---- the writer ---------------------------------------------------------------------------
+
+audit_writer::audit_writer(std::string database_url, audit_writer_options o)
+    : url_(std::move(database_url)), opts_(o) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+audit_writer::~audit_writer() {
+  stop();
+}
+
+bool audit_writer::record(domain::audit_record r) {
+  {
+    std::lock_guard lock(mutex_);
+    if (buffer_.size() >= opts_.capacity || stopping_) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    buffer_.push_back(std::move(r));
+  }
+  recorded_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void audit_writer::flush(std::function<void(bool)> done) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      waiters_.push_back(std::move(done));
+      cv_.notify_one();
+      return;
+    }
+  }
+  done(false);
+}
+
+std::size_t audit_writer::buffered() {
+  std::lock_guard lock(mutex_);
+  return buffer_.size();
+}
+
+void audit_writer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void audit_writer::loop() {
+  pg_conn conn(url_);
+  auto last_pending_look = std::chrono::steady_clock::now();
+  auto last_maintenance = std::chrono::steady_clock::time_point{};
+  int failures_in_row = 0;
+  for (;;) {
+    std::vector<domain::audit_record> rows;
+    std::vector<std::function<void(bool)>> waiters;
+    bool stopping = false;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait_for(lock, opts_.flush_interval, [&] {
+        return stopping_ || !waiters_.empty() || buffer_.size() >= opts_.capacity / 4;
+      });
+      stopping = stopping_;
+      auto n = std::min(buffer_.size(), opts_.max_rows_per_transaction);
+      rows.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        rows.push_back(std::move(buffer_.front()));
+        buffer_.pop_front();
+      }
+      if (buffer_.empty()) waiters.swap(waiters_);
+    }
+    auto now = std::chrono::steady_clock::now();
+    bool look_pending = pending_hint.exchange(false) || !waiters.empty() ||
+                        now - last_pending_look >= std::chrono::seconds(1);
+    bool ok = true;
+    if (!rows.empty() || look_pending) {
+      try {
+        if (now - last_maintenance >= std::chrono::hours(1)) {
+          maintain_audit_partitions(conn, opts_.retention_days);
+          last_maintenance = now;
+        }
+        // The pending rows are claimed in the same transaction; a writer that finds more than
+        // one transaction's worth goes round again at once.
+        bool more = false;
+        do {
+          pqxx::work tx(conn.raw());
+          auto claimed = tx.exec(std::string("DELETE FROM audit_pending WHERE id IN (SELECT id "
+                                             "FROM audit_pending ORDER BY id LIMIT ") +
+                                 std::to_string(opts_.max_rows_per_transaction) +
+                                 " FOR UPDATE SKIP LOCKED) RETURNING id, " + record_columns);
+          more = claimed.size() >= opts_.max_rows_per_transaction;
+          std::vector<std::pair<std::int64_t, domain::audit_record>> pending;
+          pending.reserve(claimed.size());
+          for (const auto& row : claimed)
+            pending.emplace_back(row[0].as<std::int64_t>(), read_record(row, 1));
+          std::sort(pending.begin(), pending.end(),
+                    [](auto& a, auto& b) { return a.first < b.first; });
+          // Each tenant's rows in the order they happened (changes, then reads, when equal).
+          std::map<std::int64_t, std::vector<const domain::audit_record*>> by_tenant;
+          for (auto& [id, r] : pending) by_tenant[r.tenant_id].push_back(&r);
+          for (auto& r : rows) by_tenant[r.tenant_id].push_back(&r);
+          if (by_tenant.empty()) {
+            tx.commit();
+            break;
+          }
+          std::string tenants = "{";
+          for (auto& [t, _] : by_tenant)
+            tenants += (tenants.size() > 1 ? "," : "") + std::to_string(t);
+          tenants += '}';
+          auto tenants_q = tx.quote(tenants);
+          tx.exec("INSERT INTO audit_heads (tenant_id, seq, hash, logged_at) SELECT t, 0, " +
+                  tx.quote(domain::audit_genesis) + ", '-infinity' FROM unnest(" + tenants_q +
+                  "::bigint[]) t ON CONFLICT DO NOTHING");
+          auto heads = tx.exec("SELECT tenant_id, seq, hash, (extract(epoch from "
+                               "greatest(logged_at, clock_timestamp())) * 1000000)::bigint FROM "
+                               "audit_heads WHERE tenant_id = ANY(" +
+                               tenants_q + "::bigint[]) ORDER BY tenant_id FOR UPDATE");
+          std::string h_tenants = "{", h_seqs = "{", h_hashes = "{", h_logged = "{";
+          {
+            static const std::vector<std::string> columns{
+                "tenant_id", "seq",       "logged_at", "at",          "actor_type", "user_id",
+                "role",      "actor_ref", "resource",  "resource_id", "action",     "fields",
+                "outcome",   "status",    "client_ip", "user_agent",  "request_id", "query",
+                "ids",       "prev_hash", "hash"};
+            pqxx::stream_to copy(tx, "audit_log", columns);
+            for (const auto& head : heads) {
+              auto tenant = head[0].as<std::int64_t>();
+              auto seq = head[1].as<std::int64_t>();
+              auto prev = head[2].as<std::string>();
+              auto logged_at = domain::format_rfc3339(head[3].as<std::int64_t>());
+              auto& list = by_tenant[tenant];
+              std::stable_sort(list.begin(), list.end(),
+                               [](auto* a, auto* b) { return a->at < b->at; });
+              for (auto* r : list) {
+                ++seq;
+                auto hash = domain::audit_hash(prev, seq, *r);
+                auto user = r->user_id ? std::to_string(*r->user_id) : std::string();
+                auto resource_id = r->resource_id ? std::to_string(*r->resource_id) : std::string();
+                copy << std::make_tuple(
+                    tenant, seq, logged_at, domain::format_rfc3339(r->at), r->actor_type,
+                    r->user_id ? user.c_str() : nullptr, r->role, r->actor_ref, r->resource,
+                    r->resource_id ? resource_id.c_str() : nullptr, r->action,
+                    fields_literal(r->fields), r->outcome, r->status, r->client_ip, r->user_agent,
+                    r->request_id, r->query, ids_literal(r->ids), prev, hash);
+                prev = std::move(hash);
+              }
+              auto sep = h_tenants.size() > 1 ? "," : "";
+              h_tenants += sep + std::to_string(tenant);
+              h_seqs += sep + std::to_string(seq);
+              h_hashes += sep + prev;
+              h_logged += sep + std::string("\"") + logged_at + "\"";
+            }
+            copy.complete();
+          }
+          tx.exec("UPDATE audit_heads h SET seq = v.seq, hash = v.hash, logged_at = v.logged_at "
+                  "FROM unnest(" +
+                  tx.quote(h_tenants + "}") + "::bigint[], " + tx.quote(h_seqs + "}") +
+                  "::bigint[], " + tx.quote(h_hashes + "}") + "::text[], " +
+                  tx.quote(h_logged + "}") +
+                  "::timestamptz[]) AS v(tenant_id, seq, hash, logged_at) "
+                  "WHERE h.tenant_id = v.tenant_id");
+          tx.commit();
+          written_.fetch_add(rows.size() + pending.size(), std::memory_order_relaxed);
+          rows.clear();
+          last_pending_look = now;
+        } while (more);
+        failures_in_row = 0;
+      } catch (const std::exception& e) {
+        ok = false;
+        conn.reset();
+        failures_.fetch_add(1, std::memory_order_relaxed);
+        if (failures_in_row++ == 0) log_warn("audit writer: {} (retrying)", e.what());
+        // A missing partition (the clock moved on) is made before the next try.
+        last_maintenance = {};
+        pending_hint.store(true);
+        // Nothing of the failed transaction is stored: its rows go back to the front, in order.
+        std::lock_guard lock(mutex_);
+        for (auto it = rows.rbegin(); it != rows.rend(); ++it) buffer_.push_front(std::move(*it));
+      }
+    }
+    for (auto& w : waiters) w(ok);
+    if (stopping) {
+      std::lock_guard lock(mutex_);
+      if (buffer_.empty() || !ok) {
+        for (auto& w : waiters_) w(false);
+        waiters_.clear();
+        return;
+      }
+    }
+    if (!ok)
+      std::this_thread::sleep_for(
+          std::min(opts_.flush_interval * 2 * failures_in_row, std::chrono::milliseconds(2000)));
+  }
+}
+
+// ---- partitions -----------------------------------------------------------------------------
+
+audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
+  audit_partitions out;
+  pqxx::work tx(c.raw());
+  // One maintainer at a time across nodes.
+  tx.exec("SELECT pg_advisory_xact_lock(7263010)");
+  auto now = domain::now_micros();
+  auto m = month_of(now).previous();
+  for (int i = 0; i < 4; ++i, m = m.next()) {
+    auto exists = tx.exec("SELECT 1 FROM pg_class WHERE relname = " + tx.quote(m.name()));
+    if (!exists.empty()) continue;
+    tx.exec("CREATE TABLE " + m.name() + " PARTITION OF audit_log FOR VALUES FROM (" +
+            tx.quote(m.first_day()) + ") TO (" + tx.quote(m.next().first_day()) + ")");
+    out.created.push_back(m.name());
+  }
+  auto cutoff = now - static_cast<std::int64_t>(retention_days * 86400.0 * 1e6);
+  auto parts = tx.exec("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                       "WHERE i.inhparent = 'audit_log'::regclass ORDER BY c.relname");
+  for (const auto& p : parts) {
+    auto name = p[0].as<std::string>();
+    auto pm = month_of_name(name);
+    if (!pm) continue;
+    auto end = domain::parse_rfc3339(pm->next().first_day());
+    if (!end || *end > cutoff) continue;
+    tx.exec("INSERT INTO audit_pruned (tenant_id, seq, hash) SELECT DISTINCT ON (tenant_id) "
+            "tenant_id, seq, hash FROM " +
+            name +
+            " ORDER BY tenant_id, seq DESC ON CONFLICT (tenant_id) DO UPDATE SET seq = "
+            "EXCLUDED.seq, hash = EXCLUDED.hash WHERE EXCLUDED.seq > audit_pruned.seq");
+    tx.exec("DROP TABLE " + name);
+    out.dropped.push_back(name);
+  }
+  tx.commit();
+  for (auto& n : out.dropped) log_info("audit: partition {} dropped (retention)", n);
+  return out;
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* row_columns_suffix = ", seq, prev_hash, hash";
+
+std::vector<audit_row> read_rows(const pqxx::result& res) {
+  std::vector<audit_row> out;
+  out.reserve(res.size());
+  for (const auto& row : res) {
+    audit_row a;
+    a.record = read_record(row, 0);
+    a.seq = row[17].as<std::int64_t>();
+    a.prev_hash = row[18].as<std::string>();
+    a.hash = row[19].as<std::string>();
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f) {
+  pqxx::read_transaction tx(c.raw());
+  std::string sql = std::string("SELECT ") + record_columns + row_columns_suffix +
+                    " FROM audit_log WHERE tenant_id = " + std::to_string(f.tenant_id);
+  if (f.user_id) sql += " AND user_id = " + std::to_string(*f.user_id);
+  if (f.resource) sql += " AND resource = " + tx.quote(*f.resource);
+  if (f.resource_id) sql += " AND resource_id = " + std::to_string(*f.resource_id);
+  if (f.action) sql += " AND action = " + tx.quote(*f.action);
+  if (f.outcome) sql += " AND outcome = " + tx.quote(*f.outcome);
+  if (f.from) sql += " AND at >= " + tx.quote(domain::format_rfc3339(*f.from));
+  if (f.until) sql += " AND at < " + tx.quote(domain::format_rfc3339(*f.until));
+  if (f.before_seq) sql += " AND seq < " + std::to_string(*f.before_seq);
+  if (f.after_seq) sql += " AND seq > " + std::to_string(*f.after_seq);
+  sql += f.oldest_first ? " ORDER BY seq" : " ORDER BY seq DESC";
+  sql += " LIMIT " + std::to_string(f.limit);
+  return read_rows(tx.exec(sql));
+}
+
+std::vector<audit_row> audit_of_contact(pg_conn& c, std::int64_t tenant, std::int64_t id,
+                                        int limit) {
+  pqxx::read_transaction tx(c.raw());
+  auto t = std::to_string(tenant);
+  auto i = std::to_string(id);
+  return read_rows(tx.exec(std::string("SELECT ") + record_columns + row_columns_suffix +
+                           " FROM audit_log WHERE tenant_id = " + t +
+                           " AND ((resource = 'contact' AND resource_id = " + i + ") OR " + i +
+                           " = ANY(ids)) ORDER BY seq LIMIT " + std::to_string(limit)));
+}
+
+void append_audit_json(std::string& out, const audit_row& a) {
+  const auto& r = a.record;
+  auto optional = [&](const std::optional<std::int64_t>& v) {
+    out += v ? std::to_string(*v) : "null";
+  };
+  out += "{\"seq\":" + std::to_string(a.seq) + ",\"at\":\"" + domain::format_rfc3339(r.at) +
+         "\",\"actor_type\":";
+  domain::append_json_string(out, r.actor_type);
+  out += ",\"user_id\":";
+  optional(r.user_id);
+  out += ",\"role\":";
+  domain::append_json_string(out, r.role);
+  out += ",\"actor_ref\":";
+  domain::append_json_string(out, r.actor_ref);
+  out += ",\"resource\":";
+  domain::append_json_string(out, r.resource);
+  out += ",\"resource_id\":";
+  optional(r.resource_id);
+  out += ",\"action\":";
+  domain::append_json_string(out, r.action);
+  out += ",\"fields\":[";
+  for (std::size_t i = 0; i < r.fields.size(); ++i) {
+    if (i) out += ',';
+    domain::append_json_string(out, r.fields[i]);
+  }
+  out += "],\"outcome\":";
+  domain::append_json_string(out, r.outcome);
+  out += ",\"status\":" + std::to_string(r.status) + ",\"client_ip\":";
+  domain::append_json_string(out, r.client_ip);
+  out += ",\"user_agent\":";
+  domain::append_json_string(out, r.user_agent);
+  out += ",\"request_id\":";
+  domain::append_json_string(out, r.request_id);
+  out += ",\"query\":";
+  domain::append_json_string(out, r.query);
+  out += ",\"ids\":[";
+  for (std::size_t i = 0; i < r.ids.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(r.ids[i]);
+  }
+  out += "],\"prev_hash\":\"" + a.prev_hash + "\",\"hash\":\"" + a.hash + "\"}";
+}
+
+const char* audit_csv_header() {
+  return "seq,at,actor_type,user_id,role,actor_ref,resource,resource_id,action,fields,outcome,"
+         "status,client_ip,user_agent,request_id,query,ids,prev_hash,hash\r\n";
+}
+
+void append_audit_csv(std::string& out, const audit_row& a) {
+  const auto& r = a.record;
+  auto field = [&](std::string_view v, bool last = false) {
+    domain::append_csv_field(out, v);
+    out += last ? "\r\n" : ",";
+  };
+  auto joined = [](const auto& xs) {
+    std::string s;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      if (i) s += ' ';
+      if constexpr (std::is_same_v<std::decay_t<decltype(xs[i])>, std::string>)
+        s += xs[i];
+      else
+        s += std::to_string(xs[i]);
+    }
+    return s;
+  };
+  field(std::to_string(a.seq));
+  field(domain::format_rfc3339(r.at));
+  field(r.actor_type);
+  field(r.user_id ? std::to_string(*r.user_id) : "");
+  field(r.role);
+  field(r.actor_ref);
+  field(r.resource);
+  field(r.resource_id ? std::to_string(*r.resource_id) : "");
+  field(r.action);
+  field(joined(r.fields));
+  field(r.outcome);
+  field(std::to_string(r.status));
+  field(r.client_ip);
+  field(r.user_agent);
+  field(r.request_id);
+  field(r.query);
+  field(joined(r.ids));
+  field(a.prev_hash);
+  field(a.hash, true);
+}
+
+audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
+  audit_verification v;
+  pqxx::read_transaction tx(c.raw());
+  auto t = std::to_string(tenant);
+  std::string prev = domain::audit_genesis;
+  std::int64_t expected = 1;
+  auto pruned = tx.exec("SELECT seq, hash FROM audit_pruned WHERE tenant_id = " + t);
+  if (!pruned.empty()) {
+    v.pruned_through = pruned[0][0].as<std::int64_t>();
+    expected = v.pruned_through + 1;
+    prev = pruned[0][1].as<std::string>();
+  }
+  auto fail = [&](std::int64_t seq, std::string reason) {
+    v.ok = false;
+    v.broken_seq = seq;
+    v.reason = std::move(reason);
+    return v;
+  };
+  std::int64_t after = v.pruned_through;
+  for (;;) {
+    auto rows = read_rows(tx.exec(std::string("SELECT ") + record_columns + row_columns_suffix +
+                                  " FROM audit_log WHERE tenant_id = " + t + " AND seq > " +
+                                  std::to_string(after) + " ORDER BY seq LIMIT 5000"));
+    if (rows.empty()) break;
+    for (auto& r : rows) {
+      if (r.seq != expected)
+        return fail(expected, "row " + std::to_string(expected) + " is missing (the next row is " +
+                                  std::to_string(r.seq) + ")");
+      if (r.prev_hash != prev)
+        return fail(r.seq, "its prev_hash is not the hash of the row before it");
+      if (r.record.tenant_id != tenant || domain::audit_hash(prev, r.seq, r.record) != r.hash)
+        return fail(r.seq, "its contents do not match its hash (the row was edited)");
+      if (!v.rows) v.first_seq = r.seq;
+      ++v.rows;
+      v.last_seq = r.seq;
+      prev = r.hash;
+      ++expected;
+    }
+    after = rows.back().seq;
+  }
+  auto head = tx.exec("SELECT seq, hash FROM audit_heads WHERE tenant_id = " + t);
+  if (!head.empty()) {
+    auto head_seq = head[0][0].as<std::int64_t>();
+    if (head_seq != expected - 1)
+      return fail(expected, "rows " + std::to_string(expected) + " to " + std::to_string(head_seq) +
+                                " are missing (the chain's head is row " +
+                                std::to_string(head_seq) + ")");
+    if (head_seq > 0 && head[0][1].as<std::string>() != prev)
+      return fail(head_seq, "the last row's hash is not the one the chain's head recorded");
+  }
+  return v;
+}
+
+} // namespace crm::persistence

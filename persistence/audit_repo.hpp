@@ -1,0 +1,146 @@
+// The audit trail's storage (docs/compliance.md "Audit trail", migration 010).
+//
+// - Changes: `append_audit_sql` / `insert_audit` add rows to audit_pending inside the change's
+//   own transaction, so a change is never stored without its audit row, nor the row without it.
+// - Reads and security events: `audit_writer` buffers them in memory and appends them, with the
+//   pending changes it claims, to the tenants' hash chains in audit_log (COPY), one transaction
+//   every `flush_interval`. What a crash can lose is what it buffered: at most one interval of
+//   reads (plus the transaction in flight). When it cannot keep up or Postgres is down its
+//   buffer fills and `record` refuses, and the HTTP layer answers 503 instead of an unaudited
+//   read.
+#pragma once
+#include "domain/audit.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pqxx {
+class transaction_base;
+}
+
+namespace crm::persistence {
+
+class pg_conn;
+class sql_text;
+
+// Inside a change's transaction (group-commit text, or a transaction of its own).
+void append_audit_sql(sql_text& out, const std::vector<domain::audit_record>& rows);
+void insert_audit(pqxx::transaction_base& tx, const std::vector<domain::audit_record>& rows);
+
+// In a transaction of its own (operator commands).
+void record_audit(pg_conn& c, const std::vector<domain::audit_record>& rows);
+
+struct audit_writer_options {
+  std::chrono::milliseconds flush_interval{100};
+  std::size_t capacity = 65536; // rows buffered before `record` refuses
+  std::size_t max_rows_per_transaction = 20000;
+  double retention_days = 2192; // 6 years
+};
+
+class audit_writer {
+public:
+  audit_writer(std::string database_url, audit_writer_options o);
+  ~audit_writer();
+  audit_writer(const audit_writer&) = delete;
+  audit_writer& operator=(const audit_writer&) = delete;
+
+  // Queues a row; false (and counted) when the buffer is full.
+  bool record(domain::audit_record r);
+  // Runs `done(true)` on the writer's thread once every row recorded before the call, and every
+  // pending change committed before it, is in audit_log; `done(false)` when that write failed.
+  void flush(std::function<void(bool)> done);
+  // Writes what it holds (one last try) and stops.
+  void stop();
+
+  std::uint64_t recorded() const { return recorded_.load(std::memory_order_relaxed); }
+  std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
+  std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  std::size_t buffered();
+
+private:
+  void loop();
+  bool write_once();
+
+  std::string url_;
+  audit_writer_options opts_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<domain::audit_record> buffer_;
+  std::vector<std::function<void(bool)>> waiters_;
+  bool stopping_ = false;
+  std::atomic<std::uint64_t> recorded_{0};
+  std::atomic<std::uint64_t> refused_{0};
+  std::atomic<std::uint64_t> written_{0};
+  std::atomic<std::uint64_t> failures_{0};
+  std::thread thread_;
+};
+
+// Tells this process's writer that audit_pending has rows (it also looks every second).
+void audit_pending_committed();
+
+// Monthly partitions of audit_log: creates the ones from last month to two months ahead, and
+// drops those entirely older than `retention_days`, oldest first, recording in audit_pruned
+// where each tenant's kept chain starts. Returns the names created and dropped.
+struct audit_partitions {
+  std::vector<std::string> created;
+  std::vector<std::string> dropped;
+};
+audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days);
+
+// GET /audit-log: newest first, filtered; `before_seq` is the cursor.
+struct audit_filter {
+  std::int64_t tenant_id = 0;
+  std::optional<std::int64_t> user_id;
+  std::optional<std::string> resource;
+  std::optional<std::int64_t> resource_id;
+  std::optional<std::string> action;
+  std::optional<std::string> outcome;
+  std::optional<std::int64_t> from;  // at >= (micros)
+  std::optional<std::int64_t> until; // at < (micros)
+  std::optional<std::int64_t> before_seq;
+  std::optional<std::int64_t> after_seq; // exports walk oldest first
+  int limit = 50;
+  bool oldest_first = false;
+};
+
+struct audit_row {
+  std::int64_t seq = 0;
+  domain::audit_record record;
+  std::string prev_hash;
+  std::string hash;
+};
+
+std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f);
+// Rows that name contact `id`: read or changed as the resource, or returned by a list.
+std::vector<audit_row> audit_of_contact(pg_conn& c, std::int64_t tenant, std::int64_t id,
+                                        int limit);
+
+// One row as the JSON object of GET /audit-log (and of the NDJSON export).
+void append_audit_json(std::string& out, const audit_row& r);
+// The CSV header line and one row.
+const char* audit_csv_header();
+void append_audit_csv(std::string& out, const audit_row& r);
+
+// `carecrm audit verify`: walks the tenant's chain from where retention left it.
+struct audit_verification {
+  bool ok = true;
+  std::int64_t rows = 0;
+  std::int64_t first_seq = 0;
+  std::int64_t last_seq = 0;
+  std::int64_t pruned_through = 0;
+  std::optional<std::int64_t> broken_seq; // the first row that does not hold
+  std::string reason;
+};
+audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant);
+
+} // namespace crm::persistence

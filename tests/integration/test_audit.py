@@ -1,0 +1,333 @@
+"""The audit trail (issue "Health-data compliance" item 1, docs/compliance.md "Audit trail"):
+every read and change of a patient's record and every security event leaves a row saying who,
+what, when, from where and with what outcome (field names, never values); each tenant's rows
+form a hash chain that `carecrm audit verify` checks; admins read it at GET /audit-log."""
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+import crm
+
+AUDIT = "/api/v1/audit-log"
+UA = "audit-test-agent/1.0"
+
+
+def audit_rows(client, token, **params) -> list[dict]:
+    body = crm.assert_json_response(client.get(crm.with_query(AUDIT, params), token=token), 200)
+    return body["items"]
+
+
+def verify(cli_env, tenant_id) -> tuple[int, dict]:
+    r = subprocess.run([crm.carecrm_bin(), "audit", "verify", "--tenant", str(tenant_id)],
+                       env=cli_env, capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert not crm.sanitizer_findings(r.stderr), r.stderr
+    return r.returncode, json.loads(r.stdout.strip())
+
+
+def test_a_read_of_a_contact_records_who_what_when_and_where(client, sess):
+    t = sess.admin
+    c = crm.create_contact(client, t, first_name="Ana", email=crm.unique_email("ana"))
+    resp = client.get(crm.contact_url(c["id"]), token=sess.tokens["viewer"],
+                      headers={"User-Agent": UA, "X-Request-Id": "req-audit-read-1"})
+    crm.assert_json_response(resp, 200)
+    rows = audit_rows(client, t, resource="contact", resource_id=c["id"], action="read")
+    assert len(rows) == 1, rows
+    row = rows[0]
+    assert row["user_id"] == sess.users["viewer"]["id"], row
+    assert (row["actor_type"], row["role"], row["outcome"], row["status"]) == \
+        ("user", "viewer", "success", 200), row
+    assert (row["client_ip"], row["user_agent"], row["request_id"]) == \
+        ("127.0.0.1", UA, "req-audit-read-1"), row
+    crm.assert_timestamp(row["at"])
+    assert len(row["hash"]) == 64 and len(row["prev_hash"]) == 64, row
+
+
+def test_a_change_names_the_fields_changed_never_their_values(client, sess, database):
+    t = sess.tokens["agent"]
+    secret_phone = crm.unique_phone()
+    c = crm.create_contact(client, t, first_name="Bruno", last_name="Alves")
+    crm.assert_json_response(client.patch(crm.contact_url(c["id"]), {
+        "phone": secret_phone, "last_name": "Alves", "status": "qualified"}, token=t), 200)
+    rows = audit_rows(client, sess.admin, resource="contact", resource_id=c["id"])
+    by_action = {r["action"]: r for r in rows}
+    assert set(by_action) == {"create", "update"}, rows
+    # last_name was sent but did not change: only what changed is named.
+    assert sorted(by_action["update"]["fields"]) == ["phone", "status"], by_action["update"]
+    assert "first_name" in by_action["create"]["fields"], by_action["create"]
+    assert by_action["update"]["user_id"] == sess.users["agent"]["id"]
+    stored = database.query(f"SELECT row_to_json(a)::text FROM audit_log a "
+                            f"WHERE resource_id = {c['id']} AND resource = 'contact'")
+    assert secret_phone not in stored and "Bruno" not in stored and "Alves" not in stored, stored
+
+
+def test_every_acknowledged_change_has_its_row_written_in_its_transaction(client, sess, database):
+    """The rows of changes are written by the transaction of the change: after 60 parallel
+    creates and deletes, each acknowledged one has exactly one row, before any flush."""
+    t = sess.admin
+    made = crm.run_parallel(lambda i: crm.create_contact(client, t, first_name=f"P{i}")["id"],
+                            list(range(40)))
+    gone = made[:20]
+    crm.run_parallel(lambda cid: crm.assert_no_content(client.delete(crm.contact_url(cid), token=t)),
+                     gone)
+    ids = ",".join(map(str, made))
+    counts = crm.sql_rows(database, f"""
+        SELECT resource_id, action, count(*) AS n FROM (
+          SELECT resource_id, action FROM audit_pending WHERE resource = 'contact'
+          UNION ALL SELECT resource_id, action FROM audit_log WHERE resource = 'contact') x
+        WHERE resource_id IN ({ids}) GROUP BY 1, 2""")
+    got = {(r["resource_id"], r["action"]): r["n"] for r in counts}
+    expected = {(cid, "create"): 1 for cid in made} | {(cid, "delete"): 1 for cid in gone}
+    assert got == expected
+
+
+def test_a_list_records_its_query_and_the_ids_it_returned(client, sess):
+    t = sess.admin
+    tag = crm.unique("tag")
+    ids = [crm.create_contact(client, t, first_name=f"L{i}", tags=[tag])["id"] for i in range(3)]
+    page = crm.list_page(client, t, crm.CONTACTS, {"tag": tag, "per_page": 2, "sort": "id"})
+    assert [c["id"] for c in page["items"]] == ids[:2]
+    rows = audit_rows(client, t, resource="contact", action="list")
+    row = next(r for r in rows if tag in r["query"])
+    assert row["ids"] == ids[:2], row
+    assert f"tag={tag}" in row["query"] and "per_page=2" in row["query"], row
+
+
+def test_fhir_search_and_subject_export_are_audited(client, sess):
+    t = sess.admin
+    c = crm.create_contact(client, t, first_name="Fhira", last_name=crm.unique("Fam"))
+    resp = client.get(crm.with_query("/api/v1/fhir/Patient", {"_id": c["id"]}), token=t)
+    assert resp.status == 200, resp.describe()
+    [search] = audit_rows(client, t, action="fhir_search", limit=1)
+    assert search["ids"] == [c["id"]], search
+    doc = crm.assert_json_response(client.get(f"{crm.contact_url(c['id'])}/export", token=t), 200)
+    # The export holds who accessed the record, the search above included.
+    assert [a["action"] for a in doc["access_log"]] == ["create", "fhir_search"], \
+        doc["access_log"]
+    assert all(set(a) >= {"at", "user_id", "action", "outcome"} for a in doc["access_log"])
+    [export] = audit_rows(client, t, resource="contact", resource_id=c["id"], action="export")
+    assert export["outcome"] == "success", export
+
+
+def test_only_admins_read_the_trail_and_a_refusal_is_itself_recorded(client, sess):
+    resp = client.get(AUDIT, token=sess.tokens["manager"])
+    crm.assert_error(resp, 403, "INSUFFICIENT_PERMISSIONS")
+    rows = audit_rows(client, sess.admin, resource="audit_log", outcome="denied")
+    assert rows and rows[0]["user_id"] == sess.users["manager"]["id"], rows
+    assert rows[0]["status"] == 403, rows
+    # A viewer trying to delete a contact: denied and recorded, the contact kept.
+    c = crm.create_contact(client, sess.admin, first_name="Kept")
+    crm.assert_error(client.delete(crm.contact_url(c["id"]), token=sess.tokens["viewer"]), 403,
+                     "INSUFFICIENT_PERMISSIONS")
+    [row] = audit_rows(client, sess.admin, resource="contact", resource_id=c["id"],
+                       outcome="denied")
+    assert (row["action"], row["role"]) == ("delete", "viewer"), row
+
+
+def test_another_tenants_rows_are_never_shown(client, sess, sess_b):
+    c = crm.create_contact(client, sess_b.admin, first_name="Other")
+    crm.get_contact(client, sess_b.admin, c["id"])
+    assert audit_rows(client, sess.admin, resource_id=c["id"]) == []
+    assert audit_rows(client, sess_b.admin, resource_id=c["id"], action="read") != []
+
+
+def test_sign_in_failures_refresh_reuse_and_sign_out_are_recorded(client, cli_env):
+    tenant = crm.create_tenant(cli_env)
+    bad = client.post("/api/v1/auth/login", {"email": tenant.admin_email, "password": "wrong-pw-1"})
+    assert bad.status == 401, bad.describe()
+    pair = crm.login(client, tenant.admin_email, tenant.admin_password)
+    token = pair["access_token"]
+    fresh = crm.assert_json_response(client.post("/api/v1/auth/refresh",
+                                                 {"refresh_token": pair["refresh_token"]}), 200)
+    reused = client.post("/api/v1/auth/refresh", {"refresh_token": pair["refresh_token"]})
+    assert reused.status == 401, reused.describe()
+    again = crm.login(client, tenant.admin_email, tenant.admin_password)["access_token"]
+    assert client.post("/api/v1/auth/logout", token=again).status == 204
+    rows = audit_rows(client, crm.login(client, tenant.admin_email,
+                                        tenant.admin_password)["access_token"], resource="session")
+    events = [(r["action"], r["outcome"]) for r in reversed(rows)]
+    assert events[:6] == [("login", "denied"), ("login", "success"), ("refresh", "success"),
+                          ("refresh_reuse", "denied"), ("login", "success"),
+                          ("logout", "success")], events
+    assert all(r["user_id"] == tenant.admin_id for r in rows), rows
+    assert fresh and token
+
+
+def test_role_and_password_changes_are_recorded_by_field_name(client, sess):
+    user, email, password = crm.create_user(client, sess.admin, "viewer")
+    new_password = crm.new_password()
+    crm.assert_json_response(client.patch(f"/api/v1/users/{user['id']}", {
+        "role": "agent", "password": new_password}, token=sess.admin), 200)
+    [row] = audit_rows(client, sess.admin, resource="users", resource_id=user["id"],
+                       action="update")
+    assert sorted(row["fields"]) == ["password", "role"], row
+    assert new_password not in json.dumps(row)
+
+
+def test_cursor_paging_and_filters(client, sess):
+    t = sess.admin
+    c = crm.create_contact(client, t, first_name="Paged")
+    for _ in range(5):
+        crm.get_contact(client, t, c["id"])
+    first = crm.assert_json_response(client.get(crm.with_query(AUDIT, {
+        "resource_id": c["id"], "action": "read", "limit": 3}), token=t), 200)
+    assert len(first["items"]) == 3 and first["next_cursor"], first
+    second = crm.assert_json_response(client.get(crm.with_query(AUDIT, {
+        "resource_id": c["id"], "action": "read", "limit": 3,
+        "cursor": first["next_cursor"]}), token=t), 200)
+    seqs = [r["seq"] for r in first["items"] + second["items"]]
+    assert len(seqs) == 5 and seqs == sorted(seqs, reverse=True), seqs
+    assert second["next_cursor"] is None
+    future = audit_rows(client, t, resource_id=c["id"], **{"from": "2999-01-01T00:00:00Z"})
+    assert future == []
+    crm.assert_validation(client.get(crm.with_query(AUDIT, {"resourse": "contact"}), token=t),
+                          (("query", "resourse"), "extra_forbidden"))
+    crm.assert_validation(client.get(crm.with_query(AUDIT, {"limit": 0}), token=t),
+                          (("query", "limit"), "int_parsing"))
+    crm.assert_validation(client.get(crm.with_query(AUDIT, {"from": "yesterday"}), token=t),
+                          (("query", "from"), "datetime_parsing"))
+
+
+def test_the_trail_exports_as_ndjson_and_csv(client, sess):
+    t = sess.admin
+    c = crm.create_contact(client, t, first_name="Exported")
+    crm.get_contact(client, t, c["id"])
+    resp = client.get(crm.with_query(f"{AUDIT}/export", {"resource_id": c["id"]}), token=t)
+    assert resp.status == 200 and resp.header("Content-Type") == "application/x-ndjson", \
+        resp.describe()
+    lines = [json.loads(x) for x in resp.body.decode().splitlines()]
+    assert [r["action"] for r in lines] == ["create", "read"], lines
+    resp = client.get(crm.with_query(f"{AUDIT}/export", {"resource_id": c["id"],
+                                                         "format": "csv"}), token=t)
+    assert resp.status == 200, resp.describe()
+    rows = resp.body.decode().splitlines()
+    assert rows[0].startswith("seq,at,actor_type,user_id,role"), rows
+    assert len(rows) == 3 and ",read," in rows[2], rows
+
+
+def test_the_hash_chain_names_an_edited_a_removed_and_a_truncated_row(client, cli_env, database):
+    s = crm.tenant_session(client, cli_env)
+    c = crm.create_contact(client, s.admin, first_name="Chain")
+    for _ in range(6):
+        crm.get_contact(client, s.admin, c["id"])
+    audit_rows(client, s.admin)  # flushes
+    tid = s.tenant.tenant_id
+    code, out = verify(cli_env, tid)
+    assert (code, out["ok"]) == (0, True), out
+    n = out["last_seq"]
+    assert out["rows"] == n >= 8, out
+    # Edit a row's content (an insider hiding who read the record).
+    database.query(f"UPDATE audit_log SET user_id = 999999 WHERE tenant_id = {tid} AND seq = 4")
+    code, out = verify(cli_env, tid)
+    assert (code, out["ok"], out["broken_seq"]) == (1, False, 4), out
+    assert "edited" in out["reason"], out
+    # Put it back, then remove a row in the middle.
+    database.query(f"UPDATE audit_log SET user_id = {s.tenant.admin_id} WHERE tenant_id = {tid} "
+                   f"AND seq = 4")
+    assert verify(cli_env, tid)[0] == 0
+    saved = database.query(f"SELECT row_to_json(a)::text FROM audit_log a WHERE tenant_id = {tid} "
+                           f"AND seq = 5")
+    database.query(f"DELETE FROM audit_log WHERE tenant_id = {tid} AND seq = 5")
+    code, out = verify(cli_env, tid)
+    assert (code, out["broken_seq"]) == (1, 5), out
+    database.query(f"INSERT INTO audit_log SELECT * FROM json_populate_record(NULL::audit_log, "
+                   f"$${saved}$$::json)")
+    assert verify(cli_env, tid)[0] == 0
+    # Remove the newest rows: the chain's head still counts them.
+    database.query(f"DELETE FROM audit_log WHERE tenant_id = {tid} AND seq >= {n - 1}")
+    code, out = verify(cli_env, tid)
+    assert (code, out["broken_seq"]) == (1, n - 1), out
+
+
+def test_retention_drops_whole_old_months_and_the_kept_chain_still_verifies(client, cli_env,
+                                                                          database):
+    s = crm.tenant_session(client, cli_env)
+    c = crm.create_contact(client, s.admin, first_name="Old")
+    for _ in range(5):
+        crm.get_contact(client, s.admin, c["id"])
+    audit_rows(client, s.admin)
+    tid = s.tenant.tenant_id
+    # Its first three rows as if chained in January 2019.
+    database.query("CREATE TABLE IF NOT EXISTS audit_log_y2019m01 PARTITION OF audit_log "
+                   "FOR VALUES FROM ('2019-01-01') TO ('2019-02-01')")
+    database.query(f"UPDATE audit_log SET logged_at = '2019-01-15' WHERE tenant_id = {tid} "
+                   f"AND seq <= 3")
+    r = subprocess.run([crm.carecrm_bin(), "audit", "prune"], env=crm.with_override(
+        cli_env, {"CARECRM_AUDIT_RETENTION_DAYS": "365"}), capture_output=True, text=True,
+        timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert "audit_log_y2019m01" in json.loads(r.stdout)["dropped"], r.stdout
+    assert database.query(f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} "
+                          f"AND seq <= 3").strip() == "0"
+    code, out = verify(cli_env, tid)
+    assert (code, out["ok"], out["pruned_through"], out["first_seq"]) == (0, True, 3, 4), out
+    # Deleting the oldest kept row is not mistaken for retention.
+    database.query(f"DELETE FROM audit_log WHERE tenant_id = {tid} AND seq = 4")
+    code, out = verify(cli_env, tid)
+    assert (code, out["broken_seq"]) == (1, 4), out
+
+
+def test_reads_answer_503_rather_than_go_unaudited_while_changes_go_on(database, redis_url,
+                                                                      migrated, cli_env):
+    """The writer is held (a lock on the chains' heads) with a buffer of one row: reads soon
+    answer 503 instead of being served unaudited; writes are audited in their own transactions
+    and keep working; once the writer is free, every read it accepted is in the trail."""
+    server = crm.start_server(database.url, redis_url, {"CARECRM_AUDIT_BUFFER": "1"},
+                              label="audit-buffer-1")
+    try:
+        client = server.client()
+        s = crm.tenant_session(client, cli_env)
+        c = crm.create_contact(client, s.admin, first_name="Held")
+        audit_rows(client, s.admin)
+        hold = threading.Thread(target=database.query, args=(
+            "BEGIN; LOCK TABLE audit_heads IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;",))
+        hold.start()
+        time.sleep(0.5)
+        statuses = [client.get(crm.contact_url(c["id"]), token=s.admin).status for _ in range(6)]
+        assert set(statuses) == {200, 503} and statuses[-1] == 503, statuses
+        crm.assert_error(client.get(crm.contact_url(c["id"]), token=s.admin), 503,
+                         "SERVICE_UNAVAILABLE")
+        # Changes do not wait for the writer and are never refused for it.
+        crm.assert_json_response(client.patch(crm.contact_url(c["id"]), {"status": "inactive"},
+                                              token=s.admin), 200)
+        hold.join()
+        served = statuses.count(200)
+        reads = crm.eventually(lambda: [r for r in audit_rows(client, s.admin, resource_id=c["id"],
+                                                              action="read")], timeout=10)
+        assert len(reads) == served, (statuses, reads)
+        assert crm.get_contact(client, s.admin, c["id"])["status"] == "inactive"
+        assert verify(cli_env, s.tenant.tenant_id)[1]["ok"]
+    finally:
+        server.stop(check=True)
+        server.cleanup()
+
+
+def test_rows_written_survive_a_kill_and_changes_are_never_lost(database, redis_url, migrated,
+                                                               cli_env):
+    server = crm.start_server(database.url, redis_url, {}, label="audit-kill")
+    client = server.client()
+    s = crm.tenant_session(client, cli_env)
+    made = [crm.create_contact(client, s.admin, first_name=f"K{i}")["id"] for i in range(10)]
+    for cid in made:
+        crm.get_contact(client, s.admin, cid)
+    flushed = audit_rows(client, s.admin, action="read", limit=50)
+    server.kill()
+    server.cleanup()
+    server = crm.start_server(database.url, redis_url, {}, label="audit-kill-2")
+    try:
+        client = server.client()
+        token = crm.login(client, s.tenant.admin_email, s.tenant.admin_password)["access_token"]
+        # Every acknowledged create was audited in its transaction; reads flushed before the
+        # kill are still there.
+        after = audit_rows(client, token, action="create", limit=50)
+        assert sorted(r["resource_id"] for r in after) == sorted(made)
+        reads = audit_rows(client, token, action="read", limit=50)
+        assert len(flushed) == 10
+        assert {r["seq"] for r in flushed} <= {r["seq"] for r in reads}
+        assert verify(cli_env, s.tenant.tenant_id)[1]["ok"]
+    finally:
+        server.stop(check=True)
+        server.cleanup()
