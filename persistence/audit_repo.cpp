@@ -123,12 +123,12 @@ struct month {
   month next() const { return mon == 12 ? month{year + 1, 1} : month{year, mon + 1}; }
   month previous() const { return mon == 1 ? month{year - 1, 12} : month{year, mon - 1}; }
   std::string name() const {
-    char buf[32];
+    char buf[64];
     std::snprintf(buf, sizeof buf, "audit_log_y%04dm%02d", year, mon);
     return buf;
   }
   std::string first_day() const {
-    char buf[16];
+    char buf[48];
     std::snprintf(buf, sizeof buf, "%04d-%02d-01", year, mon);
     return buf;
   }
