@@ -132,4 +132,10 @@ void require_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
 
 void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels);
 
+// The patient's erasure (docs/compliance.md): the contact's conversations with their messages
+// and AI decisions, channel identities and consents go from Postgres and from memory, after
+// every conversation change queued before it. Answers the number of conversations removed.
+void erase_messaging(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
+                     callback<std::int64_t> reply);
+
 } // namespace crm::actors

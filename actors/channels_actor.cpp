@@ -27,6 +27,7 @@
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/sealed_columns.hpp"
+#include "persistence/subject_repo.hpp"
 
 #include <boost/json.hpp>
 
@@ -78,6 +79,7 @@ using agent_atom = caf::atom_constant<caf::atom("agent")>;
 using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
 using consent_atom = caf::atom_constant<caf::atom("consent")>;
 using allow_atom = caf::atom_constant<caf::atom("allow")>;
+using erase_atom = caf::atom_constant<caf::atom("erase")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -288,6 +290,17 @@ void answer_inbound(ch_actor* self, const std::pair<std::int64_t, std::string>& 
     else
       waiters[i](ack(*r, i > 0 || first_duplicate));
   }
+}
+
+// After an erasure: nothing of the contact stays in memory.
+void forget_contact(channels_state& st, std::int64_t contact) {
+  if (auto it = st.by_contact.find(contact); it != st.by_contact.end()) {
+    for (auto id : it->second) st.conversations.erase(id);
+    st.by_contact.erase(it);
+  }
+  std::erase_if(st.identities, [&](const auto& kv) { return kv.second == contact; });
+  std::erase_if(st.chats, [&](const auto& kv) { return kv.first.second == contact; });
+  st.consents.erase(contact);
 }
 
 void conv_serial(ch_actor* self, continuation k) {
@@ -1019,6 +1032,23 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
               });
         });
       },
+      [self, measure](erase_atom, std::int64_t contact, callback<std::int64_t>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, contact, reply] {
+          conv_serial(self, [self, contact, reply] {
+            db<std::int64_t>(
+                self,
+                [tid = self->state.env.tenant_id, contact](persistence::pg_conn& c) {
+                  return persistence::erase_messaging(c, tid, contact);
+                },
+                [self, contact, reply](domain::outcome<std::int64_t> r) {
+                  if (r) forget_contact(self->state, contact);
+                  conv_done(self);
+                  reply(std::move(r));
+                });
+          });
+        });
+      },
       [self, measure](allow_atom, std::int64_t contact, domain::consent_purpose purpose,
                       callback<domain::done>& reply) {
         auto _ = measure();
@@ -1142,6 +1172,11 @@ void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
                          callback<std::string> reply) {
   send(rt, tenant, caf::make_message(agent_atom::value, std::move(r), std::move(reply)));
 }
+void erase_messaging(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
+                     callback<std::int64_t> reply) {
+  send(rt, tenant, caf::make_message(erase_atom::value, contact_id, std::move(reply)));
+}
+
 void record_consent(runtime& rt, std::int64_t tenant, domain::consent c,
                     callback<std::string> reply) {
   send(rt, tenant, caf::make_message(consent_atom::value, std::move(c), std::move(reply)));

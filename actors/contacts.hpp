@@ -65,8 +65,10 @@ void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_
 void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_fields f,
                     callback<domain::contact> reply);
+// `erase`: the patient's erasure (docs/compliance.md): the contact.deleted event carries only
+// the id, never the record, and the audit row says "erase".
 void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
-                    callback<domain::done> reply);
+                    callback<domain::done> reply, bool erase = false);
 // The page shape of contract §4 for page `page` of `per_page` (the query's offset and limit).
 void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,
                    int per_page, callback<std::string> reply);

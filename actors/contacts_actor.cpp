@@ -921,7 +921,7 @@ void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
       self, [reply, c] { reply(c); }, fail_with(reply));
 }
 
-void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply) {
+void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply, bool erase) {
   auto& st = self->state;
   auto cur = projected_contact(st, id);
   if (!cur) {
@@ -929,9 +929,18 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
     return reply_missing(self, persistence::record_kind::contact, id, reply);
   }
   auto before = *cur;
-  audit_change(st, reply.who(), "contact", id, "delete", domain::contact_field_names(before), 204);
+  audit_change(st, reply.who(), "contact", id, erase ? "erase" : "delete",
+               domain::contact_field_names(before), erase ? 200 : 204);
   stage_contact_delete(st, before);
-  contact_event(st, "contact.deleted", before);
+  if (!erase) {
+    contact_event(st, "contact.deleted", before);
+  } else if (st.event_listeners) {
+    st.open.sql.events.push_back(
+        {"contact.deleted",
+         "{\"contact_id\":" + std::to_string(id) +
+             ",\"erased\":true,\"tenant_id\":" + std::to_string(st.env.tenant_id) + "}",
+         st.event_depth});
+  }
   // The deals actor hears of it before the client does (docs/pipeline.md).
   stage_write(
       self,
@@ -1258,10 +1267,10 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
                      self->state.event_depth = 0;
                    });
       },
-      [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
+      [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply, bool erase) {
         auto _ = measure();
         when_ready(self, need::write, fail_with(reply),
-                   [self, id, reply] { do_delete(self, id, reply); });
+                   [self, id, reply, erase] { do_delete(self, id, reply, erase); });
       },
       [self, measure](list_atom, domain::contact_query& q, int page, int per_page,
                       callback<std::string>& reply) {
@@ -1422,9 +1431,9 @@ void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_f
   send(rt, tenant, caf::make_message(update_atom::value, id, std::move(f), std::move(reply)));
 }
 
-void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
-                    callback<domain::done> reply) {
-  send(rt, tenant, caf::make_message(delete_atom::value, id, std::move(reply)));
+void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply,
+                    bool erase) {
+  send(rt, tenant, caf::make_message(delete_atom::value, id, std::move(reply), erase));
 }
 
 void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,

@@ -23,6 +23,7 @@
 #include "persistence/redis_client.hpp"
 #include "persistence/revocations.hpp"
 #include "persistence/secrets_repo.hpp"
+#include "persistence/subject_repo.hpp"
 #include "persistence/user_repo.hpp"
 #include "persistence/worker_pool.hpp"
 
@@ -112,6 +113,9 @@ int serve(config::settings cfg) {
     // Plaintext from before sealing existed is sealed now, and a server that could not open
     // what is stored does not start.
     persistence::pg_conn conn(cfg.database_url, &keys);
+    // Erasures a crash left half-done are completed before any tenant's state is loaded.
+    if (auto n = persistence::complete_pending_erasures(conn))
+      log_info("{} interrupted erasure(s) completed", n);
     auto missing = persistence::prepare_secrets(conn);
     if (!missing.empty()) {
       auto what = "stored secrets are sealed with key(s) " + joined(missing) +

@@ -1,6 +1,8 @@
 // A contact's export, assembled by Postgres in one snapshot.
 #include "persistence/subject_repo.hpp"
 
+#include "persistence/audit_repo.hpp"
+
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
@@ -94,6 +96,135 @@ std::optional<std::string> export_contact(pg_conn& c, std::int64_t tenant_id,
   auto r = tx.exec_params(export_sql, tenant_id, contact_id, timestamp_format);
   if (r.empty()) return std::nullopt;
   return r.front()[0].as<std::string>();
+}
+
+erasure_state erasure_of(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT completed_at IS NOT NULL, json_build_object('contact_id', "
+                          "contact_id, 'erased_at', to_char(completed_at AT TIME ZONE 'UTC', $3), "
+                          "'removed', removed)::text FROM erasures "
+                          "WHERE tenant_id = $1 AND contact_id = $2",
+                          tenant_id, contact_id, timestamp_format);
+  erasure_state out;
+  if (r.empty()) return out;
+  out.requested = true;
+  if (r[0][0].as<bool>()) out.completed = r[0][1].as<std::string>();
+  return out;
+}
+
+void begin_erasure(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id,
+                   std::optional<std::int64_t> by, const std::vector<domain::audit_record>& audit) {
+  pqxx::work tx(c.raw());
+  auto r = tx.exec_params("INSERT INTO erasures (tenant_id, contact_id, requested_by) "
+                          "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                          tenant_id, contact_id, by ? std::to_string(*by).c_str() : nullptr);
+  if (r.affected_rows() > 0) insert_audit(tx, audit);
+  tx.commit();
+}
+
+std::int64_t erase_messaging(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id) {
+  pqxx::work tx(c.raw());
+  // Messages, AI decisions and messages waiting for an agent go with their conversation.
+  auto n = tx.exec_params("DELETE FROM conversations WHERE tenant_id = $1 AND contact_id = $2",
+                          tenant_id, contact_id)
+               .affected_rows();
+  tx.exec_params("DELETE FROM channel_identities WHERE tenant_id = $1 AND contact_id = $2",
+                 tenant_id, contact_id);
+  tx.exec_params("DELETE FROM consents WHERE tenant_id = $1 AND contact_id = $2", tenant_id,
+                 contact_id);
+  tx.commit();
+  return static_cast<std::int64_t>(n);
+}
+
+namespace {
+
+// Anything in a JSON document that names the contact: a contact_id member, or a contact object
+// with its id, at any depth (events of contacts, deals, messages; workflow steps).
+constexpr const char* names_contact = "$.** ? (@.contact_id == $id || @.contact.id == $id)";
+
+erasure_done finish(pqxx::work& tx, std::int64_t tenant_id, std::int64_t contact_id,
+                    std::int64_t conversations) {
+  auto vars = "{\"id\":" + std::to_string(contact_id) + "}";
+  auto marker = "{\"erased\":true,\"contact_id\":" + std::to_string(contact_id) + "}";
+  auto outbox = tx.exec_params("UPDATE outbox SET payload = $3::jsonb WHERE tenant_id = $1 AND "
+                               "jsonb_path_exists(payload, $4::jsonpath, $2::jsonb) AND "
+                               "payload <> $3::jsonb",
+                               tenant_id, vars, marker, names_contact)
+                    .affected_rows();
+  auto deliveries =
+      tx.exec_params("UPDATE webhook_deliveries SET payload = $3::jsonb, attempt_log = '[]', "
+                     "last_error = NULL WHERE tenant_id = $1 AND "
+                     "jsonb_path_exists(payload, $4::jsonpath, $2::jsonb) AND payload <> $3::jsonb",
+                     tenant_id, vars, marker, names_contact)
+          .affected_rows();
+  // A run keeps its shape (the API still lists its steps) without what it read or wrote.
+  auto runs = tx.exec_params(
+      "UPDATE workflow_runs SET trigger_payload = $3::jsonb, error = CASE WHEN error IS NULL "
+      "THEN NULL ELSE 'erased' END, steps = (SELECT coalesce(jsonb_agg(CASE WHEN "
+      "jsonb_typeof(s) = 'object' THEN s || jsonb_build_object('params', '{}'::jsonb) || "
+      "(CASE WHEN s ? 'error' AND s->'error' <> 'null' THEN jsonb_build_object('error', "
+      "'erased') ELSE '{}' END) || (CASE WHEN s ? 'result' THEN jsonb_build_object('result', "
+      "null) ELSE '{}' END) ELSE s END ORDER BY o), '[]'::jsonb) FROM "
+      "jsonb_array_elements(steps) WITH ORDINALITY AS e(s, o)) WHERE tenant_id = $1 AND "
+      "(jsonb_path_exists(trigger_payload, $4::jsonpath, $2::jsonb) OR "
+      "jsonb_path_exists(steps, $4::jsonpath, $2::jsonb)) AND trigger_payload <> $3::jsonb "
+      "RETURNING status IN ('queued', 'running', 'waiting')",
+      tenant_id, vars, marker, names_contact);
+  bool active = false;
+  for (const auto& r : runs) active = active || r[0].as<bool>();
+  // The first answer to a create, replayed for its Idempotency-Key, is the contact itself.
+  auto keys = tx.exec_params("DELETE FROM idempotency_keys WHERE tenant_id = $1 AND "
+                             "response LIKE '{\"id\":' || $2::text || ',%'",
+                             tenant_id, std::to_string(contact_id))
+                  .affected_rows();
+  auto contact =
+      tx.exec_params("DELETE FROM contacts WHERE tenant_id = $1 AND id = $2", tenant_id, contact_id)
+          .affected_rows();
+  auto removed = "{\"contact\":" + std::to_string(contact) +
+                 ",\"conversations\":" + std::to_string(conversations) +
+                 ",\"outbox_events\":" + std::to_string(outbox) +
+                 ",\"webhook_deliveries\":" + std::to_string(deliveries) +
+                 ",\"workflow_runs\":" + std::to_string(runs.size()) +
+                 ",\"idempotency_keys\":" + std::to_string(keys) + "}";
+  // A request completed before keeps its first document.
+  tx.exec_params("UPDATE erasures SET completed_at = now(), removed = $3::jsonb WHERE tenant_id "
+                 "= $1 AND contact_id = $2 AND completed_at IS NULL",
+                 tenant_id, contact_id, removed);
+  auto doc = tx.exec_params("SELECT json_build_object('contact_id', contact_id, 'erased_at', "
+                            "to_char(completed_at AT TIME ZONE 'UTC', $3), 'removed', "
+                            "removed)::text FROM erasures WHERE tenant_id = $1 AND contact_id = $2",
+                            tenant_id, contact_id, timestamp_format);
+  return {doc.empty() ? std::string("{}") : doc[0][0].as<std::string>(), active};
+}
+
+} // namespace
+
+erasure_done finish_erasure(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id,
+                            std::int64_t conversations,
+                            const std::vector<domain::audit_record>& audit) {
+  pqxx::work tx(c.raw());
+  auto done = finish(tx, tenant_id, contact_id, conversations);
+  insert_audit(tx, audit);
+  tx.commit();
+  return done;
+}
+
+int complete_pending_erasures(pg_conn& c) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> pending;
+  {
+    pqxx::read_transaction tx(c.raw());
+    for (const auto& r :
+         tx.exec("SELECT tenant_id, contact_id FROM erasures WHERE completed_at IS NULL"))
+      pending.emplace_back(r[0].as<std::int64_t>(), r[1].as<std::int64_t>());
+  }
+  for (auto [tenant, contact] : pending) {
+    auto conversations = erase_messaging(c, tenant, contact);
+    auto row = domain::make_audit(nullptr, tenant, "contact", contact, "erase");
+    row.actor_ref = "completed at start-up";
+    row.status = 200;
+    finish_erasure(c, tenant, contact, conversations, {row});
+  }
+  return static_cast<int>(pending.size());
 }
 
 } // namespace crm::persistence
