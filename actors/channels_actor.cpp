@@ -292,6 +292,28 @@ void answer_inbound(ch_actor* self, const std::pair<std::int64_t, std::string>& 
   }
 }
 
+// Who acts for an inbound message: the channel's webhook (docs/compliance.md "Audit trail").
+domain::audit_context_ptr channel_webhook(std::int64_t channel_id) {
+  auto ctx = std::make_shared<domain::audit_context>();
+  ctx->actor = domain::audit_actor::webhook;
+  ctx->actor_ref = "channel:" + std::to_string(channel_id);
+  return ctx;
+}
+
+// An audit row of a conversation change, with the contact it concerns among its ids (so the
+// contact's access history lists it).
+domain::audit_record conversation_row(const domain::audit_context* who, const channels_state& st,
+                                      const domain::conversation& conv, const char* action,
+                                      std::vector<std::string> fields, int status) {
+  auto r =
+      domain::make_audit(who, st.env.tenant_id, "conversation",
+                         conv.id ? std::optional<std::int64_t>(conv.id) : std::nullopt, action);
+  r.fields = std::move(fields);
+  r.status = status;
+  r.ids = {conv.contact_id};
+  return r;
+}
+
 // After an erasure: nothing of the contact stays in memory.
 void forget_contact(channels_state& st, std::int64_t contact) {
   if (auto it = st.by_contact.find(contact); it != st.by_contact.end()) {
@@ -301,6 +323,15 @@ void forget_contact(channels_state& st, std::int64_t contact) {
   std::erase_if(st.identities, [&](const auto& kv) { return kv.second == contact; });
   std::erase_if(st.chats, [&](const auto& kv) { return kv.first.second == contact; });
   st.consents.erase(contact);
+}
+
+domain::audit_record consent_row(const domain::audit_context* who, std::int64_t tenant,
+                                 const domain::consent& c) {
+  auto row = domain::make_audit(who, tenant, "contact", c.contact_id, "record_consent");
+  row.fields = {"purpose", "granted", "channel", "source"};
+  if (c.evidence) row.fields.emplace_back("evidence");
+  row.status = 201;
+  return row;
 }
 
 void conv_serial(ch_actor* self, continuation k) {
@@ -370,6 +401,14 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
       w.consents.push_back(std::move(c));
     }
   w.ai_pending = !conv.ai_paused && agent_serves;
+  auto webhook = channel_webhook(channel_id);
+  w.audit.push_back(conversation_row(webhook.get(), st, conv, "message_received", {"text"}, 202));
+  if (!w.consents.empty()) {
+    auto row = domain::make_audit(webhook.get(), st.env.tenant_id, "contact", contact.id,
+                                  "record_consent");
+    row.fields = {"purpose", "granted", "channel", "source"};
+    w.audit.push_back(std::move(row));
+  }
   json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
   if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
   json::object payload{{"channel_id", channel_id},
@@ -449,6 +488,8 @@ void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_m
         }
         store_message(self, channel_id, std::move(m), r->contact, depth);
       });
+  // A contact created for the message is audited as made by the channel's webhook.
+  domain::audit_scope scope(channel_webhook(channel_id));
   match_contact(*st.env.rt->owner, st.env.tenant_id, std::move(req),
                 callback<contact_match>(std::move(k)));
 }
@@ -662,6 +703,8 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.sender_user_id = req.sender_user_id;
   w.purpose = req.purpose;
   w.created_at = now;
+  w.audit.push_back(
+      conversation_row(reply_to.who(), st, w.conversation, "send_message", {"text"}, 201));
   db<persistence::outbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
       [self, reply_to,
@@ -677,11 +720,14 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
 // ---- conversations -------------------------------------------------------------------------
 
 // Inside conv_serial().
-void save_conv(ch_actor* self, domain::conversation next, callback<std::string> reply) {
+void save_conv(ch_actor* self, domain::conversation next, callback<std::string> reply,
+               const char* action, std::vector<std::string> fields) {
+  std::vector audit{
+      conversation_row(reply.who(), self->state, next, action, std::move(fields), 200)};
   db<domain::done>(
       self,
-      [next](persistence::pg_conn& c) {
-        persistence::save_conversation(c, next);
+      [next, audit = std::move(audit)](persistence::pg_conn& c) {
+        persistence::save_conversation(c, next, audit);
         return domain::done{};
       },
       [self, next, reply](domain::outcome<domain::done> r) {
@@ -713,7 +759,11 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
     if (p.assignee_id) next.assignee_id = *p.assignee_id;
     if (p.ai_paused) next.ai_paused = *p.ai_paused;
     next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
-    save_conv(self, std::move(next), reply);
+    std::vector<std::string> fields;
+    if (p.status) fields.emplace_back("status");
+    if (p.assignee_id) fields.emplace_back("assignee_id");
+    if (p.ai_paused) fields.emplace_back("ai_paused");
+    save_conv(self, std::move(next), reply, "update", std::move(fields));
   };
   if (!p.assignee_id || !*p.assignee_id) return apply();
   db<bool>(
@@ -982,7 +1032,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             auto next = it->second;
             next.unread_count = 0;
             next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
-            save_conv(self, std::move(next), reply);
+            save_conv(self, std::move(next), reply, "mark_read", {"unread_count"});
           });
         });
       },
@@ -1023,7 +1073,10 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                                             "value_error"}}));
           db<domain::consent>(
               self,
-              [c](persistence::pg_conn& conn) { return persistence::insert_consent(conn, c); },
+              [c, audit = std::vector{consent_row(reply.who(), self->state.env.tenant_id, c)}](
+                  persistence::pg_conn& conn) {
+                return persistence::insert_consent(conn, c, audit);
+              },
               [self, reply](domain::outcome<domain::consent> r) {
                 if (!r) return reply(r.error());
                 // In memory before the answer: a send that follows it is checked against it.

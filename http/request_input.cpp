@@ -22,12 +22,16 @@ std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view na
 
 void with_contact(actors::runtime& rt, const exchange_ptr& ex, std::int64_t id,
                   std::function<void()> then) {
-  actors::get_contact(
-      rt, ex->who.tenant_id, id,
-      actors::callback<std::string>([ex, then = std::move(then)](domain::outcome<std::string> r) {
-        if (!r) return ex->fail(r.error());
-        then();
-      }));
+  // `then` runs on another thread: it gets the request's audit context back (who and where),
+  // so the changes it starts are audited as the request's.
+  actors::get_contact(rt, ex->who.tenant_id, id,
+                      actors::callback<std::string>(
+                          [ex, then = std::move(then),
+                           who = domain::current_audit_context()](domain::outcome<std::string> r) {
+                            if (!r) return ex->fail(r.error());
+                            domain::audit_scope scope(who);
+                            then();
+                          }));
 }
 
 std::optional<boost::json::object> object_body(const exchange_ptr& ex) {

@@ -2,6 +2,8 @@
 // and come back as microseconds.
 #include "persistence/channel_repo.hpp"
 
+#include "persistence/audit_repo.hpp"
+
 #include "domain/clock.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
@@ -177,9 +179,11 @@ domain::consent insert_consent(pqxx::work& tx, const domain::consent& c) {
 
 } // namespace
 
-domain::consent insert_consent(pg_conn& c, domain::consent record) {
+domain::consent insert_consent(pg_conn& c, domain::consent record,
+                               const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
   auto saved = insert_consent(tx, record);
+  insert_audit(tx, audit);
   tx.commit();
   return saved;
 }
@@ -337,6 +341,10 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
     consent.evidence = "message " + std::to_string(out.ids.message_id);
     out.consents.push_back(insert_consent(tx, consent));
   }
+  auto audit = w.audit;
+  for (auto& r : audit)
+    if (r.resource == "conversation" && !r.resource_id) r.resource_id = out.conversation.id;
+  insert_audit(tx, audit);
   tx.commit();
   return out;
 }
@@ -474,6 +482,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   write_conversation(tx, conv);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
                            w.created_at, w.purpose);
+  insert_audit(tx, w.audit);
   tx.commit();
   outbound_written out;
   out.json = json::serialize(message_json(r.front()));
@@ -504,10 +513,12 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
   tx.commit();
 }
 
-void save_conversation(pg_conn& c, const domain::conversation& conv) {
+void save_conversation(pg_conn& c, const domain::conversation& conv,
+                       const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
   auto copy = conv;
   write_conversation(tx, copy);
+  insert_audit(tx, audit);
   tx.commit();
 }
 

@@ -1,6 +1,7 @@
 // SQL of the messaging area (docs/channels.md): channels, the identities providers use for a
 // contact, conversations and messages. Blocking: call only on a pg_pool thread.
 #pragma once
+#include "domain/audit.hpp"
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
 #include "persistence/pg_pool.hpp"
@@ -72,6 +73,8 @@ struct inbound_write {
   int depth = 0;                          // workflow chain depth of the event
   bool ai_pending = false;                // an auto-replying agent is to answer it
   std::vector<domain::consent> consents;  // recorded with the message (a STOP request)
+  // Audit rows of the change (a "conversation" row without an id gets the conversation's).
+  std::vector<domain::audit_record> audit;
 };
 struct inbound_written {
   stored_inbound ids;
@@ -93,6 +96,7 @@ struct outbound_write {
   std::optional<std::int64_t> sender_agent_id;
   std::int64_t created_at = 0;
   domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
+  std::vector<domain::audit_record> audit; // of the change, in its transaction
 };
 struct outbound_written {
   queued_message message;
@@ -157,7 +161,8 @@ struct send_outcome {
 };
 void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o);
 
-void save_conversation(pg_conn& c, const domain::conversation& conv);
+void save_conversation(pg_conn& c, const domain::conversation& conv,
+                       const std::vector<domain::audit_record>& audit);
 bool active_user_of(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id);
 std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id,
                                int page, int per_page);
@@ -165,6 +170,7 @@ std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t 
 std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c);
 
 // Appends a consent record; returns it with its id.
-domain::consent insert_consent(pg_conn& c, domain::consent record);
+domain::consent insert_consent(pg_conn& c, domain::consent record,
+                               const std::vector<domain::audit_record>& audit);
 
 } // namespace crm::persistence

@@ -331,3 +331,43 @@ def test_rows_written_survive_a_kill_and_changes_are_never_lost(database, redis_
     finally:
         server.stop(check=True)
         server.cleanup()
+
+
+def test_messages_conversations_and_consents_are_audited_in_their_transactions(client, sess,
+                                                                               database):
+    """An inbound message (and the contact made for it) is recorded as the channel's webhook's
+    doing, a staff reply, a conversation change and a consent as the user's, each by the
+    transaction that stores it (the rows are in audit_pending or audit_log before any read)."""
+    t = sess.tokens["agent"]
+    secret = "audit-ch-" + crm.unique("s")
+    with crm.Receiver([200] * 5) as rcv:
+        chan = crm.create_channel(client, sess.admin, type="api", webhook_secret=secret,
+                                  config={"outbound_url": rcv.url("/out")})
+        ack = crm.inbound(client, chan["id"], secret, {"phone": crm.unique_phone()},
+                          "private words")
+        cid, conv = ack["contact_id"], ack["conversation_id"]
+        crm.send_message(client, t, conv, "an answer")
+        crm.assert_json_response(client.patch(crm.conversation_url(conv), {"status": "pending"},
+                                              token=t), 200)
+        crm.assert_json_response(client.post(f"{crm.contact_url(cid)}/consents", {
+            "purpose": "marketing", "granted": True, "source": "call"}, token=t), 201)
+    rows = crm.sql_rows(database, f"""
+        SELECT resource, resource_id, action, actor_type, actor_ref, user_id, fields, ids
+        FROM (SELECT resource, resource_id, action, actor_type, actor_ref, user_id, fields, ids,
+                     at FROM audit_pending
+              UNION ALL SELECT resource, resource_id, action, actor_type, actor_ref, user_id,
+                     fields, ids, at FROM audit_log) x
+        WHERE (resource = 'contact' AND resource_id = {cid})
+           OR (resource = 'conversation' AND resource_id = {conv}) ORDER BY at""")
+    got = [(r["resource"], r["action"], r["actor_type"], r["actor_ref"], r["user_id"])
+           for r in rows]
+    webhook = f"channel:{chan['id']}"
+    agent = sess.users["agent"]["id"]
+    assert got == [("contact", "create", "webhook", webhook, None),
+                   ("conversation", "message_received", "webhook", webhook, None),
+                   ("conversation", "send_message", "user", "", agent),
+                   ("conversation", "update", "user", "", agent),
+                   ("contact", "record_consent", "user", "", agent)], got
+    assert rows[1]["ids"] == [cid] and rows[3]["fields"] == ["status"], rows
+    assert "private words" not in database.query(
+        f"SELECT string_agg(row_to_json(a)::text, '') FROM audit_log a")
