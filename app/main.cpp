@@ -143,7 +143,7 @@ int serve(config::settings cfg) {
   persistence::audit_writer audit_writer(
       cfg.database_url,
       {std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_flush_interval * 1000)),
-       cfg.audit_buffer, 20000, cfg.audit_retention_days});
+       cfg.audit_buffer, 8192, cfg.audit_retention_days});
   http::auditor auditor(audit_writer, cfg.audit_reads == "off" ? http::auditor::read_policy::off
                                       : cfg.audit_reads == "best_effort"
                                           ? http::auditor::read_policy::best_effort

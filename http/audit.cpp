@@ -1,5 +1,6 @@
 #include "http/audit.hpp"
 
+#include "domain/clock.hpp"
 #include "http/router.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
@@ -206,17 +207,29 @@ void auditor::on_response(exchange& ex, response& r) {
     break;
   case audit_mode::security: break;
   }
-  bool signed_in = ex.who.user_id != 0;
-  auto who = audit_context_of(ex, signed_in);
-  std::optional<std::int64_t> id;
+  // Filled here rather than through an audit_context: this runs for every audited read.
+  domain::audit_record row;
+  row.tenant_id = tenant;
+  row.at = domain::now_micros();
+  if (ex.who.user_id != 0) {
+    row.actor_type = "user";
+    row.user_id = ex.who.user_id;
+    row.role = domain::to_string(ex.who.role);
+  } else {
+    row.actor_type = "anonymous";
+    row.actor_ref = std::string(to_string(ex.req.method)) + " " + ex.req.path;
+  }
+  row.resource = rule.resource;
   if (!rule.id_param.empty()) {
     auto v = ex.param(rule.id_param);
     std::int64_t n = 0;
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec == std::errc() && end == v.data() + v.size()) id = n;
+    if (ec == std::errc() && end == v.data() + v.size()) row.resource_id = n;
   }
-  auto row = domain::make_audit(who.get(), tenant, rule.resource, id,
-                                ex.audit_action.empty() ? rule.action : ex.audit_action);
+  row.action = ex.audit_action.empty() ? rule.action : ex.audit_action;
+  row.client_ip = ex.req.remote;
+  if (auto ua = ex.req.header("user-agent")) row.user_agent = ua->substr(0, 512);
+  row.request_id = ex.req.request_id;
   row.status = r.status;
   row.outcome = domain::audit_outcome(r.status);
   if (mode == audit_mode::list) {

@@ -109,13 +109,6 @@ domain::audit_record read_record(const pqxx::row& row, int at) {
   return r;
 }
 
-struct chained {
-  std::int64_t seq;
-  const domain::audit_record* record;
-  std::string prev_hash;
-  std::string hash;
-};
-
 // The month partitions: name and bounds, as "YYYY-MM-01".
 struct month {
   int year;
@@ -241,7 +234,9 @@ void audit_writer::loop() {
     {
       std::unique_lock lock(mutex_);
       cv_.wait_for(lock, opts_.flush_interval, [&] {
-        return stopping_ || !waiters_.empty() || buffer_.size() >= opts_.capacity / 4;
+        // A busy writer goes round at once: fewer rows wait in memory for a crash to lose.
+        return stopping_ || !waiters_.empty() ||
+               buffer_.size() >= std::min<std::size_t>(opts_.capacity / 4, 4096);
       });
       stopping = stopping_;
       auto n = std::min(buffer_.size(), opts_.max_rows_per_transaction);
@@ -301,10 +296,10 @@ void audit_writer::loop() {
           std::string h_tenants = "{", h_seqs = "{", h_hashes = "{", h_logged = "{";
           {
             static const std::vector<std::string> columns{
-                "tenant_id", "seq",       "logged_at", "at",          "actor_type", "user_id",
-                "role",      "actor_ref", "resource",  "resource_id", "action",     "fields",
-                "outcome",   "status",    "client_ip", "user_agent",  "request_id", "query",
-                "ids",       "prev_hash", "hash"};
+                "tenant_id",  "seq",        "logged_at", "at",       "actor_type",
+                "user_id",    "role",       "actor_ref", "resource", "resource_id",
+                "action",     "fields",     "outcome",   "status",   "client_ip",
+                "user_agent", "request_id", "query",     "ids",      "hash"};
             pqxx::stream_to copy(tx, "audit_log", columns);
             for (const auto& head : heads) {
               auto tenant = head[0].as<std::int64_t>();
@@ -324,7 +319,7 @@ void audit_writer::loop() {
                     r->user_id ? user.c_str() : nullptr, r->role, r->actor_ref, r->resource,
                     r->resource_id ? resource_id.c_str() : nullptr, r->action,
                     fields_literal(r->fields), r->outcome, r->status, r->client_ip, r->user_agent,
-                    r->request_id, r->query, ids_literal(r->ids), prev, hash);
+                    r->request_id, r->query, ids_literal(r->ids), "\\x" + hash);
                 prev = std::move(hash);
               }
               auto sep = h_tenants.size() > 1 ? "," : "";
@@ -402,7 +397,7 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
     auto end = domain::parse_rfc3339(pm->next().first_day());
     if (!end || *end > cutoff) continue;
     tx.exec("INSERT INTO audit_pruned (tenant_id, seq, hash) SELECT DISTINCT ON (tenant_id) "
-            "tenant_id, seq, hash FROM " +
+            "tenant_id, seq, encode(hash, 'hex') FROM " +
             name +
             " ORDER BY tenant_id, seq DESC ON CONFLICT (tenant_id) DO UPDATE SET seq = "
             "EXCLUDED.seq, hash = EXCLUDED.hash WHERE EXCLUDED.seq > audit_pruned.seq");
@@ -418,7 +413,7 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
 
 namespace {
 
-constexpr const char* row_columns_suffix = ", seq, prev_hash, hash";
+constexpr const char* row_columns_suffix = ", seq, encode(hash, 'hex')";
 
 std::vector<audit_row> read_rows(const pqxx::result& res) {
   std::vector<audit_row> out;
@@ -427,8 +422,7 @@ std::vector<audit_row> read_rows(const pqxx::result& res) {
     audit_row a;
     a.record = read_record(row, 0);
     a.seq = row[17].as<std::int64_t>();
-    a.prev_hash = row[18].as<std::string>();
-    a.hash = row[19].as<std::string>();
+    a.hash = row[18].as<std::string>();
     out.push_back(std::move(a));
   }
   return out;
@@ -505,12 +499,12 @@ void append_audit_json(std::string& out, const audit_row& a) {
     if (i) out += ',';
     out += std::to_string(r.ids[i]);
   }
-  out += "],\"prev_hash\":\"" + a.prev_hash + "\",\"hash\":\"" + a.hash + "\"}";
+  out += "],\"hash\":\"" + a.hash + "\"}";
 }
 
 const char* audit_csv_header() {
   return "seq,at,actor_type,user_id,role,actor_ref,resource,resource_id,action,fields,outcome,"
-         "status,client_ip,user_agent,request_id,query,ids,prev_hash,hash\r\n";
+         "status,client_ip,user_agent,request_id,query,ids,hash\r\n";
 }
 
 void append_audit_csv(std::string& out, const audit_row& a) {
@@ -547,7 +541,6 @@ void append_audit_csv(std::string& out, const audit_row& a) {
   field(r.request_id);
   field(r.query);
   field(joined(r.ids));
-  field(a.prev_hash);
   field(a.hash, true);
 }
 
@@ -579,10 +572,11 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
       if (r.seq != expected)
         return fail(expected, "row " + std::to_string(expected) + " is missing (the next row is " +
                                   std::to_string(r.seq) + ")");
-      if (r.prev_hash != prev)
-        return fail(r.seq, "its prev_hash is not the hash of the row before it");
+      // The hash covers the row and the one before it: an edited row, or a row whose
+      // predecessor was replaced, fails here.
       if (r.record.tenant_id != tenant || domain::audit_hash(prev, r.seq, r.record) != r.hash)
-        return fail(r.seq, "its contents do not match its hash (the row was edited)");
+        return fail(r.seq, "its contents do not match its hash (the row, or the one before it, "
+                           "was edited)");
       if (!v.rows) v.first_seq = r.seq;
       ++v.rows;
       v.last_seq = r.seq;

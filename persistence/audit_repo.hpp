@@ -116,8 +116,7 @@ struct audit_filter {
 struct audit_row {
   std::int64_t seq = 0;
   domain::audit_record record;
-  std::string prev_hash;
-  std::string hash;
+  std::string hash; // hex
 };
 
 std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f);

@@ -3,7 +3,7 @@
 -- audit_pending: changes are audited in the transaction that makes them, here (no lock shared
 -- with any other writer). The audit writer moves them, with the reads it buffered, into
 -- audit_log, where each tenant's rows form a hash chain: seq counts the tenant's rows, hash
--- covers every fact of the row and prev_hash (the previous row's hash). audit_heads holds each
+-- (SHA-256) covers every fact of the row and the previous row's hash. audit_heads holds each
 -- chain's last row; audit_pruned the last row removed by retention, where the kept chain starts.
 -- audit_log is partitioned by month of logged_at (when the row was chained, which only grows
 -- along a tenant's chain), so retention drops whole partitions, which are a prefix of each chain.
@@ -48,12 +48,12 @@ CREATE TABLE audit_log (
   request_id  text NOT NULL,
   query       text NOT NULL,
   ids         bigint[] NOT NULL,
-  prev_hash   text NOT NULL,
-  hash        text NOT NULL,
+  hash        bytea NOT NULL,
   PRIMARY KEY (tenant_id, seq, logged_at)
 ) PARTITION BY RANGE (logged_at);
+-- A record's history (the subject export, resource filters). Filters by user or action scan the
+-- tenant's rows: every index costs each of the many reads it records.
 CREATE INDEX audit_log_resource_idx ON audit_log (tenant_id, resource, resource_id, seq);
-CREATE INDEX audit_log_user_idx ON audit_log (tenant_id, user_id, seq);
 
 CREATE TABLE audit_heads (
   tenant_id bigint PRIMARY KEY,
