@@ -12,7 +12,9 @@
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/json_writer.hpp"
+#include "domain/secret_keys.hpp"
 #include "domain/validation.hpp"
+#include "persistence/audit_repo.hpp"
 #include "persistence/contact_repo.hpp"
 #include "persistence/field_repo.hpp"
 #include "persistence/group_committer.hpp"
@@ -71,6 +73,8 @@ constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;
 constexpr int id_block = 512;
 constexpr std::size_t max_batch = 2000;
+// What sealed custom-field values are bound to (domain/secret_keys.hpp), with the tenant.
+constexpr std::string_view sensitive_purpose = "contact.custom_field";
 constexpr std::int64_t idempotency_window = 24LL * 3600 * 1'000'000;
 
 struct batch {
@@ -104,8 +108,9 @@ struct contacts_state {
   domain::contact_store store;
   std::map<std::int64_t, domain::company> companies;
   std::unordered_map<std::string, persistence::idempotency_record> keys;
-  domain::field_definitions defs; // custom-field definitions, newest version seen
-  bool purging = false;           // a hard delete of a custom field is committing
+  domain::field_definitions defs;     // custom-field definitions, newest version seen
+  std::vector<std::string> sensitive; // names of its sensitive contact fields (sealed values)
+  bool purging = false;               // a hard delete of a custom field is committing
   // The workflow chain depth of the change being staged (0 for a client's own request): its
   // events carry it, so that chains of workflows stop (docs/automation.md).
   int event_depth = 0;
@@ -240,6 +245,7 @@ void read_snapshot(contacts_actor* self) {
                          if (!told) st.event_listeners = snap.event_listeners;
                          // Definitions pushed while loading may be newer than the snapshot's.
                          if (r->second.version >= st.defs.version) st.defs = std::move(r->second);
+                         st.sensitive = st.defs.sensitive(domain::field_entity::contact);
                          st.loaded = true;
                          drain(self);
                        }});
@@ -414,6 +420,76 @@ void append_field_value(std::string& out, const domain::contact& c, std::string_
   }
 }
 
+// ---- sensitive values (docs/compliance.md "Sensitive fields") ---------------------------
+
+bool sees_sensitive(const domain::audit_context* who) {
+  return who && who->actor == domain::audit_actor::user &&
+         (who->role == "manager" || who->role == "admin");
+}
+
+bool holds_sealed(const contacts_state& st, const domain::contact& c) {
+  return !st.sensitive.empty() && domain::may_hold_sealed(c.custom_fields);
+}
+
+// The contact as it may be shown: its sensitive values opened for a read by a manager or an
+// admin (their names added to `disclosed`), masked for anyone else and in every write's answer
+// and event. Answers `c` itself when it holds none; else a copy kept in `storage`.
+const domain::contact& shown(const contacts_state& st, const domain::contact& c,
+                             const domain::audit_context* who, bool reading,
+                             std::deque<domain::contact>& storage,
+                             std::vector<std::string>* disclosed = nullptr) {
+  if (!holds_sealed(st, c)) return c;
+  auto& copy = storage.emplace_back(c);
+  if (reading && disclosed && sees_sensitive(who)) {
+    const auto& keys = st.env.pool->keys();
+    auto tenant = st.env.tenant_id;
+    std::vector<std::string> opened;
+    copy.custom_fields = domain::open_custom_values(
+        c.custom_fields, st.sensitive,
+        [&](std::string_view sealed) -> std::optional<std::string> {
+          try {
+            return keys.open(sensitive_purpose, tenant, sealed);
+          } catch (const domain::secret_error&) {
+            return std::nullopt;
+          }
+        },
+        opened);
+    for (auto& k : opened) {
+      auto name = "custom_fields." + k;
+      if (std::find(disclosed->begin(), disclosed->end(), name) == disclosed->end())
+        disclosed->push_back(std::move(name));
+    }
+  } else {
+    copy.custom_fields = domain::mask_custom_values(c.custom_fields, st.sensitive);
+  }
+  return copy;
+}
+
+domain::contact masked(const contacts_state& st, const domain::contact& c) {
+  std::deque<domain::contact> storage;
+  return shown(st, c, nullptr, false, storage);
+}
+
+// Records that `who` was shown sensitive values (`fields`) of contacts `ids`: the row is queued
+// before the answer leaves; false (the read is then refused with 503) when it cannot be.
+bool audit_disclosure(const contacts_state& st, const domain::audit_context* who,
+                      std::vector<std::int64_t> ids, std::vector<std::string> fields) {
+  auto* writer = st.env.rt->opts.audit;
+  if (!writer) return false;
+  auto row =
+      domain::make_audit(who, st.env.tenant_id, "contact",
+                         ids.size() == 1 ? std::optional(ids[0]) : std::nullopt, "read_sensitive");
+  row.fields = std::move(fields);
+  if (ids.size() > 1) row.ids = std::move(ids);
+  row.status = 200;
+  return writer->record(std::move(row));
+}
+
+failure disclosure_unaudited() {
+  return failure::of(errc::service_unavailable,
+                     "the audit trail cannot record this read of sensitive values now; retry");
+}
+
 // Events of a contact change: {"contact_id", "contact": <single-contact shape>, then the
 // event's own keys, "tenant_id"}. Written directly: this runs for every write, so no DOM
 // round trip. `extra` is JSON text of the own keys (with a leading comma) or empty.
@@ -425,7 +501,9 @@ void contact_event(contacts_state& st, const char* name, const domain::contact& 
   out += "{\"contact_id\":";
   out += std::to_string(c.id);
   out += ",\"contact\":";
-  out += domain::encode_contact_full(c, nullptr);
+  // Events reach integrations and sit in the outbox: sensitive values never go with them.
+  std::deque<domain::contact> storage;
+  out += domain::encode_contact_full(shown(st, c, nullptr, false, storage), nullptr);
   out += extra;
   out += ",\"tenant_id\":";
   out += std::to_string(st.env.tenant_id);
@@ -446,7 +524,7 @@ void update_event(contacts_state& st, const domain::contact& before, const domai
     if (i) extra += ',';
     domain::append_json_string(extra, changed[i]);
     extra += ':';
-    append_field_value(extra, before, changed[i]);
+    append_field_value(extra, masked(st, before), changed[i]);
   }
   extra += '}';
   contact_event(st, "contact.updated", c, extra);
@@ -606,6 +684,16 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
     for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::contact, written,
                                                c.custom_fields, creating, loc_prefix))
       out.issues.push_back(std::move(i));
+  }
+  // Values of sensitive fields are sealed before they are kept anywhere, memory included.
+  if (f.custom_fields && !st.sensitive.empty() && out.issues.empty()) {
+    const auto& keys = st.env.pool->keys();
+    auto tenant = st.env.tenant_id;
+    if (auto sealed =
+            domain::seal_custom_values(c.custom_fields, st.sensitive, [&](std::string_view v) {
+              return keys.seal(sensitive_purpose, tenant, v);
+            }))
+      c.custom_fields = std::move(*sealed);
   }
   return out;
 }
@@ -770,6 +858,7 @@ void do_purge(contacts_actor* self, domain::custom_field f, callback<std::int64_
                              return d.id == f.id;
                            });
                            st.defs.version = std::max(st.defs.version, *r);
+                           st.sensitive = st.defs.sensitive(domain::field_entity::contact);
                          }
                          reply(std::move(r));
                          drain(self);
@@ -792,7 +881,7 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
   if (r.duplicate_email) return reply(duplicate_email_failure());
   st.contact_ids.pop_front();
   c.created_at = c.updated_at = domain::now_micros();
-  auto body = domain::encode_contact_created(c);
+  auto body = domain::encode_contact_created(masked(st, c));
   audit_change(st, reply.who(), "contact", c.id, "create", domain::contact_field_names(c), 201);
   stage_contact(st, nullptr, c);
   contact_events(st, nullptr, c, r, {});
@@ -810,13 +899,13 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
   // A match that is still being committed is answered after its COMMIT (never acknowledge
   // what might not be stored).
   auto answer = [&](const domain::contact& c) {
-    if (!st.p_contacts.count(c.id)) return reply(contact_match{c, false});
+    if (!st.p_contacts.count(c.id)) return reply(contact_match{masked(st, c), false});
     stage_write(
         self,
         [self, reply, id = c.id] {
           auto now = self->state.store.find(id);
           if (!now) return reply(missing_contact());
-          reply(contact_match{*now, false});
+          reply(contact_match{masked(self->state, *now), false});
         },
         fail_with(reply));
   };
@@ -843,7 +932,7 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
   contact_events(st, nullptr, c, r, {});
   stage_write(
       self,
-      [reply, c] {
+      [reply, c = masked(st, c)] {
         reply(contact_match{c, true});
       },
       fail_with(reply));
@@ -918,7 +1007,7 @@ void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
   stage_contact(st, &before, c);
   contact_events(st, &before, c, r, fields_sent(f));
   stage_write(
-      self, [reply, c] { reply(c); }, fail_with(reply));
+      self, [reply, c = masked(st, c)] { reply(c); }, fail_with(reply));
 }
 
 void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply, bool erase) {
@@ -992,7 +1081,7 @@ void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string>
   contact_events(st, &before, c, r, {"tags"});
   stage_write(
       self,
-      [self, reply, c] {
+      [self, reply, c = masked(st, c)] {
         reply(contact_view{c, committed_company(self->state, c.company_id)});
       },
       fail_with(reply));
@@ -1254,7 +1343,12 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
           if (c->company_id)
             if (auto it = st.companies.find(*c->company_id); it != st.companies.end())
               co = &it->second;
-          reply(domain::encode_contact_full(*c, co));
+          std::deque<domain::contact> storage;
+          std::vector<std::string> disclosed;
+          const auto& view = shown(st, *c, reply.who(), true, storage, &disclosed);
+          if (!disclosed.empty() && !audit_disclosure(st, reply.who(), {id}, disclosed))
+            return reply(disclosure_unaudited());
+          reply(domain::encode_contact_full(view, co));
         });
       },
       [self, measure](update_atom, std::int64_t id, contact_fields& f,
@@ -1277,7 +1371,20 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply),
                    [self, q = std::move(q), page, per_page, reply] {
-                     auto found = self->state.store.list(q);
+                     auto& st = self->state;
+                     auto found = st.store.list(q);
+                     std::deque<domain::contact> storage;
+                     std::vector<std::string> disclosed;
+                     std::vector<std::int64_t> ids;
+                     for (auto& item : found.items) {
+                       auto before = disclosed.size();
+                       item = &shown(st, *item, reply.who(), true, storage, &disclosed);
+                       if (disclosed.size() > before || holds_sealed(st, *item))
+                         ids.push_back(item->id);
+                     }
+                     if (!disclosed.empty() &&
+                         !audit_disclosure(st, reply.who(), std::move(ids), disclosed))
+                       return reply(disclosure_unaudited());
                      reply(domain::encode_contact_page(found.items, found.total, page, per_page));
                    });
       },
@@ -1294,10 +1401,21 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
                       callback<std::vector<domain::contact>>& reply) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, ids = std::move(ids), reply] {
+          auto& st = self->state;
           std::vector<domain::contact> out;
           out.reserve(ids.size());
+          std::vector<std::string> disclosed;
+          std::vector<std::int64_t> shown_ids;
           for (auto id : ids)
-            if (auto c = self->state.store.find(id)) out.push_back(*c);
+            if (auto c = st.store.find(id)) {
+              std::deque<domain::contact> storage;
+              auto before = disclosed.size();
+              out.push_back(shown(st, *c, reply.who(), true, storage, &disclosed));
+              if (disclosed.size() > before) shown_ids.push_back(id);
+            }
+          if (!disclosed.empty() &&
+              !audit_disclosure(st, reply.who(), std::move(shown_ids), disclosed))
+            return reply(disclosure_unaudited());
           reply(std::move(out));
         });
       },
@@ -1374,6 +1492,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
       [self](defs_atom, domain::field_definitions& defs) {
         auto& st = self->state;
         if (defs.version > st.defs.version) st.defs = std::move(defs);
+        st.sensitive = st.defs.sensitive(domain::field_entity::contact);
       },
       [self, measure](purge_atom, domain::custom_field& f, callback<std::int64_t>& reply) {
         auto _ = measure();

@@ -20,6 +20,7 @@ struct field_patch {
   std::optional<std::vector<std::string>> options;
   std::optional<bool> required;
   std::optional<bool> is_active;
+  std::optional<bool> sensitive; // fixed at creation: a change is 409
   // Syntax issues the HTTP layer found: the actor adds its own and answers one 422.
   std::vector<domain::issue> issues;
 };

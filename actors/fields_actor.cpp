@@ -184,6 +184,11 @@ void do_update(fields_actor* self, const domain::custom_field& cur, field_patch 
   if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
   if (p.name && *p.name != cur.name)
     return reply(failure::of(errc::conflict, "a custom field's name cannot change"));
+  // Values stored sealed (or not) stay as they are: a field changes sensitivity by being
+  // replaced (docs/compliance.md "Sensitive fields").
+  if (p.sensitive && *p.sensitive != cur.sensitive)
+    return reply(failure::of(errc::conflict, "a field's sensitivity cannot change; create a new "
+                                             "field instead"));
   if (type != cur.type && !domain::widening(cur.type, type))
     return reply(failure::of(errc::conflict, "this type change could invalidate stored values; "
                                              "create a new field instead"));

@@ -8,6 +8,7 @@
 #include <string_view>
 
 namespace crm::persistence {
+class audit_writer;
 class pg_pool;
 }
 
@@ -16,6 +17,9 @@ namespace crm::actors {
 struct runtime_options {
   int threads = 0;                  // scheduler threads; 0: one per core
   double tenant_idle_timeout = 300; // seconds without a message before a tenant passivates
+  // Where actors record the reads they disclose themselves (sensitive values); none: such
+  // reads are refused.
+  persistence::audit_writer* audit = nullptr;
 };
 
 class runtime {

@@ -133,8 +133,6 @@ int serve(config::settings cfg) {
   persistence::login_throttle throttle(redis, cfg.login_max_failures, cfg.login_window_seconds);
   persistence::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(),
                                    cfg.hash_queue_limit);
-  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout}, pool);
-  http::http_metrics metrics;
   // The audit trail (docs/compliance.md): partitions exist before the first row is written.
   {
     persistence::pg_conn conn(cfg.database_url);
@@ -144,6 +142,8 @@ int serve(config::settings cfg) {
       cfg.database_url,
       {std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_flush_interval * 1000)),
        cfg.audit_buffer, 8192, cfg.audit_retention_days});
+  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout, &audit_writer}, pool);
+  http::http_metrics metrics;
   http::auditor auditor(audit_writer, cfg.audit_reads == "off" ? http::auditor::read_policy::off
                                       : cfg.audit_reads == "best_effort"
                                           ? http::auditor::read_policy::best_effort

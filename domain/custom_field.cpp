@@ -268,4 +268,87 @@ std::optional<std::string> merge_custom_values(const std::string& current, const
   return boost::json::serialize(out);
 }
 
+std::vector<std::string> field_definitions::sensitive(field_entity e) const {
+  std::vector<std::string> out;
+  for (auto& f : fields)
+    if (f.entity == e && f.sensitive) out.push_back(f.name);
+  return out;
+}
+
+namespace {
+
+constexpr std::string_view sealed_key = "$sealed";
+
+const boost::json::string* sealed_text(const boost::json::value& v) {
+  if (!v.is_object()) return nullptr;
+  auto& o = v.as_object();
+  if (o.size() != 1) return nullptr;
+  auto* s = o.if_contains(sealed_key);
+  return s && s->is_string() ? &s->as_string() : nullptr;
+}
+
+// Calls `f(member value)` for each member of `keys` present (not null) in the object `text`;
+// answers the new text when `f` changed any.
+template <class F>
+std::optional<std::string> rewrite(std::string_view text, const std::vector<std::string>& keys,
+                                   F f) {
+  if (keys.empty()) return std::nullopt;
+  boost::json::error_code ec;
+  auto v = boost::json::parse(text, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  bool changed = false;
+  for (auto& k : keys) {
+    auto* m = v.as_object().if_contains(k);
+    if (m && !m->is_null()) changed = f(k, *m) || changed;
+  }
+  if (!changed) return std::nullopt;
+  return boost::json::serialize(v);
+}
+
+} // namespace
+
+bool may_hold_sealed(std::string_view custom_fields) {
+  return custom_fields.find("\"$sealed\"") != std::string_view::npos;
+}
+
+std::optional<std::string>
+seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
+                   const std::function<std::string(std::string_view)>& seal) {
+  return rewrite(text, keys, [&](const std::string&, boost::json::value& m) {
+    if (sealed_text(m)) return false;
+    m = boost::json::object{{sealed_key, seal(boost::json::serialize(m))}};
+    return true;
+  });
+}
+
+std::string mask_custom_values(std::string_view text, const std::vector<std::string>& keys) {
+  auto out = rewrite(text, keys, [](const std::string&, boost::json::value& m) {
+    if (!sealed_text(m)) return false;
+    m = boost::json::string(masked_value);
+    return true;
+  });
+  return out ? std::move(*out) : std::string(text);
+}
+
+std::string
+open_custom_values(std::string_view text, const std::vector<std::string>& keys,
+                   const std::function<std::optional<std::string>(std::string_view)>& open,
+                   std::vector<std::string>& opened) {
+  auto out = rewrite(text, keys, [&](const std::string& k, boost::json::value& m) {
+    auto* sealed = sealed_text(m);
+    if (!sealed) return false;
+    boost::json::error_code ec;
+    auto plain = open(std::string_view(sealed->data(), sealed->size()));
+    auto value = plain ? boost::json::parse(*plain, ec) : boost::json::value();
+    if (!plain || ec) {
+      m = boost::json::string(masked_value);
+    } else {
+      m = std::move(value);
+      opened.push_back(k);
+    }
+    return true;
+  });
+  return out ? std::move(*out) : std::string(text);
+}
+
 } // namespace crm::domain

@@ -4,6 +4,7 @@
 #include "domain/failure.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,9 @@ struct custom_field {
   std::vector<std::string> options;
   bool required = false;
   bool is_active = true;
+  // Values sealed at rest, masked for roles below manager, every disclosure audited
+  // (docs/compliance.md "Sensitive fields"). Contact fields only; fixed at creation.
+  bool sensitive = false;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
 };
@@ -60,7 +64,29 @@ struct field_definitions {
   std::vector<custom_field> fields;
 
   const custom_field* find(field_entity e, std::string_view name) const;
+  // The names of the sensitive fields of `e`, active or not (inactive fields keep their values).
+  std::vector<std::string> sensitive(field_entity e) const;
 };
+
+// Sensitive values live sealed inside a record's custom_fields, in memory as in Postgres:
+// {"diagnosis": {"$sealed": "sb1:..."}}. Only the members named in `keys` are touched, so a
+// value a client wrote under a free key never passes for a sealed one.
+inline constexpr std::string_view masked_value = "***";
+// A cheap test before any parsing: could the text hold a sealed value at all?
+bool may_hold_sealed(std::string_view custom_fields);
+// The text with the plain values of `keys` sealed (`seal` gets each value's JSON text);
+// nothing when no value needed it.
+std::optional<std::string>
+seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
+                   const std::function<std::string(std::string_view)>& seal);
+// The text with each sealed value of `keys` replaced by "***".
+std::string mask_custom_values(std::string_view text, const std::vector<std::string>& keys);
+// The text with each sealed value of `keys` opened (`open` answers its JSON text, or nothing
+// when it does not open: then it stays masked); `opened` gets the names of those disclosed.
+std::string
+open_custom_values(std::string_view text, const std::vector<std::string>& keys,
+                   const std::function<std::optional<std::string>(std::string_view)>& open,
+                   std::vector<std::string>& opened);
 
 // Checks a JSON object text of custom values against the definitions of `entity`:
 // - every key of `written` that names an inactive field → value_error;

@@ -295,9 +295,10 @@ private:
       return;
     }
     try {
-      if (ex->audit && ex->req.method != verb::get) {
+      if (ex->audit) {
         // Who and where, for the actors that audit this request's changes in their
-        // transactions: every callback made while the handler runs keeps it.
+        // transactions and disclose sensitive values only to the roles that may see them:
+        // every callback made while the handler runs keeps it.
         domain::audit_scope scope(audit_context_of(*ex, rt.auth == access::bearer));
         rt.handler(ex);
       } else {

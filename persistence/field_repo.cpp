@@ -12,7 +12,7 @@ namespace {
 
 const char* columns = "id, entity, name, label, field_type, options::text, required, is_active,"
                       " (extract(epoch from created_at) * 1000000)::bigint,"
-                      " (extract(epoch from updated_at) * 1000000)::bigint";
+                      " (extract(epoch from updated_at) * 1000000)::bigint, sensitive";
 
 domain::custom_field to_field(const pqxx::row& r, std::int64_t tenant) {
   domain::custom_field f;
@@ -34,6 +34,7 @@ domain::custom_field to_field(const pqxx::row& r, std::int64_t tenant) {
   f.is_active = r[7].as<bool>();
   f.created_at = r[8].as<std::int64_t>();
   f.updated_at = r[9].as<std::int64_t>();
+  f.sensitive = r[10].as<bool>();
   return f;
 }
 
@@ -76,12 +77,13 @@ domain::outcome<field_saved> save_field(pg_conn& c, domain::custom_field f) {
     if (f.id == 0) {
       row = tx.exec_params(std::string("INSERT INTO custom_fields (tenant_id, entity, name, label,"
                                        " field_type, options, required, is_active, created_at,"
-                                       " updated_at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7,"
-                                       " $8, $9::timestamptz, $10::timestamptz) RETURNING ") +
+                                       " updated_at, sensitive) VALUES ($1, $2, $3, $4, $5,"
+                                       " $6::jsonb, $7, $8, $9::timestamptz, $10::timestamptz,"
+                                       " $11) RETURNING ") +
                                columns,
                            f.tenant_id, std::string(domain::to_string(f.entity)), f.name, f.label,
                            std::string(domain::to_string(f.type)), opts, f.required, f.is_active,
-                           ts(f.created_at), ts(f.updated_at))
+                           ts(f.created_at), ts(f.updated_at), f.sensitive)
                 .front();
     } else {
       row = tx.exec_params(std::string("UPDATE custom_fields SET label = $3, field_type = $4,"

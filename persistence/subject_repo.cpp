@@ -1,7 +1,11 @@
 // A contact's export, assembled by Postgres in one snapshot.
 #include "persistence/subject_repo.hpp"
 
+#include "domain/custom_field.hpp"
+#include "domain/secret_keys.hpp"
 #include "persistence/audit_repo.hpp"
+
+#include <boost/json.hpp>
 
 #include <pqxx/pqxx>
 
@@ -95,7 +99,30 @@ std::optional<std::string> export_contact(pg_conn& c, std::int64_t tenant_id,
   pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c.raw());
   auto r = tx.exec_params(export_sql, tenant_id, contact_id, timestamp_format);
   if (r.empty()) return std::nullopt;
-  return r.front()[0].as<std::string>();
+  auto doc = r.front()[0].as<std::string>();
+  if (!domain::may_hold_sealed(doc)) return doc;
+  // The person's sensitive values, sealed at rest, are theirs to receive: opened here.
+  boost::json::error_code ec;
+  auto v = boost::json::parse(doc, ec);
+  auto* contact = !ec && v.is_object() ? v.as_object().if_contains("contact") : nullptr;
+  auto* custom =
+      contact && contact->is_object() ? contact->as_object().if_contains("custom_fields") : nullptr;
+  if (!custom || !custom->is_object()) return doc;
+  std::vector<std::string> names;
+  for (auto& kv : custom->as_object()) names.emplace_back(kv.key());
+  std::vector<std::string> opened;
+  auto text = domain::open_custom_values(
+      boost::json::serialize(*custom), names,
+      [&](std::string_view sealed) -> std::optional<std::string> {
+        try {
+          return c.keys().open("contact.custom_field", tenant_id, sealed);
+        } catch (const domain::secret_error&) {
+          return std::nullopt;
+        }
+      },
+      opened);
+  contact->as_object()["custom_fields"] = boost::json::parse(text);
+  return boost::json::serialize(v);
 }
 
 erasure_state erasure_of(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id) {

@@ -34,6 +34,7 @@ std::string encode_field(const domain::custom_field& f) {
   }
   o["required"] = f.required;
   o["is_active"] = f.is_active;
+  o["sensitive"] = f.sensitive;
   o["created_at"] = domain::format_rfc3339(f.created_at);
   o["updated_at"] = domain::format_rfc3339(f.updated_at);
   return json::serialize(o);
@@ -127,6 +128,9 @@ void create(services& s, const exchange_ptr& ex) {
   auto options = read_options(body);
   auto required = body.boolean("required", false);
   auto active = body.boolean("is_active", false);
+  auto sensitive = body.boolean("sensitive", false);
+  if (sensitive.value_or(false) && entity && *entity != domain::field_entity::contact)
+    body.add({"body", "sensitive"}, "only contact fields can be sensitive", "value_error");
   if (type) {
     if (domain::has_options(*type) && !options && !options_sent)
       body.add({"body", "options"}, "select and multiselect fields need options", "value_error");
@@ -143,6 +147,7 @@ void create(services& s, const exchange_ptr& ex) {
   if (options) f.options = *options;
   f.required = required.value_or(false);
   f.is_active = active.value_or(true);
+  f.sensitive = sensitive.value_or(false);
   actors::create_field(s.rt, ex->who.tenant_id, std::move(f), field_reply(ex, 201));
 }
 
@@ -175,6 +180,7 @@ void update(services& s, const exchange_ptr& ex) {
   p.options = read_options(body);
   p.required = body.boolean("required", false);
   p.is_active = body.boolean("is_active", false);
+  p.sensitive = body.boolean("sensitive", false);
   body.finish();
   if (!body.valid_json() || !path_issues.empty()) return ex->fail(body.failure());
   p.issues = std::move(body.issues());

@@ -1057,7 +1057,7 @@ FIELD_TYPES = ("text", "textarea", "number", "integer", "boolean", "date", "date
                "phone", "url", "select", "multiselect")
 SELECT_TYPES = ("select", "multiselect")
 FIELD_KEYS = {"field_id", "entity", "name", "label", "field_type", "options", "required",
-              "is_active", "created_at", "updated_at"}
+              "sensitive", "is_active", "created_at", "updated_at"}
 
 
 def fields_url(entity: str, params: Any = None) -> str:
@@ -1074,8 +1074,8 @@ def field_name(prefix: str = "f") -> str:
 
 
 def assert_field(body: Any, **expected) -> None:
-    """Exactly field_id, entity, name, label, field_type, options, required, is_active,
-    created_at, updated_at; options a list of strings for select types, null otherwise."""
+    """Exactly field_id, entity, name, label, field_type, options, required, sensitive,
+    is_active, created_at, updated_at; options a list of strings for select types, null otherwise."""
     assert isinstance(body, dict) and set(body) == FIELD_KEYS, \
         f"custom field must have exactly {sorted(FIELD_KEYS)}: {body}"
     assert is_int(body["field_id"]), body
