@@ -194,7 +194,8 @@ void export_csv(services& s, const exchange_ptr& ex) {
   actors::match_contacts(
       s.rt, tenant, std::move(p->query),
       actors::callback<std::vector<std::int64_t>>(
-          [&s, ex, tenant](domain::outcome<std::vector<std::int64_t>> ids) {
+          [&s, ex, tenant,
+           who = domain::current_audit_context()](domain::outcome<std::vector<std::int64_t>> ids) {
             if (!ids) return ex->fail(ids.error());
             struct cursor {
               std::vector<std::int64_t> ids;
@@ -207,7 +208,10 @@ void export_csv(services& s, const exchange_ptr& ex) {
             res.content_type = "text/csv; charset=utf-8";
             res.headers.emplace_back("Content-Disposition",
                                      "attachment; filename=\"contacts.csv\"");
-            res.stream = [&s, cur, tenant](chunk_sink sink) {
+            // Each chunk is fetched as the request's caller: sensitive values are opened (and
+            // audited) only for the roles that may see them.
+            res.stream = [&s, cur, tenant, who](chunk_sink sink) {
+              domain::audit_scope scope(who);
               if (!cur->header_sent) {
                 cur->header_sent = true;
                 return sink(
