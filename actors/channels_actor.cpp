@@ -824,6 +824,15 @@ void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> repl
   w.created_at = now;
   w.depth = a.depth;
   w.auto_reply = a.auto_reply;
+  {
+    // The agent read the patient's message and decided: audited as the agent's doing.
+    auto agent = std::make_shared<domain::audit_context>();
+    agent->actor = domain::audit_actor::agent;
+    agent->actor_ref = "agent:" + std::to_string(a.agent_id);
+    auto row = conversation_row(agent.get(), st, conv,
+                                a.handoff_reason ? "agent_handoff" : "agent_reply", {"text"}, 0);
+    w.audit.push_back(std::move(row));
+  }
   // Handed to a person since this message arrived: the agent no longer speaks in it.
   w.dropped = conv.ai_paused;
   auto& next = w.conversation;

@@ -18,7 +18,9 @@
 #include "persistence/contact_repo.hpp"
 #include "persistence/field_repo.hpp"
 #include "persistence/group_committer.hpp"
+#include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
 
@@ -108,9 +110,11 @@ struct contacts_state {
   domain::contact_store store;
   std::map<std::int64_t, domain::company> companies;
   std::unordered_map<std::string, persistence::idempotency_record> keys;
-  domain::field_definitions defs;     // custom-field definitions, newest version seen
-  std::vector<std::string> sensitive; // names of its sensitive contact fields (sealed values)
-  bool purging = false;               // a hard delete of a custom field is committing
+  domain::field_definitions defs;           // custom-field definitions, newest version seen
+  std::vector<std::string> sensitive;       // names of its sensitive contact fields (sealed values)
+  std::optional<domain::data_key> data_key; // the tenant's, opened from the definitions
+  std::string data_key_sealed;              // what it was opened from
+  bool purging = false;                     // a hard delete of a custom field is committing
   // The workflow chain depth of the change being staged (0 for a client's own request): its
   // events carry it, so that chains of workflows stop (docs/automation.md).
   int event_depth = 0;
@@ -199,6 +203,7 @@ void drain(contacts_actor* self, const failure* error = nullptr);
 void reserve(contacts_actor* self);
 
 void read_snapshot(contacts_actor* self);
+void definitions_changed(contacts_state& st);
 
 // Loads the state once whatever a predecessor of this actor (one that crashed or was failed)
 // handed the group committer has settled: its rows are then in the snapshot, or never will be.
@@ -245,7 +250,7 @@ void read_snapshot(contacts_actor* self) {
                          if (!told) st.event_listeners = snap.event_listeners;
                          // Definitions pushed while loading may be newer than the snapshot's.
                          if (r->second.version >= st.defs.version) st.defs = std::move(r->second);
-                         st.sensitive = st.defs.sensitive(domain::field_entity::contact);
+                         definitions_changed(st);
                          st.loaded = true;
                          drain(self);
                        }});
@@ -422,6 +427,20 @@ void append_field_value(std::string& out, const domain::contact& c, std::string_
 
 // ---- sensitive values (docs/compliance.md "Sensitive fields") ---------------------------
 
+// After any change of the definitions: which fields are sensitive, and the tenant's data key.
+void definitions_changed(contacts_state& st) {
+  st.sensitive = st.defs.sensitive(domain::field_entity::contact);
+  if (st.defs.sealed_data_key.empty() || st.defs.sealed_data_key == st.data_key_sealed) return;
+  try {
+    auto raw = st.env.pool->keys().open(persistence::sealed::tenant_data_key, st.env.tenant_id,
+                                        st.defs.sealed_data_key);
+    st.data_key = domain::data_key::from_bytes(raw);
+    st.data_key_sealed = st.defs.sealed_data_key;
+  } catch (const domain::secret_error& e) {
+    log_error("tenant {}: its data key does not open: {}", st.env.tenant_id, e.what());
+  }
+}
+
 bool sees_sensitive(const domain::audit_context* who) {
   return who && who->actor == domain::audit_actor::user &&
          (who->role == "manager" || who->role == "admin");
@@ -440,19 +459,11 @@ const domain::contact& shown(const contacts_state& st, const domain::contact& c,
                              std::vector<std::string>* disclosed = nullptr) {
   if (!holds_sealed(st, c)) return c;
   auto& copy = storage.emplace_back(c);
-  if (reading && disclosed && sees_sensitive(who)) {
-    const auto& keys = st.env.pool->keys();
-    auto tenant = st.env.tenant_id;
+  if (reading && disclosed && sees_sensitive(who) && st.data_key) {
     std::vector<std::string> opened;
     copy.custom_fields = domain::open_custom_values(
         c.custom_fields, st.sensitive,
-        [&](std::string_view sealed) -> std::optional<std::string> {
-          try {
-            return keys.open(sensitive_purpose, tenant, sealed);
-          } catch (const domain::secret_error&) {
-            return std::nullopt;
-          }
-        },
+        [&](std::string_view sealed) { return st.data_key->open(sensitive_purpose, sealed); },
         opened);
     for (auto& k : opened) {
       auto name = "custom_fields." + k;
@@ -685,13 +696,20 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
                                                c.custom_fields, creating, loc_prefix))
       out.issues.push_back(std::move(i));
   }
-  // Values of sensitive fields are sealed before they are kept anywhere, memory included.
+  // Values of sensitive fields are sealed with the tenant's data key before they are kept
+  // anywhere, memory included.
   if (f.custom_fields && !st.sensitive.empty() && out.issues.empty()) {
-    const auto& keys = st.env.pool->keys();
-    auto tenant = st.env.tenant_id;
+    if (!st.data_key) {
+      // Unreachable while the definitions carry the key (serve checks at start that the
+      // configured keys open every stored one): refused rather than kept in the clear.
+      out.issues.push_back({loc("custom_fields"),
+                            "sensitive values cannot be sealed now (no data key); retry",
+                            "value_error"});
+      return out;
+    }
     if (auto sealed =
             domain::seal_custom_values(c.custom_fields, st.sensitive, [&](std::string_view v) {
-              return keys.seal(sensitive_purpose, tenant, v);
+              return st.data_key->seal(sensitive_purpose, v);
             }))
       c.custom_fields = std::move(*sealed);
   }
@@ -858,7 +876,7 @@ void do_purge(contacts_actor* self, domain::custom_field f, callback<std::int64_
                              return d.id == f.id;
                            });
                            st.defs.version = std::max(st.defs.version, *r);
-                           st.sensitive = st.defs.sensitive(domain::field_entity::contact);
+                           definitions_changed(st);
                          }
                          reply(std::move(r));
                          drain(self);
@@ -1480,7 +1498,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
       [self](defs_atom, domain::field_definitions& defs) {
         auto& st = self->state;
         if (defs.version > st.defs.version) st.defs = std::move(defs);
-        st.sensitive = st.defs.sensitive(domain::field_entity::contact);
+        definitions_changed(st);
       },
       [self, measure](purge_atom, domain::custom_field& f, callback<std::int64_t>& reply) {
         auto _ = measure();

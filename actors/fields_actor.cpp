@@ -162,6 +162,8 @@ void save(fields_actor* self, domain::custom_field f, callback<domain::custom_fi
                            else
                              *it = saved;
                            st.defs.version = std::max(st.defs.version, r->version);
+                           if (!r->sealed_data_key.empty())
+                             st.defs.sealed_data_key = r->sealed_data_key;
                            push(self);
                            reply(saved);
                          } else {

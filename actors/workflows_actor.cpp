@@ -461,6 +461,12 @@ void advance(wf_actor* self, std::int64_t id) {
     return finish_step(self, id, std::move(step), false, nullptr,
                        "action '" + std::string(domain::to_string(known)) +
                            "' is not available yet");
+  // What the action changes is audited as this workflow's doing (docs/compliance.md): every
+  // callback the action makes from here keeps it.
+  auto acting = std::make_shared<domain::audit_context>();
+  acting->actor = domain::audit_actor::workflow;
+  acting->actor_ref = "workflow:" + std::to_string(wf->second.id) + " run:" + std::to_string(r.id);
+  domain::audit_scope scope(std::move(acting));
   switch (known) {
   case domain::action_type::delay: {
     auto secs = domain::delay_seconds(params);

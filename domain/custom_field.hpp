@@ -62,6 +62,9 @@ struct custom_field {
 struct field_definitions {
   std::int64_t version = 0;
   std::vector<custom_field> fields;
+  // The tenant's data key as stored (sealed by the configured keys; empty until its first
+  // sensitive field): it travels with the definitions to the actors that seal values.
+  std::string sealed_data_key;
 
   const custom_field* find(field_entity e, std::string_view name) const;
   // The names of the sensitive fields of `e`, active or not (inactive fields keep their values).

@@ -202,4 +202,55 @@ bool secret_keys::is_hashed(std::string_view stored) {
   return split(stored, hashed_tag).has_value();
 }
 
+namespace {
+constexpr std::string_view data_tag = "dk1:";
+} // namespace
+
+data_key data_key::generate() {
+  init_crypto();
+  data_key k;
+  randombytes_buf(k.key_.data(), k.key_.size());
+  return k;
+}
+
+std::optional<data_key> data_key::from_bytes(std::string_view raw) {
+  if (raw.size() != 32) return std::nullopt;
+  data_key k;
+  std::memcpy(k.key_.data(), raw.data(), raw.size());
+  return k;
+}
+
+std::string data_key::bytes() const {
+  return {reinterpret_cast<const char*>(key_.data()), key_.size()};
+}
+
+std::string data_key::seal(std::string_view purpose, std::string_view plain) const {
+  auto msg = bound(purpose, 0, plain);
+  std::string box(crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES + msg.size(), '\0');
+  auto* nonce = reinterpret_cast<unsigned char*>(box.data());
+  randombytes_buf(nonce, crypto_secretbox_NONCEBYTES);
+  crypto_secretbox_easy(nonce + crypto_secretbox_NONCEBYTES,
+                        reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), nonce,
+                        key_.data());
+  sodium_memzero(msg.data(), msg.size());
+  return std::string(data_tag) + base64url_encode(box);
+}
+
+std::optional<std::string> data_key::open(std::string_view purpose, std::string_view stored) const {
+  if (stored.substr(0, data_tag.size()) != data_tag) return std::nullopt;
+  auto box = base64url_decode(stored.substr(data_tag.size()));
+  if (!box || box->size() < crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES)
+    return std::nullopt;
+  auto* nonce = reinterpret_cast<const unsigned char*>(box->data());
+  std::string msg(box->size() - crypto_secretbox_NONCEBYTES - crypto_secretbox_MACBYTES, '\0');
+  if (crypto_secretbox_open_easy(
+          reinterpret_cast<unsigned char*>(msg.data()), nonce + crypto_secretbox_NONCEBYTES,
+          box->size() - crypto_secretbox_NONCEBYTES, nonce, key_.data()) != 0)
+    return std::nullopt;
+  auto prefix = bound(purpose, 0, "");
+  if (msg.size() < prefix.size() || std::memcmp(msg.data(), prefix.data(), prefix.size()) != 0)
+    return std::nullopt;
+  return msg.substr(prefix.size());
+}
+
 } // namespace crm::domain

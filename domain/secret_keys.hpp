@@ -68,4 +68,24 @@ private:
   std::vector<key> keys_;
 };
 
+// A tenant's data key (docs/compliance.md "Sensitive fields"): 32 random bytes of its own,
+// stored sealed by the configured keys (so `carecrm secrets rotate` moves it to a new key
+// without touching what it sealed), sealing the tenant's sensitive values:
+//   dk1:<base64url(nonce ‖ box)>
+// Each value is bound to its purpose, as with secret_keys.
+class data_key {
+public:
+  static data_key generate();
+  // Nothing unless `raw` is exactly 32 bytes.
+  static std::optional<data_key> from_bytes(std::string_view raw);
+  std::string bytes() const;
+
+  std::string seal(std::string_view purpose, std::string_view plain) const;
+  // Nothing when it does not open (another key or purpose, altered, not a dk1 value).
+  std::optional<std::string> open(std::string_view purpose, std::string_view stored) const;
+
+private:
+  std::array<unsigned char, 32> key_{};
+};
+
 } // namespace crm::domain

@@ -55,6 +55,7 @@ router make_ops_router(services& s) {
                        "database queue was full.\n# TYPE carecrm_db_queue_refused_total counter\n"
                        "carecrm_db_queue_refused_total " +
                        std::to_string(s.pool.refused()) + "\n";
+           s.audit.write_metrics(res.body);
            res.body += "# HELP carecrm_tenants_live Tenants with live actors.\n"
                        "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
                        std::to_string(s.rt.live_tenants()) + "\n";

@@ -166,6 +166,27 @@ void classify_audit(router& r) {
 auditor::auditor(persistence::audit_writer& writer, read_policy reads)
     : writer_(writer), reads_(reads) {}
 
+void auditor::write_metrics(std::string& out) {
+  auto metric = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + " " + std::to_string(v) + "\n";
+  };
+  metric("carecrm_audit_rows_recorded_total", "counter",
+         "Audit rows of reads and security events queued for the writer.", writer_.recorded());
+  metric("carecrm_audit_rows_written_total", "counter",
+         "Audit rows the writer appended to the chains (pending changes included).",
+         writer_.written());
+  metric("carecrm_audit_rows_refused_total", "counter",
+         "Audit rows refused because the writer's buffer was full.", writer_.refused());
+  metric("carecrm_audit_rows_dropped_total", "counter",
+         "Requests answered without their audit row (best_effort reads, configuration changes).",
+         dropped());
+  metric("carecrm_audit_rows_buffered", "gauge", "Audit rows waiting in memory for the writer.",
+         writer_.buffered());
+  metric("carecrm_audit_writer_failures_total", "counter",
+         "Audit writer transactions that failed (retried).", writer_.failures());
+}
+
 domain::audit_context_ptr audit_context_of(const exchange& ex, bool signed_in) {
   auto ctx = std::make_shared<domain::audit_context>();
   if (signed_in) {

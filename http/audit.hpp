@@ -40,6 +40,9 @@ public:
   void on_response(exchange& ex, response& r);
 
   persistence::audit_writer& writer() { return writer_; }
+  // carecrm_audit_* in the Prometheus text format: rows queued, written, refused (buffer full),
+  // dropped (best_effort), buffered now, failed writer transactions.
+  void write_metrics(std::string& out);
   std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
 private:

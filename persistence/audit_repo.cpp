@@ -190,6 +190,8 @@ bool audit_writer::record(domain::audit_record r) {
       return false;
     }
     buffer_.push_back(std::move(r));
+    // Enough waits for a transaction of its own: the writer goes now, not at its next tick.
+    if (buffer_.size() == std::clamp<std::size_t>(opts_.capacity / 4, 1, 4096)) cv_.notify_one();
   }
   recorded_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -236,7 +238,7 @@ void audit_writer::loop() {
       cv_.wait_for(lock, opts_.flush_interval, [&] {
         // A busy writer goes round at once: fewer rows wait in memory for a crash to lose.
         return stopping_ || !waiters_.empty() ||
-               buffer_.size() >= std::min<std::size_t>(opts_.capacity / 4, 4096);
+               buffer_.size() >= std::clamp<std::size_t>(opts_.capacity / 4, 1, 4096);
       });
       stopping = stopping_;
       auto n = std::min(buffer_.size(), opts_.max_rows_per_transaction);
@@ -461,45 +463,38 @@ std::vector<audit_row> audit_of_contact(pg_conn& c, std::int64_t tenant, std::in
 
 void append_audit_json(std::string& out, const audit_row& a) {
   const auto& r = a.record;
-  auto optional = [&](const std::optional<std::int64_t>& v) {
-    out += v ? std::to_string(*v) : "null";
+  domain::json_writer w(out);
+  auto optional = [&](const char* k, const std::optional<std::int64_t>& v) {
+    w.key(k);
+    if (v)
+      w.value(*v);
+    else
+      w.null();
   };
-  out += "{\"seq\":" + std::to_string(a.seq) + ",\"at\":\"" + domain::format_rfc3339(r.at) +
-         "\",\"actor_type\":";
-  domain::append_json_string(out, r.actor_type);
-  out += ",\"user_id\":";
-  optional(r.user_id);
-  out += ",\"role\":";
-  domain::append_json_string(out, r.role);
-  out += ",\"actor_ref\":";
-  domain::append_json_string(out, r.actor_ref);
-  out += ",\"resource\":";
-  domain::append_json_string(out, r.resource);
-  out += ",\"resource_id\":";
-  optional(r.resource_id);
-  out += ",\"action\":";
-  domain::append_json_string(out, r.action);
-  out += ",\"fields\":[";
-  for (std::size_t i = 0; i < r.fields.size(); ++i) {
-    if (i) out += ',';
-    domain::append_json_string(out, r.fields[i]);
-  }
-  out += "],\"outcome\":";
-  domain::append_json_string(out, r.outcome);
-  out += ",\"status\":" + std::to_string(r.status) + ",\"client_ip\":";
-  domain::append_json_string(out, r.client_ip);
-  out += ",\"user_agent\":";
-  domain::append_json_string(out, r.user_agent);
-  out += ",\"request_id\":";
-  domain::append_json_string(out, r.request_id);
-  out += ",\"query\":";
-  domain::append_json_string(out, r.query);
-  out += ",\"ids\":[";
-  for (std::size_t i = 0; i < r.ids.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(r.ids[i]);
-  }
-  out += "],\"hash\":\"" + a.hash + "\"}";
+  w.begin_object();
+  w.key("seq").value(a.seq);
+  w.key("at").value(domain::rfc3339(r.at).view());
+  w.key("actor_type").value(r.actor_type);
+  optional("user_id", r.user_id);
+  w.key("role").value(r.role);
+  w.key("actor_ref").value(r.actor_ref);
+  w.key("resource").value(r.resource);
+  optional("resource_id", r.resource_id);
+  w.key("action").value(r.action);
+  w.key("fields").begin_array();
+  for (auto& f : r.fields) w.value(f);
+  w.end_array();
+  w.key("outcome").value(r.outcome);
+  w.key("status").value(static_cast<std::int64_t>(r.status));
+  w.key("client_ip").value(r.client_ip);
+  w.key("user_agent").value(r.user_agent);
+  w.key("request_id").value(r.request_id);
+  w.key("query").value(r.query);
+  w.key("ids").begin_array();
+  for (auto id : r.ids) w.value(id);
+  w.end_array();
+  w.key("hash").value(a.hash);
+  w.end_object();
 }
 
 const char* audit_csv_header() {

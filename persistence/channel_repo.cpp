@@ -442,6 +442,7 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
                    " $3::jsonb, $4)",
                    w.tenant_id, w.handoff ? "ai.handoff" : "ai.replied", payload, w.depth);
   }
+  insert_audit(tx, w.audit);
   tx.commit();
   return out;
 }

@@ -129,6 +129,7 @@ struct agent_reply_write {
   std::int64_t created_at = 0;
   std::string event_payload; // a JSON object; the reply and message ids are added
   int depth = 0;
+  std::vector<domain::audit_record> audit; // the agent's reading of the message, and its answer
 };
 struct agent_reply_written {
   std::int64_t reply_id = 0;

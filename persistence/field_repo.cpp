@@ -1,8 +1,11 @@
 #include "persistence/field_repo.hpp"
 
 #include "persistence/audit_repo.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/secret_keys.hpp"
 
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
@@ -65,6 +68,8 @@ domain::field_definitions load_fields(pg_conn& c, std::int64_t tenant_id) {
                               " FROM custom_fields WHERE tenant_id = $1 ORDER BY id",
                           tenant_id);
   for (const auto& row : r) out.fields.push_back(to_field(row, tenant_id));
+  auto k = tx.exec_params("SELECT data_key FROM tenant_data_keys WHERE tenant_id = $1", tenant_id);
+  if (!k.empty()) out.sealed_data_key = k.front()[0].as<std::string>();
   return out;
 }
 
@@ -96,8 +101,21 @@ domain::outcome<field_saved> save_field(pg_conn& c, domain::custom_field f) {
                 .front();
     }
     auto version = bump_version(tx, f.tenant_id);
+    std::string data_key;
+    if (f.sensitive) {
+      // The tenant's data key exists before its first sensitive value is written.
+      tx.exec_params("INSERT INTO tenant_data_keys (tenant_id, data_key) VALUES ($1, $2) "
+                     "ON CONFLICT (tenant_id) DO NOTHING",
+                     f.tenant_id,
+                     c.keys().seal(sealed::tenant_data_key, f.tenant_id,
+                                   domain::data_key::generate().bytes()));
+      data_key =
+          tx.exec_params("SELECT data_key FROM tenant_data_keys WHERE tenant_id = $1", f.tenant_id)
+              .front()[0]
+              .as<std::string>();
+    }
     tx.commit();
-    return field_saved{to_field(row, f.tenant_id), version};
+    return field_saved{to_field(row, f.tenant_id), version, std::move(data_key)};
   } catch (const pqxx::unique_violation&) {
     return domain::failure::of(domain::errc::conflict,
                                "a custom field with this name exists for this entity");

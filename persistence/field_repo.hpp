@@ -14,6 +14,7 @@ domain::field_definitions load_fields(pg_conn& c, std::int64_t tenant_id);
 struct field_saved {
   domain::custom_field field;
   std::int64_t version = 0;
+  std::string sealed_data_key; // the tenant's, made with its first sensitive field
 };
 domain::outcome<field_saved> save_field(pg_conn& c, domain::custom_field f);
 

@@ -26,6 +26,8 @@ inline constexpr std::string_view http_header = "workflow.http_header";
 inline constexpr std::string_view subscription_secret = "webhook_subscription.secret";
 // ai_agents.api_key.
 inline constexpr std::string_view agent_api_key = "ai_agent.api_key";
+// tenant_data_keys.data_key: the key sealing the tenant's sensitive values (domain::data_key).
+inline constexpr std::string_view tenant_data_key = "tenant.data_key";
 
 // Replaces each secret string of a channel's config with `each(key, value)`.
 template <class Each>

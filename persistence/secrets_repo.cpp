@@ -138,6 +138,9 @@ void visit_all(pg_conn& c, bool all_runs, bool change, const visitor& f) {
   in_tx([&](pqxx::work& tx) {
     visit_column(tx, "ai_agents", "api_key", sealed::agent_api_key, lock, f);
   });
+  in_tx([&](pqxx::work& tx) {
+    visit_column(tx, "tenant_data_keys", "data_key", sealed::tenant_data_key, lock, f);
+  });
   for (std::int64_t after = 0;;) {
     bool more = false;
     in_tx([&](pqxx::work& tx) {

@@ -4,6 +4,7 @@
 #include "domain/custom_field.hpp"
 #include "domain/secret_keys.hpp"
 #include "persistence/audit_repo.hpp"
+#include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
 
@@ -110,17 +111,15 @@ std::optional<std::string> export_contact(pg_conn& c, std::int64_t tenant_id,
   if (!custom || !custom->is_object()) return doc;
   std::vector<std::string> names;
   for (auto& kv : custom->as_object()) names.emplace_back(kv.key());
+  auto k = tx.exec_params("SELECT data_key FROM tenant_data_keys WHERE tenant_id = $1", tenant_id);
+  if (k.empty()) return doc;
+  auto key = domain::data_key::from_bytes(
+      c.keys().open(sealed::tenant_data_key, tenant_id, k.front()[0].as<std::string>()));
+  if (!key) return doc;
   std::vector<std::string> opened;
   auto text = domain::open_custom_values(
       boost::json::serialize(*custom), names,
-      [&](std::string_view sealed) -> std::optional<std::string> {
-        try {
-          return c.keys().open("contact.custom_field", tenant_id, sealed);
-        } catch (const domain::secret_error&) {
-          return std::nullopt;
-        }
-      },
-      opened);
+      [&](std::string_view sealed) { return key->open("contact.custom_field", sealed); }, opened);
   contact->as_object()["custom_fields"] = boost::json::parse(text);
   return boost::json::serialize(v);
 }

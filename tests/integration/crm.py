@@ -1043,6 +1043,16 @@ def run_parallel(fn, args: list, workers: int = 16) -> list:
         return list(pool.map(call, args))
 
 
+def dump_database(db: "Database") -> str:
+    """Every row of every table of the database, as JSON text (traces of erased or sealed
+    values are searched in it)."""
+    tables = db.query("SELECT string_agg(relname, ' ') FROM pg_class c JOIN pg_namespace n "
+                      "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND "
+                      "c.relkind = 'r'").split()
+    return "\n".join(db.query(f"SELECT coalesce(string_agg(row_to_json(t)::text, E'\\n'), '') "
+                              f"FROM {t} t") for t in tables)
+
+
 def sql_rows(db: "Database", select: str) -> list[dict]:
     """The rows of `select` as a list of dicts (through json_agg)."""
     out = db.query(f"SELECT coalesce(json_agg(t), '[]'::json) FROM ({select}) t").strip()

@@ -10,14 +10,6 @@ AUDIT = "/api/v1/audit-log"
 SERVER_ENV = {"CARECRM_OUTBOUND_ALLOW_PRIVATE": "true"}
 
 
-def dump(database) -> str:
-    tables = database.query("SELECT string_agg(relname, ' ') FROM pg_class c JOIN pg_namespace n "
-                            "ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND "
-                            "c.relkind = 'r'").split()
-    return "\n".join(database.query(f"SELECT coalesce(string_agg(row_to_json(t)::text, E'\\n'), "
-                                    f"'') FROM {t} t") for t in tables)
-
-
 @pytest.fixture(scope="module")
 def diagnosis(client, sess) -> str:
     name = crm.field_name("dx")
@@ -60,8 +52,11 @@ def test_values_are_sealed_at_rest_and_never_in_answers_to_writes_or_events(
         assert value not in h.body.decode() and "$sealed" not in h.body.decode(), h.body
     stored = database.query(f"SELECT custom_fields->'{diagnosis}'->>'$sealed' FROM contacts "
                             f"WHERE id = {created['id']}").strip()
-    assert stored.startswith("sb1:"), stored
-    assert value not in dump(database)
+    assert stored.startswith("dk1:"), stored  # under the tenant's own data key...
+    key = database.query(f"SELECT data_key FROM tenant_data_keys "
+                         f"WHERE tenant_id = {sess.tenant.tenant_id}").strip()
+    assert key.startswith("sb1:"), key  # ...itself sealed by the configured keys
+    assert value not in crm.dump_database(database)
 
 
 def test_roles_below_manager_see_masks_and_every_disclosure_is_audited(client, sess, diagnosis):

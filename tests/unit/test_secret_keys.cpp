@@ -112,3 +112,19 @@ TEST(SecretKeys, AHashUnderAnOlderKeyMatchesAndAsksToBeMoved) {
 }
 
 } // namespace
+
+TEST(DataKey, SealsForItsPurposeOnlyAndNeverOpensUnderAnotherKey) {
+  auto k = crm::domain::data_key::generate();
+  auto sealed = k.seal("contact.custom_field", "\"O+\"");
+  EXPECT_EQ(sealed.rfind("dk1:", 0), 0u);
+  EXPECT_EQ(k.open("contact.custom_field", sealed), std::optional<std::string>("\"O+\""));
+  EXPECT_FALSE(k.open("other.purpose", sealed));
+  EXPECT_FALSE(crm::domain::data_key::generate().open("contact.custom_field", sealed));
+  auto again = crm::domain::data_key::from_bytes(k.bytes());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->open("contact.custom_field", sealed), std::optional<std::string>("\"O+\""));
+  EXPECT_FALSE(crm::domain::data_key::from_bytes("short"));
+  auto altered = sealed;
+  altered.back() = altered.back() == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(k.open("contact.custom_field", altered));
+}
