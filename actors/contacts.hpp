@@ -67,8 +67,8 @@ void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_f
                     callback<domain::contact> reply);
 // `erase`: the patient's erasure (docs/compliance.md): the contact.deleted event carries only
 // the id, never the record, and the audit row says "erase".
-void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id,
-                    callback<domain::done> reply, bool erase = false);
+void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply,
+                    bool erase = false);
 // The page shape of contract §4 for page `page` of `per_page` (the query's offset and limit).
 void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,
                    int per_page, callback<std::string> reply);

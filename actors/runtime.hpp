@@ -10,7 +10,7 @@
 namespace crm::persistence {
 class audit_writer;
 class pg_pool;
-}
+} // namespace crm::persistence
 
 namespace crm::actors {
 

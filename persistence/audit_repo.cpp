@@ -541,7 +541,8 @@ void append_audit_csv(std::string& out, const audit_row& a) {
 
 audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
   audit_verification v;
-  pqxx::read_transaction tx(c.raw());
+  // One snapshot for the rows and the head: a writer committing meanwhile changes neither.
+  pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c.raw());
   auto t = std::to_string(tenant);
   std::string prev = domain::audit_genesis;
   std::int64_t expected = 1;

@@ -312,7 +312,8 @@ def test_reads_answer_503_rather_than_go_unaudited_while_changes_go_on(database,
         assert len(reads) == served, (statuses, reads)
         got = ok_soon(lambda: client.get(crm.contact_url(c["id"]), token=s.admin))
         assert json.loads(got.body)["status"] == "inactive", got.describe()
-        assert verify(cli_env, s.tenant.tenant_id)[1]["ok"]
+        checked = verify(cli_env, s.tenant.tenant_id)
+        assert checked[1]["ok"], checked
     finally:
         server.stop(check=True)
         server.cleanup()
@@ -340,7 +341,8 @@ def test_rows_written_survive_a_kill_and_changes_are_never_lost(database, redis_
         reads = audit_rows(client, token, action="read", limit=50)
         assert len(flushed) == 10
         assert {r["seq"] for r in flushed} <= {r["seq"] for r in reads}
-        assert verify(cli_env, s.tenant.tenant_id)[1]["ok"]
+        checked = verify(cli_env, s.tenant.tenant_id)
+        assert checked[1]["ok"], checked
     finally:
         server.stop(check=True)
         server.cleanup()

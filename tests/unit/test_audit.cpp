@@ -77,9 +77,10 @@ TEST(AuditListIds, TakesTheIdOfEachItemOnly) {
 }
 
 TEST(AuditListIds, ReadsFhirBundleEntries) {
-  std::string body = R"({"resourceType":"Bundle","total":2,"link":[{"relation":"self"}],)"
-                     R"("entry":[{"fullUrl":"u","resource":{"resourceType":"Patient","id":"12"}},)"
-                     R"({"resource":{"id":"13","name":[{"text":"a"}]},"search":{"mode":"match"}}]})";
+  std::string body =
+      R"({"resourceType":"Bundle","total":2,"link":[{"relation":"self"}],)"
+      R"("entry":[{"fullUrl":"u","resource":{"resourceType":"Patient","id":"12"}},)"
+      R"({"resource":{"id":"13","name":[{"text":"a"}]},"search":{"mode":"match"}}]})";
   EXPECT_EQ(list_ids(body, "entry", "resource"), (std::vector<std::int64_t>{12, 13}));
 }
 
