@@ -51,9 +51,11 @@ CREATE TABLE audit_log (
   hash        bytea NOT NULL,
   PRIMARY KEY (tenant_id, seq, logged_at)
 ) PARTITION BY RANGE (logged_at);
--- A record's history (the subject export, resource filters). Filters by user or action scan the
--- tenant's rows: every index costs each of the many reads it records.
-CREATE INDEX audit_log_resource_idx ON audit_log (tenant_id, resource, resource_id, seq);
+-- A record's history (GET /audit-log?resource_id=). Integers only, and only rows that name one
+-- record: every index costs each of the many reads it records (a text column made each insert
+-- compare with the collation: benchmarks/RESULTS.md). Other filters scan the tenant's rows.
+CREATE INDEX audit_log_resource_idx ON audit_log (tenant_id, resource_id)
+  WHERE resource_id IS NOT NULL;
 
 CREATE TABLE audit_heads (
   tenant_id bigint PRIMARY KEY,
