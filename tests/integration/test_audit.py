@@ -290,9 +290,13 @@ def test_reads_answer_503_rather_than_go_unaudited_while_changes_go_on(database,
         c = crm.create_contact(client, s.admin, first_name="Held")
         ok_soon(lambda: client.get(AUDIT, token=s.admin))
         hold = threading.Thread(target=database.query, args=(
-            "BEGIN; LOCK TABLE audit_heads IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;",))
+            "BEGIN; LOCK TABLE audit_heads IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(5); COMMIT;",))
         hold.start()
-        time.sleep(0.5)
+        held = crm.eventually(lambda: database.query(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE "
+            "c.relname = 'audit_heads' AND l.mode = 'AccessExclusiveLock' AND l.granted"
+        ).strip() == "1", timeout=5)
+        assert held, "the lock on audit_heads was not taken"
         statuses = [client.get(crm.contact_url(c["id"]), token=s.admin).status for _ in range(6)]
         assert set(statuses) == {200, 503} and statuses[-1] == 503, statuses
         crm.assert_error(client.get(crm.contact_url(c["id"]), token=s.admin), 503,
