@@ -679,8 +679,13 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
     if (c.tags.size() > max_tags)
       out.issues.push_back({loc("tags"), "at most 50 tags", "value_error"});
   }
-  if (f.custom_fields) {
-    auto merged = domain::merge_custom_values(c.custom_fields, *f.custom_fields, creating);
+  // A client that read a contact with its sensitive values masked and writes it back sends
+  // "***": that is the mask, not a value, and the stored value stays.
+  std::optional<std::string> patch = f.custom_fields;
+  if (patch && !st.sensitive.empty())
+    if (auto kept = domain::drop_masked_values(*patch, st.sensitive)) patch = std::move(*kept);
+  if (patch) {
+    auto merged = domain::merge_custom_values(c.custom_fields, *patch, creating);
     if (!merged) {
       out.issues.push_back(
           {loc("custom_fields"), "Input should be a valid dictionary", "value_error"});
@@ -690,8 +695,8 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
       c.custom_fields = std::move(*merged);
     }
   }
-  if (f.custom_fields || creating) {
-    auto written = f.custom_fields.value_or("{}");
+  if (patch || creating) {
+    auto written = patch.value_or("{}");
     for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::contact, written,
                                                c.custom_fields, creating, loc_prefix))
       out.issues.push_back(std::move(i));

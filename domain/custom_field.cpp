@@ -321,6 +321,24 @@ seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
   });
 }
 
+std::optional<std::string> drop_masked_values(std::string_view patch,
+                                              const std::vector<std::string>& keys) {
+  if (keys.empty() || patch.find("\"***\"") == std::string_view::npos) return std::nullopt;
+  boost::json::error_code ec;
+  auto v = boost::json::parse(patch, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  bool dropped = false;
+  for (auto& k : keys) {
+    auto* m = v.as_object().if_contains(k);
+    if (m && m->is_string() && m->as_string() == masked_value) {
+      v.as_object().erase(k);
+      dropped = true;
+    }
+  }
+  if (!dropped) return std::nullopt;
+  return boost::json::serialize(v);
+}
+
 std::string mask_custom_values(std::string_view text, const std::vector<std::string>& keys) {
   auto out = rewrite(text, keys, [](const std::string&, boost::json::value& m) {
     if (!sealed_text(m)) return false;

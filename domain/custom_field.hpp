@@ -82,6 +82,10 @@ bool may_hold_sealed(std::string_view custom_fields);
 std::optional<std::string>
 seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
                    const std::function<std::string(std::string_view)>& seal);
+// The patch without the members of `keys` whose value is the mask "***" (written back by a
+// client that was shown it); nothing when it holds none.
+std::optional<std::string> drop_masked_values(std::string_view patch,
+                                              const std::vector<std::string>& keys);
 // The text with each sealed value of `keys` replaced by "***".
 std::string mask_custom_values(std::string_view text, const std::vector<std::string>& keys);
 // The text with each sealed value of `keys` opened (`open` answers its JSON text, or nothing

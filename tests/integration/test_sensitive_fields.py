@@ -67,6 +67,11 @@ def test_roles_below_manager_see_masks_and_every_disclosure_is_audited(client, s
     for role in ("viewer", "agent"):
         t = sess.tokens[role]
         assert crm.get_contact(client, t, c["id"])["custom_fields"][diagnosis] == "***"
+    # An agent writing back what it was shown does not replace the value with the mask.
+    shown = crm.get_contact(client, sess.tokens["agent"], c["id"])
+    crm.assert_json_response(client.put(crm.contact_url(c["id"]), {
+        "first_name": "Masked", "custom_fields": shown["custom_fields"]},
+        token=sess.tokens["agent"]), 200)
     body = client.get(crm.with_query(f"{crm.CONTACTS}/export", {"tag": tag}),
                       token=sess.tokens["agent"]).body.decode()
     assert value not in body and "***" in body, body
