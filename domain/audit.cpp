@@ -188,7 +188,6 @@ class scanner {
 public:
   explicit scanner(std::string_view s) : s_(s) {}
 
-  bool ok() const { return p_ < s_.size(); }
   void ws() {
     while (p_ < s_.size() && (s_[p_] == ' ' || s_[p_] == '\n' || s_[p_] == '\t' || s_[p_] == '\r'))
       ++p_;

@@ -287,8 +287,10 @@ const boost::json::string* sealed_text(const boost::json::value& v) {
   return s && s->is_string() ? &s->as_string() : nullptr;
 }
 
-// Calls `f(member value)` for each member of `keys` present (not null) in the object `text`;
-// answers the new text when `f` changed any.
+enum class edit : std::uint8_t { none, changed, removed };
+
+// Calls `f(key, member value)` for each member of `keys` present (not null) in the object
+// `text`, which may change or remove it; answers the new text when anything was edited.
 template <class F>
 std::optional<std::string> rewrite(std::string_view text, const std::vector<std::string>& keys,
                                    F f) {
@@ -296,12 +298,16 @@ std::optional<std::string> rewrite(std::string_view text, const std::vector<std:
   boost::json::error_code ec;
   auto v = boost::json::parse(text, ec);
   if (ec || !v.is_object()) return std::nullopt;
-  bool changed = false;
+  auto& o = v.as_object();
+  bool edited = false;
   for (auto& k : keys) {
-    auto* m = v.as_object().if_contains(k);
-    if (m && !m->is_null()) changed = f(k, *m) || changed;
+    auto* m = o.if_contains(k);
+    if (!m || m->is_null()) continue;
+    auto e = f(k, *m);
+    if (e == edit::removed) o.erase(k);
+    edited = edited || e != edit::none;
   }
-  if (!changed) return std::nullopt;
+  if (!edited) return std::nullopt;
   return boost::json::serialize(v);
 }
 
@@ -315,35 +321,25 @@ std::optional<std::string>
 seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
                    const std::function<std::string(std::string_view)>& seal) {
   return rewrite(text, keys, [&](const std::string&, boost::json::value& m) {
-    if (sealed_text(m)) return false;
+    if (sealed_text(m)) return edit::none;
     m = boost::json::object{{sealed_key, seal(boost::json::serialize(m))}};
-    return true;
+    return edit::changed;
   });
 }
 
 std::optional<std::string> drop_masked_values(std::string_view patch,
                                               const std::vector<std::string>& keys) {
-  if (keys.empty() || patch.find("\"***\"") == std::string_view::npos) return std::nullopt;
-  boost::json::error_code ec;
-  auto v = boost::json::parse(patch, ec);
-  if (ec || !v.is_object()) return std::nullopt;
-  bool dropped = false;
-  for (auto& k : keys) {
-    auto* m = v.as_object().if_contains(k);
-    if (m && m->is_string() && m->as_string() == masked_value) {
-      v.as_object().erase(k);
-      dropped = true;
-    }
-  }
-  if (!dropped) return std::nullopt;
-  return boost::json::serialize(v);
+  if (patch.find("\"***\"") == std::string_view::npos) return std::nullopt;
+  return rewrite(patch, keys, [](const std::string&, boost::json::value& m) {
+    return m.is_string() && m.as_string() == masked_value ? edit::removed : edit::none;
+  });
 }
 
 std::string mask_custom_values(std::string_view text, const std::vector<std::string>& keys) {
   auto out = rewrite(text, keys, [](const std::string&, boost::json::value& m) {
-    if (!sealed_text(m)) return false;
+    if (!sealed_text(m)) return edit::none;
     m = boost::json::string(masked_value);
-    return true;
+    return edit::changed;
   });
   return out ? std::move(*out) : std::string(text);
 }
@@ -354,7 +350,7 @@ open_custom_values(std::string_view text, const std::vector<std::string>& keys,
                    std::vector<std::string>& opened) {
   auto out = rewrite(text, keys, [&](const std::string& k, boost::json::value& m) {
     auto* sealed = sealed_text(m);
-    if (!sealed) return false;
+    if (!sealed) return edit::none;
     boost::json::error_code ec;
     auto plain = open(std::string_view(sealed->data(), sealed->size()));
     auto value = plain ? boost::json::parse(*plain, ec) : boost::json::value();
@@ -364,7 +360,7 @@ open_custom_values(std::string_view text, const std::vector<std::string>& keys,
       m = std::move(value);
       opened.push_back(k);
     }
-    return true;
+    return edit::changed;
   });
   return out ? std::move(*out) : std::string(text);
 }

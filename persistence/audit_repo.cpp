@@ -450,17 +450,6 @@ std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f) {
   return read_rows(tx.exec(sql));
 }
 
-std::vector<audit_row> audit_of_contact(pg_conn& c, std::int64_t tenant, std::int64_t id,
-                                        int limit) {
-  pqxx::read_transaction tx(c.raw());
-  auto t = std::to_string(tenant);
-  auto i = std::to_string(id);
-  return read_rows(tx.exec(std::string("SELECT ") + record_columns + row_columns_suffix +
-                           " FROM audit_log WHERE tenant_id = " + t +
-                           " AND ((resource = 'contact' AND resource_id = " + i + ") OR " + i +
-                           " = ANY(ids)) ORDER BY seq LIMIT " + std::to_string(limit)));
-}
-
 void append_audit_json(std::string& out, const audit_row& a) {
   const auto& r = a.record;
   domain::json_writer w(out);

@@ -120,10 +120,6 @@ struct audit_row {
 };
 
 std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f);
-// Rows that name contact `id`: read or changed as the resource, or returned by a list.
-std::vector<audit_row> audit_of_contact(pg_conn& c, std::int64_t tenant, std::int64_t id,
-                                        int limit);
-
 // One row as the JSON object of GET /audit-log (and of the NDJSON export).
 void append_audit_json(std::string& out, const audit_row& r);
 // The CSV header line and one row.

@@ -146,9 +146,8 @@ def test_sign_in_failures_refresh_reuse_and_sign_out_are_recorded(client, cli_en
     bad = client.post("/api/v1/auth/login", {"email": tenant.admin_email, "password": "wrong-pw-1"})
     assert bad.status == 401, bad.describe()
     pair = crm.login(client, tenant.admin_email, tenant.admin_password)
-    token = pair["access_token"]
-    fresh = crm.assert_json_response(client.post("/api/v1/auth/refresh",
-                                                 {"refresh_token": pair["refresh_token"]}), 200)
+    crm.assert_json_response(client.post("/api/v1/auth/refresh",
+                                         {"refresh_token": pair["refresh_token"]}), 200)
     reused = client.post("/api/v1/auth/refresh", {"refresh_token": pair["refresh_token"]})
     assert reused.status == 401, reused.describe()
     again = crm.login(client, tenant.admin_email, tenant.admin_password)["access_token"]
@@ -160,7 +159,6 @@ def test_sign_in_failures_refresh_reuse_and_sign_out_are_recorded(client, cli_en
                           ("refresh_reuse", "denied"), ("login", "success"),
                           ("logout", "success")], events
     assert all(r["user_id"] == tenant.admin_id for r in rows), rows
-    assert fresh and token
 
 
 def test_role_and_password_changes_are_recorded_by_field_name(client, sess):
