@@ -22,6 +22,9 @@ namespace {
 
 std::atomic<bool> pending_hint{true};
 
+// Events per row of audit_blocks.
+constexpr std::size_t max_events_per_block = 1024;
+
 std::string ids_literal(const std::vector<std::int64_t>& ids) {
   std::string out = "{";
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -64,7 +67,7 @@ void append_insert(std::string& out, const std::vector<domain::audit_record>& ro
   out += ";\n";
 }
 
-// The record's columns as selected from audit_pending or audit_log (17 of them).
+// The record's columns as selected from audit_pending or the audit_log view (17 of them).
 constexpr const char* record_columns =
     "tenant_id, (extract(epoch from at) * 1000000)::bigint, actor_type, user_id, role, actor_ref, "
     "resource, resource_id, action, array_to_json(fields)::text, outcome, status, client_ip, "
@@ -117,7 +120,7 @@ struct month {
   month previous() const { return mon == 1 ? month{year - 1, 12} : month{year, mon - 1}; }
   std::string name() const {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "audit_log_y%04dm%02d", year, mon);
+    std::snprintf(buf, sizeof buf, "audit_blocks_y%04dm%02d", year, mon);
     return buf;
   }
   std::string first_day() const {
@@ -135,12 +138,14 @@ month month_of(std::int64_t micros) {
 }
 
 std::optional<month> month_of_name(std::string_view name) {
-  // audit_log_yYYYYmMM
-  if (name.size() != 18 || name.substr(0, 11) != "audit_log_y" || name[15] != 'm')
+  // audit_blocks_yYYYYmMM
+  constexpr std::string_view prefix = "audit_blocks_y";
+  if (name.size() != prefix.size() + 7 || name.substr(0, prefix.size()) != prefix ||
+      name[prefix.size() + 4] != 'm')
     return std::nullopt;
   month m{};
-  auto y = name.substr(11, 4);
-  auto mo = name.substr(16, 2);
+  auto y = name.substr(prefix.size(), 4);
+  auto mo = name.substr(prefix.size() + 5, 2);
   if (std::from_chars(y.data(), y.data() + 4, m.year).ec != std::errc() ||
       std::from_chars(mo.data(), mo.data() + 2, m.mon).ec != std::errc() || m.mon < 1 || m.mon > 12)
     return std::nullopt;
@@ -229,8 +234,9 @@ void audit_writer::loop() {
   auto last_pending_look = std::chrono::steady_clock::now();
   auto last_maintenance = std::chrono::steady_clock::time_point{};
   int failures_in_row = 0;
+  std::vector<domain::audit_record> rows, spare;
   for (;;) {
-    std::vector<domain::audit_record> rows;
+    rows.clear();
     std::vector<std::function<void(bool)>> waiters;
     bool stopping = false;
     {
@@ -241,11 +247,15 @@ void audit_writer::loop() {
                buffer_.size() >= std::clamp<std::size_t>(opts_.capacity / 4, 1, 4096);
       });
       stopping = stopping_;
-      auto n = std::min(buffer_.size(), opts_.max_rows_per_transaction);
-      rows.reserve(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        rows.push_back(std::move(buffer_.front()));
-        buffer_.pop_front();
+      // The recording threads wait on this lock: the buffer is swapped whole (the previous
+      // round's vector, emptied with its capacity kept, takes its place), not moved row by row.
+      if (buffer_.size() <= opts_.max_rows_per_transaction) {
+        rows.swap(spare);
+        rows.swap(buffer_);
+      } else {
+        auto cut = buffer_.begin() + static_cast<std::ptrdiff_t>(opts_.max_rows_per_transaction);
+        rows.assign(std::make_move_iterator(buffer_.begin()), std::make_move_iterator(cut));
+        buffer_.erase(buffer_.begin(), cut);
       }
       if (buffer_.empty()) waiters.swap(waiters_);
     }
@@ -297,12 +307,12 @@ void audit_writer::loop() {
                                tenants_q + "::bigint[]) ORDER BY tenant_id FOR UPDATE");
           std::string h_tenants = "{", h_seqs = "{", h_hashes = "{", h_logged = "{";
           {
-            static const std::vector<std::string> columns{
-                "tenant_id",  "seq",        "logged_at", "at",       "actor_type",
-                "user_id",    "role",       "actor_ref", "resource", "resource_id",
-                "action",     "fields",     "outcome",   "status",   "client_ip",
-                "user_agent", "request_id", "query",     "ids",      "hash"};
-            pqxx::stream_to copy(tx, "audit_log", columns);
+            static const std::vector<std::string> columns{"tenant_id",  "first_seq", "last_seq",
+                                                          "logged_at",  "first_at",  "last_at",
+                                                          "record_ids", "events",    "last_hash"};
+            pqxx::stream_to copy(tx, "audit_blocks", columns);
+            std::string events;
+            std::vector<std::int64_t> record_ids;
             for (const auto& head : heads) {
               auto tenant = head[0].as<std::int64_t>();
               auto seq = head[1].as<std::int64_t>();
@@ -311,18 +321,33 @@ void audit_writer::loop() {
               auto& list = by_tenant[tenant];
               std::stable_sort(list.begin(), list.end(),
                                [](auto* a, auto* b) { return a->at < b->at; });
-              for (auto* r : list) {
-                ++seq;
-                auto hash = domain::audit_hash(prev, seq, *r);
-                auto user = r->user_id ? std::to_string(*r->user_id) : std::string();
-                auto resource_id = r->resource_id ? std::to_string(*r->resource_id) : std::string();
+              // The tenant's events, chained one by one, stored as blocks of up to
+              // max_events_per_block (a page of GET /audit-log expands at most one or two).
+              for (std::size_t start = 0; start < list.size(); start += max_events_per_block) {
+                auto end = std::min(list.size(), start + max_events_per_block);
+                auto first_seq = seq + 1;
+                auto first_at = list[start]->at, last_at = list[start]->at;
+                events.assign(1, '[');
+                record_ids.clear();
+                for (auto i = start; i < end; ++i) {
+                  const auto& r = *list[i];
+                  ++seq;
+                  auto hash = domain::audit_hash(prev, seq, r);
+                  if (i > start) events += ',';
+                  append_audit_json(events, seq, r, hash);
+                  if (r.resource_id) record_ids.push_back(*r.resource_id);
+                  record_ids.insert(record_ids.end(), r.ids.begin(), r.ids.end());
+                  first_at = std::min(first_at, r.at);
+                  last_at = std::max(last_at, r.at);
+                  prev = std::move(hash);
+                }
+                events += ']';
+                std::sort(record_ids.begin(), record_ids.end());
+                record_ids.erase(std::unique(record_ids.begin(), record_ids.end()),
+                                 record_ids.end());
                 copy << std::make_tuple(
-                    tenant, seq, logged_at, domain::format_rfc3339(r->at), r->actor_type,
-                    r->user_id ? user.c_str() : nullptr, r->role, r->actor_ref, r->resource,
-                    r->resource_id ? resource_id.c_str() : nullptr, r->action,
-                    fields_literal(r->fields), r->outcome, r->status, r->client_ip, r->user_agent,
-                    r->request_id, r->query, ids_literal(r->ids), "\\x" + hash);
-                prev = std::move(hash);
+                    tenant, first_seq, seq, logged_at, domain::format_rfc3339(first_at),
+                    domain::format_rfc3339(last_at), ids_literal(record_ids), events, prev);
               }
               auto sep = h_tenants.size() > 1 ? "," : "";
               h_tenants += sep + std::to_string(tenant);
@@ -355,10 +380,13 @@ void audit_writer::loop() {
         pending_hint.store(true);
         // Nothing of the failed transaction is stored: its rows go back to the front, in order.
         std::lock_guard lock(mutex_);
-        for (auto it = rows.rbegin(); it != rows.rend(); ++it) buffer_.push_front(std::move(*it));
+        buffer_.insert(buffer_.begin(), std::make_move_iterator(rows.begin()),
+                       std::make_move_iterator(rows.end()));
       }
     }
     for (auto& w : waiters) w(ok);
+    rows.clear();
+    rows.swap(spare);
     if (stopping) {
       std::lock_guard lock(mutex_);
       if (buffer_.empty() || !ok) {
@@ -385,13 +413,13 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
   for (int i = 0; i < 4; ++i, m = m.next()) {
     auto exists = tx.exec("SELECT 1 FROM pg_class WHERE relname = " + tx.quote(m.name()));
     if (!exists.empty()) continue;
-    tx.exec("CREATE TABLE " + m.name() + " PARTITION OF audit_log FOR VALUES FROM (" +
+    tx.exec("CREATE TABLE " + m.name() + " PARTITION OF audit_blocks FOR VALUES FROM (" +
             tx.quote(m.first_day()) + ") TO (" + tx.quote(m.next().first_day()) + ")");
     out.created.push_back(m.name());
   }
   auto cutoff = now - static_cast<std::int64_t>(retention_days * 86400.0 * 1e6);
   auto parts = tx.exec("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-                       "WHERE i.inhparent = 'audit_log'::regclass ORDER BY c.relname");
+                       "WHERE i.inhparent = 'audit_blocks'::regclass ORDER BY c.relname");
   for (const auto& p : parts) {
     auto name = p[0].as<std::string>();
     auto pm = month_of_name(name);
@@ -399,9 +427,9 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
     auto end = domain::parse_rfc3339(pm->next().first_day());
     if (!end || *end > cutoff) continue;
     tx.exec("INSERT INTO audit_pruned (tenant_id, seq, hash) SELECT DISTINCT ON (tenant_id) "
-            "tenant_id, seq, encode(hash, 'hex') FROM " +
+            "tenant_id, last_seq, last_hash FROM " +
             name +
-            " ORDER BY tenant_id, seq DESC ON CONFLICT (tenant_id) DO UPDATE SET seq = "
+            " ORDER BY tenant_id, last_seq DESC ON CONFLICT (tenant_id) DO UPDATE SET seq = "
             "EXCLUDED.seq, hash = EXCLUDED.hash WHERE EXCLUDED.seq > audit_pruned.seq");
     tx.exec("DROP TABLE " + name);
     out.dropped.push_back(name);
@@ -415,7 +443,7 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
 
 namespace {
 
-constexpr const char* row_columns_suffix = ", seq, encode(hash, 'hex')";
+constexpr const char* row_columns_suffix = ", seq, hash";
 
 std::vector<audit_row> read_rows(const pqxx::result& res) {
   std::vector<audit_row> out;
@@ -438,20 +466,40 @@ std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f) {
                     " FROM audit_log WHERE tenant_id = " + std::to_string(f.tenant_id);
   if (f.user_id) sql += " AND user_id = " + std::to_string(*f.user_id);
   if (f.resource) sql += " AND resource = " + tx.quote(*f.resource);
-  if (f.resource_id) sql += " AND resource_id = " + std::to_string(*f.resource_id);
+  // Each condition on an event is also put on its block where it can be (audit_blocks first).
+  if (f.resource_id) {
+    auto id = std::to_string(*f.resource_id);
+    sql += " AND record_ids @> ARRAY[" + id + "]::bigint[] AND resource_id = " + id;
+  }
   if (f.action) sql += " AND action = " + tx.quote(*f.action);
   if (f.outcome) sql += " AND outcome = " + tx.quote(*f.outcome);
-  if (f.from) sql += " AND at >= " + tx.quote(domain::format_rfc3339(*f.from));
-  if (f.until) sql += " AND at < " + tx.quote(domain::format_rfc3339(*f.until));
-  if (f.before_seq) sql += " AND seq < " + std::to_string(*f.before_seq);
-  if (f.after_seq) sql += " AND seq > " + std::to_string(*f.after_seq);
-  sql += f.oldest_first ? " ORDER BY seq" : " ORDER BY seq DESC";
+  if (f.from) {
+    auto at = tx.quote(domain::format_rfc3339(*f.from));
+    sql += " AND last_at >= " + at + " AND at >= " + at;
+  }
+  if (f.until) {
+    auto at = tx.quote(domain::format_rfc3339(*f.until));
+    sql += " AND first_at < " + at + " AND at < " + at;
+  }
+  if (f.before_seq) {
+    auto seq = std::to_string(*f.before_seq);
+    sql += " AND first_seq < " + seq + " AND seq < " + seq;
+  }
+  if (f.after_seq) {
+    auto seq = std::to_string(*f.after_seq);
+    sql += " AND last_seq > " + seq + " AND seq > " + seq;
+  }
+  sql += f.oldest_first ? " ORDER BY first_seq, seq" : " ORDER BY first_seq DESC, seq DESC";
   sql += " LIMIT " + std::to_string(f.limit);
   return read_rows(tx.exec(sql));
 }
 
 void append_audit_json(std::string& out, const audit_row& a) {
-  const auto& r = a.record;
+  append_audit_json(out, a.seq, a.record, a.hash);
+}
+
+void append_audit_json(std::string& out, std::int64_t seq, const domain::audit_record& r,
+                       std::string_view hash) {
   domain::json_writer w(out);
   auto optional = [&](const char* k, const std::optional<std::int64_t>& v) {
     w.key(k);
@@ -461,7 +509,7 @@ void append_audit_json(std::string& out, const audit_row& a) {
       w.null();
   };
   w.begin_object();
-  w.key("seq").value(a.seq);
+  w.key("seq").value(seq);
   w.key("at").value(domain::rfc3339(r.at).view());
   w.key("actor_type").value(r.actor_type);
   optional("user_id", r.user_id);
@@ -482,7 +530,7 @@ void append_audit_json(std::string& out, const audit_row& a) {
   w.key("ids").begin_array();
   for (auto id : r.ids) w.value(id);
   w.end_array();
-  w.key("hash").value(a.hash);
+  w.key("hash").value(hash);
   w.end_object();
 }
 
@@ -550,8 +598,9 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
   std::int64_t after = v.pruned_through;
   for (;;) {
     auto rows = read_rows(tx.exec(std::string("SELECT ") + record_columns + row_columns_suffix +
-                                  " FROM audit_log WHERE tenant_id = " + t + " AND seq > " +
-                                  std::to_string(after) + " ORDER BY seq LIMIT 5000"));
+                                  " FROM audit_log WHERE tenant_id = " + t + " AND last_seq > " +
+                                  std::to_string(after) + " AND seq > " + std::to_string(after) +
+                                  " ORDER BY first_seq, seq LIMIT 5000"));
     if (rows.empty()) break;
     for (auto& r : rows) {
       if (r.seq != expected)

@@ -1,13 +1,14 @@
-// The audit trail's storage (docs/compliance.md "Audit trail", migration 010).
+// The audit trail's storage (docs/compliance.md "Audit trail", migrations 010, 013).
 //
 // - Changes: `append_audit_sql` / `insert_audit` add rows to audit_pending inside the change's
 //   own transaction, so a change is never stored without its audit row, nor the row without it.
 // - Reads and security events: `audit_writer` buffers them in memory and appends them, with the
-//   pending changes it claims, to the tenants' hash chains in audit_log (COPY), one transaction
-//   every `flush_interval`. What a crash can lose is what it buffered: at most one interval of
-//   reads (plus the transaction in flight). When it cannot keep up or Postgres is down its
-//   buffer fills and `record` refuses, and the HTTP layer answers 503 instead of an unaudited
-//   read.
+//   pending changes it claims, to the tenants' hash chains (COPY), one transaction every
+//   `flush_interval`: one row of audit_blocks per tenant per transaction (up to 1024 events,
+//   each with its own hash), read back one event per row through the audit_log view
+//   (migration 013). What a crash can lose is what it buffered: at most one interval of reads
+//   (plus the transaction in flight). When it cannot keep up or Postgres is down its buffer
+//   fills and `record` refuses, and the HTTP layer answers 503 instead of an unaudited read.
 #pragma once
 #include "domain/audit.hpp"
 
@@ -15,11 +16,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -75,7 +76,7 @@ private:
   audit_writer_options opts_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<domain::audit_record> buffer_;
+  std::vector<domain::audit_record> buffer_;
   std::vector<std::function<void(bool)>> waiters_;
   bool stopping_ = false;
   std::atomic<std::uint64_t> recorded_{0};
@@ -120,8 +121,11 @@ struct audit_row {
 };
 
 std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f);
-// One row as the JSON object of GET /audit-log (and of the NDJSON export).
+// One event as the JSON object of GET /audit-log, of the NDJSON export, and of an element of
+// audit_blocks.events.
 void append_audit_json(std::string& out, const audit_row& r);
+void append_audit_json(std::string& out, std::int64_t seq, const domain::audit_record& r,
+                       std::string_view hash);
 // The CSV header line and one row.
 const char* audit_csv_header();
 void append_audit_csv(std::string& out, const audit_row& r);

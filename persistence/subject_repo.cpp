@@ -87,7 +87,7 @@ SELECT json_build_object(
       'fields', to_json(l.fields), 'outcome', l.outcome, 'client_ip', l.client_ip,
       'request_id', l.request_id) ORDER BY l.seq), '[]')
     FROM audit_log l
-    WHERE l.tenant_id = c.tenant_id
+    WHERE l.tenant_id = c.tenant_id AND l.record_ids @> ARRAY[c.id]
       AND ((l.resource = 'contact' AND l.resource_id = c.id) OR c.id = ANY(l.ids)))
 )::text
 FROM contacts c WHERE c.tenant_id = $1 AND c.id = $2

@@ -2,7 +2,9 @@
 every read and change of a patient's record and every security event leaves a row saying who,
 what, when, from where and with what outcome (field names, never values); each tenant's rows
 form a hash chain that `carecrm audit verify` checks; admins read it at GET /audit-log."""
+import hashlib
 import json
+import pathlib
 import subprocess
 import threading
 import time
@@ -13,6 +15,7 @@ import crm
 
 AUDIT = "/api/v1/audit-log"
 UA = "audit-test-agent/1.0"
+MIGRATIONS = pathlib.Path(__file__).resolve().parents[2] / "persistence" / "migrations"
 
 
 def audit_rows(client, token, **params) -> list[dict]:
@@ -213,36 +216,65 @@ def test_the_trail_exports_as_ndjson_and_csv(client, sess):
     assert len(rows) == 3 and ",read," in rows[2], rows
 
 
+def rewrite_events(database, tid, keep="true", event="e"):
+    """Rewrites the tenant's stored events as an insider with SQL access could: keeps those for
+    which `keep` holds, each replaced by `event` (both SQL over the element e, a json)."""
+    database.query(f"""
+        UPDATE audit_blocks b SET events = (
+          SELECT coalesce(json_agg({event} ORDER BY n), '[]')::text FROM
+            json_array_elements(b.events::json) WITH ORDINALITY AS x(e, n) WHERE {keep})
+        WHERE tenant_id = {tid}""")
+
+
+def saved_blocks(database, tid) -> str:
+    return database.query(f"SELECT json_agg(b)::text FROM audit_blocks b WHERE tenant_id = {tid}")
+
+
+def restore_blocks(database, tid, saved: str):
+    database.query(f"DELETE FROM audit_blocks WHERE tenant_id = {tid}")
+    database.query(f"INSERT INTO audit_blocks SELECT * FROM json_populate_recordset("
+                   f"NULL::audit_blocks, $${saved}$$::json)")
+
+
 def test_the_hash_chain_names_an_edited_a_removed_and_a_truncated_row(client, cli_env, database):
     s = crm.tenant_session(client, cli_env)
     c = crm.create_contact(client, s.admin, first_name="Chain")
-    for _ in range(6):
-        crm.get_contact(client, s.admin, c["id"])
-    audit_rows(client, s.admin)  # flushes
+    for round_ in range(3):  # three flushes: the events lie in several blocks
+        for _ in range(3):
+            crm.get_contact(client, s.admin, c["id"])
+        audit_rows(client, s.admin)
     tid = s.tenant.tenant_id
     code, out = verify(cli_env, tid)
     assert (code, out["ok"]) == (0, True), out
     n = out["last_seq"]
-    assert out["rows"] == n >= 8, out
-    # Edit a row's content (an insider hiding who read the record).
-    database.query(f"UPDATE audit_log SET user_id = 999999 WHERE tenant_id = {tid} AND seq = 4")
+    assert out["rows"] == n >= 10, out
+    saved = saved_blocks(database, tid)
+    # Edit an event (an insider hiding who read the record).
+    rewrite_events(database, tid, event="CASE WHEN (e->>'seq')::int = 4 THEN "
+                   "jsonb_set(e::jsonb, '{user_id}', '999999')::json ELSE e END")
     code, out = verify(cli_env, tid)
     assert (code, out["ok"], out["broken_seq"]) == (1, False, 4), out
     assert "edited" in out["reason"], out
-    # Put it back, then remove a row in the middle.
-    database.query(f"UPDATE audit_log SET user_id = {s.tenant.admin_id} WHERE tenant_id = {tid} "
-                   f"AND seq = 4")
+    restore_blocks(database, tid, saved)
     assert verify(cli_env, tid)[0] == 0
-    saved = database.query(f"SELECT row_to_json(a)::text FROM audit_log a WHERE tenant_id = {tid} "
-                           f"AND seq = 5")
-    database.query(f"DELETE FROM audit_log WHERE tenant_id = {tid} AND seq = 5")
+    # Remove an event from the middle of its block.
+    rewrite_events(database, tid, keep="(e->>'seq')::int <> 5")
     code, out = verify(cli_env, tid)
     assert (code, out["broken_seq"]) == (1, 5), out
-    database.query(f"INSERT INTO audit_log SELECT * FROM json_populate_record(NULL::audit_log, "
-                   f"$${saved}$$::json)")
+    restore_blocks(database, tid, saved)
+    # Remove a whole block.
+    blocks = crm.sql_rows(database, f"SELECT first_seq, last_seq FROM audit_blocks "
+                                    f"WHERE tenant_id = {tid} ORDER BY first_seq")
+    assert len(blocks) >= 3, blocks
+    middle = blocks[len(blocks) // 2]
+    database.query(f"DELETE FROM audit_blocks WHERE tenant_id = {tid} "
+                   f"AND first_seq = {middle['first_seq']}")
+    code, out = verify(cli_env, tid)
+    assert (code, out["broken_seq"]) == (1, middle["first_seq"]), out
+    restore_blocks(database, tid, saved)
     assert verify(cli_env, tid)[0] == 0
-    # Remove the newest rows: the chain's head still counts them.
-    database.query(f"DELETE FROM audit_log WHERE tenant_id = {tid} AND seq >= {n - 1}")
+    # Remove the newest events: the chain's head still counts them.
+    rewrite_events(database, tid, keep=f"(e->>'seq')::int < {n - 1}")
     code, out = verify(cli_env, tid)
     assert (code, out["broken_seq"]) == (1, n - 1), out
 
@@ -251,28 +283,33 @@ def test_retention_drops_whole_old_months_and_the_kept_chain_still_verifies(clie
                                                                           database):
     s = crm.tenant_session(client, cli_env)
     c = crm.create_contact(client, s.admin, first_name="Old")
-    for _ in range(5):
+    for _ in range(3):
         crm.get_contact(client, s.admin, c["id"])
     audit_rows(client, s.admin)
     tid = s.tenant.tenant_id
-    # Its first three rows as if chained in January 2019.
-    database.query("CREATE TABLE IF NOT EXISTS audit_log_y2019m01 PARTITION OF audit_log "
+    old = int(database.query(f"SELECT max(last_seq) FROM audit_blocks WHERE tenant_id = {tid}"))
+    for _ in range(3):
+        crm.get_contact(client, s.admin, c["id"])
+    audit_rows(client, s.admin)
+    # The blocks written first as if chained in January 2019.
+    database.query("CREATE TABLE IF NOT EXISTS audit_blocks_y2019m01 PARTITION OF audit_blocks "
                    "FOR VALUES FROM ('2019-01-01') TO ('2019-02-01')")
-    database.query(f"UPDATE audit_log SET logged_at = '2019-01-15' WHERE tenant_id = {tid} "
-                   f"AND seq <= 3")
+    database.query(f"UPDATE audit_blocks SET logged_at = '2019-01-15' WHERE tenant_id = {tid} "
+                   f"AND last_seq <= {old}")
     r = subprocess.run([crm.carecrm_bin(), "audit", "prune"], env=crm.with_override(
         cli_env, {"CARECRM_AUDIT_RETENTION_DAYS": "365"}), capture_output=True, text=True,
         timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
-    assert "audit_log_y2019m01" in json.loads(r.stdout)["dropped"], r.stdout
+    assert "audit_blocks_y2019m01" in json.loads(r.stdout)["dropped"], r.stdout
     assert database.query(f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} "
-                          f"AND seq <= 3").strip() == "0"
+                          f"AND seq <= {old}").strip() == "0"
     code, out = verify(cli_env, tid)
-    assert (code, out["ok"], out["pruned_through"], out["first_seq"]) == (0, True, 3, 4), out
-    # Deleting the oldest kept row is not mistaken for retention.
-    database.query(f"DELETE FROM audit_log WHERE tenant_id = {tid} AND seq = 4")
+    assert (code, out["ok"], out["pruned_through"], out["first_seq"]) == \
+        (0, True, old, old + 1), out
+    # Deleting the oldest kept event is not mistaken for retention.
+    rewrite_events(database, tid, keep=f"(e->>'seq')::int <> {old + 1}")
     code, out = verify(cli_env, tid)
-    assert (code, out["broken_seq"]) == (1, 4), out
+    assert (code, out["broken_seq"]) == (1, old + 1), out
 
 
 def test_reads_answer_503_rather_than_go_unaudited_while_changes_go_on(database, redis_url,
@@ -388,3 +425,78 @@ def test_messages_conversations_and_consents_are_audited_in_their_transactions(c
     assert rows[1]["ids"] == [cid] and rows[3]["fields"] == ["status"], rows
     assert "private words" not in database.query(
         f"SELECT string_agg(row_to_json(a)::text, '') FROM audit_log a")
+
+
+def chain_hash(previous: str, seq: int, tenant: int, e: dict) -> str:
+    """The row's hash as docs/compliance.md describes it, written again here independently of
+    the C++ (SHA-256 over each fact length-prefixed, the previous hash first)."""
+    text = []
+
+    def add(v):
+        v = "-" if v is None else str(v)
+        text.append(f"{len(v)}:{v},")
+    for v in (previous, seq, tenant, e["at_micros"], e["actor_type"], e["user_id"], e["role"],
+              e["actor_ref"], e["resource"], e["resource_id"], e["action"], len(e["fields"]),
+              *e["fields"], e["outcome"], e["status"], e["client_ip"], e["user_agent"],
+              e["request_id"], e["query"], len(e["ids"]), *e["ids"]):
+        add(v)
+    return hashlib.sha256("".join(text).encode()).hexdigest()
+
+
+def test_rows_stored_before_the_blocks_are_kept_and_still_verify(pg_dsn, redis_url):
+    """Migration 013 turns each row of the table audit_log had (010) into a block of one event:
+    a chain written by an earlier carecrm, in two months, still verifies after `migrate`, and an
+    edit of one of its events is still found."""
+    db = crm.Database(pg_dsn)
+    try:
+        migrations = sorted(MIGRATIONS.glob("*.sql"))
+        db.query("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                 " applied_at timestamptz NOT NULL DEFAULT now())")
+        for m in migrations:
+            if int(m.name[:3]) > 12:
+                break
+            db.query(m.read_text())
+            db.query(f"INSERT INTO schema_migrations (version, name) VALUES "
+                     f"({int(m.name[:3])}, '{m.name}')")
+        db.query("CREATE TABLE audit_log_y2026m10 PARTITION OF audit_log FOR VALUES FROM "
+                 "('2026-10-01') TO ('2026-11-01'); CREATE TABLE audit_log_y2026m11 PARTITION "
+                 "OF audit_log FOR VALUES FROM ('2026-11-01') TO ('2026-12-01')")
+        previous = "0" * 64
+        for seq in range(1, 6):
+            e = {"at_micros": 1792000000000000 + seq * 1234567, "actor_type": "user",
+                 "user_id": None if seq == 3 else 5, "role": "admin", "actor_ref": "",
+                 "resource": "contact", "resource_id": None if seq == 4 else 7,
+                 "action": "list" if seq == 4 else "read",
+                 "fields": ["a", "b"] if seq == 2 else [], "outcome": "success", "status": 200,
+                 "client_ip": "127.0.0.1", "user_agent": 'ua "quoted" \\ back', "request_id":
+                 f"r{seq}", "query": "tag=x" if seq == 4 else "", "ids": [7, 8] if seq == 4 else []}
+            h = chain_hash(previous, seq, 1, e)
+            db.query(f"""INSERT INTO audit_log VALUES (1, {seq},
+                '{"2026-10-15" if seq <= 2 else "2026-11-20"}',
+                timestamptz 'epoch' + {e["at_micros"]} * interval '1 microsecond', 'user',
+                {e["user_id"] or "NULL"}, 'admin', '', 'contact', {e["resource_id"] or "NULL"},
+                '{e["action"]}', '{{{",".join(e["fields"])}}}', 'success', 200, '127.0.0.1',
+                $u${e["user_agent"]}$u$, 'r{seq}', '{e["query"]}',
+                '{{{",".join(map(str, e["ids"]))}}}', '\\x{h}')""")
+            previous = h
+        db.query(f"INSERT INTO audit_heads VALUES (1, 5, '{previous}', '2026-11-20')")
+        env = crm.server_env(db.url, redis_url)
+        crm.migrate(env)
+        code, out = verify(env, 1)
+        assert (code, out["ok"], out["rows"], out["last_seq"]) == (0, True, 5, 5), out
+        got = crm.sql_rows(db, "SELECT seq, resource_id, ids, fields, user_agent, "
+                               "(extract(epoch from at) * 1000000)::bigint AS at "
+                               "FROM audit_log ORDER BY seq")
+        assert [(r["seq"], r["resource_id"], r["ids"]) for r in got] == \
+            [(1, 7, []), (2, 7, []), (3, 7, []), (4, None, [7, 8]), (5, 7, [])], got
+        assert got[1]["fields"] == ["a", "b"] and got[0]["user_agent"] == 'ua "quoted" \\ back'
+        assert got[2]["at"] == 1792000000000000 + 3 * 1234567, got
+        months = db.query("SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
+                          "WHERE relname ~ '^audit_blocks_y[0-9]+m[0-9]+$'").strip()
+        assert months == "audit_blocks_y2026m10,audit_blocks_y2026m11", months
+        rewrite_events(db, 1, event="CASE WHEN (e->>'seq')::int = 2 THEN "
+                       "jsonb_set(e::jsonb, '{request_id}', '\"forged\"')::json ELSE e END")
+        code, out = verify(env, 1)
+        assert (code, out["broken_seq"]) == (1, 2), out
+    finally:
+        db.drop()
