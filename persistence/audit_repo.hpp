@@ -121,11 +121,8 @@ struct audit_row {
 };
 
 std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f);
-// One event as the JSON object of GET /audit-log, of the NDJSON export, and of an element of
-// audit_blocks.events.
+// One row as the JSON object of GET /audit-log (and of the NDJSON export).
 void append_audit_json(std::string& out, const audit_row& r);
-void append_audit_json(std::string& out, std::int64_t seq, const domain::audit_record& r,
-                       std::string_view hash);
 // The CSV header line and one row.
 const char* audit_csv_header();
 void append_audit_csv(std::string& out, const audit_row& r);

@@ -250,15 +250,15 @@ def test_the_hash_chain_names_an_edited_a_removed_and_a_truncated_row(client, cl
     assert out["rows"] == n >= 10, out
     saved = saved_blocks(database, tid)
     # Edit an event (an insider hiding who read the record).
-    rewrite_events(database, tid, event="CASE WHEN (e->>'seq')::int = 4 THEN "
-                   "jsonb_set(e::jsonb, '{user_id}', '999999')::json ELSE e END")
+    rewrite_events(database, tid, event="CASE WHEN (e->>0)::int = 4 THEN "
+                   "jsonb_set(e::jsonb, '{3}', '999999')::json ELSE e END")
     code, out = verify(cli_env, tid)
     assert (code, out["ok"], out["broken_seq"]) == (1, False, 4), out
     assert "edited" in out["reason"], out
     restore_blocks(database, tid, saved)
     assert verify(cli_env, tid)[0] == 0
     # Remove an event from the middle of its block.
-    rewrite_events(database, tid, keep="(e->>'seq')::int <> 5")
+    rewrite_events(database, tid, keep="(e->>0)::int <> 5")
     code, out = verify(cli_env, tid)
     assert (code, out["broken_seq"]) == (1, 5), out
     restore_blocks(database, tid, saved)
@@ -274,7 +274,7 @@ def test_the_hash_chain_names_an_edited_a_removed_and_a_truncated_row(client, cl
     restore_blocks(database, tid, saved)
     assert verify(cli_env, tid)[0] == 0
     # Remove the newest events: the chain's head still counts them.
-    rewrite_events(database, tid, keep=f"(e->>'seq')::int < {n - 1}")
+    rewrite_events(database, tid, keep=f"(e->>0)::int < {n - 1}")
     code, out = verify(cli_env, tid)
     assert (code, out["broken_seq"]) == (1, n - 1), out
 
@@ -307,7 +307,7 @@ def test_retention_drops_whole_old_months_and_the_kept_chain_still_verifies(clie
     assert (code, out["ok"], out["pruned_through"], out["first_seq"]) == \
         (0, True, old, old + 1), out
     # Deleting the oldest kept event is not mistaken for retention.
-    rewrite_events(database, tid, keep=f"(e->>'seq')::int <> {old + 1}")
+    rewrite_events(database, tid, keep=f"(e->>0)::int <> {old + 1}")
     code, out = verify(cli_env, tid)
     assert (code, out["broken_seq"]) == (1, old + 1), out
 
@@ -494,8 +494,8 @@ def test_rows_stored_before_the_blocks_are_kept_and_still_verify(pg_dsn, redis_u
         months = db.query("SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
                           "WHERE relname ~ '^audit_blocks_y[0-9]+m[0-9]+$'").strip()
         assert months == "audit_blocks_y2026m10,audit_blocks_y2026m11", months
-        rewrite_events(db, 1, event="CASE WHEN (e->>'seq')::int = 2 THEN "
-                       "jsonb_set(e::jsonb, '{request_id}', '\"forged\"')::json ELSE e END")
+        rewrite_events(db, 1, event="CASE WHEN (e->>0)::int = 2 THEN "
+                       "jsonb_set(e::jsonb, '{14}', '\"forged\"')::json ELSE e END")
         code, out = verify(env, 1)
         assert (code, out["broken_seq"]) == (1, 2), out
     finally:
