@@ -3,6 +3,7 @@
 #include "actors/runtime.hpp"
 #include "actors/workflows.hpp"
 #include "config/settings.hpp"
+#include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/deal.hpp"
 #include "domain/revocation_list.hpp"
@@ -39,6 +40,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <thread>
 
@@ -170,7 +172,7 @@ int serve(config::settings cfg) {
        static_cast<double>(cfg.rate_limit_address)});
   http::server srv(cfg.http_threads,
                    {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout,
-                    cfg.body_timeout, cfg.max_connections},
+                    cfg.body_timeout, cfg.max_connections, cfg.access_log},
                    {cfg.jwt_secret,
                     &revoked,
                     {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts},
@@ -207,6 +209,7 @@ int serve(config::settings cfg) {
     return http::read_deal(o, !move, move, {std::string("params")});
   };
   actors::start_automation(rt, std::move(automation));
+  if (cfg.access_log) start_log_writer();
   srv.start();
 
   log_info("carecrm serving on http://{} (metrics on http://{})", api_at, ops_at);
@@ -228,6 +231,7 @@ int serve(config::settings cfg) {
   pool.stop();
   srv.stop();
   log_info("stopped");
+  stop_log_writer();
   return 0;
 }
 
@@ -357,12 +361,104 @@ int tenant_create(const config::invocation& inv) {
   return 0;
 }
 
+// `carecrm tenant list`: every tenant with its numbers of users and contacts, as a JSON array.
+int tenant_list(const config::invocation& inv) {
+  persistence::apply_migrations(inv.values.database_url);
+  persistence::pg_conn conn(inv.values.database_url);
+  boost::json::array out;
+  for (auto& t : persistence::list_tenants(conn)) {
+    out.emplace_back(boost::json::object{{"tenant_id", t.id},
+                                         {"name", t.name},
+                                         {"created_at", domain::format_rfc3339(t.created_at)},
+                                         {"users", t.users},
+                                         {"active_users", t.active_users},
+                                         {"contacts", t.contacts}});
+  }
+  std::cout << boost::json::serialize(out) << std::endl;
+  return 0;
+}
+
+// `carecrm user reset-password --tenant N --email E [--password-stdin]`: for an administrator
+// locked out. The new password is read from stdin, or drawn and printed once; the user's
+// sessions end (every node refuses their tokens within a second when Redis is reachable) and
+// the tenant's audit trail records it.
+int user_reset_password(const config::invocation& inv) {
+  auto opt = [&](const char* name) -> std::string {
+    auto it = inv.options.find(name);
+    return it == inv.options.end() ? std::string() : it->second;
+  };
+  std::int64_t tenant = 0;
+  auto t = opt("tenant");
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), tenant);
+  auto email = std::string(domain::trim(opt("email")));
+  if (ec != std::errc() || end != t.data() + t.size() || tenant <= 0 || email.empty()) {
+    std::cerr << "carecrm: user reset-password needs --tenant N and --email E\n";
+    return 2;
+  }
+  std::string password;
+  bool drawn = false;
+  if (inv.options.count("password-stdin")) {
+    std::getline(std::cin, password);
+    if (!password.empty() && password.back() == '\r') password.pop_back();
+  } else {
+    password = domain::random_token(15);
+    drawn = true;
+  }
+  if (domain::utf8_length(password) < 10 || domain::utf8_length(password) > 256) {
+    std::cerr << "carecrm: the password must have 10 to 256 characters\n";
+    return 2;
+  }
+  persistence::apply_migrations(inv.values.database_url);
+  persistence::pg_conn conn(inv.values.database_url);
+  auto user = persistence::find_user_by_email(conn, email);
+  if (!user || user->tenant_id != tenant) {
+    std::cerr << "carecrm: tenant " << tenant << " has no user " << email << "\n";
+    return 1;
+  }
+  user->password_hash = domain::hash_password(password);
+  auto changed = persistence::update_user(conn, *user, true);
+  auto row = domain::make_audit(nullptr, tenant, "user", user->id, "reset_password");
+  row.actor_type = "operator";
+  row.actor_ref = "carecrm user reset-password";
+  row.fields = {"password"};
+  persistence::record_audit(conn, {row});
+  // Announced to the running nodes as a sign-out would be.
+  bool announced = changed.revoked_sessions.empty();
+  if (!announced) {
+    persistence::redis_client redis(inv.values.redis_url);
+    domain::revocation_list list;
+    persistence::revocation_store store(list, redis, inv.values.redis_url);
+    std::promise<bool> done;
+    auto acknowledged = done.get_future();
+    store.revoke(changed.revoked_sessions, [&done](bool ok) { done.set_value(ok); });
+    announced = acknowledged.wait_for(std::chrono::seconds(5)) == std::future_status::ready &&
+                acknowledged.get();
+    redis.stop();
+  }
+  boost::json::object o;
+  o["tenant_id"] = tenant;
+  o["user_id"] = user->id;
+  o["sessions_revoked"] = changed.revoked_sessions.size();
+  o["announced"] = announced;
+  if (drawn) o["password"] = password;
+  std::cout << boost::json::serialize(o) << std::endl;
+  if (!announced)
+    std::cerr << "carecrm: Redis did not take the revocations: running nodes refuse the old "
+                 "sessions' refresh tokens, their access tokens until they expire\n";
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   try {
     domain::init_crypto();
     auto inv = config::load(argc, argv);
+    set_log_style(inv.values.log_format == "json" ? log_style::json : log_style::text);
+    if (inv.version) {
+      std::cout << "carecrm " << CRM_VERSION << "\n";
+      return 0;
+    }
     if (inv.help || inv.words.empty()) {
       std::cout << config::help_text();
       return inv.help ? 0 : 2;
@@ -375,6 +471,9 @@ int main(int argc, char** argv) {
     if (cmd == "migrate" && inv.words.size() == 1) return migrate(inv.values);
     if (cmd == "tenant" && inv.words.size() == 2 && inv.words[1] == "create")
       return tenant_create(inv);
+    if (cmd == "tenant" && inv.words.size() == 2 && inv.words[1] == "list") return tenant_list(inv);
+    if (cmd == "user" && inv.words.size() == 2 && inv.words[1] == "reset-password")
+      return user_reset_password(inv);
     if (cmd == "audit" && inv.words.size() == 2 &&
         (inv.words[1] == "verify" || inv.words[1] == "prune"))
       return audit(inv);

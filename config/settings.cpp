@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 extern char** environ;
@@ -65,6 +67,17 @@ std::vector<std::string> split_list(const std::string& v) {
     start = end + 1;
   }
   return out;
+}
+
+// A secret kept in a file (mode 0600, or a systemd credential): its text without the line end
+// an editor adds.
+std::string read_secret_file(const std::string& name, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw config_error(name + ": cannot read " + path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) throw config_error(name + ": " + path + " is empty");
+  return text;
 }
 
 bool to_bool(const std::string& name, const std::string& v) {
@@ -189,6 +202,16 @@ const std::vector<option>& options() {
       {"secret-keys", "auth", "secret_keys", "CARECRM_SECRET_KEYS",
        "keys sealing secrets at rest: id:base64-of-32-bytes[,id:...]; the first seals",
        [](settings& s, const std::string& v) { s.secret_keys = v; }},
+      {"jwt-secret-file", "auth", "jwt_secret_file", "CARECRM_JWT_SECRET_FILE",
+       "file holding the JWT secret (also $CREDENTIALS_DIRECTORY/jwt_secret, from systemd)",
+       [](settings& s, const std::string& v) {
+         s.jwt_secret = read_secret_file("jwt-secret-file", v);
+       }},
+      {"secret-keys-file", "auth", "secret_keys_file", "CARECRM_SECRET_KEYS_FILE",
+       "file holding the secret keys (also $CREDENTIALS_DIRECTORY/secret_keys, from systemd)",
+       [](settings& s, const std::string& v) {
+         s.secret_keys = read_secret_file("secret-keys-file", v);
+       }},
       {"hash-threads", "auth", "hash_threads", "CARECRM_HASH_THREADS",
        "Argon2id hashing threads (0: one per core)",
        [](settings& s, const std::string& v) { s.hash_threads = to_int("hash-threads", v); }},
@@ -243,9 +266,8 @@ const std::vector<option>& options() {
        }},
       {"webhook-retry-window", "automation", "webhook_retry_window", "CARECRM_WEBHOOK_RETRY_WINDOW",
        "seconds a failing delivery keeps being retried",
-       [](settings& s, const std::string& v) {
-         s.webhook_retry_window = to_seconds("webhook-retry-window", v);
-       }},
+       [](settings& s, const std::string&
+                           v) { s.webhook_retry_window = to_seconds("webhook-retry-window", v); }},
       {"automation-poll", "automation", "automation_poll", "CARECRM_AUTOMATION_POLL",
        "seconds between checks of idle tenants for due automation work",
        [](settings& s, const std::string& v) {
@@ -254,6 +276,16 @@ const std::vector<option>& options() {
       {"ai-timeout", "ai", "ai_timeout", "CARECRM_AI_TIMEOUT",
        "seconds one call to an AI agent's model provider may take (each of up to 3 attempts)",
        [](settings& s, const std::string& v) { s.ai_timeout = to_seconds("ai-timeout", v); }},
+      {"log-format", "log", "format", "CARECRM_LOG_FORMAT",
+       "text (a line for people) or json (one JSON object per line, for collectors)",
+       [](settings& s, const std::string& v) {
+         if (v != "text" && v != "json")
+           throw config_error("log-format: one of text, json: '" + v + "'");
+         s.log_format = v;
+       }},
+      {"access-log", "log", "access", "CARECRM_ACCESS_LOG",
+       "one log line per request: request id, tenant, user, route, status, duration",
+       [](settings& s, const std::string& v) { s.access_log = to_bool("access-log", v); }},
       {"dev", "", "dev", "CARECRM_DEV",
        "development mode: allows a missing or short JWT secret and missing secret keys",
        [](settings& s, const std::string& v) { s.dev = to_bool("dev", v); }},
@@ -320,6 +352,10 @@ invocation load(int argc, const char* const* argv, const char* const* env) {
       inv.help = true;
       continue;
     }
+    if (a == "--version") {
+      inv.version = true;
+      continue;
+    }
     if (a.rfind("--", 0) != 0) {
       inv.words.emplace_back(a);
       continue;
@@ -334,7 +370,7 @@ invocation load(int argc, const char* const* argv, const char* const* env) {
     } else {
       name = a;
     }
-    if (name == "dev" && !has_value) {
+    if ((name == "dev" || name == "password-stdin") && !has_value) {
       value = "true";
       has_value = true;
     }
@@ -355,6 +391,18 @@ invocation load(int argc, const char* const* argv, const char* const* env) {
   apply_toml(inv.values, config_path, config_given);
   inv.values.config_file = config_path;
 
+  // systemd's credentials (LoadCredential=): the secrets it hands over, below the explicit
+  // environment and flags.
+  for (const char* const* e = env ? env : environ; e && *e; ++e) {
+    std::string_view kv = *e;
+    if (kv.rfind("CREDENTIALS_DIRECTORY=", 0) != 0) continue;
+    std::filesystem::path dir(std::string(kv.substr(kv.find('=') + 1)));
+    std::error_code ec;
+    if (std::filesystem::exists(dir / "jwt_secret", ec))
+      inv.values.jwt_secret = read_secret_file("credential jwt_secret", dir / "jwt_secret");
+    if (std::filesystem::exists(dir / "secret_keys", ec))
+      inv.values.secret_keys = read_secret_file("credential secret_keys", dir / "secret_keys");
+  }
   for (const char* const* e = env ? env : environ; e && *e; ++e) {
     std::string_view kv = *e;
     auto eq = kv.find('=');
@@ -406,6 +454,11 @@ std::string help_text() {
         "  carecrm audit verify --tenant N  check tenant N's audit hash chain (0: events of no\n"
         "                                 tenant); exit 1 names the first row that does not hold\n"
         "  carecrm audit prune            drop the audit partitions past --audit-retention-days\n"
+        "  carecrm tenant list            the tenants, with their users and contacts; JSON\n"
+        "  carecrm user reset-password --tenant N --email E [--password-stdin]\n"
+        "                                 set a user's password (read from stdin, or drawn\n"
+        "                                 and printed once) and end their sessions\n"
+        "  carecrm --version\n"
         "  carecrm --help\n\n"
         "Settings (defaults < TOML file < environment < flags):\n"
         "  --config PATH                  TOML file (default config/carecrm.toml, optional)\n";

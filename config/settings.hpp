@@ -66,6 +66,9 @@ struct settings {
   double audit_flush_interval = 0.1;    // seconds: the most a crash can lose of read rows
   std::size_t audit_buffer = 65536;     // read rows buffered before reads answer 503
   double audit_retention_days = 2192;   // 6 years
+  // [log]
+  std::string log_format = "text"; // text | json
+  bool access_log = true;
   // mode
   bool dev = false;
   std::string config_file = "config/carecrm.toml";
@@ -78,6 +81,7 @@ struct invocation {
   std::vector<std::string> words;             // e.g. {"tenant", "create"}
   std::map<std::string, std::string> options; // e.g. {"name": "Demo"}
   bool help = false;
+  bool version = false;
 };
 
 // Parses argv, reads the TOML file (`--config`; the default file may be absent), then the

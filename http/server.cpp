@@ -187,6 +187,9 @@ private:
     r.close = true;
     started_ = std::chrono::steady_clock::now();
     slot_ = ctx_.metrics.unmatched(verb::other);
+    route_ = nullptr;
+    method_ = verb::other;
+    tenant_ = user_ = 0;
     keep_alive_ = false;
     request_id_ = ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
     ++ctx_.in_flight;
@@ -241,11 +244,17 @@ private:
     auto m = router_.match(req.method, req.path);
     slot_ = m.result == router::outcome::found ? ctx_.metrics.slot_of(router_, m.matched->index)
                                                : ctx_.metrics.unmatched(req.method);
+    route_ = m.result == router::outcome::found ? m.matched : nullptr;
+    method_ = req.method;
     auto ex = std::make_shared<exchange>(std::move(req), [self = shared_from_this()](response r) {
       net::post(self->stream_.get_executor(),
                 [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
     });
     dispatch(ex, m);
+    // Who asked, for the access line (authenticated in dispatch; the answer is always posted
+    // to this strand, so it is written after this).
+    tenant_ = ex->who.tenant_id;
+    user_ = ex->who.user_id;
   }
 
   void dispatch(const exchange_ptr& ex, router::match_result& m) {
@@ -382,6 +391,9 @@ private:
     auto elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     ctx_.metrics.record(slot_, status, elapsed);
+    if (ctx_.limits.access_log)
+      log_access({request_id_, to_string(method_), route_ ? std::string_view(route_->path) : "",
+                  remote_, tenant_, user_, status, elapsed});
     --ctx_.in_flight;
     if (!keep) return status == 413 || status == 431 ? linger() : close();
     refused_in_a_row_ = status == 429 ? refused_in_a_row_ + 1 : 0;
@@ -443,6 +455,10 @@ private:
   std::string remote_; // the peer's address, read once per connection
   std::vector<std::pair<std::string, std::string>> rate_headers_; // of the current request
   std::size_t slot_ = 0;
+  const route* route_ = nullptr; // of the current request, for the access line
+  verb method_ = verb::other;
+  std::int64_t tenant_ = 0;
+  std::int64_t user_ = 0;
   int refused_in_a_row_ = 0; // answers of 429 in a row on this connection
   std::optional<net::steady_timer> pause_;
   std::chrono::steady_clock::time_point started_;

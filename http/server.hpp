@@ -26,6 +26,8 @@ struct server_limits {
   double body_timeout = 30;
   // Open connections at most; one more is answered 503 and closed (--max-connections).
   std::size_t max_connections = 4096;
+  // One log line per answered request (--access-log; persistence/log.hpp).
+  bool access_log = false;
 };
 
 // Authentication inputs the session applies to `bearer` routes before their handler.

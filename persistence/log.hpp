@@ -1,6 +1,9 @@
-// Minimal structured logging to stderr: one line per event, `{}` placeholders.
-// Never log tokens, passwords or secrets.
+// Logging to stderr: one line per event, `{}` placeholders, as text or as one JSON object per
+// line (--log-format), and the access log, one line per request (--access-log).
+// Never log tokens, passwords, secrets or health data (an access line names the route, never
+// the path or the query).
 #pragma once
+#include <cstdint>
 #include <exception>
 #include <sstream>
 #include <string>
@@ -24,6 +27,27 @@ void log_format(std::ostringstream& os, std::string_view fmt, const T& x, const 
 }
 void log_write(const char* level, const std::string& line);
 } // namespace detail
+
+enum class log_style : std::uint8_t { text, json };
+void set_log_style(log_style s);
+
+// One answered request.
+struct access_line {
+  std::string_view request_id;
+  std::string_view method;
+  std::string_view route; // the route's pattern, e.g. /api/v1/contacts/{id}; empty: none matched
+  std::string_view remote;
+  std::int64_t tenant_id = 0; // 0: none (not signed in)
+  std::int64_t user_id = 0;
+  int status = 0;
+  double seconds = 0;
+};
+// Buffered: written with the lines before it, at the latest `flush` after (the log writer's
+// period, 100 ms, while it runs; at once without it).
+void log_access(const access_line& a);
+// The thread that writes buffered access lines (serve starts it and stops it last).
+void start_log_writer();
+void stop_log_writer();
 
 template <class... Ts>
 void log_info(std::string_view fmt, const Ts&... xs) {

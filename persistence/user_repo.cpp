@@ -99,6 +99,21 @@ domain::outcome<domain::user> insert_user(pg_conn& c, domain::user u) {
   }
 }
 
+std::vector<tenant_summary> list_tenants(pg_conn& c) {
+  pqxx::read_transaction tx(c.raw());
+  auto rows = tx.exec("SELECT t.id, t.name, (extract(epoch from t.created_at) * 1000000)::bigint,"
+                      " (SELECT count(*) FROM users u WHERE u.tenant_id = t.id),"
+                      " (SELECT count(*) FROM users u WHERE u.tenant_id = t.id AND u.is_active),"
+                      " (SELECT count(*) FROM contacts k WHERE k.tenant_id = t.id)"
+                      " FROM tenants t ORDER BY t.id");
+  std::vector<tenant_summary> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows)
+    out.push_back({r[0].as<std::int64_t>(), r[1].as<std::string>(), r[2].as<std::int64_t>(),
+                   r[3].as<std::int64_t>(), r[4].as<std::int64_t>(), r[5].as<std::int64_t>()});
+  return out;
+}
+
 user_update_result update_user(pg_conn& c, const domain::user& u, bool revoke_sessions) {
   pqxx::work tx(c.raw());
   auto row = tx.exec_params(std::string("UPDATE users SET full_name = $2, role = $3,"

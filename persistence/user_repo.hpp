@@ -23,6 +23,17 @@ domain::outcome<tenant_created> create_tenant(pg_conn& c, const std::string& nam
                                               const domain::user& admin,
                                               const std::string& currency = "USD");
 
+// `carecrm tenant list`.
+struct tenant_summary {
+  std::int64_t id = 0;
+  std::string name;
+  std::int64_t created_at = 0; // micros
+  std::int64_t users = 0;
+  std::int64_t active_users = 0;
+  std::int64_t contacts = 0;
+};
+std::vector<tenant_summary> list_tenants(pg_conn& c);
+
 std::optional<domain::user> find_user_by_email(pg_conn& c, const std::string& email);
 std::vector<domain::user> users_of_tenant(pg_conn& c, std::int64_t tenant_id);
 std::optional<std::int64_t> tenant_of_user(pg_conn& c, std::int64_t user_id);
