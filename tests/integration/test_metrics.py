@@ -1,6 +1,10 @@
 """Observability (architecture rule 9, contract §9): Prometheus metrics per route and actor type on
 the metrics listener, the /actors view of live tenant supervisors, and tenant passivation."""
 import contextlib
+import json
+import pathlib
+import re
+import subprocess
 import time
 
 import pytest
@@ -11,6 +15,7 @@ TENANT_IDLE_TIMEOUT = 3
 SERVER_ENV = {"CARECRM_TENANT_IDLE_TIMEOUT": TENANT_IDLE_TIMEOUT}
 
 ME_ROUTE = "/api/v1/auth/me"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -200,3 +205,38 @@ def test_metrics_can_require_the_token_and_allow_named_hosts(redis_url, database
         assert metrics.get("/metrics", headers={"Host": "OPS.example:80"}).status == 200
         crm.assert_error(metrics.get("/metrics", headers={"Host": "other.example"}), 403,
                          "INSUFFICIENT_PERMISSIONS")
+
+
+def test_promtool_finds_nothing_wrong_with_the_metrics(client, metrics, admin_token):
+    """Prometheus's own linter (Debian's prometheus package) on a scrape taken after traffic, so
+    histograms, labels and actor families are all present."""
+    crm.assert_json_response(client.get(ME_ROUTE, token=admin_token), 200)
+    client.get("/api/v1/no/such/route")
+    body = metrics.get("/metrics").body.decode()
+    assert "carecrm_actor_messages_total{" in body, body
+    r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True,
+                       text=True, timeout=60)
+    assert (r.returncode, r.stdout + r.stderr) == (0, ""), r.stdout + r.stderr
+
+
+def test_the_grafana_dashboard_uses_only_metrics_that_are_exposed(client, metrics, admin_token):
+    """deploy/grafana/carecrm.json: every metric name its queries use is one /metrics exposes
+    (with a histogram's or a summary's _bucket, _sum and _count), and every family exposed is
+    on the dashboard."""
+    crm.assert_json_response(client.get(ME_ROUTE, token=admin_token), 200)
+    body = metrics.get("/metrics").body.decode()
+    families = dict(re.findall(r"^# TYPE (\S+) (\S+)$", body, re.M))
+    names = set(families)
+    for name, kind in families.items():
+        if kind in ("histogram", "summary"):
+            names |= {name + "_sum", name + "_count"} | ({name + "_bucket"}
+                                                         if kind == "histogram" else set())
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "carecrm.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 20, exprs
+    used = {m for e in exprs for m in re.findall(r"\bcarecrm_[a-z0-9_]+", e)}
+    assert used and used <= names, sorted(used - names)
+    covered = {re.sub(r"_(bucket|sum|count)$", "", m) if m not in families else m for m in used}
+    assert set(families) <= covered, sorted(set(families) - covered)
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids)), ids
