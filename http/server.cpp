@@ -501,8 +501,10 @@ private:
         return;
       }
       if (self->open_->load(std::memory_order_relaxed) >= self->ctx_.limits.max_connections) {
-        refuse(std::move(socket));
+        // Counted before the answer is on its way: a client that reads it and then scrapes the
+        // metrics finds it counted.
         self->ctx_.metrics.connections_refused.fetch_add(1, std::memory_order_relaxed);
+        refuse(std::move(socket));
       } else {
         socket.set_option(tcp::no_delay(true), ec);
         std::make_shared<session>(std::move(socket), self->ctx_, self->router_, self->open_)
