@@ -3,6 +3,8 @@
 
 #include "http/audit.hpp"
 
+#include "config/settings.hpp"
+
 #include "actors/meters.hpp"
 #include "actors/runtime.hpp"
 #include "http/json.hpp"
@@ -31,7 +33,8 @@ router make_api_router(services& s) {
   add_fhir_routes(r, s);
   add_subject_routes(r, s);
   add_audit_routes(r, s);
-  add_openapi_route(r, r);
+  add_docs_routes(r);
+  add_openapi_route(r, r, s.cfg.public_url);
   classify_audit(r);
   return r;
 }

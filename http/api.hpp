@@ -41,7 +41,9 @@ void add_subject_routes(router& r, services& s);
 void add_audit_routes(router& r, services& s);
 // `a`: open on the API listener; the operator token on the metrics listener (contract §9).
 void add_health_routes(router& r, services& s, access a = access::open);
-void add_openapi_route(router& r, const router& documented);
+void add_docs_routes(router& r);
+// `server_url`: the public URL (--public-url), or empty (the document says "/").
+void add_openapi_route(router& r, const router& documented, std::string_view server_url);
 
 // The rules of PATCH /contacts/{id} for an update_contact action's `fields` (issues located
 // under params.fields): handed to the workflow actors at start-up.
@@ -52,6 +54,6 @@ router make_api_router(services& s);
 router make_ops_router(services& s);
 
 // The OpenAPI 3.1 document of every route `r` serves.
-std::string openapi_document(const router& r);
+std::string openapi_document(const router& r, std::string_view server_url = {});
 
 } // namespace crm::http

@@ -45,6 +45,9 @@ struct route {
   std::size_t index = 0; // position in the router, for per-route metrics
   rate_class limit = rate_class::user;
   audit_rule audit{}; // set by classify_audit (http/audit.cpp)
+  // An open route that authenticates its caller by a shared secret in a header (inbound
+  // webhooks): the headers, any one of which is accepted (OpenAPI security schemes).
+  std::vector<std::string> secret_headers{};
 };
 
 class router {

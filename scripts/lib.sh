@@ -20,7 +20,7 @@ CRM_PACKAGES=(
   postgresql-15 postgresql-client-15 redis-server
   python3 python3-pytest python3-jsonschema wrk procps iproute2 curl iso-codes
   clang-14 libclang-rt-14-dev
-  help2man lintian systemd prometheus
+  help2man lintian systemd prometheus chromium
 )
 
 crm_log() { printf '[carecrm] %s\n' "$*" >&2; }
@@ -51,16 +51,19 @@ _crm_abspath() { realpath -m -- "$1"; }
 # ---- packages ----------------------------------------------------------------------------
 
 # Test tools from the npm registry, pinned by their package-lock.json: HL7's FHIR R4 JSON schema
-# (tests/fhir). `npm ci` runs only when the installed tree is not the locked one.
+# (tests/fhir) and Redocly's OpenAPI linter (tests/openapi). `npm ci` runs only when the installed
+# tree is not the locked one.
 ensure_test_tools() {
-  local dir=$CRM_ROOT/tests/fhir
   command -v npm >/dev/null || crm_die "npm is required for the test tools (Node.js 20 and npm)"
-  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.carecrm-lock" 2>/dev/null; then
-    crm_log "npm ci (tests/fhir)"
-    (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts >/dev/null) ||
-      crm_die "npm ci failed in tests/fhir"
-    cp "$dir/package-lock.json" "$dir/node_modules/.carecrm-lock"
-  fi
+  local dir
+  for dir in "$CRM_ROOT/tests/fhir" "$CRM_ROOT/tests/openapi"; do
+    if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.carecrm-lock" 2>/dev/null; then
+      crm_log "npm ci (${dir#"$CRM_ROOT"/})"
+      (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts >/dev/null) ||
+        crm_die "npm ci failed in $dir"
+      cp "$dir/package-lock.json" "$dir/node_modules/.carecrm-lock"
+    fi
+  done
 }
 
 # Installs whatever of CRM_PACKAGES is missing. One dpkg-query call when all are present.
