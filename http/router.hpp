@@ -58,6 +58,11 @@ public:
   router& operator=(router&&) noexcept;
 
   void add(route r);
+  // An open route authenticated by a secret in one of `secret_headers` (route::secret_headers).
+  void add(route r, std::vector<std::string> secret_headers) {
+    r.secret_headers = std::move(secret_headers);
+    add(std::move(r));
+  }
 
   enum class outcome : std::uint8_t { found, not_found, method_not_allowed };
   struct match_result {

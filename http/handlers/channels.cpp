@@ -164,20 +164,22 @@ void add_channel_routes(router& r, services& s) {
          "Update a channel (fields sent)", "channels"});
   r.add({verb::del, "/api/v1/channels/{id}", access::bearer, admin, bind(s, remove),
          "Delete a channel with its conversations", "channels", 204});
-  r.add({.method = verb::post,
-         .path = "/api/v1/channels/{id}/api/webhook",
-         .auth = access::open,
-         .handler = bind(s, api_webhook),
-         .summary = "Receive a message from an external system (header webhook_secret)",
-         .tag = "channels",
-         .secret_headers = {"webhook_secret"}});
-  r.add({.method = verb::post,
-         .path = "/api/v1/channels/{id}/telegram/webhook",
-         .auth = access::open,
-         .handler = bind(s, telegram_webhook),
-         .summary = "Receive a Telegram update (header X-Telegram-Bot-Api-Secret-Token)",
-         .tag = "channels",
-         .secret_headers = {"X-Telegram-Bot-Api-Secret-Token"}});
+  r.add({verb::post,
+         "/api/v1/channels/{id}/api/webhook",
+         access::open,
+         {},
+         bind(s, api_webhook),
+         "Receive a message from an external system (header webhook_secret)",
+         "channels"},
+        {"webhook_secret"});
+  r.add({verb::post,
+         "/api/v1/channels/{id}/telegram/webhook",
+         access::open,
+         {},
+         bind(s, telegram_webhook),
+         "Receive a Telegram update (header X-Telegram-Bot-Api-Secret-Token)",
+         "channels"},
+        {"X-Telegram-Bot-Api-Secret-Token"});
 }
 
 } // namespace crm::http

@@ -228,14 +228,15 @@ void add_workflow_routes(router& r, services& s) {
          "Get a workflow run with its steps", "workflows"});
   r.add({verb::get, "/api/v1/webhooks/info/{workflow_id}", access::bearer, manage, bind(s, info),
          "Webhook info of a workflow", "webhooks"});
-  r.add({.method = verb::post,
-         .path = "/api/v1/webhooks/{workflow_id}",
-         .auth = access::open,
-         .handler = bind(s, inbound),
-         .summary = "Trigger a webhook workflow (X-Webhook-Secret or X-Webhook-Signature)",
-         .tag = "webhooks",
-         .success_status = 202,
-         .secret_headers = {"X-Webhook-Secret", "X-Webhook-Signature"}});
+  r.add({verb::post,
+         "/api/v1/webhooks/{workflow_id}",
+         access::open,
+         {},
+         bind(s, inbound),
+         "Trigger a webhook workflow (X-Webhook-Secret or X-Webhook-Signature)",
+         "webhooks",
+         202},
+        {"X-Webhook-Secret", "X-Webhook-Signature"});
 }
 
 } // namespace crm::http
