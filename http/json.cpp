@@ -187,6 +187,11 @@ std::optional<std::int64_t> body_reader::integer(std::string_view key, bool requ
 
 std::optional<std::string> body_reader::one_of(std::string_view key, bool required,
                                                std::initializer_list<std::string_view> allowed) {
+  return one_of(key, required, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+}
+
+std::optional<std::string> body_reader::one_of(std::string_view key, bool required,
+                                               std::span<const std::string_view> allowed) {
   auto s = text(key, required);
   if (!s) return std::nullopt;
   if (std::find(allowed.begin(), allowed.end(), *s) != allowed.end()) return s;

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,8 @@ public:
   // A string that must be one of `allowed`.
   std::optional<std::string> one_of(std::string_view key, bool required,
                                     std::initializer_list<std::string_view> allowed);
+  std::optional<std::string> one_of(std::string_view key, bool required,
+                                    std::span<const std::string_view> allowed);
   // Direct access for nested values (custom fields, arrays).
   const boost::json::value* raw(std::string_view key);
 

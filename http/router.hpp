@@ -8,6 +8,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -48,6 +49,24 @@ struct route {
   // An open route that authenticates its caller by a shared secret in a header (inbound
   // webhooks): the headers, any one of which is accepted (OpenAPI security schemes).
   std::vector<std::string> secret_headers{};
+  // The component schemas (router::schemas) of the request body and of the success answer's
+  // body; empty: not described.
+  std::string request_schema{};
+  std::string response_schema{};
+};
+
+// What router::add(route, route_doc) adds to a route for the OpenAPI document.
+struct route_doc {
+  route_doc(std::string request_schema = {}, std::string response_schema = {})
+      : request(std::move(request_schema)), response(std::move(response_schema)) {}
+  static route_doc secrets(std::vector<std::string> headers) {
+    route_doc d;
+    d.secret_headers = std::move(headers);
+    return d;
+  }
+  std::string request;
+  std::string response;
+  std::vector<std::string> secret_headers;
 };
 
 class router {
@@ -58,11 +77,20 @@ public:
   router& operator=(router&&) noexcept;
 
   void add(route r);
-  // An open route authenticated by a secret in one of `secret_headers` (route::secret_headers).
-  void add(route r, std::vector<std::string> secret_headers) {
-    r.secret_headers = std::move(secret_headers);
+  // With what the OpenAPI document says of it beyond method and path.
+  void add(route r, route_doc d) {
+    r.request_schema = std::move(d.request);
+    r.response_schema = std::move(d.response);
+    r.secret_headers = std::move(d.secret_headers);
     add(std::move(r));
   }
+
+  // Component schemas of the OpenAPI document (JSON text, by name), which routes name as their
+  // request_schema and response_schema (http/openapi_schema.hpp builds them).
+  void define_schema(std::string name, std::string json) {
+    schemas_[std::move(name)] = std::move(json);
+  }
+  const std::map<std::string, std::string>& schemas() const { return schemas_; }
 
   enum class outcome : std::uint8_t { found, not_found, method_not_allowed };
   struct match_result {
@@ -79,6 +107,7 @@ private:
   struct node;
   std::unique_ptr<node> root_;
   std::vector<std::unique_ptr<route>> routes_;
+  std::map<std::string, std::string> schemas_;
 };
 
 } // namespace crm::http

@@ -9,6 +9,7 @@
 #include "domain/crypto.hpp"
 #include "domain/jwt.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/revocations.hpp"
@@ -71,12 +72,15 @@ void start_session(services& s, const exchange_ptr& ex, domain::user u) {
       });
 }
 
+// RFC 5321 bounds an address at 254 characters in practice (320 by its parts): a longer one is
+// no e-mail, and is not sent to Redis as a key. Also the OpenAPI schemas (add_auth_routes).
+constexpr text_rule login_email_rule{.min = 1, .max = 320};
+constexpr text_rule login_password_rule{.min = 0, .max = 1024};
+
 void login(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
-  // RFC 5321 bounds an address at 254 characters in practice (320 by its parts): a longer
-  // one is no e-mail, and is not sent to Redis as a key.
-  auto email = body.text("email", true, {.min = 1, .max = 320});
-  auto password = body.text("password", true, {.min = 0, .max = 1024});
+  auto email = body.text("email", true, login_email_rule);
+  auto password = body.text("password", true, login_password_rule);
   if (!body.finish()) return ex->fail(body.failure());
 
   s.throttle.admit(*email, [&s, ex, email = *email, password = *password](int retry_after) {
@@ -200,22 +204,34 @@ void logout(services& s, const exchange_ptr& ex) {
 } // namespace
 
 void add_auth_routes(router& r, services& s) {
+  using namespace schema;
+  define(r, "LoginRequest",
+         object({{"email", text(login_email_rule)}, {"password", text(login_password_rule)}}));
+  define(r, "RefreshRequest", object({{"refresh_token", text({})}}));
+  define(r, "TokenPair",
+         object({{"access_token", text({.min = 1})},
+                 {"refresh_token", text({.min = 1})},
+                 {"token_type", one_of(std::array<std::string_view, 1>{"bearer"})},
+                 {"expires_in", integer()}}));
   r.add({verb::post,
          "/api/v1/auth/login",
          access::open,
          {},
          [&s](const exchange_ptr& ex) { login(s, ex); },
          "Log in with e-mail and password",
-         "auth"});
+         "auth"},
+        {"LoginRequest", "TokenPair"});
   r.add({verb::post,
          "/api/v1/auth/refresh",
          access::open,
          {},
          [&s](const exchange_ptr& ex) { refresh(s, ex); },
          "Exchange a refresh token for a new token pair (rotation)",
-         "auth"});
+         "auth"},
+        {"RefreshRequest", "TokenPair"});
   r.add({verb::get, "/api/v1/auth/me", access::bearer, domain::permission::read_records,
-         [&s](const exchange_ptr& ex) { me(s, ex); }, "The authenticated user", "auth"});
+         [&s](const exchange_ptr& ex) { me(s, ex); }, "The authenticated user", "auth"},
+        {"", "User"});
   r.add({verb::post, "/api/v1/auth/logout", access::bearer, domain::permission::read_records,
          [&s](const exchange_ptr& ex) { logout(s, ex); }, "Revoke the current session", "auth",
          204});

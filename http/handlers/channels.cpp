@@ -171,7 +171,7 @@ void add_channel_routes(router& r, services& s) {
          bind(s, api_webhook),
          "Receive a message from an external system (header webhook_secret)",
          "channels"},
-        {"webhook_secret"});
+        route_doc::secrets({"webhook_secret"}));
   r.add({verb::post,
          "/api/v1/channels/{id}/telegram/webhook",
          access::open,
@@ -179,7 +179,7 @@ void add_channel_routes(router& r, services& s) {
          bind(s, telegram_webhook),
          "Receive a Telegram update (header X-Telegram-Bot-Api-Secret-Token)",
          "channels"},
-        {"X-Telegram-Bot-Api-Secret-Token"});
+        route_doc::secrets({"X-Telegram-Bot-Api-Secret-Token"}));
 }
 
 } // namespace crm::http

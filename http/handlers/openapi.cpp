@@ -276,7 +276,10 @@ std::string openapi_document(const router& r, std::string_view server_url) {
       op["requestBody"] = json::object{
           {"required", rt->path.find("/logout") == std::string::npos},
           {"content",
-           json::object{{"application/json", json::object{{"schema", type("object")}}}}}};
+           json::object{{"application/json",
+                         json::object{{"schema", rt->request_schema.empty()
+                                                     ? type("object")
+                                                     : ref("schemas", rt->request_schema)}}}}}};
 
     json::object responses;
     json::object success_headers{{"RateLimit-Policy", ref("headers", "RateLimit-Policy")},
@@ -285,6 +288,9 @@ std::string openapi_document(const router& r, std::string_view server_url) {
     if (rt->success_status == 201) success_headers["Location"] = ref("headers", "Location");
     json::object success{{"description", rt->success_status == 204 ? "done (no body)" : "success"},
                          {"headers", std::move(success_headers)}};
+    if (!rt->response_schema.empty())
+      success["content"] = json::object{
+          {"application/json", json::object{{"schema", ref("schemas", rt->response_schema)}}}};
     responses[std::to_string(rt->success_status)] = std::move(success);
     bool authenticated = rt->auth == access::bearer || !rt->secret_headers.empty();
     if (authenticated) responses["401"] = ref("responses", "Unauthorized");
@@ -328,7 +334,10 @@ std::string openapi_document(const router& r, std::string_view server_url) {
   doc["security"] = json::array{json::object{{"bearerAuth", json::array{}}}};
   doc["tags"] = std::move(tag_list);
   doc["paths"] = std::move(paths);
-  doc["components"] = components(secret_headers);
+  auto parts = components(secret_headers);
+  auto& schemas = parts["schemas"].as_object();
+  for (auto& [name, text] : r.schemas()) schemas[name] = json::parse(text);
+  doc["components"] = std::move(parts);
   return json::serialize(doc);
 }
 

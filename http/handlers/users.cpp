@@ -6,6 +6,7 @@
 #include "domain/crypto.hpp"
 #include "domain/validation.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 #include "persistence/revocations.hpp"
 #include "persistence/worker_pool.hpp"
@@ -19,8 +20,13 @@ using domain::failure;
 constexpr std::size_t min_password = 10;
 constexpr std::size_t max_password = 256;
 
+// The rules of the bodies below, also the schemas of the OpenAPI document (add_user_routes).
+constexpr std::array<std::string_view, 4> roles{"viewer", "agent", "manager", "admin"};
+constexpr text_rule full_name_rule{.min = 1, .max = 200, .trim = true};
+constexpr text_rule password_rule{.min = min_password, .max = max_password};
+
 std::optional<domain::role> read_role(body_reader& body, bool required) {
-  auto r = body.one_of("role", required, {"viewer", "agent", "manager", "admin"});
+  auto r = body.one_of("role", required, roles);
   return r ? domain::parse_role(*r) : std::nullopt;
 }
 
@@ -59,8 +65,8 @@ void list(services& s, const exchange_ptr& ex) {
 void create(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto email = read_email(body);
-  auto full_name = body.text("full_name", true, {.min = 1, .max = 200, .trim = true});
-  auto password = body.text("password", true, {.min = min_password, .max = max_password});
+  auto full_name = body.text("full_name", true, full_name_rule);
+  auto password = body.text("password", true, password_rule);
   auto role = read_role(body, true);
   if (!body.finish()) return ex->fail(body.failure());
 
@@ -113,10 +119,10 @@ void update(services& s, const exchange_ptr& ex) {
   if (!id) return;
   body_reader body(ex->req.body);
   actors::user_patch patch;
-  patch.full_name = body.text("full_name", false, {.min = 1, .max = 200, .trim = true});
+  patch.full_name = body.text("full_name", false, full_name_rule);
   patch.role = read_role(body, false);
   patch.is_active = body.boolean("is_active", false);
-  auto password = body.text("password", false, {.min = min_password, .max = max_password});
+  auto password = body.text("password", false, password_rule);
   if (!body.finish()) return ex->fail(body.failure());
   if (!password) return apply_patch(s, ex, *id, std::move(patch), false);
   with_hash(s, ex, *password, [&s, ex, id = *id, patch](std::string hash) mutable {
@@ -137,16 +143,41 @@ void deactivate(services& s, const exchange_ptr& ex) {
 
 void add_user_routes(router& r, services& s) {
   using domain::permission;
+  using namespace schema;
+  define(r, "User",
+         object({{"id", id()},
+                 {"email", email()},
+                 {"full_name", text(full_name_rule)},
+                 {"tenant_id", id()},
+                 {"role", one_of(roles)},
+                 {"is_active", boolean()},
+                 {"created_at", timestamp()}}));
+  define(r, "UserPage", page_of("User"));
+  define(r, "UserCreate",
+         object({{"email", email()},
+                 {"full_name", text(full_name_rule)},
+                 {"password", text(password_rule)},
+                 {"role", one_of(roles)}}));
+  define(r, "UserUpdate",
+         object({{"full_name", text(full_name_rule), false},
+                 {"role", one_of(roles), false},
+                 {"is_active", boolean(), false},
+                 {"password", text(password_rule), false}}));
   r.add({verb::get, "/api/v1/users", access::bearer, permission::administer,
-         [&s](const exchange_ptr& ex) { list(s, ex); }, "List the tenant's users", "users"});
+         [&s](const exchange_ptr& ex) { list(s, ex); }, "List the tenant's users", "users"},
+        {"", "UserPage"});
   r.add({verb::post, "/api/v1/users", access::bearer, permission::administer,
-         [&s](const exchange_ptr& ex) { create(s, ex); }, "Create a user", "users", 201});
+         [&s](const exchange_ptr& ex) { create(s, ex); }, "Create a user", "users", 201},
+        {"UserCreate", "User"});
   r.add({verb::get, "/api/v1/users/{id}", access::bearer, permission::administer,
-         [&s](const exchange_ptr& ex) { get(s, ex); }, "Get a user", "users"});
+         [&s](const exchange_ptr& ex) { get(s, ex); }, "Get a user", "users"},
+        {"", "User"});
   r.add({verb::put, "/api/v1/users/{id}", access::bearer, permission::administer,
-         [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user", "users"});
+         [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user", "users"},
+        {"UserUpdate", "User"});
   r.add({verb::patch, "/api/v1/users/{id}", access::bearer, permission::administer,
-         [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user (same as PUT)", "users"});
+         [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user (same as PUT)", "users"},
+        {"UserUpdate", "User"});
   r.add({verb::del, "/api/v1/users/{id}", access::bearer, permission::administer,
          [&s](const exchange_ptr& ex) { deactivate(s, ex); }, "Deactivate a user", "users", 204});
 }

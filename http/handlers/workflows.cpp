@@ -236,7 +236,7 @@ void add_workflow_routes(router& r, services& s) {
          "Trigger a webhook workflow (X-Webhook-Secret or X-Webhook-Signature)",
          "webhooks",
          202},
-        {"X-Webhook-Secret", "X-Webhook-Signature"});
+        route_doc::secrets({"X-Webhook-Secret", "X-Webhook-Signature"}));
 }
 
 } // namespace crm::http

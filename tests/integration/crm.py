@@ -433,9 +433,11 @@ class Client:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
             conn.request(method, path, body=data, headers=hdrs)
-            return read_response(conn.getresponse())
+            resp = read_response(conn.getresponse())
         finally:
             conn.close()
+        check_against_openapi(self.host, self.port, method, path, resp)
+        return resp
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
@@ -451,6 +453,74 @@ class Client:
 
     def delete(self, path, **kw):
         return self.request("DELETE", path, **kw)
+
+
+# ---- every JSON answer against the OpenAPI document ------------------------------------------
+# Each answer a Client receives from a carecrm API listener is checked against the schema that
+# GET /api/v1/openapi.json declares for its operation and status, wherever it declares one, so the
+# document cannot drift from the behaviour (issue "The API described exactly").
+
+_openapi_documents: dict = {}
+_openapi_lock = threading.Lock()
+
+
+def _openapi_of(host: str, port: int):
+    key = (host, port)
+    with _openapi_lock:
+        if key in _openapi_documents:
+            return _openapi_documents[key]
+    doc, templates = None, []
+    try:
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        conn.request("GET", "/api/v1/openapi.json")
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        if r.status == 200:
+            doc = _json.loads(body)
+    except (OSError, ValueError):
+        doc = None
+    if doc:
+        for path, item in doc["paths"].items():
+            pattern = "^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path)) + "$"
+            literal = sum(1 for seg in path.split("/") if seg and not seg.startswith("{"))
+            templates.append((re.compile(pattern), literal, path, item))
+    with _openapi_lock:
+        _openapi_documents[key] = (doc, templates)
+    return doc, templates
+
+
+def check_against_openapi(host: str, port: int, method: str, target: str, resp: "Response"):
+    content_type = resp.headers.get("Content-Type", "") if resp.headers else ""
+    if not content_type.startswith("application/json") or resp.json is None:
+        return
+    doc, templates = _openapi_of(host, port)
+    if not doc:
+        return
+    path = urllib.parse.unquote(target.split("?", 1)[0])
+    found = [(literal, template, item) for regex, literal, template, item in templates
+             if regex.match(path)]
+    if not found:
+        return
+    _, template, item = max(found, key=lambda f: f[0])
+    op = item.get(method.lower())
+    answer = op and op["responses"].get(str(resp.status))
+    if not answer:
+        return
+    if "$ref" in answer:
+        answer = doc["components"]["responses"][answer["$ref"].rsplit("/", 1)[1]]
+    schema = answer.get("content", {}).get("application/json", {}).get("schema")
+    if not schema:
+        return
+    import jsonschema  # Debian's python3-jsonschema
+    validator = jsonschema.Draft202012Validator(
+        schema, resolver=jsonschema.RefResolver.from_schema(doc))
+    errors = sorted(validator.iter_errors(resp.json), key=lambda e: list(e.path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].path) or "(the body)"
+        raise AssertionError(
+            f"{method} {template} answered {resp.status} with a body the OpenAPI document does "
+            f"not allow: {errors[0].message} at {where}: {resp.body[:500]!r}")
 
 
 def read_response(resp: http.client.HTTPResponse) -> Response:

@@ -160,3 +160,22 @@ def test_the_reference_page_renders_the_operations_in_chromium(server, doc, tmp_
                        timeout=120)
     assert shot.exists() and shot.stat().st_size > 20_000, r.stderr[-2000:]
     (pathlib.Path(tempfile.gettempdir()) / "carecrm-docs.png").write_bytes(shot.read_bytes())
+
+
+def test_answers_are_checked_against_the_documents_schemas(client, server, admin_token):
+    """crm.Client checks every JSON answer against the schema the document declares for its
+    operation and status: the users' and the sign-in's answers are declared, and one that
+    drifted from its schema (a missing field, a field too many, a wrong type) is caught."""
+    me = crm.assert_json_response(client.get("/api/v1/auth/me", token=admin_token), 200)
+    doc = client.get(DOC).json
+    user_schema = doc["components"]["schemas"]["User"]
+    assert set(user_schema["required"]) == set(me), (user_schema, me)
+    headers = client.get("/api/v1/auth/me", token=admin_token).headers
+    for drifted in ({k: v for k, v in me.items() if k != "email"},
+                    {**me, "nickname": "x"},
+                    {**me, "is_active": "yes"}):
+        fake = crm.Response(200, headers, drifted, json.dumps(drifted).encode())
+        with pytest.raises(AssertionError, match="OpenAPI document does not allow"):
+            crm.check_against_openapi(server.host, server.port, "GET", "/api/v1/auth/me", fake)
+    crm.check_against_openapi(server.host, server.port, "GET", "/api/v1/auth/me",
+                              crm.Response(200, headers, me, json.dumps(me).encode()))
