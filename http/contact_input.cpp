@@ -85,17 +85,26 @@ struct field_reader {
 
 template <class E>
 std::optional<E> enum_value(field_reader& r, std::string_view key, const json::value& v,
-                            std::optional<E> (*parse)(std::string_view), const char* allowed) {
+                            std::optional<E> (*parse)(std::string_view), std::string_view allowed) {
   auto s = v.if_string();
   std::optional<E> e;
   if (s) e = parse(std::string_view(s->data(), s->size()));
-  if (!e) r.add(key, std::string("Input should be ") + allowed, "enum");
+  if (!e) r.add(key, "Input should be " + std::string(allowed), "enum");
   return e;
 }
 
-constexpr const char* status_names = "'active', 'inactive', 'qualified' or 'unqualified'";
-constexpr const char* source_names =
-    "'website', 'referral', 'social', 'ads', 'api', 'import' or 'manual'";
+// "'a', 'b' or 'c'": the values a field allows, for its enum issue.
+template <std::size_t N>
+std::string allowed_names(const std::array<std::string_view, N>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i > 0) out += i + 1 == N ? " or " : ", ";
+    out += "'" + std::string(values[i]) + "'";
+  }
+  return out;
+}
+const std::string status_names = allowed_names(contact_rules::statuses);
+const std::string source_names = allowed_names(contact_rules::sources);
 
 void check_email(field_reader& r, std::optional<std::optional<std::string>>& email) {
   if (email && *email && (!domain::is_valid_email(**email))) {
@@ -117,7 +126,7 @@ std::optional<std::string> custom_fields_text(field_reader& r, const json::value
     return std::nullopt;
   }
   auto text = json::serialize(v);
-  if (text.size() > 16 * 1024) {
+  if (text.size() > contact_rules::custom_fields_max) {
     r.add("custom_fields", "custom fields exceed 16 KiB", "value_error");
     return std::nullopt;
   }
@@ -156,21 +165,21 @@ std::optional<std::vector<std::string>> read_tags(const json::value& v, const lo
     if (n < 1) {
       issues.push_back({l, "String should have at least 1 character", "string_too_short"});
       ok = false;
-    } else if (n > 50) {
+    } else if (n > contact_rules::tag_max) {
       issues.push_back({l, "String should have at most 50 characters", "string_too_long"});
       ok = false;
     } else {
       out.push_back(std::move(t));
     }
   }
-  if (ok && a->size() > 50) {
+  if (ok && a->size() > contact_rules::tags_max) {
     // Count distinct tags: duplicates collapse before the limit applies.
     std::vector<std::string> lower;
     for (auto& t : out) {
       auto lt = domain::ascii_lower(t);
       if (std::find(lower.begin(), lower.end(), lt) == lower.end()) lower.push_back(lt);
     }
-    if (lower.size() > 50) {
+    if (lower.size() > contact_rules::tags_max) {
       issues.push_back({loc, "List should have at most 50 tags", "value_error"});
       ok = false;
     }
@@ -184,12 +193,12 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
   field_reader r{o, prefix, issues, {}};
   actors::contact_fields f;
   if (auto v = r.get("first_name")) {
-    f.first_name = r.text("first_name", *v, 1, 100);
+    f.first_name = r.text("first_name", *v, 1, contact_rules::first_name_max);
   } else if (creating) {
     r.add("first_name", "Field required", "missing");
   }
-  f.last_name = r.nullable_text("last_name", 100);
-  f.email = r.nullable_text("email", 254);
+  f.last_name = r.nullable_text("last_name", contact_rules::last_name_max);
+  f.email = r.nullable_text("email", contact_rules::email_max);
   check_email(r, f.email);
   f.phone = r.nullable_text("phone", 0);
   check_phone(r, f.phone);

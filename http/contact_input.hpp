@@ -8,11 +8,30 @@
 
 #include <boost/json/fwd.hpp>
 
+#include <array>
+#include <string_view>
 #include <vector>
 
 namespace crm::http {
 
 using loc_path = std::vector<domain::loc_part>;
+
+// The rules of a contact's fields (contract §4), shared by the readers below and the OpenAPI
+// schemas (add_contact_routes).
+namespace contact_rules {
+inline constexpr std::size_t first_name_max = 100;
+inline constexpr std::size_t last_name_max = 100;
+inline constexpr std::size_t email_max = 254;
+inline constexpr std::size_t tag_max = 50;                  // characters of a tag, trimmed
+inline constexpr std::size_t tags_max = 50;                 // distinct tags of a contact
+inline constexpr std::size_t custom_fields_max = 16 * 1024; // bytes of the custom_fields JSON
+inline constexpr std::array<std::string_view, 4> statuses{"active", "inactive", "qualified",
+                                                          "unqualified"};
+inline constexpr std::array<std::string_view, 7> sources{"website", "referral", "social", "ads",
+                                                         "api",     "import",   "manual"};
+// E.164 (domain::is_e164): "+", a non-zero digit, then 1 to 14 digits.
+inline constexpr std::string_view phone_pattern = "^\\+[1-9][0-9]{1,14}$";
+} // namespace contact_rules
 
 // `creating`: first_name required, nulls of required fields refused. Issues get `prefix` + key.
 actors::contact_fields read_contact(const boost::json::object& o, bool creating,

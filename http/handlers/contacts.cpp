@@ -9,6 +9,7 @@
 #include "domain/validation.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -293,12 +294,90 @@ void rename_tag(services& s, const exchange_ptr& ex) {
 
 } // namespace
 
+namespace {
+
+void define_contact_schemas(router& r) {
+  using namespace schema;
+  namespace rules = contact_rules;
+  auto phone = [] {
+    auto p = text({});
+    p["pattern"] = rules::phone_pattern;
+    return p;
+  };
+  auto tags = [] {
+    auto t = array_of(text({.min = 1, .max = rules::tag_max}));
+    t["maxItems"] = rules::tags_max;
+    return t;
+  };
+  auto custom_fields = [] {
+    return object_t{{"type", "object"},
+                    {"description", "values by custom-field key (GET /fields/contact/custom)"}};
+  };
+  // The fields a client sends (all optional but first_name on create; null clears).
+  auto input = [&](bool creating) {
+    return object({{"first_name", text({.min = 1, .max = rules::first_name_max}), creating},
+                   {"last_name", nullable(text({.max = rules::last_name_max})), false},
+                   {"email", nullable(email(rules::email_max)), false},
+                   {"phone", nullable(phone()), false},
+                   {"company_id", nullable(id()), false},
+                   {"status", one_of(rules::statuses), false},
+                   {"source", nullable(one_of(rules::sources)), false},
+                   {"tags", tags(), false},
+                   {"custom_fields", custom_fields(), false}});
+  };
+  define(r, "ContactCreate", input(true));
+  define(r, "ContactUpdate", input(false));
+  define(r, "ContactCreated",
+         object({{"id", id()},
+                 {"first_name", text({})},
+                 {"last_name", nullable(text({}))},
+                 {"email", nullable(text({}))},
+                 {"phone", nullable(text({}))},
+                 {"status", one_of(rules::statuses)},
+                 {"created_at", timestamp()}}));
+  auto list_item = [&](bool full) {
+    std::initializer_list<property> common = {{"id", id()},
+                                              {"first_name", text({})},
+                                              {"last_name", nullable(text({}))},
+                                              {"email", nullable(text({}))},
+                                              {"phone", nullable(text({}))},
+                                              {"company_id", nullable(id())},
+                                              {"status", one_of(rules::statuses)},
+                                              {"source", nullable(one_of(rules::sources))},
+                                              {"created_at", timestamp()},
+                                              {"updated_at", timestamp()}};
+    auto o = object(common);
+    if (full) {
+      auto& props = o["properties"].as_object();
+      auto& required = o["required"].as_array();
+      props["company"] = nullable(object({{"id", id()}, {"name", text({})}}));
+      props["tags"] = array_of(text({}));
+      props["custom_fields"] = custom_fields();
+      for (auto k : {"company", "tags", "custom_fields"}) required.emplace_back(k);
+    }
+    return o;
+  };
+  define(r, "ContactListItem", list_item(false));
+  define(r, "Contact", list_item(true));
+  define(r, "ContactPage", page_of("ContactListItem"));
+  // PUT/PATCH: the id, what the request changed and updated_at.
+  auto changed = list_item(true);
+  changed["required"] = boost::json::array{"id", "updated_at"};
+  changed["properties"].as_object()["company_id"] = nullable(id());
+  define(r, "ContactChange", changed);
+}
+
+} // namespace
+
 void add_contact_routes(router& r, services& s) {
   using domain::permission;
+  define_contact_schemas(r);
   r.add({verb::get, "/api/v1/contacts", access::bearer, permission::read_records, bind(s, list),
-         "List contacts (paging, search, sorting, filters)", "contacts"});
+         "List contacts (paging, search, sorting, filters)", "contacts"},
+        {"", "ContactPage"});
   r.add({verb::post, "/api/v1/contacts", access::bearer, permission::write_records, bind(s, create),
-         "Create a contact (Idempotency-Key supported)", "contacts", 201});
+         "Create a contact (Idempotency-Key supported)", "contacts", 201},
+        {"ContactCreate", "ContactCreated"});
   r.add({verb::post, "/api/v1/contacts/bulk", access::bearer, permission::write_records,
          bind(s, bulk), "Create up to 1000 contacts, each on its own", "contacts"});
   r.add({verb::post, "/api/v1/contacts/import", access::bearer, permission::write_records,
@@ -306,11 +385,14 @@ void add_contact_routes(router& r, services& s) {
   r.add({verb::get, "/api/v1/contacts/export", access::bearer, permission::read_records,
          bind(s, export_csv), "Export the matching contacts as CSV (streamed)", "contacts"});
   r.add({verb::get, "/api/v1/contacts/{id}", access::bearer, permission::read_records, bind(s, get),
-         "Get a contact", "contacts"});
+         "Get a contact", "contacts"},
+        {"", "Contact"});
   r.add({verb::put, "/api/v1/contacts/{id}", access::bearer, permission::write_records,
-         bind(s, update), "Update a contact (fields sent)", "contacts"});
+         bind(s, update), "Update a contact (fields sent)", "contacts"},
+        {"ContactUpdate", "ContactChange"});
   r.add({verb::patch, "/api/v1/contacts/{id}", access::bearer, permission::write_records,
-         bind(s, update), "Update a contact (same as PUT)", "contacts"});
+         bind(s, update), "Update a contact (same as PUT)", "contacts"},
+        {"ContactUpdate", "ContactChange"});
   r.add({verb::del, "/api/v1/contacts/{id}", access::bearer, permission::delete_records,
          bind(s, remove), "Delete a contact", "contacts", 204});
   r.add({verb::post, "/api/v1/contacts/{id}/tags", access::bearer, permission::write_records,
