@@ -274,14 +274,14 @@ actors::company_fields read_company(const json::object& o, bool creating,
   field_reader r{o, prefix, issues, {}};
   actors::company_fields f;
   if (auto v = r.get("name"))
-    f.name = r.text("name", *v, 1, 200);
+    f.name = r.text("name", *v, 1, company_rules::name_max);
   else if (creating)
     r.add("name", "Field required", "missing");
-  f.domain = r.nullable_text("domain", 255);
+  f.domain = r.nullable_text("domain", company_rules::domain_max);
   f.phone = r.nullable_text("phone", 0);
   check_phone(r, f.phone);
-  f.industry = r.nullable_text("industry", 100);
-  f.address = r.nullable_text("address", 500);
+  f.industry = r.nullable_text("industry", company_rules::industry_max);
+  f.address = r.nullable_text("address", company_rules::address_max);
   if (auto v = r.get("custom_fields")) f.custom_fields = custom_fields_text(r, *v);
   r.forbid_unknown();
   return f;

@@ -31,7 +31,16 @@ inline constexpr std::array<std::string_view, 7> sources{"website", "referral", 
                                                          "api",     "import",   "manual"};
 // E.164 (domain::is_e164): "+", a non-zero digit, then 1 to 14 digits.
 inline constexpr std::string_view phone_pattern = "^\\+[1-9][0-9]{1,14}$";
+inline constexpr std::size_t tag_rename_max = 50;
 } // namespace contact_rules
+
+// The rules of a company's fields (contract §5), shared the same way (add_company_routes).
+namespace company_rules {
+inline constexpr std::size_t name_max = 200;
+inline constexpr std::size_t domain_max = 255;
+inline constexpr std::size_t industry_max = 100;
+inline constexpr std::size_t address_max = 500;
+} // namespace company_rules
 
 // `creating`: first_name required, nulls of required fields refused. Issues get `prefix` + key.
 actors::contact_fields read_contact(const boost::json::object& o, bool creating,

@@ -4,6 +4,7 @@
 #include "actors/contacts.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -102,16 +103,51 @@ void list(services& s, const exchange_ptr& ex) {
 
 void add_company_routes(router& r, services& s) {
   using domain::permission;
+  {
+    using namespace schema;
+    namespace rules = company_rules;
+    auto phone = [] {
+      auto p = text({});
+      p["pattern"] = contact_rules::phone_pattern;
+      return p;
+    };
+    auto input = [&](bool creating) {
+      return object({{"name", text({.min = 1, .max = rules::name_max}), creating},
+                     {"domain", nullable(text({.max = rules::domain_max})), false},
+                     {"phone", nullable(phone()), false},
+                     {"industry", nullable(text({.max = rules::industry_max})), false},
+                     {"address", nullable(text({.max = rules::address_max})), false},
+                     {"custom_fields", object_t{{"type", "object"}}, false}});
+    };
+    define(r, "CompanyCreate", input(true));
+    define(r, "CompanyUpdate", input(false));
+    define(r, "Company",
+           object({{"id", id()},
+                   {"name", text({})},
+                   {"domain", nullable(text({}))},
+                   {"phone", nullable(text({}))},
+                   {"industry", nullable(text({}))},
+                   {"address", nullable(text({}))},
+                   {"custom_fields", object_t{{"type", "object"}}},
+                   {"created_at", timestamp()},
+                   {"updated_at", timestamp()}}));
+    define(r, "CompanyPage", page_of("Company"));
+  }
   r.add({verb::get, "/api/v1/companies", access::bearer, permission::read_records, bind(s, list),
-         "List companies", "companies"});
+         "List companies", "companies"},
+        {"", "CompanyPage"});
   r.add({verb::post, "/api/v1/companies", access::bearer, permission::write_records,
-         bind(s, create), "Create a company", "companies", 201});
+         bind(s, create), "Create a company", "companies", 201},
+        {"CompanyCreate", "Company"});
   r.add({verb::get, "/api/v1/companies/{id}", access::bearer, permission::read_records,
-         bind(s, get), "Get a company", "companies"});
+         bind(s, get), "Get a company", "companies"},
+        {"", "Company"});
   r.add({verb::put, "/api/v1/companies/{id}", access::bearer, permission::write_records,
-         bind(s, update), "Update a company", "companies"});
+         bind(s, update), "Update a company", "companies"},
+        {"CompanyUpdate", "Company"});
   r.add({verb::patch, "/api/v1/companies/{id}", access::bearer, permission::write_records,
-         bind(s, update), "Update a company (same as PUT)", "companies"});
+         bind(s, update), "Update a company (same as PUT)", "companies"},
+        {"CompanyUpdate", "Company"});
   r.add({verb::del, "/api/v1/companies/{id}", access::bearer, permission::delete_records,
          bind(s, remove), "Delete a company (its contacts keep no company)", "companies", 204});
 }

@@ -282,7 +282,8 @@ void remove_tag(services& s, const exchange_ptr& ex) {
 
 void rename_tag(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
-  auto name = body.text("name", true, {.min = 1, .max = 50, .trim = true});
+  auto name =
+      body.text("name", true, {.min = 1, .max = contact_rules::tag_rename_max, .trim = true});
   if (!body.finish()) return ex->fail(body.failure());
   actors::rename_tag(
       s.rt, ex->who.tenant_id, std::string(ex->param("name")), *name,
@@ -365,6 +366,11 @@ void define_contact_schemas(router& r) {
   changed["required"] = boost::json::array{"id", "updated_at"};
   changed["properties"].as_object()["company_id"] = nullable(id());
   define(r, "ContactChange", changed);
+  define(r, "TagsAdd", object({{"tags", tags()}}));
+  define(r, "Tag", object({{"name", text({})}, {"count", integer()}}));
+  define(r, "TagList", array_of(ref("Tag")));
+  define(r, "TagRename",
+         object({{"name", text({.min = 1, .max = rules::tag_rename_max, .trim = true})}}));
 }
 
 } // namespace
@@ -396,13 +402,16 @@ void add_contact_routes(router& r, services& s) {
   r.add({verb::del, "/api/v1/contacts/{id}", access::bearer, permission::delete_records,
          bind(s, remove), "Delete a contact", "contacts", 204});
   r.add({verb::post, "/api/v1/contacts/{id}/tags", access::bearer, permission::write_records,
-         bind(s, add_tags), "Add tags to a contact", "tags"});
+         bind(s, add_tags), "Add tags to a contact", "tags"},
+        {"TagsAdd", "Contact"});
   r.add({verb::del, "/api/v1/contacts/{id}/tags/{tag}", access::bearer, permission::write_records,
          bind(s, remove_tag), "Remove a tag from a contact", "tags", 204});
   r.add({verb::get, "/api/v1/tags", access::bearer, permission::read_records, bind(s, tags),
-         "Tags in use with their counts", "tags"});
+         "Tags in use with their counts", "tags"},
+        {"", "TagList"});
   r.add({verb::put, "/api/v1/tags/{name}", access::bearer, permission::write_records,
-         bind(s, rename_tag), "Rename a tag across the tenant", "tags"});
+         bind(s, rename_tag), "Rename a tag across the tenant", "tags"},
+        {"TagRename", "Tag"});
 }
 
 } // namespace crm::http
