@@ -230,7 +230,7 @@ actors::pipeline_input read_pipeline(const json::object& o, std::vector<issue>& 
   reader r{o, {std::string("body")}, issues};
   r.extra({"name", "is_default", "stages"});
   if (auto v = r.get("name"); v && !v->is_null()) {
-    if (auto t = r.text("name", *v, 1, 100)) in.name = *t;
+    if (auto t = r.text("name", *v, 1, pipeline_rules::name_max)) in.name = *t;
   } else {
     r.required("name");
   }
@@ -240,7 +240,7 @@ actors::pipeline_input read_pipeline(const json::object& o, std::vector<issue>& 
     auto a = v->if_array();
     if (!a) {
       r.add("stages", "Input should be a valid list", "value_error");
-    } else if (a->size() < 3 || a->size() > 50) {
+    } else if (a->size() < pipeline_rules::stages_min || a->size() > pipeline_rules::stages_max) {
       r.add("stages", "a pipeline has 3 to 50 stages", "value_error");
     } else {
       auto before = issues.size();
@@ -255,7 +255,7 @@ actors::pipeline_input read_pipeline(const json::object& o, std::vector<issue>& 
         sr.extra({"name", "probability", "kind"});
         domain::stage s;
         if (auto nv = sr.get("name"); nv && !nv->is_null()) {
-          if (auto t = sr.text("name", *nv, 1, 100)) s.name = *t;
+          if (auto t = sr.text("name", *nv, 1, pipeline_rules::stage_name_max)) s.name = *t;
         } else {
           sr.required("name");
         }
@@ -263,7 +263,8 @@ actors::pipeline_input read_pipeline(const json::object& o, std::vector<issue>& 
           s.kind = sr.kind("kind", *kv).value_or(domain::stage_kind::open);
         s.probability = s.kind == domain::stage_kind::won ? 100 : 0;
         if (auto pv = sr.get("probability"); pv && !pv->is_null())
-          if (auto p = sr.integer("probability", *pv, 0, 100)) s.probability = static_cast<int>(*p);
+          if (auto p = sr.integer("probability", *pv, 0, pipeline_rules::probability_max))
+            s.probability = static_cast<int>(*p);
         in.stages.push_back(std::move(s));
       }
       if (issues.size() == before)
@@ -282,7 +283,7 @@ actors::pipeline_patch read_pipeline_patch(const json::object& o, std::vector<is
     if (v->is_null())
       r.add("name", "Input should be a valid string", "string_type");
     else
-      p.name = r.text("name", *v, 1, 100);
+      p.name = r.text("name", *v, 1, pipeline_rules::name_max);
   }
   if (auto v = r.get("is_default"); v && !v->is_null()) p.is_default = r.boolean("is_default", *v);
   return p;
@@ -293,14 +294,16 @@ actors::stage_patch read_stage(const json::object& o, bool creating, std::vector
   reader r{o, {std::string("body")}, issues};
   r.extra({"name", "probability", "kind", "position"});
   if (auto v = r.get("name"); v && !v->is_null())
-    p.name = r.text("name", *v, 1, 100);
+    p.name = r.text("name", *v, 1, pipeline_rules::stage_name_max);
   else if (creating || v)
     r.required("name");
   if (auto v = r.get("probability"); v && !v->is_null())
-    if (auto n = r.integer("probability", *v, 0, 100)) p.probability = static_cast<int>(*n);
+    if (auto n = r.integer("probability", *v, 0, pipeline_rules::probability_max))
+      p.probability = static_cast<int>(*n);
   if (auto v = r.get("kind"); v && !v->is_null()) p.kind = r.kind("kind", *v);
   if (auto v = r.get("position"); v && !v->is_null())
-    if (auto n = r.integer("position", *v, 0, 1000)) p.position = static_cast<int>(*n);
+    if (auto n = r.integer("position", *v, 0, pipeline_rules::position_max))
+      p.position = static_cast<int>(*n);
   return p;
 }
 

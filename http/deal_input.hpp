@@ -9,12 +9,26 @@
 
 #include <boost/json/fwd.hpp>
 
+#include <array>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 namespace crm::http {
 
 using loc_path = std::vector<domain::loc_part>;
+
+// The rules of pipelines and stages (docs/pipeline.md), shared by the readers below and the
+// OpenAPI schemas (add_pipeline_routes).
+namespace pipeline_rules {
+inline constexpr std::size_t name_max = 100;
+inline constexpr std::size_t stage_name_max = 100;
+inline constexpr std::size_t stages_min = 3;
+inline constexpr std::size_t stages_max = 50;
+inline constexpr std::int64_t probability_max = 100;
+inline constexpr std::int64_t position_max = 1000;
+inline constexpr std::array<std::string_view, 3> kinds{"open", "won", "lost"};
+} // namespace pipeline_rules
 
 // A deal create (`creating`: title required) or update; `move`: only stage_id, position,
 // lost_reason. Issues go to `f.issues`, located under `prefix`.

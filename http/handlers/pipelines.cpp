@@ -6,6 +6,7 @@
 #include "domain/deal.hpp"
 #include "http/deal_input.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -144,6 +145,61 @@ void summary(services& s, const exchange_ptr& ex) {
   actors::pipeline_summary(s.rt, ex->who.tenant_id, *id, q, json_reply(ex));
 }
 
+void define_pipeline_schemas(router& r) {
+  using namespace schema;
+  namespace rules = pipeline_rules;
+  auto probability = [] {
+    auto p = integer();
+    p["minimum"] = 0;
+    p["maximum"] = rules::probability_max;
+    return p;
+  };
+  auto position = [] {
+    auto p = integer();
+    p["minimum"] = 0;
+    p["maximum"] = rules::position_max;
+    return p;
+  };
+  auto stage_name = text({.min = 1, .max = rules::stage_name_max});
+  define(r, "Stage",
+         object({{"id", id()},
+                 {"pipeline_id", id()},
+                 {"name", text({})},
+                 {"position", integer()},
+                 {"probability", probability()},
+                 {"kind", one_of(rules::kinds)}}));
+  define(r, "Pipeline",
+         object({{"id", id()},
+                 {"name", text({})},
+                 {"is_default", boolean()},
+                 {"stages", array_of(ref("Stage"))},
+                 {"created_at", timestamp()},
+                 {"updated_at", timestamp()}}));
+  define(r, "PipelinePage", page_of("Pipeline"));
+  auto stages = array_of(object({{"name", stage_name},
+                                 {"probability", probability(), false},
+                                 {"kind", one_of(rules::kinds), false}}));
+  stages["minItems"] = rules::stages_min;
+  stages["maxItems"] = rules::stages_max;
+  define(r, "PipelineCreate",
+         object({{"name", text({.min = 1, .max = rules::name_max})},
+                 {"is_default", boolean(), false},
+                 {"stages", stages, false}}));
+  define(r, "PipelineUpdate",
+         object({{"name", text({.min = 1, .max = rules::name_max}), false},
+                 {"is_default", boolean(), false}}));
+  define(r, "StageCreate",
+         object({{"name", stage_name},
+                 {"probability", probability(), false},
+                 {"kind", one_of(rules::kinds), false},
+                 {"position", position(), false}}));
+  define(r, "StageUpdate",
+         object({{"name", stage_name, false},
+                 {"probability", probability(), false},
+                 {"kind", one_of(rules::kinds), false},
+                 {"position", position(), false}}));
+}
+
 } // namespace
 
 void add_pipeline_routes(router& r, services& s) {
@@ -151,26 +207,36 @@ void add_pipeline_routes(router& r, services& s) {
   constexpr auto read = permission::read_records;
   constexpr auto manage = permission::manage_automation;
   const char* tag = "pipelines";
+  define_pipeline_schemas(r);
   r.add(
-      {verb::get, "/api/v1/pipelines", access::bearer, read, bind(s, list), "List pipelines", tag});
+      {verb::get, "/api/v1/pipelines", access::bearer, read, bind(s, list), "List pipelines", tag},
+      {"", "PipelinePage"});
   r.add({verb::post, "/api/v1/pipelines", access::bearer, manage, bind(s, create),
-         "Create a pipeline (default stages when none are given)", tag, 201});
+         "Create a pipeline (default stages when none are given)", tag, 201},
+        {"PipelineCreate", "Pipeline"});
   r.add({verb::get, "/api/v1/pipelines/{id}", access::bearer, read, bind(s, get),
-         "Get a pipeline with its stages", tag});
+         "Get a pipeline with its stages", tag},
+        {"", "Pipeline"});
   r.add({verb::put, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, update),
-         "Rename a pipeline or make it the default", tag});
+         "Rename a pipeline or make it the default", tag},
+        {"PipelineUpdate", "Pipeline"});
   r.add({verb::patch, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, update),
-         "Update a pipeline (same as PUT)", tag});
+         "Update a pipeline (same as PUT)", tag},
+        {"PipelineUpdate", "Pipeline"});
   r.add({verb::del, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, remove),
          "Delete a pipeline that holds no deals (not the default)", tag, 204});
   r.add({verb::post, "/api/v1/pipelines/{id}/stages", access::bearer, manage, bind(s, add_stage),
-         "Add a stage", tag, 201});
+         "Add a stage", tag, 201},
+        {"StageCreate", "Stage"});
   r.add({verb::get, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, read,
-         bind(s, get_stage), "Get a stage", tag});
+         bind(s, get_stage), "Get a stage", tag},
+        {"", "Stage"});
   r.add({verb::put, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
-         bind(s, update_stage), "Rename, reorder or re-weight a stage", tag});
+         bind(s, update_stage), "Rename, reorder or re-weight a stage", tag},
+        {"StageUpdate", "Stage"});
   r.add({verb::patch, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
-         bind(s, update_stage), "Update a stage (same as PUT)", tag});
+         bind(s, update_stage), "Update a stage (same as PUT)", tag},
+        {"StageUpdate", "Stage"});
   r.add({verb::del, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
          bind(s, remove_stage), "Delete a stage (?move_to=<stage_id> when it holds deals)", tag,
          204});
