@@ -22,6 +22,10 @@ std::string_view exchange::param(std::string_view name) const {
 void exchange::respond(response r) {
   if (done_.exchange(true)) return;
   if (audit && matched) audit->on_response(*this, r);
+  // Read here, on the thread that answers (after the handler set it, as sign-in does on the
+  // hashing thread), for the session's access line.
+  r.tenant_id = who.tenant_id;
+  r.user_id = who.user_id;
   auto sink = std::move(sink_);
   sink(std::move(r));
 }

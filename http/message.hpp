@@ -44,6 +44,9 @@ struct response {
   std::vector<std::pair<std::string, std::string>> headers;
   chunk_source stream; // when set, the body comes from it instead of `body`
   bool close = false;  // close the connection after sending
+  // Who asked (0: nobody signed in), for the access log; set by exchange::respond.
+  std::int64_t tenant_id = 0;
+  std::int64_t user_id = 0;
 };
 
 // Sets `req.target` and from it `req.path` (percent-decoded; as received when malformed) and

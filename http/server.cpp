@@ -251,10 +251,6 @@ private:
                 [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
     });
     dispatch(ex, m);
-    // Who asked, for the access line (authenticated in dispatch; the answer is always posted
-    // to this strand, so it is written after this).
-    tenant_ = ex->who.tenant_id;
-    user_ = ex->who.user_id;
   }
 
   void dispatch(const exchange_ptr& ex, router::match_result& m) {
@@ -320,6 +316,8 @@ private:
   }
 
   void write(response r) {
+    tenant_ = r.tenant_id;
+    user_ = r.user_id;
     if (r.stream) return write_stream(std::move(r));
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
     res->version(11);

@@ -34,6 +34,16 @@ struct writer_state {
   std::thread thread;
   bool running = false;
   bool stopping = false;
+  // A process that leaves without stop_log_writer (an exception out of serve) still ends the
+  // thread rather than terminating on a joinable std::thread.
+  ~writer_state() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+      wake.notify_one();
+    }
+    if (thread.joinable()) thread.join();
+  }
 };
 writer_state& writer() {
   static writer_state w;

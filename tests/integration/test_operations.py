@@ -112,6 +112,11 @@ def test_json_logs_have_one_object_per_line_and_one_line_per_request(database, r
     assert isinstance(read[0]["duration_ms"], float) and read[0]["duration_ms"] >= 0, read
     assert any(e["route"] == "unmatched" and e["status"] == 404 and e["tenant_id"] is None
                for e in requests), requests
+    # A sign-in names the account it signed in (known only once the password was checked).
+    signed_in = [e for e in requests if e["route"] == "/api/v1/auth/login" and e["status"] == 200]
+    assert signed_in and all((e["tenant_id"], e["user_id"]) == (s.tenant.tenant_id,
+                                                                s.tenant.admin_id)
+                             for e in signed_in), signed_in
     # Routes, never paths or queries: the phone searched for is in no line.
     assert phone not in "\n".join(lines) and "Logged" not in "\n".join(lines)
     assert any(e["msg"].startswith("carecrm serving") for e in entries), entries
