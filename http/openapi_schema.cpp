@@ -13,6 +13,10 @@ object_t text(const text_rule& rule) {
   return o;
 }
 
+object_t text_matching(std::string_view pattern) {
+  return object_t{{"type", "string"}, {"pattern", pattern}};
+}
+
 object_t email(std::size_t max) {
   object_t o{{"type", "string"}, {"format", "email"}};
   if (max > 0) o["maxLength"] = max;

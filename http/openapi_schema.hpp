@@ -17,9 +17,10 @@ namespace crm::http::schema {
 using object_t = boost::json::object;
 
 object_t text(const text_rule& rule);
-object_t email(std::size_t max = 0); // 0: no maximum
-object_t id();                       // a positive int64
-object_t integer();                  // any int64
+object_t text_matching(std::string_view pattern); // a string matching an ECMA-262 pattern
+object_t email(std::size_t max = 0);              // 0: no maximum
+object_t id();                                    // a positive int64
+object_t integer();                               // any int64
 object_t boolean();
 object_t timestamp(); // RFC 3339, UTC
 object_t one_of(std::span<const std::string_view> values);

@@ -189,7 +189,6 @@ private:
     slot_ = ctx_.metrics.unmatched(verb::other);
     route_ = nullptr;
     method_ = verb::other;
-    tenant_ = user_ = 0;
     keep_alive_ = false;
     request_id_ = ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
     ++ctx_.in_flight;

@@ -106,15 +106,10 @@ void add_company_routes(router& r, services& s) {
   {
     using namespace schema;
     namespace rules = company_rules;
-    auto phone = [] {
-      auto p = text({});
-      p["pattern"] = contact_rules::phone_pattern;
-      return p;
-    };
     auto input = [&](bool creating) {
       return object({{"name", text({.min = 1, .max = rules::name_max}), creating},
                      {"domain", nullable(text({.max = rules::domain_max})), false},
-                     {"phone", nullable(phone()), false},
+                     {"phone", nullable(text_matching(contact_rules::phone_pattern)), false},
                      {"industry", nullable(text({.max = rules::industry_max})), false},
                      {"address", nullable(text({.max = rules::address_max})), false},
                      {"custom_fields", object_t{{"type", "object"}}, false}});

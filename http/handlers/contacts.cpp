@@ -300,11 +300,6 @@ namespace {
 void define_contact_schemas(router& r) {
   using namespace schema;
   namespace rules = contact_rules;
-  auto phone = [] {
-    auto p = text({});
-    p["pattern"] = rules::phone_pattern;
-    return p;
-  };
   auto tags = [] {
     auto t = array_of(text({.min = 1, .max = rules::tag_max}));
     t["maxItems"] = rules::tags_max;
@@ -319,7 +314,7 @@ void define_contact_schemas(router& r) {
     return object({{"first_name", text({.min = 1, .max = rules::first_name_max}), creating},
                    {"last_name", nullable(text({.max = rules::last_name_max})), false},
                    {"email", nullable(email(rules::email_max)), false},
-                   {"phone", nullable(phone()), false},
+                   {"phone", nullable(text_matching(rules::phone_pattern)), false},
                    {"company_id", nullable(id()), false},
                    {"status", one_of(rules::statuses), false},
                    {"source", nullable(one_of(rules::sources)), false},

@@ -3,6 +3,7 @@
 // and every error answer of contract §2 with its body. GET /api/v1/docs: the same document read
 // by Redoc (its standalone bundle is part of the binary: no CDN).
 #include "http/api.hpp"
+#include "http/contact_input.hpp"
 #include "http/error_map.hpp"
 
 #include <boost/json.hpp>
@@ -66,8 +67,9 @@ std::string operation_id(const route& rt) {
 json::object path_parameter_schema(std::string_view name) {
   if (name == "entity")
     return json::object{{"type", "string"}, {"enum", json::array{"contact", "company", "deal"}}};
-  if (name == "tag" || name == "name")
-    return json::object{{"type", "string"}, {"minLength", 1}, {"maxLength", 100}};
+  if (name == "tag" || name == "name") // a tag (DELETE /contacts/{id}/tags/{tag}, PUT /tags/{name})
+    return json::object{
+        {"type", "string"}, {"minLength", 1}, {"maxLength", contact_rules::tag_max}};
   return json::object{{"type", "integer"}, {"format", "int64"}, {"minimum", 1}};
 }
 
