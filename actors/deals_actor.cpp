@@ -1133,10 +1133,12 @@ std::string render_board(const deals_state& st, const domain::pipeline& p, const
     if (auto b = st.board.find(s.id); b != st.board.end()) {
       auto it = b->second.begin();
       for (std::int64_t i = 0; i < q.offset && it != b->second.end(); ++i) ++it;
+      bool first = true;
       for (int n = 0; it != b->second.end() && n < q.per_stage; ++it, ++n) {
         auto d = st.deals.find(it->second);
-        if (d == st.deals.end()) continue;
-        if (n > 0) out += ',';
+        if (d == st.deals.end()) continue; // never: the board indexes the deals held
+        if (!first) out += ',';
+        first = false;
         domain::append_deal_card(out, d->second);
       }
       more = it != b->second.end();

@@ -20,21 +20,16 @@ json::value text_or_null(const std::optional<std::string>& s) {
 
 } // namespace
 
+static_assert(run_statuses.size() == static_cast<std::size_t>(run_status::failed) + 1);
+
 std::string_view to_string(run_status s) {
-  switch (s) {
-  case run_status::queued: return "queued";
-  case run_status::running: return "running";
-  case run_status::waiting: return "waiting";
-  case run_status::succeeded: return "succeeded";
-  case run_status::failed: return "failed";
-  }
-  return "failed";
+  auto i = static_cast<std::size_t>(s);
+  return i < run_statuses.size() ? run_statuses[i] : "failed";
 }
 
 std::optional<run_status> parse_run_status(std::string_view s) {
-  for (auto x : {run_status::queued, run_status::running, run_status::waiting,
-                 run_status::succeeded, run_status::failed})
-    if (to_string(x) == s) return x;
+  for (std::size_t i = 0; i < run_statuses.size(); ++i)
+    if (run_statuses[i] == s) return static_cast<run_status>(i);
   return std::nullopt;
 }
 

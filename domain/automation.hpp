@@ -8,6 +8,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +33,9 @@ struct workflow {
 };
 
 enum class run_status : std::uint8_t { queued, running, waiting, succeeded, failed };
+// Their names, in the order of the enum (the runs list's ?status=, the OpenAPI document).
+inline constexpr std::array<std::string_view, 5> run_statuses{"queued", "running", "waiting",
+                                                              "succeeded", "failed"};
 std::string_view to_string(run_status s);
 std::optional<run_status> parse_run_status(std::string_view s);
 inline bool finished(run_status s) {
@@ -79,6 +83,10 @@ struct webhook_subscription {
     return false;
   }
 };
+
+// The statuses of a delivery (the deliveries list's ?status=, the OpenAPI document).
+inline constexpr std::array<std::string_view, 3> delivery_statuses{"pending", "succeeded",
+                                                                   "failed"};
 
 // A delivery as an attempt needs it.
 struct webhook_delivery {

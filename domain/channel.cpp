@@ -23,29 +23,13 @@ namespace {
 
 using namespace detail;
 
-constexpr std::array<std::pair<channel_type, std::string_view>, 5> channel_names = {{
-    {channel_type::api, "api"},
-    {channel_type::telegram, "telegram"},
-    {channel_type::whatsapp, "whatsapp"},
-    {channel_type::sms, "sms"},
-    {channel_type::email, "email"},
-}};
+using namespace channel_rules;
 
-constexpr std::array<std::pair<conversation_status, std::string_view>, 3> status_names = {{
-    {conversation_status::open, "open"},
-    {conversation_status::pending, "pending"},
-    {conversation_status::closed, "closed"},
-}};
+constexpr auto channel_names = table_of<channel_type>(types);
+static_assert(channel_names.back().first == channel_type::email);
+constexpr auto status_names = table_of<conversation_status>(conversation_statuses);
+static_assert(status_names.back().first == conversation_status::closed);
 
-constexpr std::size_t max_config_keys = 20;
-constexpr std::size_t max_config_key_length = 64;
-constexpr std::size_t max_config_value_length = 1000;
-constexpr std::size_t min_secret_length = 16;
-constexpr std::size_t max_secret_length = 256;
-constexpr std::size_t max_url_length = 2048;
-constexpr std::size_t max_name_length = 200;
-constexpr std::size_t max_id_length = 200;
-constexpr std::size_t max_text_length = 4096;
 constexpr std::string_view default_telegram_base = "https://api.telegram.org";
 constexpr std::string_view url_message = "Input should be a valid URL: http or https with a host";
 
@@ -73,7 +57,7 @@ const loc_path body_loc = {std::string("body")};
 std::optional<std::string> identifier(checker& ck, const json::value& v, const loc_path& l) {
   if (auto n = json_int64(v)) return std::to_string(*n);
   if (auto u = v.if_uint64()) return std::to_string(*u);
-  if (auto s = ck.string(v, l, 1, max_id_length)) return std::string(*s);
+  if (auto s = ck.string(v, l, 1, external_id_max)) return std::string(*s);
   return std::nullopt;
 }
 
@@ -111,22 +95,21 @@ bool looks_like_bot_token(std::string_view s) {
   auto secret_char = [&](char c) {
     return digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
   };
-  return std::all_of(id.begin(), id.end(), digit) && secret.size() >= 20 &&
+  return std::all_of(id.begin(), id.end(), digit) && secret.size() >= bot_token_secret_min &&
          std::all_of(secret.begin(), secret.end(), secret_char);
 }
 
 bool is_config_key(std::string_view k) {
-  return !k.empty() && k.size() <= max_config_key_length &&
-         std::all_of(k.begin(), k.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-         });
+  return !k.empty() && k.size() <= config_key_max && std::all_of(k.begin(), k.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
 }
 
 // An http(s) URL under the adapter's control. `as_base`: paths are appended to it, so a query
 // would end up in the middle of the request target.
 void check_url(checker& ck, const json::value& v, const loc_path& l, bool as_base,
                json::object& out, std::string_view key) {
-  auto s = ck.string(v, l, 1, max_url_length);
+  auto s = ck.string(v, l, 1, url_max);
   if (!s) return;
   if (!parse_url(*s) || (as_base && s->find('?') != std::string_view::npos)) {
     ck.add(l, std::string(url_message) + (as_base ? " and no query" : ""), "value_error");
@@ -140,7 +123,7 @@ void check_api_config(checker& ck, const json::object& sent, const loc_path& l, 
   if (auto v = given(sent, "outbound_url"))
     check_url(ck, *v, at(l, "outbound_url"), false, out, "outbound_url");
   if (auto v = given(sent, "signing_secret"))
-    if (auto s = ck.string(*v, at(l, "signing_secret"), min_secret_length, max_secret_length))
+    if (auto s = ck.string(*v, at(l, "signing_secret"), secret_min, secret_max))
       out["signing_secret"] = *s;
 }
 
@@ -162,9 +145,9 @@ void check_telegram_config(checker& ck, const json::object& sent, const loc_path
 
 void check_free_config(checker& ck, const json::object& sent, const loc_path& l,
                        json::object& out) {
-  if (sent.size() > max_config_keys)
+  if (sent.size() > config_keys_max)
     ck.add(l,
-           "Dictionary should have at most " + std::to_string(max_config_keys) +
+           "Dictionary should have at most " + std::to_string(config_keys_max) +
                " items after validation, not " + std::to_string(sent.size()),
            "too_long");
   for (auto& kv : sent) {
@@ -176,7 +159,7 @@ void check_free_config(checker& ck, const json::object& sent, const loc_path& l,
     }
     // null: a secret removed, or an optional value not given.
     if (kv.value().is_null()) continue;
-    if (auto s = ck.string(kv.value(), where, 0, max_config_value_length)) out[key] = *s;
+    if (auto s = ck.string(kv.value(), where, 0, config_value_max)) out[key] = *s;
   }
 }
 
@@ -188,12 +171,18 @@ std::optional<channel_type> parse_channel_type(std::string_view s) {
 std::string_view to_string(channel_type t) {
   return name_of(channel_names, t);
 }
+std::string channel_type_choices() {
+  return one_of_message(channel_names);
+}
 
 std::optional<conversation_status> parse_conversation_status(std::string_view s) {
   return lookup(status_names, s);
 }
 std::string_view to_string(conversation_status s) {
   return name_of(status_names, s);
+}
+std::string conversation_status_choices() {
+  return one_of_message(status_names);
 }
 
 // ---- Channel config ------------------------------------------------------------------------
@@ -243,11 +232,11 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   if (type == channel_type::telegram && !token_asked && !given(sent, "bot_token") &&
       !out.contains("bot_token"))
     ck.add(at(l, "bot_token"), "Field required", "missing");
-  if (out.size() > max_config_keys && sent.size() <= max_config_keys)
+  if (out.size() > config_keys_max && sent.size() <= config_keys_max)
     ck.add(l,
            "the config would hold " + std::to_string(out.size()) +
                " keys with the secrets kept from before, at most " +
-               std::to_string(max_config_keys) + " (send a secret as null to remove it)",
+               std::to_string(config_keys_max) + " (send a secret as null to remove it)",
            "value_error");
   if (issues.size() != before) return std::nullopt;
   return out;
@@ -329,7 +318,7 @@ std::optional<inbound_contact> read_contact(checker& ck, const json::object& bod
     if (auto s = ck.text(*n, where)) {
       auto t = trim(sv(*s));
       // A blank name is no name: the contact is then named after its phone, e-mail or id.
-      if (ck.length(t, where, 0, max_name_length) && !t.empty()) c.name = std::string(t);
+      if (ck.length(t, where, 0, contact_name_max) && !t.empty()) c.name = std::string(t);
     }
   }
   auto id = given(*o, "external_id");
@@ -358,7 +347,7 @@ bool read_message(checker& ck, const json::object& body, const loc_path& l, inbo
       // alone is no message.
       if (trim(sv(*s)).empty())
         ck.add(where, "String should have at least 1 character", "string_too_short");
-      else if (ck.length(sv(*s), where, 1, max_text_length))
+      else if (ck.length(sv(*s), where, 1, text_max))
         m.text = std::string(sv(*s));
     }
   } else {
@@ -384,8 +373,8 @@ std::optional<inbound_message> parse_api_inbound(std::string_view body,
   ck.extra_keys(*o, {"event", "contact", "message", "timestamp"}, body_loc);
   if (auto e = given(*o, "event")) {
     auto s = e->if_string();
-    if (!s || sv(*s) != "message.received")
-      ck.add(at(body_loc, "event"), "Input should be 'message.received'", "enum");
+    if (!s || sv(*s) != inbound_event)
+      ck.add(at(body_loc, "event"), "Input should be '" + std::string(inbound_event) + "'", "enum");
   }
   inbound_message m;
   if (auto c = read_contact(ck, *o, at(body_loc, "contact"))) m.contact = std::move(*c);
@@ -576,7 +565,7 @@ std::optional<std::string> provider_id(std::string_view body) {
     if (!v) continue;
     if (auto n = json_int64(*v)) return std::to_string(*n);
     // An id is stored as external_message_id (1-200 characters): anything else is no id.
-    if (auto s = v->if_string(); s && !s->empty() && utf8_length(sv(*s)) <= max_id_length &&
+    if (auto s = v->if_string(); s && !s->empty() && utf8_length(sv(*s)) <= external_id_max &&
                                  sv(*s).find('\0') == std::string_view::npos)
       return std::string(sv(*s));
   }

@@ -7,6 +7,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,35 @@ namespace crm::domain {
 enum class channel_type : std::uint8_t { api, telegram, whatsapp, sms, email };
 std::optional<channel_type> parse_channel_type(std::string_view s);
 std::string_view to_string(channel_type t);
+// "Input should be 'api', 'telegram', 'whatsapp', 'sms' or 'email'".
+std::string channel_type_choices();
+
+// The rules of the messaging area's fields, named once for the readers (here and in
+// http/handlers/channels.cpp, conversations.cpp) and the OpenAPI schemas made from them.
+namespace channel_rules {
+// The names of channel_type and conversation_status, in the order of their enumerators.
+inline constexpr std::array<std::string_view, 5> types{"api", "telegram", "whatsapp", "sms",
+                                                       "email"};
+inline constexpr std::array<std::string_view, 3> conversation_statuses{"open", "pending", "closed"};
+// A shared secret in characters: an api channel's signing_secret, a channel's webhook_secret.
+inline constexpr std::size_t secret_min = 16;
+inline constexpr std::size_t secret_max = 256;
+// The config of the free-form types (whatsapp, sms, email): at most config_keys_max keys of
+// 1..config_key_max characters of a-z, 0-9 and _, each a string of at most config_value_max
+// characters (or null).
+inline constexpr std::size_t config_keys_max = 20;
+inline constexpr std::size_t config_key_max = 64;
+inline constexpr std::size_t config_value_max = 1000;
+inline constexpr std::size_t url_max = 2048; // outbound_url, api_base_url
+// A Telegram bot token: digits, ':', then at least this many of A-Z, a-z, 0-9, _ and -.
+inline constexpr std::size_t bot_token_secret_min = 20;
+// The generic inbound body (parse_api_inbound): its event, the contact's name (trimmed), the
+// ids of the contact and the message, and the text of a message either way.
+inline constexpr std::string_view inbound_event = "message.received";
+inline constexpr std::size_t contact_name_max = 200;
+inline constexpr std::size_t external_id_max = 200;
+inline constexpr std::size_t text_max = 4096;
+} // namespace channel_rules
 
 struct channel {
   std::int64_t id = 0;
@@ -35,6 +65,8 @@ struct channel {
 enum class conversation_status : std::uint8_t { open, pending, closed };
 std::optional<conversation_status> parse_conversation_status(std::string_view s);
 std::string_view to_string(conversation_status s);
+// "Input should be 'open', 'pending' or 'closed'".
+std::string conversation_status_choices();
 
 struct conversation {
   std::int64_t id = 0;

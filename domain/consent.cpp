@@ -15,13 +15,8 @@ namespace json = boost::json;
 namespace crm::domain {
 namespace {
 
-constexpr detail::name_table<consent_purpose, 5> purpose_names = {{
-    {consent_purpose::treatment_communication, "treatment_communication"},
-    {consent_purpose::appointment_reminders, "appointment_reminders"},
-    {consent_purpose::marketing, "marketing"},
-    {consent_purpose::ai_processing, "ai_processing"},
-    {consent_purpose::data_sharing, "data_sharing"},
-}};
+constexpr auto purpose_names = detail::table_of<consent_purpose>(consent_rules::purposes);
+static_assert(purpose_names.back().first == consent_purpose::data_sharing);
 
 } // namespace
 
@@ -49,7 +44,7 @@ json::object consent_to_json(const consent& c) {
   if (c.channel_id)
     o["channel"] = *c.channel_id;
   else
-    o["channel"] = "any";
+    o["channel"] = consent_rules::any_channel;
   o["granted"] = c.granted;
   o["source"] = c.source;
   o["evidence"] = c.evidence ? json::value(*c.evidence) : json::value(nullptr);

@@ -6,6 +6,7 @@
 #pragma once
 #include <boost/json/fwd.hpp>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +22,17 @@ enum class consent_purpose {
   ai_processing,
   data_sharing
 };
+// The rules of a consent's fields, named once for the readers and the OpenAPI schemas
+// (http/handlers/consents.cpp, conversations.cpp).
+namespace consent_rules {
+// The names of consent_purpose, in the order of its enumerators.
+inline constexpr std::array<std::string_view, 5> purposes{"treatment_communication",
+                                                          "appointment_reminders", "marketing",
+                                                          "ai_processing", "data_sharing"};
+// A consent's channel: a channel id, or this for every channel.
+inline constexpr std::string_view any_channel = "any";
+} // namespace consent_rules
+
 std::optional<consent_purpose> parse_consent_purpose(std::string_view s);
 std::string_view to_string(consent_purpose p);
 // "Input should be 'treatment_communication', ... or 'data_sharing'".

@@ -28,6 +28,15 @@ namespace crm::domain::detail {
 template <class E, std::size_t N>
 using name_table = std::array<std::pair<E, std::string_view>, N>;
 
+// The table of an enum whose names are listed, in the order of its enumerators, in a header's
+// rules (channel_rules::types): the names are written once, for the readers and the schemas.
+template <class E, std::size_t N>
+constexpr name_table<E, N> table_of(const std::array<std::string_view, N>& names) {
+  name_table<E, N> table{};
+  for (std::size_t i = 0; i < N; ++i) table[i] = {static_cast<E>(i), names[i]};
+  return table;
+}
+
 template <class E, std::size_t N>
 std::optional<E> lookup(const name_table<E, N>& table, std::string_view s) {
   for (auto& [e, name] : table)

@@ -28,60 +28,20 @@ namespace {
 
 using namespace detail;
 
-constexpr std::array<std::pair<trigger_type, std::string_view>, 15> trigger_names = {{
-    {trigger_type::contact_created, "contact.created"},
-    {trigger_type::contact_updated, "contact.updated"},
-    {trigger_type::contact_deleted, "contact.deleted"},
-    {trigger_type::contact_status_changed, "contact.status_changed"},
-    {trigger_type::contact_tag_added, "contact.tag_added"},
-    {trigger_type::deal_created, "deal.created"},
-    {trigger_type::deal_updated, "deal.updated"},
-    {trigger_type::deal_stage_changed, "deal.stage_changed"},
-    {trigger_type::deal_won, "deal.won"},
-    {trigger_type::deal_lost, "deal.lost"},
-    {trigger_type::deal_deleted, "deal.deleted"},
-    {trigger_type::message_received, "message.received"},
-    {trigger_type::webhook, "webhook"},
-    {trigger_type::schedule, "schedule"},
-    {trigger_type::manual, "manual"},
-}};
+namespace rules = workflow_rules;
 
-constexpr std::array<std::pair<condition_op, std::string_view>, 8> op_names = {{
-    {condition_op::eq, "eq"},
-    {condition_op::neq, "neq"},
-    {condition_op::contains, "contains"},
-    {condition_op::in, "in"},
-    {condition_op::gt, "gt"},
-    {condition_op::lt, "lt"},
-    {condition_op::exists, "exists"},
-    {condition_op::changed_to, "changed_to"},
-}};
-
-constexpr std::array<std::pair<action_type, std::string_view>, 10> action_names = {{
-    {action_type::update_contact, "update_contact"},
-    {action_type::set_status, "set_status"},
-    {action_type::add_tag, "add_tag"},
-    {action_type::remove_tag, "remove_tag"},
-    {action_type::create_deal, "create_deal"},
-    {action_type::move_deal, "move_deal"},
-    {action_type::send_message, "send_message"},
-    {action_type::http_request, "http_request"},
-    {action_type::ai_reply, "ai_reply"},
-    {action_type::delay, "delay"},
-}};
+constexpr auto trigger_names = table_of<trigger_type>(rules::trigger_types);
+static_assert(trigger_names.size() == static_cast<std::size_t>(trigger_type::manual) + 1);
+constexpr auto op_names = table_of<condition_op>(rules::condition_ops);
+static_assert(op_names.size() == static_cast<std::size_t>(condition_op::changed_to) + 1);
+constexpr auto action_names = table_of<action_type>(rules::action_types);
+static_assert(action_names.size() == static_cast<std::size_t>(action_type::delay) + 1);
 
 constexpr std::string_view status_message =
     "Input should be 'active', 'inactive', 'qualified' or 'unqualified'";
 
-constexpr std::int64_t max_definition_items = 50;
-constexpr std::int64_t max_delay_seconds = 30LL * 24 * 3600;
-constexpr std::size_t max_tag_length = 100;
-constexpr std::size_t max_field_length = 200;
-constexpr std::size_t max_headers = 20;
-constexpr std::size_t max_url_length = 2048;
-
 bool is_template(std::string_view s) {
-  return s.find("{{") != std::string_view::npos;
+  return s.find(rules::template_open) != std::string_view::npos;
 }
 
 bool all_digits(std::string_view s) {
@@ -109,7 +69,7 @@ void check_status(checker& ck, const json::value& v, const loc_path& l, bool all
 }
 
 void check_tag(checker& ck, const json::value& v, const loc_path& l) {
-  ck.string(v, l, 1, max_tag_length);
+  ck.string(v, l, 1, rules::tag_max);
 }
 
 void check_contact_id(checker& ck, const json::object& params, const loc_path& l) {
@@ -132,19 +92,12 @@ void check_contact_id(checker& ck, const json::object& params, const loc_path& l
 
 bool is_token_char(char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  return rules::token_symbols.find(c) != std::string_view::npos;
 }
 
-constexpr std::array<std::string_view, 5> update_contact_fields = {"first_name", "last_name",
-                                                                   "email", "phone", "company_id"};
-constexpr std::array<std::string_view, 4> update_contact_more = {"status", "source", "tags",
-                                                                 "custom_fields"};
-
 bool updatable_field(std::string_view k) {
-  return std::find(update_contact_fields.begin(), update_contact_fields.end(), k) !=
-             update_contact_fields.end() ||
-         std::find(update_contact_more.begin(), update_contact_more.end(), k) !=
-             update_contact_more.end();
+  auto& fields = rules::update_contact_fields;
+  return std::find(fields.begin(), fields.end(), k) != fields.end();
 }
 
 void check_params(checker& ck, action_type t, const json::object& p, const loc_path& l) {
@@ -215,7 +168,7 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
     ck.extra_keys(p, {"url", "method", "headers", "body", "timeout_seconds"}, l);
     if (auto v = member(p, "url")) {
       auto where = at(l, "url");
-      if (auto s = ck.string(*v, where, 1, max_url_length))
+      if (auto s = ck.string(*v, where, 1, rules::url_max))
         if (!is_template(*s) && !parse_url(*s))
           ck.add(where, "Input should be a valid URL: http or https with a host", "value_error");
     } else {
@@ -223,7 +176,7 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
     }
     if (auto v = given(p, "method")) {
       auto s = v->if_string();
-      constexpr std::array<std::string_view, 5> methods = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+      auto& methods = rules::http_methods;
       if (!s || (std::find(methods.begin(), methods.end(), sv(*s)) == methods.end() &&
                  !is_template(sv(*s))))
         ck.add(at(l, "method"), "Input should be 'GET', 'POST', 'PUT', 'PATCH' or 'DELETE'",
@@ -232,7 +185,8 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
     if (auto v = given(p, "headers")) {
       auto where = at(l, "headers");
       if (auto h = ck.object(*v, where)) {
-        if (h->size() > max_headers) ck.too_long(h->size(), max_headers, where, "Dictionary");
+        if (h->size() > rules::headers_max)
+          ck.too_long(h->size(), rules::headers_max, where, "Dictionary");
         for (auto& kv : *h) {
           auto name = kv.key();
           auto hl = at(where, name);
@@ -240,8 +194,8 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
             ck.add(hl, "header names must be HTTP tokens", "value_error");
             continue;
           }
-          if (iequal(name, "host") || iequal(name, "content-length") ||
-              iequal(name, "transfer-encoding") || iequal(name, "connection")) {
+          if (std::any_of(rules::client_headers.begin(), rules::client_headers.end(),
+                          [&](std::string_view h) { return iequal(name, h); })) {
             ck.add(hl, "the header '" + std::string(name) + "' is set by the client",
                    "value_error");
             continue;
@@ -262,13 +216,13 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
         }
       }
     }
-    if (auto v = given(p, "timeout_seconds")) ck.integer(*v, at(l, "timeout_seconds"), 1, 30);
+    if (auto v = given(p, "timeout_seconds"))
+      ck.integer(*v, at(l, "timeout_seconds"), rules::timeout_min, rules::timeout_max);
     break;
   }
   case action_type::delay: {
     ck.extra_keys(p, {"seconds", "minutes", "hours"}, l);
-    constexpr std::array<std::pair<std::string_view, std::int64_t>, 3> units = {
-        {{"seconds", 1}, {"minutes", 60}, {"hours", 3600}}};
+    auto& units = rules::delay_units;
     int count = 0;
     for (auto& [unit, _] : units) count += given(p, unit) ? 1 : 0;
     if (count != 1) {
@@ -276,20 +230,21 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
       break;
     }
     for (auto& [unit, scale] : units)
-      if (auto v = given(p, unit)) ck.integer(*v, at(l, unit), 1, max_delay_seconds / scale);
+      if (auto v = given(p, unit)) ck.integer(*v, at(l, unit), 1, rules::delay_max_seconds / scale);
     break;
   }
   case action_type::send_message: {
     ck.extra_keys(p, {"text", "channel_id", "contact_id", "purpose"}, l);
     check_contact_id(ck, p, l);
     if (auto v = member(p, "text"))
-      ck.string(*v, at(l, "text"), 1, 4096);
+      ck.string(*v, at(l, "text"), 1, rules::message_text_max);
     else
       ck.add(at(l, "text"), "Field required", "missing");
     // What the message is for (docs/compliance.md "Consent"): checked against the contact's
     // consents when it is sent.
     if (auto v = given(p, "purpose"))
-      if (auto s = ck.string(*v, at(l, "purpose"), 1, 64); s && !parse_consent_purpose(*s))
+      if (auto s = ck.string(*v, at(l, "purpose"), 1, rules::purpose_max);
+          s && !parse_consent_purpose(*s))
         ck.add(at(l, "purpose"), consent_purpose_choices(), "enum");
     if (auto v = given(p, "channel_id"))
       if (!(v->is_string() && is_template(sv(v->as_string()))))
@@ -302,7 +257,7 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
                    "company_id", "owner_id", "expected_close_date", "custom_fields", "lost_reason"},
                   l);
     if (auto v = member(p, "title"))
-      ck.string(*v, at(l, "title"), 1, 200);
+      ck.string(*v, at(l, "title"), 1, rules::deal_title_max);
     else
       ck.add(at(l, "title"), "Field required", "missing");
     for (auto key : {"contact_id", "company_id", "owner_id", "pipeline_id", "stage_id"}) {
@@ -752,8 +707,8 @@ std::optional<json::object> parse_trigger_config(trigger_type t, const json::val
     if ((interval != nullptr) == (cron != nullptr)) {
       ck.add(l, "exactly one of 'interval_seconds' or 'cron' is required", "value_error");
     } else if (interval) {
-      ck.integer(*interval, at(l, "interval_seconds"), 5, 31'536'000);
-    } else if (auto text = ck.string(*cron, at(l, "cron"), 1, 200)) {
+      ck.integer(*interval, at(l, "interval_seconds"), rules::interval_min, rules::interval_max);
+    } else if (auto text = ck.string(*cron, at(l, "cron"), 1, rules::cron_max)) {
       std::string error;
       if (!parse_cron(*text, error)) ck.add(at(l, "cron"), error, "value_error");
     }
@@ -775,8 +730,8 @@ std::optional<std::vector<condition>> parse_conditions(const json::value& v,
   if (v.is_null()) return out;
   auto a = ck.array(v, l);
   if (!a) return std::nullopt;
-  if (a->size() > max_definition_items) {
-    ck.too_long(a->size(), max_definition_items, l, "List");
+  if (a->size() > rules::items_max) {
+    ck.too_long(a->size(), rules::items_max, l, "List");
     return std::nullopt;
   }
   for (std::size_t i = 0; i < a->size(); ++i) {
@@ -786,7 +741,7 @@ std::optional<std::vector<condition>> parse_conditions(const json::value& v,
     ck.extra_keys(*o, {"field", "op", "value"}, il);
     condition c;
     if (auto f = member(*o, "field")) {
-      if (auto s = ck.string(*f, at(il, "field"), 1, max_field_length)) c.field = *s;
+      if (auto s = ck.string(*f, at(il, "field"), 1, rules::field_max)) c.field = *s;
     } else {
       ck.add(at(il, "field"), "Field required", "missing");
     }
@@ -841,8 +796,8 @@ std::optional<std::vector<action>> parse_actions(const json::value& v, std::vect
   if (v.is_null()) return out;
   auto a = ck.array(v, l);
   if (!a) return std::nullopt;
-  if (a->size() > max_definition_items) {
-    ck.too_long(a->size(), max_definition_items, l, "List");
+  if (a->size() > rules::items_max) {
+    ck.too_long(a->size(), rules::items_max, l, "List");
     return std::nullopt;
   }
   for (std::size_t i = 0; i < a->size(); ++i) {
@@ -1125,12 +1080,10 @@ std::optional<std::int64_t> action_contact_id(const json::object& rendered_param
 }
 
 std::int64_t delay_seconds(const json::object& params) {
-  constexpr std::array<std::pair<std::string_view, std::int64_t>, 3> units = {
-      {{"seconds", 1}, {"minutes", 60}, {"hours", 3600}}};
-  for (auto& [unit, scale] : units)
+  for (auto& [unit, scale] : workflow_rules::delay_units)
     if (auto v = given(params, unit))
       if (auto n = as_integer(*v))
-        return std::clamp<std::int64_t>(*n, 0, max_delay_seconds / scale) * scale;
+        return std::clamp<std::int64_t>(*n, 0, workflow_rules::delay_max_seconds / scale) * scale;
   return 0;
 }
 
@@ -1288,7 +1241,7 @@ std::string generate_webhook_secret() {
 }
 
 std::optional<url_parts> parse_url(std::string_view url) {
-  if (url.empty() || url.size() > max_url_length) return std::nullopt;
+  if (url.empty() || url.size() > workflow_rules::url_max) return std::nullopt;
   for (char c : url) {
     const auto b = static_cast<unsigned char>(c);
     // Controls, spaces and raw non-ASCII bytes never belong in a request line; `#` would be a

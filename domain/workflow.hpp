@@ -8,12 +8,14 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <array>
 #include <bitset>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace crm::domain {
@@ -75,6 +77,61 @@ struct action {
   action_type type = action_type::add_tag;
   boost::json::object params;
 };
+
+// ---- The rules of a definition -----------------------------------------------------------
+// Named once, used by the parsers below and by the OpenAPI schemas of the workflow routes
+// (http/handlers/workflows.cpp).
+namespace workflow_rules {
+// The names of trigger_type, condition_op and action_type, in the order of the enums.
+inline constexpr std::array<std::string_view, 15> trigger_types{
+    "contact.created",   "contact.updated", "contact.deleted", "contact.status_changed",
+    "contact.tag_added", "deal.created",    "deal.updated",    "deal.stage_changed",
+    "deal.won",          "deal.lost",       "deal.deleted",    "message.received",
+    "webhook",           "schedule",        "manual"};
+inline constexpr std::array<std::string_view, 8> condition_ops{
+    "eq", "neq", "contains", "in", "gt", "lt", "exists", "changed_to"};
+inline constexpr std::array<std::string_view, 10> action_types{
+    "update_contact", "set_status",   "add_tag",      "remove_tag", "create_deal",
+    "move_deal",      "send_message", "http_request", "ai_reply",   "delay"};
+
+inline constexpr std::size_t items_max = 50;  // conditions, and actions, of a workflow
+inline constexpr std::size_t field_max = 200; // characters of a condition's field path
+inline constexpr std::size_t tag_max = 100;   // a tag of trigger_config and of tag actions
+// A string holding a template ("{{contact.id}}") stands for a value of another type (ids,
+// statuses, a URL, a method) and is checked when the step runs.
+inline constexpr std::string_view template_open = "{{";
+
+// schedule trigger_config: exactly one of interval_seconds and cron.
+inline constexpr std::int64_t interval_min = 5;
+inline constexpr std::int64_t interval_max = 31'536'000; // a year
+inline constexpr std::size_t cron_max = 200;
+
+// update_contact: the contact fields `params.fields` may set (their values are read as
+// PATCH /contacts/{id} reads them, when the step runs).
+inline constexpr std::array<std::string_view, 9> update_contact_fields{
+    "first_name", "last_name", "email", "phone",        "company_id",
+    "status",     "source",    "tags",  "custom_fields"};
+// http_request
+inline constexpr std::size_t url_max = 2048; // also the longest URL parse_url accepts
+inline constexpr std::array<std::string_view, 5> http_methods{"GET", "POST", "PUT", "PATCH",
+                                                              "DELETE"};
+inline constexpr std::size_t headers_max = 20;
+// A header name is an HTTP token: letters, digits and these.
+inline constexpr std::string_view token_symbols = "!#$%&'*+-.^_`|~";
+// Headers the HTTP client sets itself (compared without case).
+inline constexpr std::array<std::string_view, 4> client_headers{"host", "content-length",
+                                                                "transfer-encoding", "connection"};
+inline constexpr std::int64_t timeout_min = 1; // timeout_seconds
+inline constexpr std::int64_t timeout_max = 30;
+// send_message and create_deal
+inline constexpr std::size_t message_text_max = 4096;
+inline constexpr std::size_t purpose_max = 64;
+inline constexpr std::size_t deal_title_max = 200;
+// delay: exactly one of the units, at most delay_max_seconds in all.
+inline constexpr std::int64_t delay_max_seconds = 30LL * 24 * 3600;
+inline constexpr std::array<std::pair<std::string_view, std::int64_t>, 3> delay_units{
+    {{"seconds", 1}, {"minutes", 60}, {"hours", 3600}}};
+} // namespace workflow_rules
 
 // ---- Validation of a definition (422 issues, loc starting with "body") ------------------
 // Each parser appends every problem it finds to `issues` (loc e.g. ["body", "conditions", 0,

@@ -85,26 +85,17 @@ struct field_reader {
 
 template <class E>
 std::optional<E> enum_value(field_reader& r, std::string_view key, const json::value& v,
-                            std::optional<E> (*parse)(std::string_view), std::string_view allowed) {
+                            std::optional<E> (*parse)(std::string_view),
+                            const std::string& message) {
   auto s = v.if_string();
   std::optional<E> e;
   if (s) e = parse(std::string_view(s->data(), s->size()));
-  if (!e) r.add(key, "Input should be " + std::string(allowed), "enum");
+  if (!e) r.add(key, message, "enum");
   return e;
 }
 
-// "'a', 'b' or 'c'": the values a field allows, for its enum issue.
-template <std::size_t N>
-std::string allowed_names(const std::array<std::string_view, N>& values) {
-  std::string out;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (i > 0) out += i + 1 == N ? " or " : ", ";
-    out += "'" + std::string(values[i]) + "'";
-  }
-  return out;
-}
-const std::string status_names = allowed_names(contact_rules::statuses);
-const std::string source_names = allowed_names(contact_rules::sources);
+const std::string status_message = enum_message(contact_rules::statuses);
+const std::string source_message = enum_message(contact_rules::sources);
 
 void check_email(field_reader& r, std::optional<std::optional<std::string>>& email) {
   if (email && *email && (!domain::is_valid_email(**email))) {
@@ -127,7 +118,10 @@ std::optional<std::string> custom_fields_text(field_reader& r, const json::value
   }
   auto text = json::serialize(v);
   if (text.size() > contact_rules::custom_fields_max) {
-    r.add("custom_fields", "custom fields exceed 16 KiB", "value_error");
+    r.add("custom_fields",
+          "custom fields exceed " + std::to_string(contact_rules::custom_fields_max / 1024) +
+              " KiB",
+          "value_error");
     return std::nullopt;
   }
   return text;
@@ -141,6 +135,15 @@ std::optional<std::int64_t> parse_int(std::string_view s) {
 }
 
 } // namespace
+
+std::string enum_message(std::span<const std::string_view> values) {
+  std::string out = "Input should be ";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += i + 1 == values.size() ? " or " : ", ";
+    out += "'" + std::string(values[i]) + "'";
+  }
+  return out;
+}
 
 std::optional<std::vector<std::string>> read_tags(const json::value& v, const loc_path& loc,
                                                   std::vector<issue>& issues) {
@@ -166,7 +169,10 @@ std::optional<std::vector<std::string>> read_tags(const json::value& v, const lo
       issues.push_back({l, "String should have at least 1 character", "string_too_short"});
       ok = false;
     } else if (n > contact_rules::tag_max) {
-      issues.push_back({l, "String should have at most 50 characters", "string_too_long"});
+      issues.push_back(
+          {l,
+           "String should have at most " + std::to_string(contact_rules::tag_max) + " characters",
+           "string_too_long"});
       ok = false;
     } else {
       out.push_back(std::move(t));
@@ -180,7 +186,9 @@ std::optional<std::vector<std::string>> read_tags(const json::value& v, const lo
       if (std::find(lower.begin(), lower.end(), lt) == lower.end()) lower.push_back(lt);
     }
     if (lower.size() > contact_rules::tags_max) {
-      issues.push_back({loc, "List should have at most 50 tags", "value_error"});
+      issues.push_back(
+          {loc, "List should have at most " + std::to_string(contact_rules::tags_max) + " tags",
+           "value_error"});
       ok = false;
     }
   }
@@ -211,11 +219,11 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
       r.add("company_id", "Input should be a valid integer", "int_parsing");
   }
   if (auto v = r.get("status"))
-    f.status = enum_value(r, "status", *v, &domain::parse_contact_status, status_names);
+    f.status = enum_value(r, "status", *v, &domain::parse_contact_status, status_message);
   if (auto v = r.get("source")) {
     if (v->is_null())
       f.source = std::optional<domain::contact_source>{};
-    else if (auto s = enum_value(r, "source", *v, &domain::parse_contact_source, source_names))
+    else if (auto s = enum_value(r, "source", *v, &domain::parse_contact_source, source_message))
       f.source = std::optional<domain::contact_source>{*s};
   }
   if (auto v = r.get("tags")) f.tags = read_tags(*v, at(prefix, "tags"), issues);
@@ -228,7 +236,8 @@ bool importable_column(std::string_view name) {
   static const std::vector<std::string_view> names = {"first_name", "last_name", "email",  "phone",
                                                       "company_id", "status",    "source", "tags"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return true;
-  return name.size() > 3 && name.substr(0, 3) == "cf.";
+  auto prefix = list_rules::custom_prefix;
+  return name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix;
 }
 
 actors::contact_fields read_contact_row(const std::vector<std::string>& header,
@@ -257,8 +266,8 @@ actors::contact_fields read_contact_row(const std::vector<std::string>& header,
         o["company_id"] = *n;
       else
         o["company_id"] = cell; // reported as int_parsing
-    } else if (name.rfind("cf.", 0) == 0) {
-      cf[name.substr(3)] = cell;
+    } else if (name.rfind(list_rules::custom_prefix, 0) == 0) {
+      cf[name.substr(list_rules::custom_prefix.size())] = cell;
     } else {
       o[name] = cell;
     }
@@ -290,8 +299,9 @@ actors::company_fields read_company(const json::object& o, bool creating,
 std::optional<contact_list_params> read_contact_query(const request& req,
                                                       std::vector<issue>& issues) {
   contact_list_params out;
-  auto page = query_int(req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   auto& q = out.query;
   auto bad = [&](const std::string& name, std::string msg, std::string type) {
     issues.push_back({{std::string("query"), name}, std::move(msg), std::move(type)});
@@ -303,29 +313,25 @@ std::optional<contact_list_params> read_contact_query(const request& req,
     } else if (k == "sort_by") {
       auto s = domain::parse_contact_sort(v);
       if (!s)
-        bad(k,
-            "Input should be 'id', 'first_name', 'last_name', 'email', 'phone', 'status', "
-            "'source', 'created_at' or 'updated_at'",
-            "enum");
+        bad(k, enum_message(contact_rules::sort_fields), "enum");
       else
         q.sort = *s;
     } else if (k == "sort_order") {
-      if (v == "asc")
-        q.descending = false;
-      else if (v == "desc")
-        q.descending = true;
+      auto& orders = list_rules::sort_orders;
+      if (std::find(orders.begin(), orders.end(), v) == orders.end())
+        bad(k, enum_message(orders), "enum");
       else
-        bad(k, "Input should be 'asc' or 'desc'", "enum");
+        q.descending = v == "desc";
     } else if (k == "status") {
       if (auto s = domain::parse_contact_status(v))
         q.status = s;
       else
-        bad(k, std::string("Input should be ") + status_names, "enum");
+        bad(k, status_message, "enum");
     } else if (k == "source") {
       if (auto s = domain::parse_contact_source(v))
         q.source = s;
       else
-        bad(k, std::string("Input should be ") + source_names, "enum");
+        bad(k, source_message, "enum");
     } else if (k == "company_id") {
       if (auto n = parse_int(v))
         q.company_id = n;
@@ -346,8 +352,9 @@ std::optional<contact_list_params> read_contact_query(const request& req,
         q.created_before = t;
       else
         q.updated_after = t;
-    } else if (k.rfind("cf.", 0) == 0 && k.size() > 3) {
-      cf.emplace_back(k.substr(3), v);
+    } else if (auto prefix = list_rules::custom_prefix;
+               k.size() > prefix.size() && k.rfind(prefix, 0) == 0) {
+      cf.emplace_back(k.substr(prefix.size()), v);
     }
   }
   if (!issues.empty()) return std::nullopt;

@@ -9,6 +9,8 @@
 #include <boost/json/fwd.hpp>
 
 #include <array>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +34,12 @@ inline constexpr std::array<std::string_view, 7> sources{"website", "referral", 
 // E.164 (domain::is_e164): "+", a non-zero digit, then 1 to 14 digits.
 inline constexpr std::string_view phone_pattern = "^\\+[1-9][0-9]{1,14}$";
 inline constexpr std::size_t tag_rename_max = 50;
+// The list's ?sort_by= (domain::parse_contact_sort reads them).
+inline constexpr std::array<std::string_view, 9> sort_fields{"id",     "first_name", "last_name",
+                                                             "email",  "phone",      "status",
+                                                             "source", "created_at", "updated_at"};
+// Bulk create and CSV import: items (rows) a request.
+inline constexpr std::size_t bulk_max = 1000;
 } // namespace contact_rules
 
 // The rules of a company's fields (contract §5), shared the same way (add_company_routes).
@@ -40,7 +48,13 @@ inline constexpr std::size_t name_max = 200;
 inline constexpr std::size_t domain_max = 255;
 inline constexpr std::size_t industry_max = 100;
 inline constexpr std::size_t address_max = 500;
+// The list's ?sort_by=.
+inline constexpr std::array<std::string_view, 6> sort_fields{
+    "id", "name", "domain", "industry", "created_at", "updated_at"};
 } // namespace company_rules
+
+// "Input should be 'a', 'b' or 'c'": the message of the `enum` issue of a value not in `values`.
+std::string enum_message(std::span<const std::string_view> values);
 
 // `creating`: first_name required, nulls of required fields refused. Issues get `prefix` + key.
 actors::contact_fields read_contact(const boost::json::object& o, bool creating,

@@ -17,8 +17,6 @@ namespace {
 
 using domain::issue;
 
-constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
-
 struct reader {
   const json::object& o;
   loc_path prefix;
@@ -141,7 +139,7 @@ actors::deal_fields read_deal(const json::object& o, bool creating, bool move,
       if (v->is_null())
         r.add("title", "Input should be a valid string", "string_type");
       else
-        f.title = r.text("title", *v, 1, 200);
+        f.title = r.text("title", *v, 1, deal_rules::title_max);
     } else if (creating) {
       r.required("title");
     }
@@ -195,8 +193,11 @@ actors::deal_fields read_deal(const json::object& o, bool creating, bool move,
         r.add("custom_fields", "Input should be a valid dictionary", "value_error");
       } else {
         auto text = json::serialize(*v);
-        if (text.size() > max_custom_fields_bytes)
-          r.add("custom_fields", "custom_fields must be at most 16 KiB", "value_error");
+        if (text.size() > deal_rules::custom_fields_max)
+          r.add("custom_fields",
+                "custom_fields must be at most " +
+                    std::to_string(deal_rules::custom_fields_max / 1024) + " KiB",
+                "value_error");
         else if ((text.find('\0') != std::string::npos))
           r.add("custom_fields", "Input should not contain the NUL character (U+0000)",
                 "value_error");
@@ -215,11 +216,11 @@ actors::deal_fields read_deal(const json::object& o, bool creating, bool move,
   }
   if (move)
     if (auto v = r.get("position"); v && !v->is_null())
-      f.position = r.integer("position", *v, 0, 1'000'000'000);
+      f.position = r.integer("position", *v, 0, deal_rules::position_max);
   if (auto v = r.get("lost_reason")) {
     if (v->is_null())
       f.lost_reason = std::optional<std::string>();
-    else if (auto t = r.text("lost_reason", *v, 0, 500))
+    else if (auto t = r.text("lost_reason", *v, 0, deal_rules::lost_reason_max))
       f.lost_reason = std::optional<std::string>(*t);
   }
   return f;
@@ -328,8 +329,9 @@ std::optional<std::int64_t> query_id(const request& req, std::string_view name,
 
 std::optional<deal_list_params> read_deal_query(const request& req, std::vector<issue>& issues) {
   deal_list_params p;
-  auto page = query_int(req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   auto& q = p.query;
   auto bad = [&](const std::string& name, std::string msg, std::string type) {
     issues.push_back({{std::string("query"), name}, std::move(msg), std::move(type)});
@@ -375,14 +377,16 @@ std::optional<deal_list_params> read_deal_query(const request& req, std::vector<
       if (s)
         q.sort = *s;
       else
-        bad(k, domain::deal_sort_message(), "enum");
+        bad(k, enum_message(deal_rules::sort_fields), "enum");
     } else if (k == "sort_order") {
-      if (v == "asc" || v == "desc")
+      auto& orders = list_rules::sort_orders;
+      if (std::find(orders.begin(), orders.end(), v) != orders.end())
         q.descending = v == "desc";
       else
-        bad(k, "Input should be 'asc' or 'desc'", "enum");
-    } else if (k.rfind("cf.", 0) == 0 && k.size() > 3) {
-      q.custom.emplace_back(k.substr(3), v);
+        bad(k, enum_message(orders), "enum");
+    } else if (auto prefix = list_rules::custom_prefix;
+               k.size() > prefix.size() && k.rfind(prefix, 0) == 0) {
+      q.custom.emplace_back(k.substr(prefix.size()), v);
     }
   }
   if (!issues.empty()) return std::nullopt;

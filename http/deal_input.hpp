@@ -4,6 +4,7 @@
 // actor checks.
 #pragma once
 #include "actors/deals.hpp"
+#include "http/contact_input.hpp"
 #include "http/exchange.hpp"
 #include "http/message.hpp"
 
@@ -29,6 +30,39 @@ inline constexpr std::int64_t probability_max = 100;
 inline constexpr std::int64_t position_max = 1000;
 inline constexpr std::array<std::string_view, 3> kinds{"open", "won", "lost"};
 } // namespace pipeline_rules
+
+// The rules of a deal's fields and of the deal list (docs/pipeline.md), shared by the readers
+// below and the OpenAPI schemas (add_deal_routes).
+namespace deal_rules {
+inline constexpr std::size_t title_max = 200;
+inline constexpr std::size_t lost_reason_max = 500;
+inline constexpr std::size_t custom_fields_max = 16 * 1024; // bytes of the custom_fields JSON
+// A move's index in the target stage's board order.
+inline constexpr std::int64_t position_max = 1'000'000'000;
+// domain::parse_amount: up to 13 digits and 2 decimals, cents end to end.
+inline constexpr std::string_view amount_pattern = "^[0-9]{1,13}(\\.[0-9]{1,2})?$";
+// How answers render money (domain::format_cents): sums are as exact as amounts.
+inline constexpr std::string_view money_pattern = "^-?[0-9]+\\.[0-9]{2}$";
+// The form of a currency; domain::is_currency also wants an active ISO 4217 code.
+inline constexpr std::string_view currency_pattern = "^[A-Z]{3}$";
+// The list's ?sort_by= (domain::parse_deal_sort reads them).
+inline constexpr std::array<std::string_view, 14> sort_fields{"id",
+                                                              "title",
+                                                              "amount",
+                                                              "currency",
+                                                              "status",
+                                                              "pipeline_id",
+                                                              "stage_id",
+                                                              "owner_id",
+                                                              "contact_id",
+                                                              "company_id",
+                                                              "expected_close_date",
+                                                              "created_at",
+                                                              "updated_at",
+                                                              "closed_at"};
+// Bulk create: deals a request.
+inline constexpr std::size_t bulk_max = 1000;
+} // namespace deal_rules
 
 // A deal create (`creating`: title required) or update; `move`: only stage_id, position,
 // lost_reason. Issues go to `f.issues`, located under `prefix`.

@@ -70,6 +70,21 @@ private:
   std::vector<domain::issue> issues_;
 };
 
+// The paging of every list (?page=&per_page=).
+namespace paging_rules {
+inline constexpr int page_max = 1'000'000;
+inline constexpr int per_page_default = 20;
+inline constexpr int per_page_max = 100;
+} // namespace paging_rules
+
+// The sorting and custom-field filters of the lists that have them (contacts, deals, companies).
+namespace list_rules {
+inline constexpr std::array<std::string_view, 2> sort_orders{"asc", "desc"};
+// A custom field <key> as a filter (?cf.<key>=<value>, contacts and deals) and as a column of
+// the contact import.
+inline constexpr std::string_view custom_prefix = "cf.";
+} // namespace list_rules
+
 // Query parameters: integers with bounds (422 with loc ["query", name]).
 std::optional<int> query_int(const request& req, std::string_view name, int fallback, int min,
                              int max, std::vector<domain::issue>& issues);

@@ -105,11 +105,12 @@ std::optional<domain::issue> non_text_input(const request& req) {
     if (!domain::is_text(value)) return domain::issue{{"query", name}, not_text, "string_unicode"};
   }
   if (auto key = req.header("idempotency-key"); key && !key->empty()) {
-    bool ok = key->size() <= 255;
+    bool ok = key->size() <= idempotency_key_max;
     for (char c : *key) ok = ok && c >= 0x21 && c <= 0x7e;
     if (!ok)
       return domain::issue{{"header", "Idempotency-Key"},
-                           "Idempotency-Key should be 1 to 255 visible ASCII characters",
+                           "Idempotency-Key should be 1 to " + std::to_string(idempotency_key_max) +
+                               " visible ASCII characters",
                            "string_pattern_mismatch"};
   }
   return std::nullopt;

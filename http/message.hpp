@@ -61,6 +61,9 @@ std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q)
 // characters), so no such byte ever reaches SQL.
 std::optional<domain::issue> non_text_input(const request& req);
 
+// An Idempotency-Key: 1 to this many visible ASCII characters (0x21-0x7e).
+inline constexpr std::size_t idempotency_key_max = 255;
+
 // Percent-decodes; nothing on malformed escapes.
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space);
 

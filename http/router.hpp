@@ -8,6 +8,7 @@
 
 #include <array>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +35,93 @@ enum class access : std::uint8_t {
 // for the rest (health, the OpenAPI document); operator routes against none.
 enum class rate_class : std::uint8_t { user, login, webhook, address, none };
 
+// What the OpenAPI document says of a route beyond method, path, summary and tag
+// (http/handlers/openapi.cpp). Schemas are JSON Schema texts or the names of component schemas
+// (router::schemas), which http/openapi_schema.hpp builds from the readers' own rules.
+struct query_param {
+  std::string name;
+  std::string schema; // JSON Schema text
+  std::string description;
+};
+struct path_param {
+  std::string name;
+  std::string schema; // JSON Schema text; path parameters not named are positive int64 ids
+};
+struct other_answer {
+  int status = 200;
+  std::string schema; // a component name; empty: no body
+  std::string description;
+};
+
+struct route_doc {
+  route_doc(std::string request_schema = {}, std::string response_schema = {})
+      : request(std::move(request_schema)), response(std::move(response_schema)) {}
+  // An open route that authenticates its caller by a shared secret in one of these headers.
+  route_doc& with_secret_headers(std::vector<std::string> headers) {
+    secret_headers = std::move(headers);
+    return *this;
+  }
+  route_doc& with_query(std::vector<query_param> params) {
+    for (auto& p : params) query.push_back(std::move(p));
+    return *this;
+  }
+  // Request headers the handler reads (Idempotency-Key, a signature's id and time).
+  route_doc& with_headers(std::vector<query_param> params) {
+    for (auto& p : params) headers.push_back(std::move(p));
+    return *this;
+  }
+  route_doc& with_path(std::string name, std::string schema) {
+    path.push_back({std::move(name), std::move(schema)});
+    return *this;
+  }
+  route_doc& with_example(std::string request_json) {
+    example = std::move(request_json);
+    return *this;
+  }
+  // Another answer than the route's success_status (a replay, an accepted-for-later).
+  route_doc& also(int status, std::string schema, std::string description) {
+    others.push_back({status, std::move(schema), std::move(description)});
+    return *this;
+  }
+  // Error answers beyond those every route of its kind lists (a 401 of sign-in, a 409 of a
+  // delete refused while in use): the shared error responses of contract §2.
+  route_doc& fails_with(std::initializer_list<int> statuses) {
+    errors.insert(errors.end(), statuses.begin(), statuses.end());
+    return *this;
+  }
+  // A body the client may leave out.
+  route_doc& with_optional_body() {
+    body_required = false;
+    return *this;
+  }
+  // A POST that takes no body.
+  route_doc& without_body() {
+    request_media.clear();
+    return *this;
+  }
+  // Bodies that are not JSON (CSV import and export, the HTML reference page, metrics).
+  route_doc& with_media(std::string request_type, std::string response_type) {
+    request_media = std::move(request_type);
+    response_media = std::move(response_type);
+    return *this;
+  }
+
+  std::string request;  // the request body's component schema
+  std::string response; // the success answer's component schema
+  // An open route that authenticates its caller by a shared secret in a header (inbound
+  // webhooks): the headers, any one of which is accepted (OpenAPI security schemes).
+  std::vector<std::string> secret_headers;
+  std::vector<query_param> query;
+  std::vector<query_param> headers;
+  std::vector<path_param> path;
+  std::string example; // a request body, JSON text
+  std::vector<other_answer> others;
+  std::vector<int> errors;
+  bool body_required = true;
+  std::string request_media = "application/json";
+  std::string response_media = "application/json";
+};
+
 struct route {
   verb method = verb::get;
   std::string path;
@@ -46,27 +134,7 @@ struct route {
   std::size_t index = 0; // position in the router, for per-route metrics
   rate_class limit = rate_class::user;
   audit_rule audit{}; // set by classify_audit (http/audit.cpp)
-  // An open route that authenticates its caller by a shared secret in a header (inbound
-  // webhooks): the headers, any one of which is accepted (OpenAPI security schemes).
-  std::vector<std::string> secret_headers{};
-  // The component schemas (router::schemas) of the request body and of the success answer's
-  // body; empty: not described.
-  std::string request_schema{};
-  std::string response_schema{};
-};
-
-// What router::add(route, route_doc) adds to a route for the OpenAPI document.
-struct route_doc {
-  route_doc(std::string request_schema = {}, std::string response_schema = {})
-      : request(std::move(request_schema)), response(std::move(response_schema)) {}
-  static route_doc secrets(std::vector<std::string> headers) {
-    route_doc d;
-    d.secret_headers = std::move(headers);
-    return d;
-  }
-  std::string request;
-  std::string response;
-  std::vector<std::string> secret_headers;
+  route_doc doc{};    // for the OpenAPI document
 };
 
 class router {
@@ -79,9 +147,7 @@ public:
   void add(route r);
   // With what the OpenAPI document says of it beyond method and path.
   void add(route r, route_doc d) {
-    r.request_schema = std::move(d.request);
-    r.response_schema = std::move(d.response);
-    r.secret_headers = std::move(d.secret_headers);
+    r.doc = std::move(d);
     add(std::move(r));
   }
 

@@ -32,7 +32,8 @@ struct writer_state {
   std::mutex mutex;
   std::condition_variable wake;
   std::thread thread;
-  bool running = false;
+  // Read without the mutex by append (a line waits for the writer only while it runs).
+  std::atomic<bool> running{false};
   bool stopping = false;
   // A process that leaves without stop_log_writer (an exception out of serve) still ends the
   // thread rather than terminating on a joinable std::thread.
@@ -49,7 +50,6 @@ writer_state& writer() {
   static writer_state w;
   return w;
 }
-std::atomic<bool> writer_running{false};
 
 void write_all(std::string_view s) {
   while (!s.empty()) {
@@ -79,7 +79,7 @@ void append(std::string_view line) {
   {
     std::lock_guard b(buffer_mutex);
     pending += line;
-    now = pending.size() >= flush_at || !writer_running.load(std::memory_order_relaxed);
+    now = pending.size() >= flush_at || !writer().running.load(std::memory_order_relaxed);
   }
   if (now) flush();
 }
@@ -151,7 +151,6 @@ void start_log_writer() {
   if (w.running) return;
   w.running = true;
   w.stopping = false;
-  writer_running.store(true);
   w.thread = std::thread([&w] {
     std::unique_lock lock(w.mutex);
     while (!w.stopping) {
@@ -176,7 +175,6 @@ void stop_log_writer() {
     std::lock_guard lock(w.mutex);
     w.running = false;
   }
-  writer_running.store(false);
   flush();
 }
 

@@ -9,11 +9,14 @@
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
 
+#include <array>
 #include <set>
+#include <string_view>
 
 namespace json = boost::json;
 
@@ -23,8 +26,23 @@ namespace {
 using domain::failure;
 using domain::issue;
 
-constexpr std::size_t max_channels = 100;
-constexpr std::size_t max_keywords = 50;
+// The rules of an agent's fields, of a knowledge document and of a chat message: read by the
+// readers below and stated by the schemas of the OpenAPI document.
+namespace ai_rules {
+constexpr text_rule name{.min = 1, .max = 200, .trim = true};
+constexpr text_rule instructions{.min = 0, .max = 8000};
+constexpr std::array<std::string_view, 2> providers{"builtin", "openai_compatible"};
+constexpr text_rule model{.min = 1, .max = 200, .trim = true};
+constexpr text_rule base_url{.min = 1, .max = 2000, .trim = true};
+constexpr text_rule api_key{.min = 1, .max = 500};
+constexpr std::size_t channels_max = 100;
+constexpr std::size_t keywords_max = 50;
+constexpr std::size_t keyword_max = 100; // characters; at least one letter or digit
+constexpr std::array<std::string_view, 4> reply_languages{"auto", "en", "pt", "es"};
+constexpr text_rule emergency_message{.min = 1, .max = 1000, .trim = true};
+constexpr text_rule title{.min = 1, .max = 200, .trim = true};
+constexpr text_rule message{.min = 1, .max = 4096};
+} // namespace ai_rules
 
 std::optional<std::vector<std::int64_t>> read_channel_ids(body_reader& body) {
   auto v = body.raw("channel_ids");
@@ -34,8 +52,9 @@ std::optional<std::vector<std::int64_t>> read_channel_ids(body_reader& body) {
     body.add({"body", "channel_ids"}, "Input should be a valid list", "list_type");
     return std::nullopt;
   }
-  if (a->size() > max_channels) {
-    body.add({"body", "channel_ids"}, "at most 100 channels", "too_long");
+  if (a->size() > ai_rules::channels_max) {
+    body.add({"body", "channel_ids"},
+             "at most " + std::to_string(ai_rules::channels_max) + " channels", "too_long");
     return std::nullopt;
   }
   std::vector<std::int64_t> out;
@@ -67,8 +86,9 @@ std::optional<std::vector<std::string>> read_keywords(body_reader& body) {
     body.add({"body", "handoff_keywords"}, "Input should be a valid list", "list_type");
     return std::nullopt;
   }
-  if (a->size() > max_keywords) {
-    body.add({"body", "handoff_keywords"}, "at most 50 keywords", "too_long");
+  if (a->size() > ai_rules::keywords_max) {
+    body.add({"body", "handoff_keywords"},
+             "at most " + std::to_string(ai_rules::keywords_max) + " keywords", "too_long");
     return std::nullopt;
   }
   std::vector<std::string> out;
@@ -87,8 +107,11 @@ std::optional<std::vector<std::string>> read_keywords(body_reader& body) {
     if (domain::ai::fold(k).empty()) {
       body.add(loc, "String should have at least 1 letter or digit", "string_too_short");
       ok = false;
-    } else if (n > 100) {
-      body.add(loc, "String should have at most 100 characters", "string_too_long");
+    } else if (n > ai_rules::keyword_max) {
+      body.add(loc,
+               "String should have at most " + std::to_string(ai_rules::keyword_max) +
+                   " characters",
+               "string_too_long");
       ok = false;
     } else {
       out.push_back(std::move(k));
@@ -113,24 +136,23 @@ std::optional<std::optional<std::int64_t>> read_nullable_id(body_reader& body,
 // The fields of an agent (create: name required).
 std::optional<actors::agent_patch> read_agent(body_reader& body, bool creating) {
   actors::agent_patch p;
-  p.name = body.text("name", creating, {.min = 1, .max = 200, .trim = true});
-  p.instructions = body.text("instructions", false, {.min = 0, .max = 8000});
-  if (auto prov = body.one_of("provider", false, {"builtin", "openai_compatible"}))
+  p.name = body.text("name", creating, ai_rules::name);
+  p.instructions = body.text("instructions", false, ai_rules::instructions);
+  if (auto prov = body.one_of("provider", false, ai_rules::providers))
     p.provider = domain::parse_ai_provider(*prov);
-  p.model = body.nullable_text("model", {.min = 1, .max = 200, .trim = true});
-  p.base_url = body.nullable_text("base_url", {.min = 1, .max = 2000, .trim = true});
+  p.model = body.nullable_text("model", ai_rules::model);
+  p.base_url = body.nullable_text("base_url", ai_rules::base_url);
   if (p.base_url && *p.base_url && !domain::parse_url(**p.base_url))
     body.add({"body", "base_url"},
              "URL must be http:// or https:// with a host (no user info or fragment)",
              "value_error");
-  p.api_key = body.nullable_text("api_key", {.min = 1, .max = 500});
+  p.api_key = body.nullable_text("api_key", ai_rules::api_key);
   p.channel_ids = read_channel_ids(body);
   p.auto_reply = body.boolean("auto_reply", false);
   p.handoff_keywords = read_keywords(body);
-  if (auto l = body.one_of("reply_language", false, {"auto", "en", "pt", "es"}))
+  if (auto l = body.one_of("reply_language", false, ai_rules::reply_languages))
     p.reply_language = domain::ai::language_from(*l);
-  p.emergency_message =
-      body.nullable_text("emergency_message", {.min = 1, .max = 1000, .trim = true});
+  p.emergency_message = body.nullable_text("emergency_message", ai_rules::emergency_message);
   p.handoff_assignee_id = read_nullable_id(body, "handoff_assignee_id");
   p.stream = body.boolean("stream", false);
   p.is_active = body.boolean("is_active", false);
@@ -148,8 +170,9 @@ void create_agent(services& s, const exchange_ptr& ex) {
 
 void list_agents(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   auto active = query_bool(ex->req, "is_active", std::nullopt, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_agents(s.rt, ex->who.tenant_id, active, *page, *per_page, json_reply(ex));
@@ -180,7 +203,7 @@ void delete_agent(services& s, const exchange_ptr& ex) {
 // {"title", "text"} or {"title", "csv"}: validated and cut into passages.
 std::optional<actors::document_input> read_document(body_reader& body) {
   actors::document_input d;
-  auto title = body.text("title", true, {.min = 1, .max = 200, .trim = true});
+  auto title = body.text("title", true, ai_rules::title);
   auto text = body.raw("text");
   auto csv = body.raw("csv");
   if (!body.valid_json()) return std::nullopt;
@@ -196,7 +219,10 @@ std::optional<actors::document_input> read_document(body_reader& body) {
     } else if (s->empty()) {
       body.add({"body", key}, "String should have at least 1 character", "string_too_short");
     } else if (s->size() > domain::ai::max_document_bytes) {
-      body.add({"body", key}, "String should have at most 1048576 bytes", "string_too_long");
+      body.add({"body", key},
+               "String should have at most " + std::to_string(domain::ai::max_document_bytes) +
+                   " bytes",
+               "string_too_long");
     } else if (text) {
       d.kind = domain::document_kind::text;
       d.content.assign(s->c_str(), s->size());
@@ -255,8 +281,9 @@ std::optional<std::pair<std::int64_t, std::int64_t>> document_ids(const exchange
 void list_documents(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto agent = path_id(ex->param("id"), "id", issues);
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_documents(s.rt, ex->who.tenant_id, *agent, *page, *per_page, json_reply(ex));
 }
@@ -276,8 +303,9 @@ void delete_document(services& s, const exchange_ptr& ex) {
 void list_replies(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto agent = path_id(ex->param("id"), "id", issues);
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_replies(s.rt, ex->who.tenant_id, *agent, *page, *per_page, json_reply(ex));
 }
@@ -287,7 +315,7 @@ void chat(services& s, const exchange_ptr& ex) {
   auto id = path_id(ex->param("id"), "id", path_issues);
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
-  auto message = body.text("message", true, {.min = 1, .max = 4096});
+  auto message = body.text("message", true, ai_rules::message);
   if (!body.finish() || !id) return ex->fail(body.failure());
   actors::chat(s.rt, ex->who.tenant_id, *id, std::move(*message), json_reply(ex));
 }
@@ -306,6 +334,195 @@ void summary(services& s, const exchange_ptr& ex) {
       }));
 }
 
+// The names the domain renders for an enum's values first..last.
+template <class E, class Name>
+std::vector<std::string_view> names_of(E first, E last, Name name) {
+  std::vector<std::string_view> out;
+  for (auto i = static_cast<int>(first); i <= static_cast<int>(last); ++i)
+    out.emplace_back(name(static_cast<E>(i)));
+  return out;
+}
+
+void define_ai_schemas(router& r) {
+  using namespace schema;
+  namespace rules = ai_rules;
+  namespace ai = domain::ai;
+  const auto intents = names_of(ai::intent::greeting, ai::intent::other, ai::intent_name);
+  const auto languages = names_of(ai::language::en, ai::language::es, ai::language_name);
+  // Never "none": no hand-off is a null reason.
+  const auto handoff_reasons = names_of(
+      ai::handoff_reason::urgent, ai::handoff_reason::provider_error, ai::handoff_reason_name);
+  const auto kinds = names_of(domain::document_kind::text, domain::document_kind::qa,
+                              [](domain::document_kind k) { return domain::to_string(k); });
+  auto described = [](object_t s, std::string_view what) {
+    s["description"] = what;
+    return s;
+  };
+
+  // An agent's fields as a client sends them (name required on create; null clears).
+  auto input = [&](bool creating) {
+    auto channels = array_of(id());
+    channels["maxItems"] = rules::channels_max;
+    channels["uniqueItems"] = true;
+    auto keywords = array_of(
+        described(text({.min = 1, .max = rules::keyword_max}),
+                  "a word or phrase (at least one letter or digit) that hands the message to a "
+                  "person"));
+    keywords["maxItems"] = rules::keywords_max;
+    auto url = described(text(rules::base_url),
+                         "http:// or https:// with a host, no user info or fragment; required "
+                         "for openai_compatible");
+    url["format"] = "uri";
+    return object(
+        {{"name", text(rules::name), creating},
+         {"instructions", text(rules::instructions), false},
+         {"provider", one_of(rules::providers), false},
+         {"model", nullable(described(text(rules::model), "required for openai_compatible")),
+          false},
+         {"base_url", nullable(url), false},
+         {"api_key",
+          described(nullable(text(rules::api_key)),
+                    "write-only: answers tell has_api_key only; null removes it; send it again "
+                    "when base_url changes"),
+          false},
+         {"channel_ids", channels, false},
+         {"auto_reply", boolean(), false},
+         {"handoff_keywords", keywords, false},
+         {"reply_language", one_of(rules::reply_languages), false},
+         {"emergency_message", nullable(text(rules::emergency_message)), false},
+         {"handoff_assignee_id",
+          nullable(described(id(), "an active user of the tenant, assigned on a hand-off")), false},
+         {"stream", boolean(), false},
+         {"is_active", boolean(), false}});
+  };
+  define(r, "AiAgentCreate", input(true));
+  define(r, "AiAgentUpdate", input(false));
+  define(r, "AiAgent",
+         object({{"id", id()},
+                 {"name", text({})},
+                 {"instructions", text({})},
+                 {"provider", one_of(rules::providers)},
+                 {"model", nullable(text({}))},
+                 {"base_url", nullable(text({}))},
+                 {"has_api_key",
+                  described(boolean(), "whether an api_key is set (the key is never shown)")},
+                 {"channel_ids", array_of(id())},
+                 {"auto_reply", boolean()},
+                 {"handoff_keywords", array_of(text({}))},
+                 {"reply_language", one_of(rules::reply_languages)},
+                 {"emergency_message", nullable(text({}))},
+                 {"handoff_assignee_id", nullable(id())},
+                 {"stream", boolean()},
+                 {"is_active", boolean()},
+                 {"document_count", integer()},
+                 {"passage_count", integer()},
+                 {"created_at", timestamp()},
+                 {"updated_at", timestamp()}}));
+  define(r, "AiAgentPage", page_of("AiAgent"));
+
+  // A knowledge document: its title and either text (cut into passages) or a CSV of
+  // question/answer pairs (one passage each).
+  auto content = [&](std::string_view what) { return described(text({.min = 1}), what); };
+  auto write =
+      object({{"title", text(rules::title)},
+              {"text",
+               content("plain text, at most " + std::to_string(ai::max_document_bytes) +
+                       " bytes (UTF-8), holding at least one word"),
+               false},
+              {"csv",
+               content("question,answer rows (RFC 4180, an optional header row), at most " +
+                       std::to_string(ai::max_document_bytes) +
+                       " bytes (UTF-8), holding at least one pair"),
+               false}});
+  write["oneOf"] = boost::json::array{object_t{{"required", boost::json::array{"text"}}},
+                                      object_t{{"required", boost::json::array{"csv"}}}};
+  define(r, "AiKnowledgeWrite", write);
+  auto document = [&](bool with_content) {
+    auto d = object({{"id", id()},
+                     {"agent_id", id()},
+                     {"title", text({})},
+                     {"kind", one_of(kinds)},
+                     {"bytes", integer()},
+                     {"passage_count", integer()},
+                     {"created_at", timestamp()},
+                     {"updated_at", timestamp()}});
+    if (with_content) {
+      // The content under the key of its kind: text for text, csv for qa.
+      auto& props = d["properties"].as_object();
+      props["text"] = text({});
+      props["csv"] = text({});
+      boost::json::array either;
+      for (auto [kind, key] : {std::pair{domain::document_kind::text, "text"},
+                               std::pair{domain::document_kind::qa, "csv"}})
+        either.push_back(object_t{
+            {"properties", object_t{{"kind", object_t{{"const", domain::to_string(kind)}}}}},
+            {"required", boost::json::array{key}}});
+      d["oneOf"] = std::move(either);
+    }
+    return d;
+  };
+  define(r, "AiKnowledgeListItem", document(false));
+  define(r, "AiKnowledgeDocument", document(true));
+  define(r, "AiKnowledgePage", page_of("AiKnowledgeListItem"));
+
+  // A decision an agent took on an inbound message. Its hand-off reason is free text: one of
+  // the agent's reasons, or the consent that refused the reply (the channel actor's).
+  std::string reasons_text = "a hand-off reason (";
+  for (std::size_t i = 0; i < handoff_reasons.size(); ++i)
+    reasons_text += (i ? ", " : "") + std::string(handoff_reasons[i]);
+  reasons_text += ") or, when a withdrawn consent stopped the reply, \"consent: ...\"";
+  define(r, "AiAgentReply",
+         object({{"id", id()},
+                 {"agent_id", id()},
+                 {"conversation_id", id()},
+                 {"message_id", id()},
+                 {"reply_message_ids", array_of(id())},
+                 {"intent", one_of(intents)},
+                 {"handoff", boolean()},
+                 {"handoff_reason", nullable(described(text({}), reasons_text))},
+                 {"passages", array_of(id())},
+                 {"provider", one_of(rules::providers)},
+                 {"prompt_tokens", nullable(integer())},
+                 {"completion_tokens", nullable(integer())},
+                 {"latency_ms", number()},
+                 {"error", nullable(text({}))},
+                 {"dropped", boolean()},
+                 {"created_at", timestamp()}}));
+  define(r, "AiAgentReplyPage", page_of("AiAgentReply"));
+
+  define(r, "AiChatRequest", object({{"message", text(rules::message)}}));
+  define(r, "AiChatPassage",
+         object({{"id", id()},
+                 {"document_id", id()},
+                 {"title", nullable(text({}))},
+                 {"text", text({})},
+                 {"score", nullable(number())}}));
+  define(
+      r, "AiChatAnswer",
+      described(object({{"answer", text({})},
+                        {"intent", one_of(intents)},
+                        {"passages", array_of(ref("AiChatPassage"))},
+                        {"handoff", boolean()},
+                        {"handoff_reason", nullable(one_of(handoff_reasons))},
+                        {"language", one_of(languages)},
+                        {"provider", one_of(rules::providers)},
+                        {"usage", nullable(object({{"prompt_tokens", nullable(integer())},
+                                                   {"completion_tokens", nullable(integer())}}))}}),
+                "the agent's decision: an answer from the knowledge, or a hand-off to a person "
+                "(handoff true, with its reason; the answer is then the hand-off phrase, after the "
+                "emergency message when urgent). A provider that fails, times out or cannot be "
+                "reached is a provider_error hand-off in a 200 answer, not an error status."));
+
+  define(r, "AiContactSummary",
+         object({{"contact_id", id()},
+                 {"summary", text({})},
+                 {"conversation_count", integer()},
+                 {"message_count", integer()},
+                 {"provider", object_t{{"type", "string"},
+                                       {"const", domain::to_string(domain::ai_provider::builtin)}}},
+                 {"generated_at", timestamp()}}));
+}
+
 } // namespace
 
 void add_ai_routes(router& r, services& s) {
@@ -313,35 +530,58 @@ void add_ai_routes(router& r, services& s) {
   constexpr auto manage = domain::permission::manage_automation;
   constexpr auto write = domain::permission::write_records;
   const char* tag = "ai";
+  define_ai_schemas(r);
   r.add({verb::get, "/api/v1/ai/agents", access::bearer, manage, bind(s, list_agents),
-         "List AI agents (page, per_page, is_active)", tag});
+         "List AI agents (page, per_page, is_active)", tag},
+        route_doc("", "AiAgentPage")
+            .with_query(schema::paging())
+            .with_query({schema::query("is_active", schema::boolean(),
+                                       "only active (true, 1) or inactive (false, 0) agents")}));
   r.add({verb::post, "/api/v1/ai/agents", access::bearer, admin, bind(s, create_agent),
-         "Create an AI agent", tag, 201});
+         "Create an AI agent", tag, 201},
+        route_doc("AiAgentCreate", "AiAgent").with_example(R"({"name": "Front desk",
+ "instructions": "You are the assistant of Clinica Sol.", "provider": "openai_compatible",
+ "model": "clinic-model-1", "base_url": "https://llm.example.com/v1", "api_key": "sk-example",
+ "channel_ids": [1], "auto_reply": true, "handoff_keywords": ["refund", "speak to a human"],
+ "reply_language": "pt", "emergency_message": "Ligue 192 agora.", "handoff_assignee_id": 2,
+ "stream": false, "is_active": true})"));
   r.add({verb::get, "/api/v1/ai/agents/{id}", access::bearer, manage, bind(s, get_agent),
-         "Get an AI agent", tag});
+         "Get an AI agent", tag},
+        {"", "AiAgent"});
   r.add({verb::put, "/api/v1/ai/agents/{id}", access::bearer, admin, bind(s, update_agent),
-         "Update an AI agent (fields sent)", tag});
+         "Update an AI agent (fields sent)", tag},
+        {"AiAgentUpdate", "AiAgent"});
   r.add({verb::patch, "/api/v1/ai/agents/{id}", access::bearer, admin, bind(s, update_agent),
-         "Update an AI agent (fields sent)", tag});
+         "Update an AI agent (fields sent)", tag},
+        {"AiAgentUpdate", "AiAgent"});
   r.add({verb::del, "/api/v1/ai/agents/{id}", access::bearer, admin, bind(s, delete_agent),
          "Delete an AI agent with its knowledge", tag, 204});
   r.add({verb::get, "/api/v1/ai/agents/{id}/knowledge", access::bearer, manage,
-         bind(s, list_documents), "List an agent's knowledge documents", tag});
+         bind(s, list_documents), "List an agent's knowledge documents", tag},
+        route_doc("", "AiKnowledgePage").with_query(schema::paging()));
   r.add({verb::post, "/api/v1/ai/agents/{id}/knowledge", access::bearer, manage,
          bind(s, create_document), "Add a knowledge document (text or question/answer CSV)", tag,
-         201});
+         201},
+        route_doc("AiKnowledgeWrite", "AiKnowledgeListItem").with_example(R"({"title": "Parking",
+ "text": "Patients park for free in the garage on Rua Augusta, level 2."})"));
   r.add({verb::get, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
-         bind(s, get_document), "Get a knowledge document with its content", tag});
+         bind(s, get_document), "Get a knowledge document with its content", tag},
+        {"", "AiKnowledgeDocument"});
   r.add({verb::put, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
-         bind(s, replace_document), "Replace a knowledge document", tag});
+         bind(s, replace_document), "Replace a knowledge document", tag},
+        {"AiKnowledgeWrite", "AiKnowledgeListItem"});
   r.add({verb::del, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
          bind(s, delete_document), "Delete a knowledge document", tag, 204});
   r.add({verb::get, "/api/v1/ai/agents/{id}/replies", access::bearer, manage, bind(s, list_replies),
-         "The agent's decisions on inbound messages, newest first", tag});
+         "The agent's decisions on inbound messages, newest first", tag},
+        route_doc("", "AiAgentReplyPage").with_query(schema::paging()));
   r.add({verb::post, "/api/v1/ai/agents/{id}/chat", access::bearer, manage, bind(s, chat),
-         "Ask an agent (test console: nothing is sent or stored)", tag});
+         "Ask an agent (test console: nothing is sent or stored)", tag},
+        route_doc("AiChatRequest", "AiChatAnswer")
+            .with_example(R"({"message": "Where can patients park?"})"));
   r.add({verb::post, "/api/v1/contacts/{id}/ai/summary", access::bearer, write, bind(s, summary),
-         "Summarise a contact's record and conversations", tag});
+         "Summarise a contact's record and conversations", tag},
+        route_doc("", "AiContactSummary").without_body().fails_with({409})); // no consent
 }
 
 } // namespace crm::http

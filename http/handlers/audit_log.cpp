@@ -7,6 +7,7 @@
 #include "domain/clock.hpp"
 #include "http/audit.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/pg_pool.hpp"
 
@@ -18,6 +19,9 @@ namespace {
 using domain::issue;
 
 constexpr std::size_t export_chunk = 1000;
+constexpr std::size_t word_max = 64; // resource, action, outcome filters
+constexpr int limit_max = 200;
+constexpr std::array<std::string_view, 2> export_formats{"ndjson", "csv"};
 
 std::optional<persistence::audit_filter> read_filter(const exchange_ptr& ex, bool exporting,
                                                      std::vector<issue>& issues) {
@@ -36,7 +40,7 @@ std::optional<persistence::audit_filter> read_filter(const exchange_ptr& ex, boo
     return n;
   };
   auto word = [&](std::string_view name, const std::string& v) -> std::optional<std::string> {
-    if (v.empty() || v.size() > 64) {
+    if (v.empty() || v.size() > word_max) {
       issues.push_back({at(name), "1 to 64 characters", "string_too_long"});
       return std::nullopt;
     }
@@ -66,13 +70,13 @@ std::optional<persistence::audit_filter> read_filter(const exchange_ptr& ex, boo
       f.before_seq = number(name, v);
     else if (name == "limit" && !exporting) {
       auto n = number(name, v);
-      if (n && *n > 200)
+      if (n && *n > limit_max)
         issues.push_back(
             {at(name), "Input should be less than or equal to 200", "less_than_equal"});
       else if (n)
         f.limit = static_cast<int>(*n);
     } else if (name == "format" && exporting) {
-      if (v != "ndjson" && v != "csv")
+      if (std::find(export_formats.begin(), export_formats.end(), v) == export_formats.end())
         issues.push_back({at(name), "Input should be 'ndjson' or 'csv'", "enum"});
     } else {
       // A misspelt filter must not silently widen what an auditor is shown.
@@ -174,16 +178,67 @@ void export_rows(services& s, const exchange_ptr& ex) {
   });
 }
 
+void define_audit_schemas(router& r) {
+  using namespace schema;
+  auto text_ = text({});
+  define(
+      r, "AuditEvent",
+      object({{"seq", id()},
+              {"at", timestamp()},
+              {"actor_type", text_},
+              {"user_id", nullable(id())},
+              {"role", text_},
+              {"actor_ref", text_},
+              {"resource", text_},
+              {"resource_id", nullable(integer())},
+              {"action", text_},
+              {"fields", array_of(text_)},
+              {"outcome", one_of(std::array<std::string_view, 3>{"success", "failure", "denied"})},
+              {"status", integer()},
+              {"client_ip", text_},
+              {"user_agent", text_},
+              {"request_id", text_},
+              {"query", text_},
+              {"ids", array_of(integer())},
+              {"hash", text_matching("^[0-9a-f]{64}$")}}));
+  define(r, "AuditEvents",
+         object({{"items", array_of(ref("AuditEvent"))},
+                 {"next_cursor", nullable(text_matching("^[0-9]+$"))}}));
+}
+
+std::vector<query_param> audit_filters() {
+  using namespace schema;
+  auto word = text({.min = 1, .max = word_max});
+  return {query("user_id", id(), "who acted"),
+          query("resource", word, "contact, company, deal, conversation, consent, user, ..."),
+          query("resource_id", id(), "the record"),
+          query("action", word, "read, list, create, update, delete, export, login, ..."),
+          query("outcome", word, "success, failure or denied"),
+          query("from", timestamp(), "at or after (RFC 3339)"),
+          query("until", timestamp(), "before (RFC 3339)")};
+}
+
 } // namespace
 
 void add_audit_routes(router& r, services& s) {
   using domain::permission;
+  using schema::query;
+  define_audit_schemas(r);
   r.add({verb::get, "/api/v1/audit-log", access::bearer, permission::administer, bind(s, list),
          "The audit trail: who read or changed which record, when, from where (newest first)",
-         "audit"});
+         "audit"},
+        route_doc("", "AuditEvents")
+            .with_query(audit_filters())
+            .with_query({query("cursor", schema::text_matching("^[0-9]+$"),
+                               "next_cursor of the page before"),
+                         query("limit", schema::integer(1, limit_max), "events a page")}));
   r.add({verb::get, "/api/v1/audit-log/export", access::bearer, permission::administer,
          bind(s, export_rows), "The matching audit rows, oldest first, as NDJSON or CSV (streamed)",
-         "audit"});
+         "audit"},
+        route_doc()
+            .with_media("", "application/x-ndjson")
+            .with_query(audit_filters())
+            .with_query({query("format", schema::one_of(export_formats), "ndjson by default")}));
 }
 
 } // namespace crm::http

@@ -220,7 +220,9 @@ void add_auth_routes(router& r, services& s) {
          [&s](const exchange_ptr& ex) { login(s, ex); },
          "Log in with e-mail and password",
          "auth"},
-        {"LoginRequest", "TokenPair"});
+        route_doc("LoginRequest", "TokenPair")
+            .fails_with({401})
+            .with_example(R"({"email": "admin@clinic.example", "password": "a long passphrase"})"));
   r.add({verb::post,
          "/api/v1/auth/refresh",
          access::open,
@@ -228,13 +230,14 @@ void add_auth_routes(router& r, services& s) {
          [&s](const exchange_ptr& ex) { refresh(s, ex); },
          "Exchange a refresh token for a new token pair (rotation)",
          "auth"},
-        {"RefreshRequest", "TokenPair"});
+        route_doc("RefreshRequest", "TokenPair").fails_with({401}));
   r.add({verb::get, "/api/v1/auth/me", access::bearer, domain::permission::read_records,
          [&s](const exchange_ptr& ex) { me(s, ex); }, "The authenticated user", "auth"},
         {"", "User"});
   r.add({verb::post, "/api/v1/auth/logout", access::bearer, domain::permission::read_records,
          [&s](const exchange_ptr& ex) { logout(s, ex); }, "Revoke the current session", "auth",
-         204});
+         204},
+        route_doc().without_body());
 }
 
 } // namespace crm::http

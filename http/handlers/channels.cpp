@@ -3,13 +3,17 @@
 #include "http/api.hpp"
 
 #include "actors/channels.hpp"
+#include "http/contact_input.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/owner_directory.hpp"
 #include "http/request_input.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <boost/json.hpp>
+
+#include <array>
 
 namespace json = boost::json;
 
@@ -24,26 +28,30 @@ owner_directory& channel_owners() {
 using domain::failure;
 using domain::issue;
 
-constexpr const char* type_names = "'api', 'telegram', 'whatsapp', 'sms' or 'email'";
+namespace rules = domain::channel_rules;
+
+// The fields this reader checks itself (the config and the inbound bodies are domain/'s).
+constexpr text_rule name_rule{.min = 1, .max = 200, .trim = true};
+constexpr text_rule secret_rule{.min = rules::secret_min, .max = rules::secret_max};
 
 std::optional<domain::channel_type> read_type(body_reader& body, bool required) {
   auto t = body.text("type", required);
   if (!t) return std::nullopt;
   auto type = domain::parse_channel_type(*t);
-  if (!type) body.add({"body", "type"}, std::string("Input should be ") + type_names, "enum");
+  if (!type) body.add({"body", "type"}, domain::channel_type_choices(), "enum");
   return type;
 }
 
 void create(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
-  auto name = body.text("name", true, {.min = 1, .max = 200, .trim = true});
+  auto name = body.text("name", true, name_rule);
   auto type = read_type(body, true);
   auto cfg = body.raw("config");
   std::optional<json::object> config;
   if (type)
     config = domain::parse_channel_config(*type, cfg ? *cfg : json::value(json::object()), nullptr,
                                           body.issues());
-  auto secret = body.nullable_text("webhook_secret", {.min = 16, .max = 256});
+  auto secret = body.nullable_text("webhook_secret", secret_rule);
   auto active = body.boolean("is_active", false);
   if (!body.finish() || !config) return ex->fail(body.failure());
   domain::channel c;
@@ -60,12 +68,12 @@ void create(services& s, const exchange_ptr& ex) {
 void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   actors::channel_filter f;
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   if (auto t = ex->req.query_value("type")) {
     f.type = domain::parse_channel_type(*t);
-    if (!f.type)
-      issues.push_back({{"query", "type"}, std::string("Input should be ") + type_names, "enum"});
+    if (!f.type) issues.push_back({{"query", "type"}, domain::channel_type_choices(), "enum"});
   }
   f.is_active = query_bool(ex->req, "is_active", std::nullopt, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
@@ -86,10 +94,10 @@ void update(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
   actors::channel_patch p;
-  p.name = body.text("name", false, {.min = 1, .max = 200, .trim = true});
+  p.name = body.text("name", false, name_rule);
   p.type = read_type(body, false);
   if (auto cfg = body.raw("config")) p.config = *cfg;
-  p.webhook_secret = body.nullable_text("webhook_secret", {.min = 16, .max = 256});
+  p.webhook_secret = body.nullable_text("webhook_secret", secret_rule);
   p.is_active = body.boolean("is_active", false);
   if (!body.finish()) return ex->fail(body.failure());
   actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p), json_reply(ex));
@@ -148,22 +156,229 @@ void telegram_webhook(services& s, const exchange_ptr& ex) {
   inbound(s, ex, actors::inbound_kind::telegram);
 }
 
+// ---- OpenAPI schemas -------------------------------------------------------------------------
+
+using schema::object_t;
+
+// The statuses of an inbound webhook's answer (actors/channels_actor.cpp: ack, on_inbound).
+constexpr std::array<std::string_view, 1> accepted_status{"accepted"};
+constexpr std::array<std::string_view, 1> ignored_status{"ignored"};
+// The white space domain::trim removes, and an http(s) URL's start (domain::parse_url, which
+// also wants a host and accepts no spaces, controls, '#' or '\').
+constexpr std::string_view blank_class = "[ \\t\\n\\r\\f\\v]";
+constexpr std::string_view http_url_start = "^[Hh][Tt][Tt][Pp][Ss]?://";
+
+object_t constant(std::string_view v) {
+  return object_t{{"const", v}};
+}
+
+// One object schema per kind of channel, told apart by `type`: api, telegram and the free-form
+// types (whatsapp, sms, email). `make(type_schema, kind)` builds each; the free-form ones are
+// built with kind whatsapp.
+template <class Make>
+object_t by_channel_type(Make make) {
+  using domain::channel_type;
+  json::array free_types;
+  for (auto t : rules::types)
+    if (t != domain::to_string(channel_type::api) && t != domain::to_string(channel_type::telegram))
+      free_types.emplace_back(t);
+  return object_t{
+      {"oneOf", json::array{make(constant(domain::to_string(channel_type::api)), channel_type::api),
+                            make(constant(domain::to_string(channel_type::telegram)),
+                                 channel_type::telegram),
+                            make(object_t{{"type", "string"}, {"enum", std::move(free_types)}},
+                                 channel_type::whatsapp)}}};
+}
+
+object_t url(bool as_base) {
+  auto u = schema::text({.min = 1, .max = rules::url_max});
+  // A base URL takes paths after it: no query.
+  u["pattern"] = std::string(http_url_start) + (as_base ? "[^?]*$" : "");
+  return u;
+}
+
+// A string of 1..external_id_max characters or an integer (kept as its decimal text).
+object_t external_id() {
+  return object_t{{"anyOf", json::array{schema::text({.min = 1, .max = rules::external_id_max}),
+                                        schema::integer()}}};
+}
+
+void define_channel_schemas(router& r) {
+  using namespace schema;
+  // The config a client sends, by type (domain::parse_channel_config). null members are not
+  // given; on an update a secret not sent is kept and null removes it. The free-form types
+  // take string values under keys of a-z, 0-9 and _.
+  define(r, "ChannelApiConfigInput",
+         object({{"outbound_url", nullable(url(false)), false},
+                 {"signing_secret", nullable(text(secret_rule)), false}}));
+  auto bot_token =
+      text_matching("^[0-9]+:[A-Za-z0-9_-]{" + std::to_string(rules::bot_token_secret_min) + ",}$");
+  // On create the bot_token is required; an update keeps the stored one.
+  for (bool creating : {true, false})
+    define(
+        r, creating ? "ChannelTelegramConfigCreate" : "ChannelTelegramConfigUpdate",
+        object({{"bot_token", bot_token, creating}, {"api_base_url", nullable(url(true)), false}}));
+  auto free_config = any_object();
+  free_config["maxProperties"] = rules::config_keys_max;
+  free_config["propertyNames"] =
+      text_matching("^[a-z0-9_]{1," + std::to_string(rules::config_key_max) + "}$");
+  free_config["additionalProperties"] = nullable(text({.max = rules::config_value_max}));
+  define(r, "ChannelFreeConfigInput", free_config);
+
+  // A create names its type, and the config is checked for it (none: an empty one, which a
+  // telegram channel cannot have: its bot_token is required).
+  define(r, "ChannelCreate", by_channel_type([&](object_t type, domain::channel_type kind) {
+           bool telegram = kind == domain::channel_type::telegram;
+           return object(
+               {{"name", text(name_rule)},
+                {"type", std::move(type)},
+                {"config",
+                 telegram                            ? ref("ChannelTelegramConfigCreate")
+                 : kind == domain::channel_type::api ? nullable(ref("ChannelApiConfigInput"))
+                                                     : nullable(ref("ChannelFreeConfigInput")),
+                 telegram},
+                {"webhook_secret", nullable(text(secret_rule)), false},
+                {"is_active", boolean(), false}});
+         }));
+  // An update's config is checked against the channel's type, which cannot change (409).
+  define(r, "ChannelUpdate",
+         object({{"name", text(name_rule), false},
+                 {"type", one_of(rules::types), false},
+                 {"config",
+                  nullable(object_t{{"anyOf", json::array{ref("ChannelApiConfigInput"),
+                                                          ref("ChannelTelegramConfigUpdate"),
+                                                          ref("ChannelFreeConfigInput")}}}),
+                  false},
+                 {"webhook_secret", nullable(text(secret_rule)), false},
+                 {"is_active", boolean(), false}}));
+
+  // The config as answers show it (domain::public_config): secrets are never rendered, only
+  // has_<key> flags; the free-form types show their other values as they are.
+  define(r, "ChannelApiConfig",
+         object({{"outbound_url", text({}), false}, {"has_signing_secret", boolean()}}));
+  define(r, "ChannelTelegramConfig",
+         object({{"api_base_url", text({}), false}, {"has_bot_token", boolean()}}));
+  auto shown = any_object();
+  shown["additionalProperties"] =
+      object_t{{"type", json::array{"string", "boolean"}},
+               {"description", "a value, or has_<key> for a secret key (true: set)"}};
+  define(r, "ChannelFreeConfig", shown);
+  define(r, "Channel", by_channel_type([&](object_t type, domain::channel_type kind) {
+           auto config = kind == domain::channel_type::api        ? ref("ChannelApiConfig")
+                         : kind == domain::channel_type::telegram ? ref("ChannelTelegramConfig")
+                                                                  : ref("ChannelFreeConfig");
+           auto has_secret = boolean();
+           has_secret["description"] = "whether a webhook_secret is set (it is never shown)";
+           return object({{"id", id()},
+                          {"name", text({})},
+                          {"type", std::move(type)},
+                          {"config", std::move(config)},
+                          {"is_active", boolean()},
+                          {"has_secret", has_secret},
+                          {"webhook_url", text({})},
+                          {"created_at", timestamp()},
+                          {"updated_at", timestamp()}});
+         }));
+  define(r, "ChannelPage", page_of("Channel"));
+
+  // The generic inbound body (domain::parse_api_inbound): null members are not given.
+  auto phone = text_matching(
+      "^" + std::string(blank_class) + "*" +
+      std::string(contact_rules::phone_pattern.substr(1, contact_rules::phone_pattern.size() - 2)) +
+      std::string(blank_class) + "*$");
+  auto contact = object({{"phone", nullable(phone), false},
+                         {"email", nullable(text({})), false},
+                         {"name", nullable(text({.max = rules::contact_name_max})), false},
+                         {"external_id", nullable(external_id()), false}});
+  contact["description"] = "who sent it: matched to a contact by external_id, phone or email "
+                           "(each trimmed), else a new contact";
+  json::array one_given;
+  for (auto key : {"phone", "email", "external_id"})
+    one_given.emplace_back(
+        object_t{{"required", json::array{key}},
+                 {"properties", object_t{{key, object_t{{"not", object_t{{"type", "null"}}}}}}}});
+  contact["anyOf"] = std::move(one_given);
+  auto text_body = text({.min = 1, .max = rules::text_max});
+  text_body["pattern"] = "[^" + std::string(blank_class.substr(1)); // not white space alone
+  define(r, "ChannelInboundMessage",
+         object({{"event", nullable(constant(rules::inbound_event)), false},
+                 {"contact", contact},
+                 {"message", object({{"text", text_body}, {"external_message_id", external_id()}})},
+                 {"timestamp", nullable(timestamp()), false}}));
+  define(r, "ChannelInboundAck",
+         object({{"status", one_of(accepted_status)},
+                 {"message_id", id()},
+                 {"conversation_id", id()},
+                 {"contact_id", id()},
+                 {"duplicate", boolean()}}));
+
+  // A Telegram Update (domain::parse_telegram_update): its message (or channel_post) when it is
+  // a text message; anything else is acknowledged as ignored.
+  auto message = object(
+      {{"message_id", integer(), false},
+       {"chat", object({{"id", integer()}}, false), false},
+       {"text", text({}), false},
+       {"from", object({{"first_name", text({}), false}, {"last_name", text({}), false}}, false),
+        false},
+       {"date", integer(), false}},
+      false);
+  message["if"] = object_t{{"properties", object_t{{"text", text({.min = 1})}}},
+                           {"required", json::array{"text"}}};
+  message["then"] =
+      object({{"message_id", integer()}, {"chat", object({{"id", integer()}}, false)}}, false);
+  define(r, "TelegramMessage", message);
+  define(r, "TelegramUpdate",
+         object({{"message", nullable(ref("TelegramMessage")), false},
+                 {"channel_post", nullable(ref("TelegramMessage")), false}},
+                false));
+  define(r, "ChannelInboundIgnored", object({{"status", one_of(ignored_status)}}));
+  define(r, "TelegramWebhookAnswer",
+         object_t{{"oneOf", json::array{ref("ChannelInboundAck"), ref("ChannelInboundIgnored")}}});
+}
+
+constexpr const char* create_example = R"({
+  "name": "Website chat",
+  "type": "api",
+  "config": {"outbound_url": "https://clinic.example/crm/outbound",
+             "signing_secret": "a-long-signing-secret-0123"},
+  "webhook_secret": "an-inbound-secret-0123456789",
+  "is_active": true
+})";
+constexpr const char* inbound_example = R"({
+  "event": "message.received",
+  "contact": {"phone": "+15551234567", "name": "Ada Lovelace"},
+  "message": {"text": "Can I book a check-up next week?", "external_message_id": "msg-1001"},
+  "timestamp": "2025-01-15T10:30:00Z"
+})";
+
+// An inbound webhook's documentation: its secret headers and its bodies.
 } // namespace
 
 void add_channel_routes(router& r, services& s) {
   constexpr auto admin = domain::permission::administer;
+  define_channel_schemas(r);
   r.add({verb::get, "/api/v1/channels", access::bearer, admin, bind(s, list),
-         "List channels (page, per_page, type, is_active)", "channels"});
+         "List channels (page, per_page, type, is_active)", "channels"},
+        route_doc("", "ChannelPage")
+            .with_query(schema::paging())
+            .with_query({schema::query("type", schema::one_of(rules::types), "only this type"),
+                         schema::query("is_active", schema::boolean(),
+                                       "only active (true) or inactive (false) channels")}));
   r.add({verb::post, "/api/v1/channels", access::bearer, admin, bind(s, create), "Create a channel",
-         "channels", 201});
+         "channels", 201},
+        route_doc("ChannelCreate", "Channel").with_example(create_example));
   r.add({verb::get, "/api/v1/channels/{id}", access::bearer, admin, bind(s, get), "Get a channel",
-         "channels"});
+         "channels"},
+        {"", "Channel"});
   r.add({verb::put, "/api/v1/channels/{id}", access::bearer, admin, bind(s, update),
-         "Update a channel (fields sent)", "channels"});
+         "Update a channel (fields sent)", "channels"},
+        {"ChannelUpdate", "Channel"});
   r.add({verb::patch, "/api/v1/channels/{id}", access::bearer, admin, bind(s, update),
-         "Update a channel (fields sent)", "channels"});
+         "Update a channel (fields sent)", "channels"},
+        {"ChannelUpdate", "Channel"});
   r.add({verb::del, "/api/v1/channels/{id}", access::bearer, admin, bind(s, remove),
          "Delete a channel with its conversations", "channels", 204});
+  // 409: the channel is inactive.
   r.add({verb::post,
          "/api/v1/channels/{id}/api/webhook",
          access::open,
@@ -171,7 +386,10 @@ void add_channel_routes(router& r, services& s) {
          bind(s, api_webhook),
          "Receive a message from an external system (header webhook_secret)",
          "channels"},
-        route_doc::secrets({"webhook_secret"}));
+        route_doc("ChannelInboundMessage", "ChannelInboundAck")
+            .with_secret_headers({"webhook_secret"})
+            .fails_with({409})
+            .with_example(inbound_example));
   r.add({verb::post,
          "/api/v1/channels/{id}/telegram/webhook",
          access::open,
@@ -179,7 +397,9 @@ void add_channel_routes(router& r, services& s) {
          bind(s, telegram_webhook),
          "Receive a Telegram update (header X-Telegram-Bot-Api-Secret-Token)",
          "channels"},
-        route_doc::secrets({"X-Telegram-Bot-Api-Secret-Token"}));
+        route_doc("TelegramUpdate", "TelegramWebhookAnswer")
+            .with_secret_headers({"X-Telegram-Bot-Api-Secret-Token"})
+            .fails_with({409}));
 }
 
 } // namespace crm::http

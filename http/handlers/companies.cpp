@@ -63,8 +63,9 @@ void remove(services& s, const exchange_ptr& ex) {
 
 void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   actors::company_query q;
   for (auto& [k, v] : ex->req.query) {
     if (k == "search")
@@ -72,19 +73,17 @@ void list(services& s, const exchange_ptr& ex) {
     else if (k == "industry")
       q.industry = v;
     else if (k == "sort_by") {
-      if (v == "id" || v == "name" || v == "domain" || v == "industry" || v == "created_at" ||
-          v == "updated_at")
+      auto& fields = company_rules::sort_fields;
+      if (std::find(fields.begin(), fields.end(), v) != fields.end())
         q.sort = v;
       else
-        issues.push_back({{"query", "sort_by"},
-                          "Input should be 'id', 'name', 'domain', 'industry', 'created_at' or "
-                          "'updated_at'",
-                          "enum"});
+        issues.push_back({{"query", "sort_by"}, enum_message(fields), "enum"});
     } else if (k == "sort_order") {
-      if (v == "asc" || v == "desc")
+      auto& orders = list_rules::sort_orders;
+      if (std::find(orders.begin(), orders.end(), v) != orders.end())
         q.descending = v == "desc";
       else
-        issues.push_back({{"query", "sort_order"}, "Input should be 'asc' or 'desc'", "enum"});
+        issues.push_back({{"query", "sort_order"}, enum_message(orders), "enum"});
     }
   }
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
@@ -97,6 +96,14 @@ void list(services& s, const exchange_ptr& ex) {
             if (!r) return ex->fail(r.error());
             ex->json(200, domain::encode_company_page(r->items, r->total, page, per_page));
           }));
+}
+
+std::vector<query_param> company_list_query() {
+  using namespace schema;
+  auto params = paged({query("search", text({}), "part of the name or domain (any case)"),
+                       query("industry", text({}), "exactly this industry")});
+  for (auto& p : sorting(company_rules::sort_fields)) params.push_back(std::move(p));
+  return params;
 }
 
 } // namespace
@@ -130,7 +137,7 @@ void add_company_routes(router& r, services& s) {
   }
   r.add({verb::get, "/api/v1/companies", access::bearer, permission::read_records, bind(s, list),
          "List companies", "companies"},
-        {"", "CompanyPage"});
+        route_doc("", "CompanyPage").with_query(company_list_query()));
   r.add({verb::post, "/api/v1/companies", access::bearer, permission::write_records,
          bind(s, create), "Create a company", "companies", 201},
         {"CompanyCreate", "Company"});

@@ -7,6 +7,7 @@
 #include "actors/contacts.hpp"
 #include "domain/consent.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -15,6 +16,12 @@ namespace crm::http {
 namespace {
 
 using domain::failure;
+namespace rules = domain::consent_rules;
+
+// Who or what said so (default "api"), and the reference it leaves.
+constexpr text_rule source_rule{.min = 1, .max = 100, .trim = true};
+constexpr std::string_view default_source = "api";
+constexpr text_rule evidence_rule{.min = 1, .max = 2000};
 
 void record(services& s, const exchange_ptr& ex) {
   std::vector<domain::issue> path_issues;
@@ -29,7 +36,7 @@ void record(services& s, const exchange_ptr& ex) {
       body.add({"body", "purpose"}, domain::consent_purpose_choices(), "enum");
   }
   if (auto* channel = body.raw("channel"); channel && !channel->is_null()) {
-    if (channel->is_string() && channel->get_string() == "any") {
+    if (channel->is_string() && channel->get_string() == rules::any_channel) {
     } else if (channel->is_int64() && channel->get_int64() > 0) {
       c.channel_id = channel->get_int64();
     } else if (channel->is_uint64() && channel->get_uint64() <= INT64_MAX) {
@@ -39,12 +46,11 @@ void record(services& s, const exchange_ptr& ex) {
     }
   }
   if (auto granted = body.boolean("granted", true)) c.granted = *granted;
-  if (auto source = body.text("source", false, {.min = 1, .max = 100, .trim = true}))
+  if (auto source = body.text("source", false, source_rule))
     c.source = *source;
   else
-    c.source = "api";
-  if (auto evidence = body.nullable_text("evidence", {.min = 1, .max = 2000}))
-    c.evidence = *evidence;
+    c.source = default_source;
+  if (auto evidence = body.nullable_text("evidence", evidence_rule)) c.evidence = *evidence;
   if (!body.finish()) return ex->fail(body.failure());
   c.contact_id = *id;
   c.recorded_by = ex->who.user_id;
@@ -72,16 +78,70 @@ void one(services& s, const exchange_ptr& ex) {
   });
 }
 
+constexpr const char* record_example = R"({
+  "purpose": "marketing",
+  "channel": "any",
+  "granted": true,
+  "source": "intake_form",
+  "evidence": "signed intake form 2025-01-15"
+})";
+
+void define_consent_schemas(router& r) {
+  using namespace schema;
+  auto channel = [] {
+    return object_t{{"oneOf", boost::json::array{id(), object_t{{"const", rules::any_channel}}}}};
+  };
+  auto create_channel = nullable(channel());
+  create_channel["description"] = "a channel of the tenant, or any (also when absent or null)";
+  auto source = text(source_rule);
+  source["default"] = default_source;
+  define(r, "ConsentCreate",
+         object({{"purpose", one_of(rules::purposes)},
+                 {"channel", create_channel, false},
+                 {"granted", boolean()},
+                 {"source", source, false},
+                 {"evidence", nullable(text(evidence_rule)), false}}));
+  // domain::consent_to_json
+  define(r, "Consent",
+         object({{"id", id()},
+                 {"contact_id", id()},
+                 {"purpose", one_of(rules::purposes)},
+                 {"channel", channel()},
+                 {"granted", boolean()},
+                 {"source", text({})},
+                 {"evidence", nullable(text({}))},
+                 {"recorded_at", timestamp()},
+                 {"recorded_by", nullable(id())}}));
+  // What the history allows now on a channel without records of its own, by purpose.
+  auto allowed = object({});
+  auto& props = allowed["properties"].as_object();
+  boost::json::array required;
+  for (auto p : rules::purposes) {
+    props[p] = boolean();
+    required.emplace_back(p);
+  }
+  allowed["required"] = std::move(required);
+  define(r, "ConsentHistory",
+         object({{"contact_id", id()},
+                 {"total", integer()},
+                 {"items", array_of(ref("Consent"))},
+                 {"allowed", allowed}}));
+}
+
 } // namespace
 
 void add_consent_routes(router& r, services& s) {
   using domain::permission;
+  define_consent_schemas(r);
   r.add({verb::post, "/api/v1/contacts/{id}/consents", access::bearer, permission::write_records,
-         bind(s, record), "Record a consent granted or withdrawn", "consents", 201});
+         bind(s, record), "Record a consent granted or withdrawn", "consents", 201},
+        route_doc("ConsentCreate", "Consent").with_example(record_example));
   r.add({verb::get, "/api/v1/contacts/{id}/consents", access::bearer, permission::read_records,
-         bind(s, history), "A contact's consents, newest first, and what they allow", "consents"});
+         bind(s, history), "A contact's consents, newest first, and what they allow", "consents"},
+        {"", "ConsentHistory"});
   r.add({verb::get, "/api/v1/contacts/{id}/consents/{consent_id}", access::bearer,
-         permission::read_records, bind(s, one), "One consent record of a contact", "consents"});
+         permission::read_records, bind(s, one), "One consent record of a contact", "consents"},
+        {"", "Consent"});
 }
 
 } // namespace crm::http

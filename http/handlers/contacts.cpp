@@ -23,7 +23,6 @@ using domain::errc;
 using domain::failure;
 using domain::issue;
 
-constexpr std::size_t max_bulk = 1000;
 constexpr std::size_t export_chunk = 500;
 
 void create(services& s, const exchange_ptr& ex) {
@@ -94,8 +93,11 @@ void bulk(services& s, const exchange_ptr& ex) {
     issues.push_back({{"body", "contacts"}, "Field required", "missing"});
   } else if (!it->value().is_array()) {
     issues.push_back({{"body", "contacts"}, "Input should be a valid list", "value_error"});
-  } else if (it->value().as_array().size() > max_bulk) {
-    issues.push_back({{"body", "contacts"}, "List should have at most 1000 items", "value_error"});
+  } else if (it->value().as_array().size() > contact_rules::bulk_max) {
+    issues.push_back(
+        {{"body", "contacts"},
+         "List should have at most " + std::to_string(contact_rules::bulk_max) + " items",
+         "value_error"});
   }
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   auto& items = it->value().as_array();
@@ -145,8 +147,10 @@ void import(services& s, const exchange_ptr& ex) {
   }
   if (std::find(header.begin(), header.end(), "first_name") == header.end())
     issues.push_back({{"body", "header", "first_name"}, "Field required", "missing"});
-  if (rows->size() - 1 > max_bulk)
-    issues.push_back({{"body", "rows"}, "at most 1000 rows per import", "value_error"});
+  if (rows->size() - 1 > contact_rules::bulk_max)
+    issues.push_back({{"body", "rows"},
+                      "at most " + std::to_string(contact_rules::bulk_max) + " rows per import",
+                      "value_error"});
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   auto n = rows->size() - 1;
   std::vector<actors::contact_fields> fields(n);
@@ -361,11 +365,34 @@ void define_contact_schemas(router& r) {
   changed["required"] = boost::json::array{"id", "updated_at"};
   changed["properties"].as_object()["company_id"] = nullable(id());
   define(r, "ContactChange", changed);
+  auto contacts = array_of(ref("ContactCreate"));
+  contacts["maxItems"] = rules::bulk_max;
+  define(r, "ContactBulkCreate", object({{"contacts", contacts}}));
+  define(r, "ContactBulkResults", bulk_results(rules::bulk_max));
   define(r, "TagsAdd", object({{"tags", tags()}}));
   define(r, "Tag", object({{"name", text({})}, {"count", integer()}}));
   define(r, "TagList", array_of(ref("Tag")));
   define(r, "TagRename",
          object({{"name", text({.min = 1, .max = rules::tag_rename_max, .trim = true})}}));
+}
+
+// The filters and sorting of the list (read_contact_query); the export takes them too.
+std::vector<query_param> contact_filters() {
+  using namespace schema;
+  namespace rules = contact_rules;
+  std::vector<query_param> params{
+      query("search", text({}), "part of the name, e-mail or phone (any case)"),
+      query("status", one_of(rules::statuses), "with this status"),
+      query("source", one_of(rules::sources), "with this source"),
+      query("company_id", integer(), "of this company"),
+      query("tag", array_of(text({})),
+            "with this tag (any case); repeat it for every one of several"),
+      query("created_after", timestamp(), "created after this instant (RFC 3339)"),
+      query("created_before", timestamp(), "created before this instant (RFC 3339)"),
+      query("updated_after", timestamp(), "updated after this instant (RFC 3339)"),
+      custom_field_filter()};
+  for (auto& p : sorting(rules::sort_fields)) params.push_back(std::move(p));
+  return params;
 }
 
 } // namespace
@@ -375,16 +402,31 @@ void add_contact_routes(router& r, services& s) {
   define_contact_schemas(r);
   r.add({verb::get, "/api/v1/contacts", access::bearer, permission::read_records, bind(s, list),
          "List contacts (paging, search, sorting, filters)", "contacts"},
-        {"", "ContactPage"});
+        route_doc("", "ContactPage").with_query(schema::paged(contact_filters())));
   r.add({verb::post, "/api/v1/contacts", access::bearer, permission::write_records, bind(s, create),
          "Create a contact (Idempotency-Key supported)", "contacts", 201},
-        {"ContactCreate", "ContactCreated"});
+        route_doc("ContactCreate", "ContactCreated")
+            .with_headers({schema::idempotency_key()})
+            .with_example(R"({"first_name": "Ana", "last_name": "Silva",
+ "email": "ana.silva@example.com", "phone": "+5511987654321", "status": "active",
+ "source": "website", "tags": ["new-patient"]})"));
+  auto bulk_max = std::to_string(contact_rules::bulk_max);
   r.add({verb::post, "/api/v1/contacts/bulk", access::bearer, permission::write_records,
-         bind(s, bulk), "Create up to 1000 contacts, each on its own", "contacts"});
+         bind(s, bulk),
+         "Create up to " + bulk_max + " contacts, each on its own (Idempotency-Key supported)",
+         "contacts"},
+        route_doc("ContactBulkCreate", "ContactBulkResults")
+            .with_headers({schema::idempotency_key()}));
   r.add({verb::post, "/api/v1/contacts/import", access::bearer, permission::write_records,
-         bind(s, import), "Import contacts from CSV (text/csv)", "contacts"});
+         bind(s, import),
+         "Import up to " + bulk_max +
+             " contacts from CSV (text/csv): a header row of first_name (required), last_name, "
+             "email, phone, company_id, status, source, tags (;-separated), cf.<key>",
+         "contacts"},
+        route_doc("", "ContactBulkResults").with_media("text/csv", "application/json"));
   r.add({verb::get, "/api/v1/contacts/export", access::bearer, permission::read_records,
-         bind(s, export_csv), "Export the matching contacts as CSV (streamed)", "contacts"});
+         bind(s, export_csv), "Export the matching contacts as CSV (streamed)", "contacts"},
+        route_doc().with_query(contact_filters()).with_media("application/json", "text/csv"));
   r.add({verb::get, "/api/v1/contacts/{id}", access::bearer, permission::read_records, bind(s, get),
          "Get a contact", "contacts"},
         {"", "Contact"});
@@ -399,14 +441,16 @@ void add_contact_routes(router& r, services& s) {
   r.add({verb::post, "/api/v1/contacts/{id}/tags", access::bearer, permission::write_records,
          bind(s, add_tags), "Add tags to a contact", "tags"},
         {"TagsAdd", "Contact"});
+  auto tag_param = schema::text_of(schema::text({.min = 1, .max = contact_rules::tag_max}));
   r.add({verb::del, "/api/v1/contacts/{id}/tags/{tag}", access::bearer, permission::write_records,
-         bind(s, remove_tag), "Remove a tag from a contact", "tags", 204});
+         bind(s, remove_tag), "Remove a tag from a contact", "tags", 204},
+        route_doc().with_path("tag", tag_param));
   r.add({verb::get, "/api/v1/tags", access::bearer, permission::read_records, bind(s, tags),
          "Tags in use with their counts", "tags"},
         {"", "TagList"});
   r.add({verb::put, "/api/v1/tags/{name}", access::bearer, permission::write_records,
          bind(s, rename_tag), "Rename a tag across the tenant", "tags"},
-        {"TagRename", "Tag"});
+        route_doc("TagRename", "Tag").with_path("name", tag_param));
 }
 
 } // namespace crm::http

@@ -4,9 +4,12 @@
 
 #include "actors/channels.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
+
+#include <array>
 
 namespace json = boost::json;
 
@@ -16,7 +19,13 @@ namespace {
 using domain::failure;
 using domain::issue;
 
-constexpr const char* status_names = "'open', 'pending' or 'closed'";
+namespace rules = domain::channel_rules;
+
+// The paging of a conversation's messages.
+constexpr int messages_per_page_default = 50;
+constexpr int messages_per_page_max = 200;
+// What a message's text may not be made of alone.
+constexpr std::string_view blank = " \t\r\n";
 
 std::optional<std::int64_t> query_id(const request& req, std::string_view name,
                                      std::vector<issue>& issues) {
@@ -33,13 +42,13 @@ std::optional<std::int64_t> query_id(const request& req, std::string_view name,
 void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   actors::conversation_filter f;
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   if (auto v = ex->req.query_value("status")) {
     f.status = domain::parse_conversation_status(*v);
     if (!f.status)
-      issues.push_back(
-          {{"query", "status"}, std::string("Input should be ") + status_names, "enum"});
+      issues.push_back({{"query", "status"}, domain::conversation_status_choices(), "enum"});
   }
   f.channel_id = query_id(ex->req, "channel_id", issues);
   f.contact_id = query_id(ex->req, "contact_id", issues);
@@ -64,8 +73,7 @@ void update(services& s, const exchange_ptr& ex) {
   actors::conversation_patch p;
   if (auto st = body.text("status", false)) {
     p.status = domain::parse_conversation_status(*st);
-    if (!p.status)
-      body.add({"body", "status"}, std::string("Input should be ") + status_names, "enum");
+    if (!p.status) body.add({"body", "status"}, domain::conversation_status_choices(), "enum");
   }
   if (body.is_null("assignee_id")) {
     body.raw("assignee_id");
@@ -92,8 +100,9 @@ void read(services& s, const exchange_ptr& ex) {
 void messages(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto id = path_id(ex->param("id"), "id", issues);
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 50, 1, 200, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page =
+      query_int(ex->req, "per_page", messages_per_page_default, 1, messages_per_page_max, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_messages(s.rt, ex->who.tenant_id, *id, *page, *per_page, json_reply(ex));
 }
@@ -103,14 +112,12 @@ void post_message(services& s, const exchange_ptr& ex) {
   auto id = path_id(ex->param("id"), "id", path_issues);
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
-  auto text = body.text("text", true, {.min = 1, .max = 4096});
-  if (text && text->find_first_not_of(" \t\r\n") == std::string::npos) {
+  auto text = body.text("text", true, {.min = 1, .max = rules::text_max});
+  if (text && text->find_first_not_of(blank) == std::string::npos) {
     body.add({"body", "text"}, "String should have at least 1 character", "string_too_short");
     text.reset();
   }
-  auto purpose = body.one_of("purpose", false,
-                             {"treatment_communication", "appointment_reminders", "marketing",
-                              "ai_processing", "data_sharing"});
+  auto purpose = body.one_of("purpose", false, domain::consent_rules::purposes);
   if (!body.finish()) return ex->fail(body.failure());
   actors::outbound_request req;
   req.conversation_id = *id;
@@ -122,25 +129,96 @@ void post_message(services& s, const exchange_ptr& ex) {
       created_reply(ex, "/api/v1/conversations/" + std::to_string(*id) + "/messages/"));
 }
 
+// ---- OpenAPI schemas -------------------------------------------------------------------------
+
+// A message's direction and status as stored (persistence/migrations/005_channels.sql).
+constexpr std::array<std::string_view, 2> message_directions{"inbound", "outbound"};
+constexpr std::array<std::string_view, 4> message_statuses{"received", "queued", "sent", "failed"};
+
+constexpr const char* send_example = R"({
+  "text": "Your appointment is confirmed for Tuesday at 10:00.",
+  "purpose": "appointment_reminders"
+})";
+
+void define_conversation_schemas(router& r) {
+  using namespace schema;
+  // domain::conversation_to_json
+  define(r, "Conversation",
+         object({{"id", id()},
+                 {"channel_id", id()},
+                 {"contact_id", id()},
+                 {"status", one_of(rules::conversation_statuses)},
+                 {"assignee_id", nullable(id())},
+                 {"unread_count", integer()},
+                 {"ai_paused", boolean()},
+                 {"handoff_reason", nullable(text({}))},
+                 {"last_message_at", timestamp()},
+                 {"created_at", timestamp()},
+                 {"updated_at", timestamp()}}));
+  define(r, "ConversationPage", page_of("Conversation"));
+  // null assignee_id: unassigned; ai_paused false gives the conversation back to the agents.
+  define(r, "ConversationUpdate",
+         object({{"status", one_of(rules::conversation_statuses), false},
+                 {"assignee_id", nullable(id()), false},
+                 {"ai_paused", boolean(), false}}));
+  // persistence::message_json
+  define(r, "ConversationMessage",
+         object({{"id", id()},
+                 {"conversation_id", id()},
+                 {"direction", one_of(message_directions)},
+                 {"text", text({})},
+                 {"external_message_id", nullable(text({}))},
+                 {"status", one_of(message_statuses)},
+                 {"error", nullable(text({}))},
+                 {"attempts", integer()},
+                 {"sender_user_id", nullable(id())},
+                 {"sender_agent_id", nullable(id())},
+                 {"created_at", timestamp()},
+                 {"sent_at", nullable(timestamp())}}));
+  define(r, "ConversationMessagePage", page_of("ConversationMessage"));
+  auto text_rule = text({.min = 1, .max = rules::text_max});
+  text_rule["pattern"] = "[^" + std::string(blank) + "]"; // not white space alone
+  auto purpose = one_of(domain::consent_rules::purposes);
+  purpose["default"] = domain::to_string(actors::outbound_request{}.purpose);
+  purpose["description"] = "what the message is for: the contact's consents must allow it";
+  define(r, "ConversationMessageSend", object({{"text", text_rule}, {"purpose", purpose, false}}));
+}
+
 } // namespace
 
 void add_conversation_routes(router& r, services& s) {
   using domain::permission;
+  using schema::query;
+  define_conversation_schemas(r);
   r.add({verb::get, "/api/v1/conversations", access::bearer, permission::read_records,
          bind(s, list), "List conversations (status, channel_id, contact_id, assignee_id)",
-         "conversations"});
+         "conversations"},
+        route_doc("", "ConversationPage")
+            .with_query(schema::paging())
+            .with_query({query("status", schema::one_of(rules::conversation_statuses),
+                               "only conversations in this status"),
+                         query("channel_id", schema::id(), "only this channel's"),
+                         query("contact_id", schema::id(), "only this contact's"),
+                         query("assignee_id", schema::id(), "only those assigned to this user")}));
   r.add({verb::get, "/api/v1/conversations/{id}", access::bearer, permission::read_records,
-         bind(s, get), "Get a conversation", "conversations"});
+         bind(s, get), "Get a conversation", "conversations"},
+        {"", "Conversation"});
   r.add({verb::patch, "/api/v1/conversations/{id}", access::bearer, permission::write_records,
-         bind(s, update), "Change a conversation's status or assignee", "conversations"});
+         bind(s, update), "Change a conversation's status or assignee", "conversations"},
+        {"ConversationUpdate", "Conversation"});
   r.add({verb::post, "/api/v1/conversations/{id}/read", access::bearer, permission::write_records,
-         bind(s, read), "Mark a conversation read", "conversations"});
+         bind(s, read), "Mark a conversation read", "conversations"},
+        route_doc("", "Conversation").without_body());
   r.add({verb::get, "/api/v1/conversations/{id}/messages", access::bearer, permission::read_records,
-         bind(s, messages), "Messages of a conversation, oldest first", "conversations"});
+         bind(s, messages), "Messages of a conversation, oldest first", "conversations"},
+        route_doc("", "ConversationMessagePage")
+            .with_query(schema::paging(messages_per_page_default, messages_per_page_max)));
+  // 409: the channel is inactive, or the contact's consents refuse the purpose.
   r.add({verb::post, "/api/v1/conversations/{id}/messages", access::bearer,
          permission::write_records, bind(s, post_message),
          "Send a message through the conversation's channel (queued, then sent)", "conversations",
-         201});
+         201},
+        route_doc("ConversationMessageSend", "ConversationMessage").with_example(send_example));
 }
 
 } // namespace crm::http

@@ -49,7 +49,8 @@ void add_docs_routes(router& r) {
          {},
          fixed("text/html; charset=utf-8", page, "no-cache"),
          "This API's reference, for people (Redoc)",
-         "operations"});
+         "operations"},
+        route_doc().with_media("", "text/html"));
   r.add(
       {verb::get,
        "/api/v1/docs/redoc.standalone.js",
@@ -59,7 +60,8 @@ void add_docs_routes(router& r) {
              {crm_redoc_js_start, static_cast<std::size_t>(crm_redoc_js_end - crm_redoc_js_start)},
              "public, max-age=86400"),
        "Redoc, the script of the reference page",
-       "operations"});
+       "operations"},
+      route_doc().with_media("", "application/javascript"));
 }
 
 } // namespace crm::http

@@ -8,6 +8,7 @@
 #include "domain/fhir.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -25,6 +26,7 @@ using domain::issue;
 
 constexpr int default_count = 50;
 constexpr int max_count = 200;
+constexpr int max_offset = 1'000'000'000;
 
 void respond_fhir(const exchange_ptr& ex, int status, const json::object& resource,
                   std::vector<std::pair<std::string, std::string>> headers = {}) {
@@ -87,7 +89,7 @@ std::string page_url(std::string_view root, std::string_view target, int count, 
 void search(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto count = query_int(ex->req, "_count", default_count, 1, max_count, issues);
-  auto offset = query_int(ex->req, "_offset", 0, 0, 1'000'000'000, issues);
+  auto offset = query_int(ex->req, "_offset", 0, 0, max_offset, issues);
   auto q = domain::read_patient_search(ex->req.query, ex->who.tenant_id, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   domain::contact_query cq;
@@ -157,19 +159,68 @@ void create(services& s, const exchange_ptr& ex) {
           }));
 }
 
+// FHIR resources are described by HL7's own schema (http://hl7.org/fhir/json-schema/4.0, which
+// the integration tests validate every resource against): the document names it rather than
+// retyping it.
+void define_fhir_schemas(router& r) {
+  using namespace schema;
+  auto resource = [](std::string_view type, std::string_view page) {
+    auto o = object({{"resourceType", one_of(std::array<std::string_view, 1>{type})}}, false);
+    o["description"] = "A FHIR R4 " + std::string(type) +
+                       " resource; its schema: http://hl7.org/fhir/json-schema/4.0 (" +
+                       std::string(type) + ")";
+    o["externalDocs"] = object_t{{"url", page}};
+    return o;
+  };
+  // The members carecrm reads and writes (domain/fhir.hpp), each as HL7 defines it.
+  auto patient = resource("Patient", "https://hl7.org/fhir/R4/patient.html");
+  auto& members = patient["properties"].as_object();
+  for (auto name : {"identifier", "name", "telecom", "extension"})
+    members[name] = array_of(any_object());
+  members["id"] = text({});
+  members["active"] = boolean();
+  members["meta"] = any_object();
+  members["text"] = any_object();
+  members["gender"] = text({});
+  members["birthDate"] = date();
+  define(r, "FhirPatient", patient);
+  define(r, "FhirBundle", resource("Bundle", "https://hl7.org/fhir/R4/bundle.html"));
+}
+
 } // namespace
 
 void add_fhir_routes(router& r, services& s) {
   using domain::permission;
+  using schema::query;
+  define_fhir_schemas(r);
+  auto fhir = std::string(domain::fhir_json_type);
+  auto value = schema::text({.min = 1});
   r.add({verb::get, "/api/v1/fhir/Patient/{id}", access::bearer, permission::read_records,
-         bind(s, read), "A contact as a FHIR R4 Patient (application/fhir+json)", "fhir"});
+         bind(s, read), "A contact as a FHIR R4 Patient (application/fhir+json)", "fhir"},
+        route_doc("", "FhirPatient").with_media("", fhir));
   r.add({verb::get, "/api/v1/fhir/Patient", access::bearer, permission::read_records,
          bind(s, search),
          "Search contacts as FHIR R4 Patients: identifier, _id, name, phone, email, _count, "
          "_offset (a searchset Bundle)",
-         "fhir"});
+         "fhir"},
+        route_doc("", "FhirBundle")
+            .with_media("", fhir)
+            .with_query({query("identifier", value, "[system|]id: the contact's identifier"),
+                         query("_id", value, "the contact's id"),
+                         query("name", value, "part of the first or last name (any case)"),
+                         query("phone", value, "the phone's digits"),
+                         query("email", value, "the e-mail (any case)"),
+                         query("_count", schema::integer(1, max_count), "entries a page"),
+                         query("_offset", schema::integer(0, max_offset), "entries skipped"),
+                         query("_format", value, "ignored: the answer is always JSON")}));
   r.add({verb::post, "/api/v1/fhir/Patient", access::bearer, permission::write_records,
-         bind(s, create), "Create a contact from a FHIR R4 Patient", "fhir", 201});
+         bind(s, create), "Create a contact from a FHIR R4 Patient", "fhir", 201},
+        route_doc("FhirPatient", "FhirPatient")
+            .with_headers({schema::idempotency_key()})
+            .with_media(fhir, fhir)
+            .with_example(
+                R"({"resourceType": "Patient", "name": [{"family": "Silva", "given": ["Ana"]}],
+ "telecom": [{"system": "email", "value": "ana.silva@example.com"}]})"));
 }
 
 } // namespace crm::http

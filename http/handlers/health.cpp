@@ -1,9 +1,11 @@
 // GET /healthz (the process answers) and GET /readyz (Postgres and Redis answer), no auth.
 #include "http/api.hpp"
 
+#include "http/openapi_schema.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/redis_client.hpp"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -99,13 +101,17 @@ readiness& shared_readiness() {
 } // namespace
 
 void add_health_routes(router& r, services& s, access a) {
+  using namespace schema;
+  define(r, "Liveness", object({{"status", one_of(std::array<std::string_view, 1>{"ok"})}}));
+  define(r, "Readiness", object({{"status", one_of(std::array<std::string_view, 1>{"ready"})}}));
   r.add({verb::get,
          "/healthz",
          a,
          {},
          [](const exchange_ptr& ex) { ex->json(200, R"({"status":"ok"})"); },
          "Liveness: the process answers",
-         "operations"});
+         "operations"},
+        {"", "Liveness"});
 
   r.add({verb::get,
          "/readyz",
@@ -113,7 +119,8 @@ void add_health_routes(router& r, services& s, access a) {
          {},
          [&s](const exchange_ptr& ex) { shared_readiness().answer(s, ex); },
          "Readiness: Postgres and Redis are reachable",
-         "operations"});
+         "operations"},
+        {"", "Readiness"});
 }
 
 } // namespace crm::http

@@ -3,7 +3,6 @@
 // and every error answer of contract §2 with its body. GET /api/v1/docs: the same document read
 // by Redoc (its standalone bundle is part of the binary: no CDN).
 #include "http/api.hpp"
-#include "http/contact_input.hpp"
 #include "http/error_map.hpp"
 
 #include <boost/json.hpp>
@@ -63,14 +62,22 @@ std::string operation_id(const route& rt) {
   return id;
 }
 
-// The schema of a path parameter: ids are positive integers; the others are named here.
-json::object path_parameter_schema(std::string_view name) {
-  if (name == "entity")
-    return json::object{{"type", "string"}, {"enum", json::array{"contact", "company", "deal"}}};
-  if (name == "tag" || name == "name") // a tag (DELETE /contacts/{id}/tags/{tag}, PUT /tags/{name})
-    return json::object{
-        {"type", "string"}, {"minLength", 1}, {"maxLength", contact_rules::tag_max}};
+// A path parameter's schema: what the route declares (route_doc::with_path), else an id.
+json::object path_parameter_schema(const route& rt, std::string_view name) {
+  for (auto& p : rt.doc.path)
+    if (p.name == name) return json::parse(p.schema).as_object();
   return json::object{{"type", "integer"}, {"format", "int64"}, {"minimum", 1}};
+}
+
+bool is_json(std::string_view media) {
+  return media == "application/json" ||
+         (media.size() > 5 && media.substr(media.size() - 5) == "+json");
+}
+
+// The schema of a body of `media`: the named component for JSON, else text.
+json::object body_schema(std::string_view media, const std::string& component) {
+  if (!is_json(media)) return type("string");
+  return component.empty() ? type("object") : ref("schemas", component);
 }
 
 // The security schemes of the secret headers inbound webhooks use.
@@ -232,6 +239,20 @@ json::object components(const std::set<std::string>& secret_headers) {
                       {"headers", std::move(headers)}};
 }
 
+// The shared response (components/responses) of an error status.
+std::string_view error_response_name(int status) {
+  switch (status) {
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "NotFound";
+  case 409: return "Conflict";
+  case 413: return "PayloadTooLarge";
+  case 429: return "RateLimited";
+  case 503: return "Unavailable";
+  default: return "InternalError";
+  }
+}
+
 bool has_body(verb v) {
   return v == verb::post || v == verb::put || v == verb::patch;
 }
@@ -250,6 +271,7 @@ std::string openapi_document(const router& r, std::string_view server_url) {
       op["tags"] = json::array{json::string(rt->tag)};
       tags.insert(rt->tag);
     }
+    auto& doc = rt->doc;
     json::array params;
     std::string_view p = rt->path;
     for (std::size_t i = p.find('{'); i != std::string_view::npos; i = p.find('{', i + 1)) {
@@ -258,50 +280,66 @@ std::string openapi_document(const router& r, std::string_view server_url) {
       params.emplace_back(json::object{{"name", name},
                                        {"in", "path"},
                                        {"required", true},
-                                       {"schema", path_parameter_schema(name)}});
+                                       {"schema", path_parameter_schema(*rt, name)}});
     }
     bool has_path_params = !params.empty();
+    for (auto& q : doc.query) {
+      json::object param{{"name", q.name}, {"in", "query"}, {"schema", json::parse(q.schema)}};
+      if (!q.description.empty()) param["description"] = q.description;
+      params.emplace_back(std::move(param));
+    }
+    for (auto& h : doc.headers) {
+      json::object param{{"name", h.name}, {"in", "header"}, {"schema", json::parse(h.schema)}};
+      if (!h.description.empty()) param["description"] = h.description;
+      params.emplace_back(std::move(param));
+    }
     if (!params.empty()) op["parameters"] = std::move(params);
 
     json::array security;
     if (rt->auth == access::bearer) {
       security.emplace_back(json::object{{"bearerAuth", json::array{}}});
     } else {
-      for (auto& h : rt->secret_headers) {
+      for (auto& h : doc.secret_headers) {
         secret_headers.insert(h);
         security.emplace_back(json::object{{scheme_of_header(h), json::array{}}});
       }
     }
     op["security"] = std::move(security); // empty: none (sign-in, health, this document)
 
-    if (has_body(rt->method))
-      op["requestBody"] = json::object{
-          {"required", rt->path.find("/logout") == std::string::npos},
-          {"content",
-           json::object{{"application/json",
-                         json::object{{"schema", rt->request_schema.empty()
-                                                     ? type("object")
-                                                     : ref("schemas", rt->request_schema)}}}}}};
+    bool body = has_body(rt->method) && !doc.request_media.empty();
+    if (body) {
+      json::object media{{"schema", body_schema(doc.request_media, doc.request)}};
+      if (!doc.example.empty()) media["example"] = json::parse(doc.example);
+      op["requestBody"] =
+          json::object{{"required", doc.body_required},
+                       {"content", json::object{{doc.request_media, std::move(media)}}}};
+    }
 
     json::object responses;
-    json::object success_headers{{"RateLimit-Policy", ref("headers", "RateLimit-Policy")},
-                                 {"RateLimit", ref("headers", "RateLimit")},
-                                 {"X-Request-Id", ref("headers", "X-Request-Id")}};
-    if (rt->success_status == 201) success_headers["Location"] = ref("headers", "Location");
-    json::object success{{"description", rt->success_status == 204 ? "done (no body)" : "success"},
-                         {"headers", std::move(success_headers)}};
-    if (!rt->response_schema.empty())
-      success["content"] = json::object{
-          {"application/json", json::object{{"schema", ref("schemas", rt->response_schema)}}}};
-    responses[std::to_string(rt->success_status)] = std::move(success);
-    bool authenticated = rt->auth == access::bearer || !rt->secret_headers.empty();
+    auto answer = [&](int status, const std::string& schema, std::string_view media,
+                      std::string_view description) {
+      json::object headers{{"RateLimit-Policy", ref("headers", "RateLimit-Policy")},
+                           {"RateLimit", ref("headers", "RateLimit")},
+                           {"X-Request-Id", ref("headers", "X-Request-Id")}};
+      if (status == 201) headers["Location"] = ref("headers", "Location");
+      json::object out{{"description", description}, {"headers", std::move(headers)}};
+      if (status != 204 && (!schema.empty() || media != "application/json"))
+        out["content"] =
+            json::object{{media, json::object{{"schema", body_schema(media, schema)}}}};
+      responses[std::to_string(status)] = std::move(out);
+    };
+    answer(rt->success_status, doc.response, doc.response_media,
+           rt->success_status == 204 ? "done (no body)" : "success");
+    for (auto& o : doc.others) answer(o.status, o.schema, "application/json", o.description);
+    bool authenticated = rt->auth == access::bearer || !doc.secret_headers.empty();
     if (authenticated) responses["401"] = ref("responses", "Unauthorized");
     if (rt->auth == access::bearer) responses["403"] = ref("responses", "Forbidden");
     if (has_path_params) responses["404"] = ref("responses", "NotFound");
-    if (has_body(rt->method) && rt->auth == access::bearer)
-      responses["409"] = ref("responses", "Conflict");
-    if (has_body(rt->method)) responses["413"] = ref("responses", "PayloadTooLarge");
+    if (body && rt->auth == access::bearer) responses["409"] = ref("responses", "Conflict");
+    if (body) responses["413"] = ref("responses", "PayloadTooLarge");
     responses["422"] = ref("responses", "ValidationFailed");
+    for (int e : doc.errors)
+      responses[std::to_string(e)] = ref("responses", error_response_name(e));
     responses["429"] = ref("responses", "RateLimited");
     responses["500"] = ref("responses", "InternalError");
     responses["503"] = ref("responses", "Unavailable");
@@ -339,6 +377,16 @@ std::string openapi_document(const router& r, std::string_view server_url) {
   auto parts = components(secret_headers);
   auto& schemas = parts["schemas"].as_object();
   for (auto& [name, text] : r.schemas()) schemas[name] = json::parse(text);
+  schemas["OpenApiDocument"] = json::object{
+      {"type", "object"},
+      {"required", json::array{"openapi", "info", "paths"}},
+      {"properties", json::object{{"openapi", json::object{{"const", "3.1.0"}}},
+                                  {"info", type("object")},
+                                  {"paths", type("object")}}},
+      {"externalDocs", json::object{{"url", "https://spec.openapis.org/oas/v3.1.0"},
+                                    {"description", "OpenAPI 3.1"}}},
+      {"description",
+       "An OpenAPI 3.1 document (its schema: https://spec.openapis.org/oas/3.1/schema)"}};
   doc["components"] = std::move(parts);
   return json::serialize(doc);
 }
@@ -352,7 +400,8 @@ void add_openapi_route(router& r, const router& documented, std::string_view ser
          {},
          [doc](const exchange_ptr& ex) { ex->json(200, *doc); },
          "This OpenAPI document",
-         "operations"});
+         "operations"},
+        {"", "OpenApiDocument"});
   *doc = openapi_document(documented, server_url);
 }
 

@@ -19,6 +19,13 @@ namespace {
 using domain::failure;
 using domain::issue;
 
+// The board's query (GET /pipelines/{id}/board): cards a stage, and how many to skip.
+namespace board_rules {
+constexpr int per_stage_default = 20;
+constexpr int per_stage_max = 100;
+constexpr int offset_max = 1'000'000'000;
+} // namespace board_rules
+
 std::optional<std::int32_t> query_date(const request& req, std::string_view name,
                                        std::vector<issue>& issues) {
   auto v = req.query_value(name);
@@ -33,8 +40,9 @@ std::optional<std::int32_t> query_date(const request& req, std::string_view name
 
 void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_pipelines(s.rt, ex->who.tenant_id, *page, *per_page, json_reply(ex));
 }
@@ -126,8 +134,10 @@ void board(services& s, const exchange_ptr& ex) {
   if (!id) return;
   std::vector<issue> issues;
   actors::board_query q;
-  q.per_stage = query_int(ex->req, "per_stage", 20, 1, 100, issues).value_or(20);
-  q.offset = query_int(ex->req, "offset", 0, 0, 1'000'000'000, issues).value_or(0);
+  q.per_stage = query_int(ex->req, "per_stage", board_rules::per_stage_default, 1,
+                          board_rules::per_stage_max, issues)
+                    .value_or(board_rules::per_stage_default);
+  q.offset = query_int(ex->req, "offset", 0, 0, board_rules::offset_max, issues).value_or(0);
   q.stage_id = query_id(ex->req, "stage_id", issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::pipeline_board(s.rt, ex->who.tenant_id, *id, q, json_reply(ex));
@@ -188,6 +198,32 @@ void define_pipeline_schemas(router& r) {
   define(r, "PipelineUpdate",
          object({{"name", text({.min = 1, .max = rules::name_max}), false},
                  {"is_default", boolean(), false}}));
+  // The board and the forecast: money as decimal strings (deal_rules), summed per currency.
+  auto sums = [] {
+    auto money = text_matching(deal_rules::money_pattern);
+    money["description"] = "a decimal string with 2 decimals, such as \"1500.00\"";
+    return object_t{{"type", "object"},
+                    {"additionalProperties", money},
+                    {"description", "by currency (ISO 4217 code)"}};
+  };
+  define(r, "PipelineBoard",
+         object({{"pipeline_id", id()},
+                 {"stages", array_of(object({{"stage", ref("Stage")},
+                                             {"count", integer()},
+                                             {"sums", sums()},
+                                             {"deals", array_of(ref("DealCard"))},
+                                             {"has_more", boolean()}}))}}));
+  define(
+      r, "PipelineSummary",
+      object({{"pipeline_id", id()},
+              {"stages", array_of(object({{"stage_id", id()},
+                                          {"name", text({})},
+                                          {"kind", one_of(rules::kinds)},
+                                          {"probability", probability()},
+                                          {"count", integer()},
+                                          {"sums", sums()},
+                                          {"weighted", sums()}}))},
+              {"totals", object({{"count", integer()}, {"sums", sums()}, {"weighted", sums()}})}}));
   define(r, "StageCreate",
          object({{"name", stage_name},
                  {"probability", probability(), false},
@@ -200,6 +236,17 @@ void define_pipeline_schemas(router& r) {
                  {"position", position(), false}}));
 }
 
+std::vector<query_param> board_query() {
+  using namespace schema;
+  auto per_stage = integer(1, board_rules::per_stage_max);
+  per_stage["default"] = board_rules::per_stage_default;
+  auto offset = integer(0, board_rules::offset_max);
+  offset["default"] = 0;
+  return {query("per_stage", per_stage, "cards a stage"),
+          query("offset", offset, "cards skipped in each stage (board order)"),
+          query("stage_id", id(), "only this stage")};
+}
+
 } // namespace
 
 void add_pipeline_routes(router& r, services& s) {
@@ -210,10 +257,15 @@ void add_pipeline_routes(router& r, services& s) {
   define_pipeline_schemas(r);
   r.add(
       {verb::get, "/api/v1/pipelines", access::bearer, read, bind(s, list), "List pipelines", tag},
-      {"", "PipelinePage"});
+      route_doc("", "PipelinePage").with_query(schema::paging()));
   r.add({verb::post, "/api/v1/pipelines", access::bearer, manage, bind(s, create),
          "Create a pipeline (default stages when none are given)", tag, 201},
-        {"PipelineCreate", "Pipeline"});
+        route_doc("PipelineCreate", "Pipeline")
+            .with_example(R"({"name": "Dental implants", "stages": [
+ {"name": "Consultation booked", "probability": 20, "kind": "open"},
+ {"name": "Treatment plan sent", "probability": 60, "kind": "open"},
+ {"name": "Accepted", "probability": 100, "kind": "won"},
+ {"name": "Declined", "probability": 0, "kind": "lost"}]})"));
   r.add({verb::get, "/api/v1/pipelines/{id}", access::bearer, read, bind(s, get),
          "Get a pipeline with its stages", tag},
         {"", "Pipeline"});
@@ -224,7 +276,8 @@ void add_pipeline_routes(router& r, services& s) {
          "Update a pipeline (same as PUT)", tag},
         {"PipelineUpdate", "Pipeline"});
   r.add({verb::del, "/api/v1/pipelines/{id}", access::bearer, manage, bind(s, remove),
-         "Delete a pipeline that holds no deals (not the default)", tag, 204});
+         "Delete a pipeline that holds no deals (not the default)", tag, 204},
+        route_doc().fails_with({409})); // the default, or one holding deals
   r.add({verb::post, "/api/v1/pipelines/{id}/stages", access::bearer, manage, bind(s, add_stage),
          "Add a stage", tag, 201},
         {"StageCreate", "Stage"});
@@ -239,11 +292,22 @@ void add_pipeline_routes(router& r, services& s) {
         {"StageUpdate", "Stage"});
   r.add({verb::del, "/api/v1/pipelines/{id}/stages/{stage_id}", access::bearer, manage,
          bind(s, remove_stage), "Delete a stage (?move_to=<stage_id> when it holds deals)", tag,
-         204});
+         204},
+        // 409: it holds deals and no move_to was given, or the pipeline would lose its only
+        // won, lost or open stage.
+        route_doc().fails_with({409}).with_query({schema::query(
+            "move_to", schema::id(), "the stage of the same pipeline its deals go to")}));
   r.add({verb::get, "/api/v1/pipelines/{id}/board", access::bearer, read, bind(s, board),
-         "The board: per stage count, sums per currency and deals in board order", tag});
+         "The board: per stage count, sums per currency and deals in board order", tag},
+        route_doc("", "PipelineBoard").with_query(board_query()));
   r.add({verb::get, "/api/v1/pipelines/{id}/summary", access::bearer, read, bind(s, summary),
-         "Forecast: per stage count, sums and probability-weighted sums", tag});
+         "Forecast: per stage count, sums and probability-weighted sums", tag},
+        route_doc("", "PipelineSummary")
+            .with_query({schema::query("owner_id", schema::id(), "only the deals of this owner"),
+                         schema::query("expected_close_after", schema::date(),
+                                       "only deals expected to close on or after this day"),
+                         schema::query("expected_close_before", schema::date(),
+                                       "only deals expected to close on or before this day")}));
 }
 
 } // namespace crm::http

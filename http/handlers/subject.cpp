@@ -7,6 +7,7 @@
 #include "actors/contacts.hpp"
 #include "actors/runtime.hpp"
 #include "http/audit.hpp"
+#include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/pg_pool.hpp"
@@ -130,16 +131,123 @@ void erase_contact(services& s, const exchange_ptr& ex) {
       }));
 }
 
+// The export document (persistence/subject_repo.cpp export_sql) and the erasure's.
+void define_subject_schemas(router& r) {
+  using namespace schema;
+  auto str = text({});
+  auto opt_str = nullable(str);
+  auto opt_id = nullable(id());
+  auto opt_time = nullable(timestamp());
+  auto message = object({{"id", id()},
+                         {"direction", str},
+                         {"text", opt_str},
+                         {"status", str},
+                         {"purpose", opt_str},
+                         {"sender_user_id", opt_id},
+                         {"sender_agent_id", opt_id},
+                         {"created_at", timestamp()},
+                         {"sent_at", opt_time}});
+  auto history = object({{"kind", str},
+                         {"from_stage_id", opt_id},
+                         {"to_stage_id", opt_id},
+                         {"from_amount", nullable(number())},
+                         {"to_amount", nullable(number())},
+                         {"at", timestamp()}});
+  define(r, "SubjectExport",
+         object({{"exported_at", timestamp()},
+                 {"tenant_id", id()},
+                 {"contact", object({{"id", id()},
+                                     {"first_name", str},
+                                     {"last_name", opt_str},
+                                     {"email", opt_str},
+                                     {"phone", opt_str},
+                                     {"company_id", opt_id},
+                                     {"status", str},
+                                     {"source", opt_str},
+                                     {"tags", array_of(str)},
+                                     {"custom_fields", any_object()},
+                                     {"created_at", timestamp()},
+                                     {"updated_at", timestamp()}})},
+                 {"company", nullable(object({{"id", id()},
+                                              {"name", str},
+                                              {"domain", opt_str},
+                                              {"phone", opt_str},
+                                              {"industry", opt_str},
+                                              {"address", opt_str}}))},
+                 {"channel_identities",
+                  array_of(object({{"channel_id", id()}, {"external_id", str}}))},
+                 {"conversations", array_of(object({{"id", id()},
+                                                    {"channel_id", opt_id},
+                                                    {"status", str},
+                                                    {"assignee_id", opt_id},
+                                                    {"handoff_reason", opt_str},
+                                                    {"created_at", timestamp()},
+                                                    {"messages", array_of(message)}}))},
+                 {"deals", array_of(object({{"id", id()},
+                                            {"title", str},
+                                            {"amount", nullable(number())},
+                                            {"currency", opt_str},
+                                            {"pipeline_id", id()},
+                                            {"stage_id", id()},
+                                            {"status", str},
+                                            {"lost_reason", opt_str},
+                                            {"custom_fields", nullable(any_object())},
+                                            {"expected_close_date", nullable(date())},
+                                            {"created_at", timestamp()},
+                                            {"closed_at", opt_time},
+                                            {"history", array_of(history)}}))},
+                 {"consents",
+                  array_of(object({{"id", id()},
+                                   {"purpose", str},
+                                   {"channel", object_t{{"oneOf", boost::json::array{id(), str}}}},
+                                   {"granted", boolean()},
+                                   {"source", opt_str},
+                                   {"evidence", opt_str},
+                                   {"recorded_at", timestamp()},
+                                   {"recorded_by", opt_id}}))},
+                 {"ai_decisions", array_of(object({{"id", id()},
+                                                   {"agent_id", opt_id},
+                                                   {"conversation_id", id()},
+                                                   {"message_id", opt_id},
+                                                   {"intent", opt_str},
+                                                   {"handoff", boolean()},
+                                                   {"handoff_reason", opt_str},
+                                                   {"provider", opt_str},
+                                                   {"created_at", timestamp()}}))},
+                 {"access_log", array_of(object({{"at", timestamp()},
+                                                 {"actor_type", str},
+                                                 {"user_id", opt_id},
+                                                 {"role", str},
+                                                 {"actor_ref", str},
+                                                 {"action", str},
+                                                 {"fields", array_of(str)},
+                                                 {"outcome", str},
+                                                 {"client_ip", str},
+                                                 {"request_id", str}}))}}));
+  define(r, "Erasure",
+         object({{"contact_id", id()},
+                 {"erased_at", timestamp()},
+                 {"removed", object({{"contact", integer()},
+                                     {"conversations", integer()},
+                                     {"outbox_events", integer()},
+                                     {"webhook_deliveries", integer()},
+                                     {"workflow_runs", integer()},
+                                     {"idempotency_keys", integer()}})}}));
+}
+
 } // namespace
 
 void add_subject_routes(router& r, services& s) {
+  define_subject_schemas(r);
   r.add({verb::get, "/api/v1/contacts/{id}/export", access::bearer, domain::permission::administer,
          bind(s, export_contact),
          "Everything held about a contact, as one JSON document (the patient's right of access)",
-         "contacts"});
+         "contacts"},
+        {"", "SubjectExport"});
   r.add({verb::post, "/api/v1/contacts/{id}/erase", access::bearer, domain::permission::administer,
          bind(s, erase_contact),
-         "Erase a contact everywhere (the patient's right to erasure); idempotent", "contacts"});
+         "Erase a contact everywhere (the patient's right to erasure); idempotent", "contacts"},
+        route_doc("", "Erasure").without_body());
 }
 
 } // namespace crm::http

@@ -51,8 +51,9 @@ void with_hash(services& s, const exchange_ptr& ex, std::string password,
 
 void list(services& s, const exchange_ptr& ex) {
   std::vector<domain::issue> issues;
-  auto page = query_int(ex->req, "page", 1, 1, 1'000'000, issues);
-  auto per_page = query_int(ex->req, "per_page", 20, 1, 100, issues);
+  auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
+  auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
+                            paging_rules::per_page_max, issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_users(s.rt, ex->who.tenant_id, *page, *per_page,
                      actors::callback<domain::page<domain::user>>(
@@ -165,7 +166,7 @@ void add_user_routes(router& r, services& s) {
                  {"password", text(password_rule), false}}));
   r.add({verb::get, "/api/v1/users", access::bearer, permission::administer,
          [&s](const exchange_ptr& ex) { list(s, ex); }, "List the tenant's users", "users"},
-        {"", "UserPage"});
+        route_doc("", "UserPage").with_query(schema::paging()));
   r.add({verb::post, "/api/v1/users", access::bearer, permission::administer,
          [&s](const exchange_ptr& ex) { create(s, ex); }, "Create a user", "users", 201},
         {"UserCreate", "User"});
@@ -179,7 +180,8 @@ void add_user_routes(router& r, services& s) {
          [&s](const exchange_ptr& ex) { update(s, ex); }, "Update a user (same as PUT)", "users"},
         {"UserUpdate", "User"});
   r.add({verb::del, "/api/v1/users/{id}", access::bearer, permission::administer,
-         [&s](const exchange_ptr& ex) { deactivate(s, ex); }, "Deactivate a user", "users", 204});
+         [&s](const exchange_ptr& ex) { deactivate(s, ex); }, "Deactivate a user", "users", 204},
+        route_doc().fails_with({409})); // the last active admin
 }
 
 } // namespace crm::http

@@ -491,9 +491,6 @@ def _openapi_of(host: str, port: int):
 
 
 def check_against_openapi(host: str, port: int, method: str, target: str, resp: "Response"):
-    content_type = resp.headers.get("Content-Type", "") if resp.headers else ""
-    if not content_type.startswith("application/json") or resp.json is None:
-        return
     doc, templates = _openapi_of(host, port)
     if not doc:
         return
@@ -504,8 +501,15 @@ def check_against_openapi(host: str, port: int, method: str, target: str, resp: 
         return
     _, template, item = max(found, key=lambda f: f[0])
     op = item.get(method.lower())
-    answer = op and op["responses"].get(str(resp.status))
+    if not op:
+        return  # a method the path does not serve: 405, with the documented ones in Allow
+    answer = op["responses"].get(str(resp.status))
     if not answer:
+        raise AssertionError(
+            f"{method} {template} answered {resp.status}, a status the OpenAPI document does not "
+            f"list for it (it lists {', '.join(op['responses'])}): {resp.body[:300]!r}")
+    content_type = resp.headers.get("Content-Type", "") if resp.headers else ""
+    if not content_type.startswith("application/json") or resp.json is None:
         return
     if "$ref" in answer:
         answer = doc["components"]["responses"][answer["$ref"].rsplit("/", 1)[1]]

@@ -111,8 +111,8 @@ def test_every_operation_says_how_it_is_authenticated_and_how_it_fails(doc):
     login = by_id["postAuthLogin"][2]
     assert login["security"] == [], login
     trigger = by_id["postWebhooksByWorkflowId"][2]
-    assert {n for a in trigger["security"] for n in a} == {"xWebhookSecretHeader",
-                                                            "xWebhookSignatureHeader"}, trigger
+    assert {n for a in trigger["security"] for n in a} == {
+        "xWebhookSecretHeader", "xWebhookSignatureHeader", "webhookSignatureHeader"}, trigger
     assert schemes["xWebhookSecretHeader"] == {
         "type": "apiKey", "in": "header", "name": "X-Webhook-Secret",
         "description": schemes["xWebhookSecretHeader"]["description"]}
@@ -179,3 +179,84 @@ def test_answers_are_checked_against_the_documents_schemas(client, server, admin
             crm.check_against_openapi(server.host, server.port, "GET", "/api/v1/auth/me", fake)
     crm.check_against_openapi(server.host, server.port, "GET", "/api/v1/auth/me",
                               crm.Response(200, headers, me, json.dumps(me).encode()))
+
+
+def is_json(media: str) -> bool:
+    return media == "application/json" or media.endswith("+json")
+
+
+def test_every_operation_describes_its_bodies_and_parameters(doc):
+    """Every request body and every success answer with a body names a component schema (or,
+    for CSV, HTML and the like, its media type); every list declares its paging."""
+    schemas = doc["components"]["schemas"]
+    missing = []
+    for method, path, op in operations(doc):
+        where = f"{method} {path}"
+        body = op.get("requestBody")
+        if body:
+            for media, content in body["content"].items():
+                if is_json(media) and "$ref" not in content["schema"]:
+                    missing.append(f"{where}: request body ({media}) has no schema")
+        for status, answer in op["responses"].items():
+            if not status.startswith("2") or status == "204":
+                continue
+            content = answer.get("content")
+            if not content:
+                missing.append(f"{where}: {status} answer has no body schema")
+                continue
+            for media, c in content.items():
+                if is_json(media):
+                    name = c["schema"].get("$ref", "").rsplit("/", 1)[-1]
+                    if name not in schemas:
+                        missing.append(f"{where}: {status} ({media}) names no component schema")
+                    elif name.endswith("Page"):
+                        params = {p["name"] for p in op.get("parameters", [])
+                                  if p["in"] == "query"}
+                        if not {"page", "per_page"} <= params:
+                            missing.append(f"{where}: a page without its paging parameters")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_main_operations_carry_an_example_their_schema_accepts(doc):
+    import jsonschema
+    by_id = {op["operationId"]: op for _, _, op in operations(doc)}
+    main = ["postAuthLogin", "postContacts", "postDeals", "postPipelines", "postWorkflows",
+            "postChannels", "postConversationsByIdMessages", "postAiAgents", "postFhirPatient"]
+    for op_id in main:
+        content = by_id[op_id]["requestBody"]["content"]
+        media, c = next(iter(content.items()))
+        assert "example" in c, f"{op_id}: no example"
+        schema = {**c["schema"], "components": doc["components"]}
+        jsonschema.Draft202012Validator(schema).validate(c["example"])
+
+
+def test_documented_query_parameters_are_the_ones_read(client, doc, admin_token):
+    """Each documented integer or enum query parameter of a list is really read: a value outside
+    its schema is refused with a 422 located at ("query", name)."""
+    checked = 0
+    for method, path, op in operations(doc):
+        if method != "GET" or "{" in path or "bearerAuth" not in str(op["security"]):
+            continue
+        for p in op.get("parameters", []):
+            if p["in"] != "query":
+                continue
+            s = p["schema"]
+            if s.get("type") == "integer":
+                bad = "x1"
+            elif "enum" in s:
+                bad = "no-such-value"
+            else:
+                continue
+            r = client.get(f"{path}?{p['name']}={bad}", token=admin_token)
+            assert r.status == 422, (path, p["name"], r.describe())
+            locs = [tuple(d["loc"]) for d in r.json["detail"]]
+            assert ("query", p["name"]) in locs, (path, p["name"], r.json)
+            checked += 1
+    assert checked >= 20, checked
+
+
+def test_a_status_the_document_does_not_list_is_caught(server, admin_token):
+    headers = {"Content-Type": "application/json"}
+    teapot = crm.Response(418, headers, {"detail": "x", "code": "CONFLICT"}, b"{}")
+    with pytest.raises(AssertionError, match="does not list"):
+        crm.check_against_openapi(server.host, server.port, "GET", "/api/v1/auth/me", teapot)
