@@ -53,6 +53,11 @@ def routes_in_the_source() -> set[tuple[str, str]]:
                                  r'(?:\.path\s*=\s*)?((?:\w+\s*\+\s*)?"[^"]*"|\w+)', text))
         starts = re.findall(r"r\.add\(\s*\{\s*(?:\.method|verb::)", text)
         assert len(calls) == len(starts), f"{f.name}: an r.add this test cannot read"
+        # A route built field by field, then added: rt.method = verb::get; rt.path = "...";
+        fields = re.findall(r'(\w+)\.method = verb::(\w+);\s*\1\.path = "([^"]+)";', text)
+        moved = re.findall(r"r\.add\(std::move\(", text)
+        assert len(fields) == len(moved), f"{f.name}: a route added this test cannot read"
+        found.update((verbs[v], path) for _, v, path in fields)
         for m in calls:
             expr = m.group(2)
             prefix, _, literal = expr.rpartition("+")
