@@ -82,7 +82,7 @@ using deliv_atom = caf::atom_constant<caf::atom("deliv")>;
 using redeliv_atom = caf::atom_constant<caf::atom("redeliv")>;
 
 constexpr std::size_t max_running = 16;      // runs with a step in flight
-constexpr std::size_t max_delivering = 8;    // deliveries with an attempt in flight
+constexpr std::size_t max_delivering = 64;   // deliveries with an attempt in flight
 constexpr std::size_t dispatch_limit = 1000; // outbox rows per transaction
 constexpr auto tick_every = std::chrono::milliseconds(250);
 constexpr auto dispatch_gap = std::chrono::milliseconds(20);
@@ -120,6 +120,10 @@ struct workflows_state {
   std::chrono::steady_clock::time_point last_dispatch{};
 
   std::set<std::int64_t> delivering;
+  // Attempts answered and waiting to be recorded: written together, one transaction at a time
+  // (group commit), so a commit is shared by every delivery that finished meanwhile.
+  std::vector<domain::delivery_attempt> attempts_unrecorded;
+  bool recording = false;
   bool fetching = false;
   std::int64_t next_delivery_at = 0; // 0: none known
   bool delivery_poked = false;       // new or redelivered deliveries while a fetch was running
@@ -973,6 +977,53 @@ void pump_deliveries(wf_actor* self) {
       });
 }
 
+// Writes the attempts answered so far in one transaction, unless one is being written (its end
+// writes what came meanwhile); then frees their slots and takes the next due deliveries.
+void record_attempts(wf_actor* self) {
+  auto& st = self->state;
+  if (st.recording || st.attempts_unrecorded.empty()) return;
+  st.recording = true;
+  std::vector<domain::delivery_attempt> batch;
+  batch.swap(st.attempts_unrecorded);
+  db<domain::done>(
+      self,
+      [tid = st.env.tenant_id, batch](persistence::pg_conn& c) {
+        persistence::record_attempts(c, tid, batch);
+        return domain::done{};
+      },
+      [self, batch](domain::outcome<domain::done> r) {
+        auto& st = self->state;
+        st.recording = false;
+        bool gone = false;
+        for (auto& a : batch) {
+          st.delivering.erase(a.delivery_id);
+          if (!r) continue;
+          auto& c = automation_counts();
+          (a.delivered ? c.deliveries_delivered : c.deliveries_failed)++;
+          if (!a.delivered && !a.next_attempt_at) c.deliveries_given_up++;
+          if (a.gone) {
+            if (auto it = st.subs.find(a.subscription_id); it != st.subs.end()) {
+              it->second.is_active = false;
+              it->second.disabled_reason =
+                  "the receiver answered 410 Gone on " + domain::format_rfc3339(a.at);
+            }
+            gone = true;
+          }
+          if (a.next_attempt_at &&
+              (!st.next_delivery_at || a.next_attempt_at < st.next_delivery_at))
+            st.next_delivery_at = a.next_attempt_at;
+        }
+        if (!r) {
+          // Not recorded: the deliveries are still pending in Postgres and are tried again.
+          st.next_delivery_at = domain::now_micros() + 1'000'000;
+          return;
+        }
+        if (gone) tell_listeners(self);
+        record_attempts(self);
+        pump_deliveries(self);
+      });
+}
+
 void attempt(wf_actor* self, domain::webhook_delivery d) {
   auto& st = self->state;
   auto sub = st.subs.find(d.subscription_id);
@@ -1011,38 +1062,8 @@ void attempt(wf_actor* self, domain::webhook_delivery d) {
                                                jitter(st.rng));
       a.next_attempt_at = now + static_cast<std::int64_t>(delay * 1e6);
     }
-    db<domain::done>(
-        self,
-        [tid = st.env.tenant_id, a](persistence::pg_conn& c) {
-          persistence::record_attempt(c, tid, a);
-          return domain::done{};
-        },
-        [self, a](domain::outcome<domain::done> r) {
-          auto& st = self->state;
-          st.delivering.erase(a.delivery_id);
-          if (r) {
-            auto& c = automation_counts();
-            (a.delivered ? c.deliveries_delivered : c.deliveries_failed)++;
-            if (!a.delivered && !a.next_attempt_at) c.deliveries_given_up++;
-          }
-          if (!r) {
-            // Not recorded: the delivery is still pending in Postgres and is tried again.
-            st.next_delivery_at = domain::now_micros() + 1'000'000;
-            return;
-          }
-          if (a.gone) {
-            if (auto it = st.subs.find(a.subscription_id); it != st.subs.end()) {
-              it->second.is_active = false;
-              it->second.disabled_reason =
-                  "the receiver answered 410 Gone on " + domain::format_rfc3339(a.at);
-            }
-            tell_listeners(self);
-          }
-          if (a.next_attempt_at &&
-              (!st.next_delivery_at || a.next_attempt_at < st.next_delivery_at))
-            st.next_delivery_at = a.next_attempt_at;
-          pump_deliveries(self);
-        });
+    st.attempts_unrecorded.push_back(std::move(a));
+    record_attempts(self);
   });
   st.opts->client->send(std::move(req), std::move(done));
 }

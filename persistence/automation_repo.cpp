@@ -521,8 +521,9 @@ std::int64_t next_delivery_due(pg_conn& c, std::int64_t tenant_id) {
   return micros_or_zero(r.front()[0]);
 }
 
-void record_attempt(pg_conn& c, std::int64_t tenant_id, const domain::delivery_attempt& a) {
-  pqxx::work tx(c.raw());
+namespace {
+
+void record_one(pqxx::work& tx, std::int64_t tenant_id, const domain::delivery_attempt& a) {
   json::object entry{{"attempt", a.attempt},
                      {"at", domain::format_rfc3339(a.at)},
                      {"status_code", a.status_code ? json::value(a.status_code) : nullptr},
@@ -552,6 +553,14 @@ void record_attempt(pg_conn& c, std::int64_t tenant_id, const domain::delivery_a
                    " status = 'pending'",
                    tenant_id, a.subscription_id);
   }
+}
+
+} // namespace
+
+void record_attempts(pg_conn& c, std::int64_t tenant_id,
+                     const std::vector<domain::delivery_attempt>& attempts) {
+  pqxx::work tx(c.raw());
+  for (auto& a : attempts) record_one(tx, tenant_id, a);
   tx.commit();
 }
 

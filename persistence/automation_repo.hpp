@@ -62,8 +62,10 @@ std::vector<domain::webhook_delivery> due_deliveries(pg_conn& c, std::int64_t te
                                                      std::size_t limit);
 // When the next pending delivery is due (0: none).
 std::int64_t next_delivery_due(pg_conn& c, std::int64_t tenant_id);
-// Records an attempt; a 410 also disables the subscription and fails its pending deliveries.
-void record_attempt(pg_conn& c, std::int64_t tenant_id, const domain::delivery_attempt& a);
+// Records attempts in one transaction (one commit for many deliveries); a 410 also disables the
+// subscription and fails its pending deliveries.
+void record_attempts(pg_conn& c, std::int64_t tenant_id,
+                     const std::vector<domain::delivery_attempt>& attempts);
 std::string deliveries_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t subscription_id,
                                  std::optional<std::string> status, int page, int per_page);
 // Makes a delivery of the subscription pending again now, with a fresh retry window, when the
