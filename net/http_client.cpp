@@ -191,12 +191,94 @@ std::string ms_text(milliseconds d) {
 
 class exchange;
 
+// A connection to a destination: plain or TLS.
+struct connection {
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
+  steady::time_point idle_since{};
+  char probe = 0; // what an idle connection's watch reads into
+
+  tcp::socket& socket() { return tls ? beast::get_lowest_layer(*tls).socket() : plain->socket(); }
+};
+using connection_ptr = std::shared_ptr<connection>;
+
+// Connections kept open after an exchange whose response allowed it (keep-alive), by
+// destination (scheme, host as named, port): a webhook receiver called a thousand times a second
+// is connected to once, not a thousand times. The address was checked by the SSRF guard when the
+// connection was made; a pooled connection is never handed to another host name. While idle,
+// each is watched by a read: anything the server sends then (its close, most often) ends it.
+class connection_pool {
+public:
+  static constexpr std::size_t max_idle_per_destination = 64;
+  // Shorter than the keep-alive timeouts servers commonly use (Node's is 5 s): a connection the
+  // server closes meanwhile is rarely picked, and if it is, the request goes on a new one.
+  static constexpr std::chrono::seconds max_idle{4};
+
+  connection_ptr take(const std::string& key, steady::time_point now) {
+    auto it = idle_.find(key);
+    if (it == idle_.end()) return nullptr;
+    auto& list = it->second;
+    while (!list.empty()) {
+      auto c = std::move(list.back());
+      list.pop_back();
+      boost::system::error_code ignored;
+      if (now - c->idle_since < max_idle) {
+        c->socket().cancel(ignored); // its watch ends with operation_aborted
+        return c;
+      }
+      c->socket().close(ignored);
+    }
+    return nullptr;
+  }
+
+  void give(const std::string& key, connection_ptr c, steady::time_point now) {
+    auto& list = idle_[key];
+    boost::system::error_code ignored;
+    if (list.size() >= max_idle_per_destination) { // the oldest goes
+      list.front()->socket().close(ignored);
+      list.erase(list.begin());
+    }
+    c->idle_since = now;
+    list.push_back(c);
+    c->socket().async_read_some(asio::buffer(&c->probe, 1),
+                                [this, key, weak = std::weak_ptr<connection>(c)](
+                                    boost::system::error_code ec, std::size_t) {
+                                  if (ec == asio::error::operation_aborted)
+                                    return; // taken, or the client is ending
+                                  auto c = weak.lock();
+                                  if (!c) return;
+                                  auto it = idle_.find(key);
+                                  if (it == idle_.end()) return;
+                                  auto& list = it->second;
+                                  auto at = std::find(list.begin(), list.end(), c);
+                                  if (at == list.end())
+                                    return; // taken meanwhile: its exchange finds out
+                                  list.erase(at);
+                                  boost::system::error_code ignored;
+                                  c->socket().close(ignored);
+                                });
+  }
+
+  void clear() {
+    for (auto& [key, list] : idle_)
+      for (auto& c : list) {
+        boost::system::error_code ignored;
+        c->socket().close(ignored);
+      }
+    idle_.clear();
+  }
+
+private:
+  std::unordered_map<std::string, std::vector<connection_ptr>> idle_;
+};
+
 // What the client's thread knows of the exchanges in flight, so that the destructor can end
-// them. Touched only on that thread.
+// them, and its idle connections. Touched only on that thread.
 struct registry {
   bool stopping = false;
   std::uint64_t next_id = 0;
   std::unordered_map<std::uint64_t, std::weak_ptr<exchange>> live;
+  connection_pool pool;
 };
 
 class exchange : public std::enable_shared_from_this<exchange> {
@@ -207,11 +289,9 @@ public:
       : reg_(reg), opts_(opts), req_(std::move(req)), url_(std::move(url)), done_(std::move(done)),
         started_(started),
         timeout_(req_.timeout.count() > 0 ? req_.timeout : opts.response_timeout),
-        id_(reg.next_id++), resolver_(ioc), deadline_(ioc) {
-    if (url_.tls)
-      tls_.emplace(ioc, tls);
-    else
-      plain_.emplace(ioc);
+        id_(reg.next_id++), ioc_(ioc), tls_context_(tls), resolver_(ioc), deadline_(ioc) {
+    key_ = std::string(url_.tls ? "https://" : "http://") + url_.host + ":" +
+           std::to_string(url_.port);
   }
 
   void start(bhttp::verb method) {
@@ -224,6 +304,25 @@ public:
       if (!ec) self->fail("timed out after " + ms_text(self->timeout_));
     });
 
+    conn_ = reg_.pool.take(key_, steady::now());
+    if (conn_) {
+      reused_ = true;
+      return write();
+    }
+    connect_anew();
+  }
+
+  void stop() { fail("client stopped"); }
+
+private:
+  // A new connection: resolve, check, connect (and the TLS handshake).
+  void connect_anew() {
+    reused_ = false;
+    conn_ = std::make_shared<connection>();
+    if (url_.tls)
+      conn_->tls.emplace(ioc_, tls_context_);
+    else
+      conn_->plain.emplace(ioc_);
     auto flags = tcp::resolver::numeric_service;
     if (url_.ip_literal) flags |= tcp::resolver::numeric_host;
     resolver_.async_resolve(
@@ -233,18 +332,33 @@ public:
         });
   }
 
-  void stop() { fail("client stopped"); }
-
-private:
   template <class F>
   void with_stream(F&& f) {
-    if (tls_)
-      f(*tls_);
+    if (conn_->tls)
+      f(*conn_->tls);
     else
-      f(*plain_);
+      f(*conn_->plain);
   }
 
-  beast::tcp_stream& tcp_layer() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
+  beast::tcp_stream& tcp_layer() {
+    return conn_->tls ? beast::get_lowest_layer(*conn_->tls) : *conn_->plain;
+  }
+
+  // A pooled connection the server closed while it was idle fails before any response: the
+  // request goes once more on a new connection (the server never read it).
+  bool retry_on_new_connection(boost::system::error_code ec) {
+    if (!reused_ || (parser_ && parser_->is_header_done())) return false;
+    if (ec != bhttp::error::end_of_stream && ec != asio::error::connection_reset &&
+        ec != asio::error::broken_pipe && ec != asio::error::eof &&
+        ec != asio::ssl::error::stream_truncated)
+      return false;
+    boost::system::error_code ignored;
+    tcp_layer().socket().close(ignored);
+    buffer_.clear();
+    parser_.reset();
+    connect_anew();
+    return true;
+  }
 
   void build_request(bhttp::verb method) {
     request_.method(method);
@@ -263,7 +377,7 @@ private:
         request_.insert(name, value);
     }
     request_.set(bhttp::field::host, url_.host_header);
-    request_.set(bhttp::field::connection, "close");
+    request_.keep_alive(true); // HTTP/1.1's default, said for servers that need it
     if (!req_.body.empty() && request_.find(bhttp::field::content_type) == request_.end())
       request_.set(bhttp::field::content_type, "application/json");
     request_.body() = std::move(req_.body);
@@ -299,14 +413,15 @@ private:
     if (ec == asio::error::connection_refused) return fail("connection refused");
     if (ec) return fail("connect failed: " + ec.message());
     tcp_layer().expires_never(); // the deadline timer bounds the rest
-    if (!tls_) return write();
+    if (!conn_->tls) return write();
 
     // SNI carries names only, never address literals (RFC 6066).
-    if (!url_.ip_literal && !SSL_set_tlsext_host_name(tls_->native_handle(), url_.host.c_str()))
+    auto& tls = *conn_->tls;
+    if (!url_.ip_literal && !SSL_set_tlsext_host_name(tls.native_handle(), url_.host.c_str()))
       return fail("TLS handshake failed: cannot set the server name");
-    tls_->set_verify_mode(asio::ssl::verify_peer);
-    tls_->set_verify_callback(asio::ssl::host_name_verification(url_.host));
-    tls_->async_handshake(
+    tls.set_verify_mode(asio::ssl::verify_peer);
+    tls.set_verify_callback(asio::ssl::host_name_verification(url_.host));
+    tls.async_handshake(
         asio::ssl::stream_base::client,
         [self = shared_from_this()](boost::system::error_code ec) { self->on_handshake(ec); });
   }
@@ -315,7 +430,7 @@ private:
     if (finished_) return;
     if (ec) {
       std::string why = "TLS handshake failed: " + ec.message();
-      const long verify = SSL_get_verify_result(tls_->native_handle());
+      const long verify = SSL_get_verify_result(conn_->tls->native_handle());
       // host_name_verification refuses through the verify callback, which OpenSSL records
       // as "unspecified"; name the real reason.
       if (verify == X509_V_ERR_UNSPECIFIED)
@@ -338,6 +453,7 @@ private:
 
   void on_write(boost::system::error_code ec) {
     if (finished_) return;
+    if (ec && retry_on_new_connection(ec)) return;
     if (ec) return fail("sending the request failed: " + ec.message());
     read_response();
   }
@@ -374,6 +490,7 @@ private:
       ec = {};
       parser_->put_eof(ec);
     }
+    if (ec && retry_on_new_connection(ec)) return;
     if (ec == bhttp::error::end_of_stream) return fail("connection closed without a response");
     if (ec) return fail("reading the response failed: " + ec.message());
     if (parser_->is_header_done()) {
@@ -392,6 +509,14 @@ private:
     r.ok = true;
     r.status = static_cast<int>(parser_->get().result_int());
     r.body.assign(body_.get(), opts_.max_response_body - parser_->get().body().size);
+    // Read to its end, nothing after it, and the server keeps it open: kept for the next
+    // request to this destination.
+    if (parser_->is_done() && parser_->get().keep_alive() && buffer_.size() == 0 &&
+        !reg_.stopping) {
+      resolver_.cancel();
+      deadline_.cancel();
+      reg_.pool.give(key_, std::move(conn_), steady::now());
+    }
     finish(std::move(r));
   }
 
@@ -409,7 +534,7 @@ private:
     reg_.live.erase(id_);
     resolver_.cancel();
     deadline_.cancel();
-    tcp_layer().close();
+    if (conn_) tcp_layer().close();
     r.elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - started_);
     auto done = std::move(done_);
     if (done) done(std::move(r));
@@ -425,10 +550,13 @@ private:
   std::uint64_t id_;
   bool finished_ = false;
 
+  asio::io_context& ioc_;
+  asio::ssl::context& tls_context_;
+  std::string key_;     // the destination, for the pool
+  bool reused_ = false; // conn_ came from the pool
   tcp::resolver resolver_;
   asio::steady_timer deadline_;
-  std::optional<beast::tcp_stream> plain_;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  connection_ptr conn_;
   bhttp::request<bhttp::string_body> request_;
   beast::flat_buffer buffer_;
   std::unique_ptr<char[]> body_; // max_response_body bytes, written by the parser
@@ -503,6 +631,7 @@ http_client::http_client(client_options opts)
 http_client::~http_client() {
   asio::post(impl_->ioc, [this] {
     impl_->reg.stopping = true;
+    impl_->reg.pool.clear();
     // A copy: each stop() removes its exchange from the registry.
     const auto live = impl_->reg.live;
     for (const auto& [id, weak] : live)

@@ -239,7 +239,7 @@ TEST(http_client, returns_status_and_body_and_sends_the_callers_headers) {
       << seen;
   EXPECT_NE(seen.find("User-Agent: carecrm/1\r\n"), std::string::npos) << seen;
   EXPECT_NE(seen.find("Content-Type: application/json\r\n"), std::string::npos) << seen;
-  EXPECT_NE(seen.find("Connection: close\r\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("Connection: close"), std::string::npos) << seen; // kept alive
   EXPECT_NE(seen.find("\r\n\r\n{\"type\":\"contact.created\"}"), std::string::npos) << seen;
 }
 
@@ -259,6 +259,47 @@ TEST(http_client, keeps_a_content_type_set_by_the_caller) {
   const auto seen = server.last_request();
   EXPECT_NE(seen.find("Content-Type: text/plain\r\n"), std::string::npos) << seen;
   EXPECT_EQ(seen.find("application/json"), std::string::npos) << seen;
+}
+
+TEST(http_client, sends_the_next_request_to_a_destination_on_the_kept_alive_connection) {
+  std::atomic<int> served{0};
+  test_server server([&](tcp::socket& s) {
+    for (int i = 0; i < 3; ++i) {
+      if (read_request(s).empty()) return;
+      boost::system::error_code ec;
+      asio::write(s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")),
+                  ec);
+      ++served;
+    }
+    wait_for_close(s);
+  });
+  http_client client(local_options());
+  for (int i = 0; i < 3; ++i) {
+    const auto r = send_and_wait(client, get(server.url()));
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.body, "ok");
+  }
+  EXPECT_EQ(served, 3);
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(http_client, a_kept_connection_the_server_closed_is_replaced_and_the_request_still_sent) {
+  // The server answers one request a connection, keep-alive, then closes it: the client's
+  // pooled connection is dead when the next request comes (its idle watch may or may not have
+  // seen the close by then); the request must go on a new connection either way.
+  test_server server([](tcp::socket& s) {
+    if (read_request(s).empty()) return;
+    boost::system::error_code ec;
+    asio::write(s, asio::buffer(std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")), ec);
+    s.close(ec);
+  });
+  http_client client(local_options());
+  for (int i = 0; i < 4; ++i) {
+    const auto r = send_and_wait(client, get(server.url()));
+    ASSERT_TRUE(r.ok) << "request " << i << ": " << r.error;
+    EXPECT_EQ(r.body, "ok");
+  }
+  EXPECT_EQ(server.connections(), 4);
 }
 
 TEST(http_client, reports_a_410_as_a_response) {
