@@ -394,16 +394,14 @@ std::string openapi_document(const router& r, std::string_view server_url) {
 void add_openapi_route(router& r, const router& documented, std::string_view server_url) {
   // Built at start-up after every route is added; the document itself is listed too.
   auto doc = std::make_shared<std::string>();
-  // Built field by field: GCC 12 at -O2 reports a brace-initialised route here as "maybe
-  // uninitialized" (a false positive, docs/STACK-NOTES.md).
-  route rt;
-  rt.method = verb::get;
-  rt.path = "/api/v1/openapi.json";
-  rt.auth = access::open;
-  rt.handler = [doc](const exchange_ptr& ex) { ex->json(200, *doc); };
-  rt.summary = "This OpenAPI document";
-  rt.tag = "operations";
-  r.add(std::move(rt), {"", "OpenApiDocument"});
+  r.add({verb::get,
+         "/api/v1/openapi.json",
+         access::open,
+         {},
+         [doc](const exchange_ptr& ex) { ex->json(200, *doc); },
+         "This OpenAPI document",
+         "operations"},
+        {"", "OpenApiDocument"});
   *doc = openapi_document(documented, server_url);
 }
 
