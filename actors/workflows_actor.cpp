@@ -17,6 +17,7 @@
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
+#include "domain/json_check.hpp"
 #include "domain/json_nul.hpp"
 #include "domain/page_json.hpp"
 #include "domain/validation.hpp"
@@ -679,8 +680,9 @@ void run_http_action(wf_actor* self, std::int64_t id, json::object step,
   if (req.method == "GET" || req.method == "DELETE") {
     if (!params.contains("body")) req.body.clear();
   }
-  if (auto t = params.if_contains("timeout_seconds"); t && t->is_int64())
-    req.timeout = std::chrono::milliseconds(t->as_int64() * 1000);
+  // As the reader took it: any JSON number with an integral value (5 or 5.0).
+  if (auto t = params.if_contains("timeout_seconds"))
+    if (auto n = domain::detail::as_integer(*t)) req.timeout = std::chrono::milliseconds(*n * 1000);
   req.headers.emplace_back("carecrm-chain-depth", std::to_string(r.depth + 1));
   auto& wf = st.workflows.at(r.workflow_id);
   if (wf.webhook_secret)

@@ -9,6 +9,10 @@
 
 namespace crm::domain {
 
+// Characters of a contact's tag, trimmed: the contact readers (contact_rules::tag_max) and the
+// workflows that add tags or wait for one (workflow_rules) take it from here.
+inline constexpr std::size_t contact_tag_max = 50;
+
 enum class contact_status : std::uint8_t { active, inactive, qualified, unqualified };
 enum class contact_source : std::uint8_t { website, referral, social, ads, api, import, manual };
 

@@ -68,8 +68,12 @@ void check_status(checker& ck, const json::value& v, const loc_path& l, bool all
   ck.add(l, std::string(status_message), "enum");
 }
 
-void check_tag(checker& ck, const json::value& v, const loc_path& l) {
-  ck.string(v, l, 1, rules::tag_max);
+// A tag a run will give a contact, or wait for: a contact's tag, or (in actions) a template of
+// one, which the contact's rules check when the run renders it.
+void check_tag(checker& ck, const json::value& v, const loc_path& l, bool allow_template) {
+  auto s = v.if_string();
+  bool templated = allow_template && s && is_template(sv(*s));
+  ck.string(v, l, 1, templated ? rules::tag_template_max : contact_tag_max);
 }
 
 void check_contact_id(checker& ck, const json::object& params, const loc_path& l) {
@@ -141,7 +145,7 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
       break;
     }
     if (tag) {
-      check_tag(ck, *tag, at(l, "tag"));
+      check_tag(ck, *tag, at(l, "tag"), true);
       break;
     }
     auto where = at(l, "tags");
@@ -152,14 +156,14 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
       break;
     }
     for (std::size_t i = 0; i < a->size(); ++i)
-      check_tag(ck, (*a)[i], at(where, static_cast<std::int64_t>(i)));
+      check_tag(ck, (*a)[i], at(where, static_cast<std::int64_t>(i)), true);
     break;
   }
   case action_type::remove_tag: {
     ck.extra_keys(p, {"tag", "contact_id"}, l);
     check_contact_id(ck, p, l);
     if (auto v = member(p, "tag"))
-      check_tag(ck, *v, at(l, "tag"));
+      check_tag(ck, *v, at(l, "tag"), true);
     else
       ck.add(at(l, "tag"), "Field required", "missing");
     break;
@@ -685,7 +689,7 @@ std::optional<json::object> parse_trigger_config(trigger_type t, const json::val
     break;
   case trigger_type::contact_tag_added:
     ck.extra_keys(config, {"tag"}, l);
-    if (auto x = given(config, "tag")) check_tag(ck, *x, at(l, "tag"));
+    if (auto x = given(config, "tag")) check_tag(ck, *x, at(l, "tag"), false);
     break;
   case trigger_type::deal_stage_changed:
     ck.extra_keys(config, {"pipeline_id", "from", "to"}, l);

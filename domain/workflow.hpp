@@ -96,7 +96,9 @@ inline constexpr std::array<std::string_view, 10> action_types{
 
 inline constexpr std::size_t items_max = 50;  // conditions, and actions, of a workflow
 inline constexpr std::size_t field_max = 200; // characters of a condition's field path
-inline constexpr std::size_t tag_max = 100;   // a tag of trigger_config and of tag actions
+// A tag of a tag action written as a template ("{{trigger.tag}}"); a literal tag, and the tag a
+// contact.tag_added trigger waits for, are contact tags (contact_tag_max).
+inline constexpr std::size_t tag_template_max = 100;
 // A string holding a template ("{{contact.id}}") stands for a value of another type (ids,
 // statuses, a URL, a method) and is checked when the step runs.
 inline constexpr std::string_view template_open = "{{";

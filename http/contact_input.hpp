@@ -24,9 +24,9 @@ namespace contact_rules {
 inline constexpr std::size_t first_name_max = 100;
 inline constexpr std::size_t last_name_max = 100;
 inline constexpr std::size_t email_max = 254;
-inline constexpr std::size_t tag_max = 50;                  // characters of a tag, trimmed
-inline constexpr std::size_t tags_max = 50;                 // distinct tags of a contact
-inline constexpr std::size_t custom_fields_max = 16 * 1024; // bytes of the custom_fields JSON
+inline constexpr std::size_t tag_max = domain::contact_tag_max; // characters, trimmed
+inline constexpr std::size_t tags_max = 50;                     // distinct tags of a contact
+inline constexpr std::size_t custom_fields_max = 16 * 1024;     // bytes of the custom_fields JSON
 inline constexpr std::array<std::string_view, 4> statuses{"active", "inactive", "qualified",
                                                           "unqualified"};
 inline constexpr std::array<std::string_view, 7> sources{"website", "referral", "social", "ads",

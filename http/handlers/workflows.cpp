@@ -349,7 +349,7 @@ void define_trigger_configs(router& r) {
   auto status = one_of(contact_rules::statuses);
   define(r, "WorkflowTriggerConfigStatusChanged",
          object({optional("from", status), optional("to", status)}));
-  auto tag = text({.min = 1, .max = rules::tag_max});
+  auto tag = text({.min = 1, .max = contact_rules::tag_max});
   define(r, "WorkflowTriggerConfigTagAdded", object({optional("tag", tag)}));
   define(r, "WorkflowTriggerConfigStageChanged",
          object({optional("pipeline_id", id()), optional("from", id()), optional("to", id())}));
@@ -395,7 +395,11 @@ void define_actions(router& r) {
   using namespace schema;
   namespace rules = domain::workflow_rules;
   using domain::action_type;
-  auto tag = text({.min = 1, .max = rules::tag_max});
+  // A contact's tag, or a template of one (longer before it is rendered).
+  auto tag = text({.min = 1, .max = rules::tag_template_max});
+  tag["description"] = "a tag of at most " + std::to_string(contact_rules::tag_max) +
+                       " characters, or a template ({{...}}) of at most " +
+                       std::to_string(rules::tag_template_max);
 
   auto fields = object({});
   for (auto name : rules::update_contact_fields)

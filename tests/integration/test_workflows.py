@@ -9,6 +9,7 @@ Tests that create contacts use a tenant of their own (`fresh`): a tenant's recor
 workflows react to every contact of the tenant. Tenant A (`sess`) holds only definitions and
 manual runs, never a contact."""
 import copy
+import json
 import datetime
 import secrets
 import time
@@ -393,6 +394,9 @@ INVALID_CREATE = [
     ("has_secret", {"has_secret": True}, [(("body", "has_secret"), "extra_forbidden")]),
     ("unknown key", {"colour": "red"}, [(("body", "colour"), "extra_forbidden")]),
     # trigger_config
+    ("tag_added tag of 51 characters", {"trigger_type": "contact.tag_added",
+                                        "trigger_config": {"tag": "t" * 51}},
+     [(("body", "trigger_config", "tag"), "string_too_long")]),
     ("extra key in manual config", {"trigger_config": {"foo": 1}},
      [(("body", "trigger_config", "foo"), "extra_forbidden")]),
     ("to on contact.created", {"trigger_type": "contact.created", "is_active": False,
@@ -461,6 +465,10 @@ INVALID_CREATE = [
     ("update_contact id field", {"actions": action("update_contact", fields={"id": 5})},
      At(A0P)),
     ("add_tag without tag", {"actions": action("add_tag")}, At(A0P)),
+    # A literal tag is a contact's tag (at most 50 characters): one a run could never add is
+    # refused when the workflow is saved, not when it runs.
+    ("add_tag of 51 characters", {"actions": action("add_tag", tag="t" * 51)},
+     [((*A0P, "tag"), "string_too_long")]),
     ("set_status without status", {"actions": action("set_status")}, At(A0P)),
     ("http_request ftp url", {"actions": action("http_request", url="ftp://example.com/x")},
      At(A0P)),
@@ -1097,6 +1105,16 @@ def test_http_request_to_a_closed_port_fails_the_run(client, admin):
     run = crm.wait_run(client, admin, crm.start_run(client, admin, wf["id"]))
     assert run["status"] == "failed" and run["error"], run
     assert run["steps"][0]["status"] == "failed", run
+
+
+def test_http_request_timeout_given_as_a_whole_float_is_honoured(client, admin):
+    # 1.0 passes the reader as 1 does; the run must wait 1 s, not the client's default 10 s.
+    with crm.Receiver(hang=True) as rcv:
+        wf = crm.create_workflow(client, admin, trigger_type="manual", actions=[
+            {"type": "http_request", "params": {"url": rcv.url("/slow"), "timeout_seconds": 1.0}}])
+        run = crm.wait_run(client, admin, crm.start_run(client, admin, wf["id"]))
+        assert run["status"] == "failed", run
+        assert "timed out after 1000 ms" in json.dumps(run), run
 
 
 def test_http_request_timeout_fails_the_step(client, admin):
