@@ -10,6 +10,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <vector>
+
 namespace {
 
 using namespace crm;
@@ -89,6 +91,19 @@ domain::contact_store sample_store(int n) {
   }
   return store;
 }
+
+// A tenant's load fills its store one contact at a time (the cold tenant's first request).
+void store_fill_10k(benchmark::State& state) {
+  const auto filled = sample_store(10000);
+  std::vector<domain::contact> contacts;
+  for (std::int64_t id = 1; id <= 10000; ++id) contacts.push_back(*filled.find(id));
+  for (auto _ : state) {
+    domain::contact_store store;
+    for (const auto& c : contacts) store.upsert(c);
+    benchmark::DoNotOptimize(store.size());
+  }
+}
+BENCHMARK(store_fill_10k)->Unit(benchmark::kMillisecond);
 
 void store_page_by_id(benchmark::State& state) {
   auto store = sample_store(10000);

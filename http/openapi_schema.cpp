@@ -61,6 +61,10 @@ object_t one_of(std::span<const std::string_view> values) {
   return object_t{{"type", "string"}, {"enum", std::move(e)}};
 }
 
+object_t constant(std::string_view value) {
+  return object_t{{"type", "string"}, {"const", value}};
+}
+
 object_t nullable(object_t s) {
   return object_t{{"oneOf", json::array{std::move(s), object_t{{"type", "null"}}}}};
 }

@@ -29,7 +29,8 @@ object_t any_object(); // a JSON object of any members (custom fields, provider 
 object_t boolean();
 object_t timestamp(); // RFC 3339, UTC
 object_t one_of(std::span<const std::string_view> values);
-object_t nullable(object_t s); // s or null
+object_t constant(std::string_view value); // a string that is always `value`
+object_t nullable(object_t s);             // s or null
 object_t ref(std::string_view component);
 object_t array_of(object_t items);
 

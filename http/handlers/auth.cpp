@@ -211,7 +211,7 @@ void add_auth_routes(router& r, services& s) {
   define(r, "TokenPair",
          object({{"access_token", text({.min = 1})},
                  {"refresh_token", text({.min = 1})},
-                 {"token_type", one_of(std::array<std::string_view, 1>{"bearer"})},
+                 {"token_type", constant("bearer")},
                  {"expires_in", integer()}}));
   r.add({verb::post,
          "/api/v1/auth/login",

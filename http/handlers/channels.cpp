@@ -158,19 +158,16 @@ void telegram_webhook(services& s, const exchange_ptr& ex) {
 
 // ---- OpenAPI schemas -------------------------------------------------------------------------
 
+using schema::constant;
 using schema::object_t;
 
 // The statuses of an inbound webhook's answer (actors/channels_actor.cpp: ack, on_inbound).
-constexpr std::array<std::string_view, 1> accepted_status{"accepted"};
-constexpr std::array<std::string_view, 1> ignored_status{"ignored"};
+constexpr std::string_view accepted_status = "accepted";
+constexpr std::string_view ignored_status = "ignored";
 // The white space domain::trim removes, and an http(s) URL's start (domain::parse_url, which
 // also wants a host and accepts no spaces, controls, '#' or '\').
 constexpr std::string_view blank_class = "[ \\t\\n\\r\\f\\v]";
 constexpr std::string_view http_url_start = "^[Hh][Tt][Tt][Pp][Ss]?://";
-
-object_t constant(std::string_view v) {
-  return object_t{{"const", v}};
-}
 
 // One object schema per kind of channel, told apart by `type`: api, telegram and the free-form
 // types (whatsapp, sms, email). `make(type_schema, kind)` builds each; the free-form ones are
@@ -306,7 +303,7 @@ void define_channel_schemas(router& r) {
                  {"message", object({{"text", text_body}, {"external_message_id", external_id()}})},
                  {"timestamp", nullable(timestamp()), false}}));
   define(r, "ChannelInboundAck",
-         object({{"status", one_of(accepted_status)},
+         object({{"status", constant(accepted_status)},
                  {"message_id", id()},
                  {"conversation_id", id()},
                  {"contact_id", id()},
@@ -331,7 +328,7 @@ void define_channel_schemas(router& r) {
          object({{"message", nullable(ref("TelegramMessage")), false},
                  {"channel_post", nullable(ref("TelegramMessage")), false}},
                 false));
-  define(r, "ChannelInboundIgnored", object({{"status", one_of(ignored_status)}}));
+  define(r, "ChannelInboundIgnored", object({{"status", constant(ignored_status)}}));
   define(r, "TelegramWebhookAnswer",
          object_t{{"oneOf", json::array{ref("ChannelInboundAck"), ref("ChannelInboundIgnored")}}});
 }

@@ -165,7 +165,7 @@ void create(services& s, const exchange_ptr& ex) {
 void define_fhir_schemas(router& r) {
   using namespace schema;
   auto resource = [](std::string_view type, std::string_view page) {
-    auto o = object({{"resourceType", one_of(std::array<std::string_view, 1>{type})}}, false);
+    auto o = object({{"resourceType", constant(type)}}, false);
     o["description"] = "A FHIR R4 " + std::string(type) +
                        " resource; its schema: http://hl7.org/fhir/json-schema/4.0 (" +
                        std::string(type) + ")";

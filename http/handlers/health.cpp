@@ -102,8 +102,8 @@ readiness& shared_readiness() {
 
 void add_health_routes(router& r, services& s, access a) {
   using namespace schema;
-  define(r, "Liveness", object({{"status", one_of(std::array<std::string_view, 1>{"ok"})}}));
-  define(r, "Readiness", object({{"status", one_of(std::array<std::string_view, 1>{"ready"})}}));
+  define(r, "Liveness", object({{"status", constant("ok")}}));
+  define(r, "Readiness", object({{"status", constant("ready")}}));
   r.add({verb::get,
          "/healthz",
          a,

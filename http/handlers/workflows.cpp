@@ -224,6 +224,7 @@ void inbound(services& s, const exchange_ptr& ex) {
 
 // ---- OpenAPI schemas ------------------------------------------------------------------------
 
+using schema::constant;
 using schema::object_t;
 
 // A pattern matching `text` literally (`in_class`: the members of a character class).
@@ -260,10 +261,6 @@ object_t any_of(std::initializer_list<object_t> schemas) {
 // Any JSON value.
 object_t any_value(std::string_view description) {
   return object_t{{"description", description}};
-}
-
-object_t constant(std::string_view value) {
-  return object_t{{"type", "string"}, {"const", value}};
 }
 
 // A string holding a template, which stands for a value checked when the step runs.
