@@ -15,6 +15,7 @@
 #include "actors/agents.hpp"
 #include "actors/async_io.hpp"
 #include "actors/contacts.hpp"
+#include "actors/group_batch.hpp"
 #include "actors/system.hpp"
 #include "actors/workflows.hpp"
 #include "domain/clock.hpp"
@@ -84,6 +85,26 @@ using erase_atom = caf::atom_constant<caf::atom("erase")>;
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
 
+struct inbound_open {
+  std::uint64_t seq = 0;
+  persistence::inbound_batch sql;
+  std::unordered_map<std::int64_t, std::size_t> conversation_pos; // in sql.conversations
+  std::map<std::pair<std::int64_t, std::string>, std::size_t> identity_pos;
+  std::vector<continuation> on_commit;
+  std::vector<std::function<void(const failure&)>> on_fail;
+  std::size_t writes = 0;
+};
+
+struct staged_conversation {
+  domain::conversation conv;
+  std::uint64_t seq = 0; // of the last batch that changes it
+};
+
+struct staged_identity {
+  std::int64_t contact = 0;
+  std::uint64_t seq = 0;
+};
+
 struct channels_state {
   tenant_env env;
   const automation_options* opts = nullptr;
@@ -110,6 +131,22 @@ struct channels_state {
   // first message of a new sender has its contact and identity in place before the next.
   one_at_a_time conv;
 
+  // Inbound group commit (docs/channels.md): messages are staged into `open` while `in_flight`
+  // commits; the conversations and identities they change are overlaid (`staged`) until their
+  // batch commits, so the next message is computed from the state the previous one left.
+  inbound_open open;
+  std::optional<inbound_open> in_flight;
+  std::uint64_t next_seq = 1;
+  std::map<std::int64_t, staged_conversation> staged;                         // by conversation id
+  std::map<std::pair<std::int64_t, std::string>, staged_identity> staged_ids; // (channel, ext)
+  std::deque<std::int64_t> message_ids;                                       // reserved
+  std::deque<std::int64_t> conversation_ids;
+  // The conversation step waiting for the staged messages to commit (it reads committed state).
+  std::deque<continuation> after_drain;
+  // A batch's outcome is unknown (the connection was lost at COMMIT): the conversations are
+  // read again from Postgres before the next step uses them.
+  bool stale = false;
+
   int pending_io = 0;
   std::int64_t published_mailbox = 0;
   actor_meter* meter = nullptr;
@@ -118,9 +155,13 @@ struct channels_state {
 
 using ch_actor = caf::stateful_actor<channels_state>;
 
+bool inbound_drained(const channels_state& st) {
+  return !st.in_flight && st.open.writes == 0;
+}
+
 void settle(ch_actor* self) {
   auto& st = self->state;
-  if (st.stopping && st.pending_io == 0 && !st.loading) self->quit();
+  if (st.stopping && st.pending_io == 0 && !st.loading && inbound_drained(st)) self->quit();
 }
 
 std::string public_url(const channels_state& st) {
@@ -183,10 +224,18 @@ std::optional<std::string> consent_refusal(const channels_state& st, std::int64_
   return std::nullopt;
 }
 
+void read_messaging(ch_actor* self);
+
 void load(ch_actor* self) {
   auto& st = self->state;
   if (st.loading || st.loaded) return;
   st.loading = true;
+  // A predecessor's inbound batches settle first: the state read then includes them.
+  after_settled<persistence::inbound_batch>(self, [self] { read_messaging(self); });
+}
+
+void read_messaging(ch_actor* self) {
+  auto& st = self->state;
   db<persistence::messaging_snapshot>(
       self,
       [tid = st.env.tenant_id](persistence::pg_conn& c) {
@@ -334,25 +383,262 @@ domain::audit_record consent_row(const domain::audit_context* who, std::int64_t 
   return row;
 }
 
-void conv_serial(ch_actor* self, continuation k) {
-  self->state.conv.run(std::move(k));
-}
-
 void conv_done(ch_actor* self) {
   self->state.conv.done();
 }
 
-// Inside conv_serial().
+// Runs `k` once every staged inbound message has committed (or failed).
+void when_drained(ch_actor* self, continuation k) {
+  if (inbound_drained(self->state)) return k();
+  self->state.after_drain.push_back(std::move(k));
+}
+
+// After a batch whose outcome is unknown: the conversations and identities as Postgres has
+// them, then `k`; or `fail`.
+void refresh(ch_actor* self, continuation k, std::function<void(const failure&)> fail) {
+  db<persistence::messaging_snapshot>(
+      self,
+      [tid = self->state.env.tenant_id](persistence::pg_conn& c) {
+        return persistence::load_messaging(c, tid);
+      },
+      [self, k, fail](domain::outcome<persistence::messaging_snapshot> r) {
+        auto& st = self->state;
+        if (!r) return fail(r.error());
+        st.conversations.clear();
+        st.by_contact.clear();
+        st.identities.clear();
+        st.chats.clear();
+        for (auto& c : r->conversations) keep_conversation(st, c);
+        for (auto& i : r->identities)
+          remember_identity(st, i.channel_id, i.external_id, i.contact_id);
+        st.stale = false;
+        k();
+      });
+}
+
+// Runs `k` as the next conversation step, on committed and current state: after the staged
+// inbound messages commit, and after a refresh when a batch's outcome was unknown. `k` ends
+// with conv_done however it ends; `fail` answers the step's caller when the refresh fails.
+void conv_serial(ch_actor* self, std::function<void(const failure&)> fail, continuation k) {
+  self->state.conv.run([self, fail = std::move(fail), k = std::move(k)] {
+    when_drained(self, [self, fail, k] {
+      if (!self->state.stale) return k();
+      refresh(self, k, [self, fail](const failure& f) {
+        conv_done(self);
+        fail(f);
+      });
+    });
+  });
+}
+
+// An inbound message's step: it runs while earlier messages are still staged (store_message
+// computes from the staged state).
+void conv_serial_inbound(ch_actor* self, continuation k) {
+  self->state.conv.run(std::move(k));
+}
+
+// The contact's most recent open conversation on `channel` as the staged messages leave it.
+std::optional<domain::conversation> open_conversation(const channels_state& st,
+                                                      std::int64_t contact, std::int64_t channel) {
+  const domain::conversation* best = nullptr;
+  auto consider = [&](const domain::conversation& c) {
+    if (c.channel_id == channel && c.status != domain::conversation_status::closed &&
+        (!best || c.last_message_at > best->last_message_at))
+      best = &c;
+  };
+  if (auto ids = st.by_contact.find(contact); ids != st.by_contact.end())
+    for (auto id : ids->second) {
+      auto staged = st.staged.find(id);
+      consider(staged != st.staged.end() ? staged->second.conv : st.conversations.at(id));
+    }
+  for (auto& [id, s] : st.staged)
+    if (s.conv.contact_id == contact && !st.conversations.count(id)) consider(s.conv);
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+// The message.received event: the message and conversation ids first, then the channel, the
+// contact (as stored), the message and the tenant.
+std::string received_payload(std::int64_t tenant, std::int64_t message_id,
+                             std::int64_t conversation_id, std::int64_t channel_id,
+                             const domain::inbound_message& m, const domain::contact& contact) {
+  json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
+  if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
+  json::object payload;
+  if (message_id) {
+    payload["message_id"] = message_id;
+    payload["conversation_id"] = conversation_id;
+  }
+  payload["channel_id"] = channel_id;
+  payload["contact_id"] = contact.id;
+  payload["message"] = std::move(message);
+  payload["tenant_id"] = tenant;
+  json::error_code ec;
+  auto contact_json = json::parse(domain::encode_contact_full(contact, nullptr), ec);
+  payload["contact"] = ec ? json::value(nullptr) : contact_json;
+  return json::serialize(payload);
+}
+
+// After COMMIT of an inbound message: memory, automation, the agent, the callers.
+void received(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
+              const persistence::stored_inbound& ids, const domain::conversation& conv,
+              const std::string& text, int depth) {
+  auto& st = self->state;
+  automation_counts().messages_received++;
+  // An auto-replying agent of the channel answers, unless a person has the conversation
+  // (docs/ai.md). Channels no agent serves never wake the agent actor.
+  if (!conv.ai_paused && st.ai_channels.count(key.first))
+    ai_on_inbound(*st.env.rt->owner, st.env.tenant_id,
+                  ai_inbound{conv.id, key.first, ids.contact_id, ids.message_id, text, depth});
+  answer_inbound(self, key, ids, false);
+}
+
+void flush_inbound(ch_actor* self);
+
+// Message and conversation ids are reserved ahead, a block at a time, and handed out inside
+// conversation steps: a tenant's messages are numbered in the order this actor took them.
+bool has_ids(const channels_state& st, std::size_t messages) {
+  return st.message_ids.size() >= messages && !st.conversation_ids.empty();
+}
+
+std::int64_t take(std::deque<std::int64_t>& ids) {
+  auto id = ids.front();
+  ids.pop_front();
+  return id;
+}
+
+// Reserves a block holding at least `messages` ids, then runs `k`; or `fail`.
+void reserve_ids(ch_actor* self, std::size_t messages, continuation k,
+                 std::function<void(const failure&)> fail) {
+  auto n = static_cast<int>(std::max<std::size_t>(64, messages));
+  db<persistence::messaging_ids>(
+      self, [n](persistence::pg_conn& c) { return persistence::reserve_messaging_ids(c, n); },
+      [self, k, fail](domain::outcome<persistence::messaging_ids> r) {
+        auto& st = self->state;
+        if (!r) return fail(r.error());
+        st.message_ids.insert(st.message_ids.end(), r->messages.begin(), r->messages.end());
+        st.conversation_ids.insert(st.conversation_ids.end(), r->conversations.begin(),
+                                   r->conversations.end());
+        k();
+      });
+}
+
+// Stages a message into the open batch, with ids reserved ahead (inside conv_serial_inbound;
+// the step ends here, before COMMIT: the next message is computed from the staged state).
+void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
+                   persistence::inbound_write w, domain::inbound_message m,
+                   const domain::contact& contact) {
+  auto& st = self->state;
+  if (!has_ids(st, 1))
+    return reserve_ids(
+        self, 1, [self, key, w, m, contact] { stage_message(self, key, std::move(w), m, contact); },
+        [self, key](const failure& f) {
+          conv_done(self);
+          answer_inbound(self, key, f, false);
+        });
+  auto& conv = w.conversation;
+  if (conv.id == 0) conv.id = take(st.conversation_ids);
+  persistence::stored_inbound ids{take(st.message_ids), conv.id, contact.id};
+
+  auto& b = st.open;
+  b.sql.tenant_id = st.env.tenant_id;
+  if (auto [pos, added] = b.conversation_pos.try_emplace(conv.id, b.sql.conversations.size());
+      added)
+    b.sql.conversations.push_back(conv);
+  else
+    b.sql.conversations[pos->second] = conv;
+  b.sql.messages.push_back({ids.message_id, conv.id, w.channel_id, w.text, w.external_message_id,
+                            w.received_at, w.ai_pending});
+  if (w.external_id) {
+    auto id_key = std::make_pair(w.channel_id, *w.external_id);
+    if (auto [pos, added] = b.identity_pos.try_emplace(id_key, b.sql.identities.size()); added)
+      b.sql.identities.push_back({w.channel_id, *w.external_id, contact.id});
+    else
+      b.sql.identities[pos->second].contact_id = contact.id;
+    st.staged_ids[id_key] = {contact.id, b.seq};
+  }
+  b.sql.events.push_back(
+      {"message.received",
+       received_payload(st.env.tenant_id, ids.message_id, conv.id, w.channel_id, m, contact),
+       w.depth});
+  for (auto& row : w.audit) {
+    if (row.resource == "conversation" && !row.resource_id) row.resource_id = conv.id;
+    b.sql.audit.push_back(std::move(row));
+  }
+  st.staged[conv.id] = {conv, b.seq};
+  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth] {
+    received(self, key, ids, conv, text, depth);
+  });
+  b.on_fail.push_back([self, key](const failure& f) { answer_inbound(self, key, f, false); });
+  b.writes++;
+  flush_inbound(self);
+  conv_done(self);
+}
+
+// A message that withdraws consents (a STOP) is stored alone, on committed state (its consents
+// decide how every later message of the contact is handled), and the next step waits for it.
+void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
+                 persistence::inbound_write w) {
+  auto& st = self->state;
+  if (!has_ids(st, 1))
+    return reserve_ids(
+        self, 1, [self, key, w] { store_alone(self, key, w); },
+        [self, key](const failure& f) {
+          conv_done(self);
+          answer_inbound(self, key, f, false);
+        });
+  w.message_id = take(st.message_ids);
+  if (w.conversation.id == 0) {
+    w.conversation.id = take(st.conversation_ids);
+    w.new_conversation = true;
+  }
+  db<persistence::inbound_written>(
+      self, [w](persistence::pg_conn& c) { return persistence::store_inbound(c, w); },
+      [self, key, external = w.external_id, contact_id = w.contact_id, text = w.text,
+       depth = w.depth](domain::outcome<persistence::inbound_written> r) {
+        auto& st = self->state;
+        if (!r) {
+          conv_done(self);
+          return answer_inbound(self, key, r.error(), false);
+        }
+        if (!r->duplicate) {
+          keep_conversation(st, r->conversation);
+          for (auto& c : r->consents) st.consents[c.contact_id].push_back(c);
+          if (external) remember_identity(st, key.first, *external, contact_id);
+          // The workflow actor takes message.received from the outbox.
+          st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                           caf::make_message(outbox_atom::value));
+          received(self, key, r->ids, r->conversation, text, depth);
+        } else {
+          answer_inbound(self, key, r->ids, true);
+        }
+        // Only now, with the conversation as this message left it, may the next one be stored.
+        conv_done(self);
+      });
+}
+
+// Inside conv_serial_inbound().
 void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_message m,
                    const domain::contact& contact, int depth) {
   auto& st = self->state;
   auto key = std::make_pair(channel_id, m.external_message_id);
+  const bool stop = domain::is_stop_request(m.text);
+  // A STOP, and any message after a batch of unknown outcome, waits for committed (and, after
+  // that, re-read) state.
+  if ((stop && !inbound_drained(st)) || st.stale)
+    return when_drained(self, [self, channel_id, m, contact, depth, key] {
+      auto go = [self, channel_id, m, contact, depth] {
+        store_message(self, channel_id, m, contact, depth);
+      };
+      if (!self->state.stale) return go();
+      refresh(self, go, [self, key](const failure& f) {
+        conv_done(self);
+        answer_inbound(self, key, f, false);
+      });
+    });
   auto now = domain::now_micros();
   domain::conversation conv;
-  if (auto open = latest_conversation(st, contact.id, channel_id, [](auto& c) {
-        return c.status != domain::conversation_status::closed;
-      }))
-    conv = *open;
+  if (auto open = open_conversation(st, contact.id, channel_id)) conv = *open;
   if (conv.id == 0) {
     conv.tenant_id = st.env.tenant_id;
     conv.channel_id = channel_id;
@@ -364,7 +650,6 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   conv.updated_at = std::max(now, conv.updated_at + 1);
   // An agent never reads a message of a contact who withdrew ai_processing, nor a "STOP": the
   // conversation goes to a person instead.
-  const bool stop = domain::is_stop_request(m.text);
   const bool agent_serves = st.ai_channels.count(channel_id) > 0;
   if (!conv.ai_paused && agent_serves) {
     auto refused =
@@ -408,45 +693,10 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
                                   "record_consent");
     row.fields = {"purpose", "granted", "channel", "source"};
     w.audit.push_back(std::move(row));
+    w.event_payload = received_payload(st.env.tenant_id, 0, 0, channel_id, m, contact);
+    return store_alone(self, std::move(key), std::move(w));
   }
-  json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
-  if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
-  json::object payload{{"channel_id", channel_id},
-                       {"contact_id", contact.id},
-                       {"message", std::move(message)},
-                       {"tenant_id", st.env.tenant_id}};
-  json::error_code ec;
-  auto contact_json = json::parse(domain::encode_contact_full(contact, nullptr), ec);
-  payload["contact"] = ec ? json::value(nullptr) : contact_json;
-  w.event_payload = json::serialize(payload);
-  db<persistence::inbound_written>(
-      self, [w](persistence::pg_conn& c) { return persistence::store_inbound(c, w); },
-      [self, key, external = m.contact.external_id, contact_id = contact.id, text = m.text,
-       depth](domain::outcome<persistence::inbound_written> r) {
-        auto& st = self->state;
-        if (!r) {
-          conv_done(self);
-          return answer_inbound(self, key, r.error(), false);
-        }
-        if (!r->duplicate) {
-          automation_counts().messages_received++;
-          keep_conversation(st, r->conversation);
-          for (auto& c : r->consents) st.consents[c.contact_id].push_back(c);
-          if (external) remember_identity(st, key.first, *external, contact_id);
-          // The workflow actor takes message.received from the outbox.
-          st.env.rt->route(st.env.tenant_id, child_kind::workflows,
-                           caf::make_message(outbox_atom::value));
-          // An auto-replying agent of the channel answers, unless a person has the
-          // conversation (docs/ai.md). Channels no agent serves never wake the agent actor.
-          if (!r->conversation.ai_paused && st.ai_channels.count(key.first))
-            ai_on_inbound(*st.env.rt->owner, st.env.tenant_id,
-                          ai_inbound{r->conversation.id, key.first, contact_id, r->ids.message_id,
-                                     text, depth});
-        }
-        answer_inbound(self, key, r->ids, r->duplicate);
-        // Only now, with the conversation as this message left it, may the next one be stored.
-        conv_done(self);
-      });
+  stage_message(self, std::move(key), std::move(w), std::move(m), contact);
 }
 
 // Contact names hold at most 100 characters; a longer provider name is cut at a character
@@ -461,10 +711,13 @@ void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_m
   auto& st = self->state;
   auto key = std::make_pair(channel_id, m.external_message_id);
   contact_match_request req;
-  if (m.contact.external_id)
-    if (auto it = st.identities.find({channel_id, *m.contact.external_id});
-        it != st.identities.end())
+  if (m.contact.external_id) {
+    auto id_key = std::make_pair(channel_id, *m.contact.external_id);
+    if (auto staged = st.staged_ids.find(id_key); staged != st.staged_ids.end())
+      req.known_id = staged->second.contact;
+    else if (auto it = st.identities.find(id_key); it != st.identities.end())
       req.known_id = it->second;
+  }
   req.phone = m.contact.phone;
   req.email = m.contact.email;
   auto& f = req.create;
@@ -529,16 +782,48 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
   st.storing[key].push_back(std::move(reply));
   db<std::optional<persistence::stored_inbound>>(
       self,
-      [channel_id, ext = m->external_message_id](persistence::pg_conn& c) {
+      // From `key`, not `m`: the next argument moves `m`, and may be made first.
+      [channel_id, ext = key.second](persistence::pg_conn& c) {
         return persistence::find_inbound(c, channel_id, ext);
       },
       [self, channel_id, key, m = std::move(*m),
        depth = call.depth](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
         if (!r) return answer_inbound(self, key, r.error(), false);
         if (*r) return answer_inbound(self, key, **r, true);
-        conv_serial(self, [self, channel_id, m = std::move(m), depth] {
+        conv_serial_inbound(self, [self, channel_id, m = std::move(m), depth] {
           match_then_store(self, channel_id, m, depth);
         });
+      });
+}
+
+// Hands the open inbound batch to the group committer when none is in flight (docs/channels.md
+// "Inbound group commit").
+void flush_inbound(ch_actor* self) {
+  flush_open_batch(
+      self,
+      [self](const inbound_open& done, const persistence::inbound_batch& sql) {
+        auto& st = self->state;
+        for (auto& c : sql.conversations) keep_conversation(st, c);
+        for (auto& i : sql.identities)
+          remember_identity(st, i.channel_id, i.external_id, i.contact_id);
+        std::erase_if(st.staged, [&](const auto& kv) { return kv.second.seq == done.seq; });
+        std::erase_if(st.staged_ids, [&](const auto& kv) { return kv.second.seq == done.seq; });
+      },
+      [self](const failure& f) {
+        auto& st = self->state;
+        st.staged.clear();
+        st.staged_ids.clear();
+        if (f.code == errc::service_unavailable) st.stale = true;
+      },
+      [self] {
+        auto& st = self->state;
+        flush_inbound(self);
+        if (inbound_drained(st)) {
+          auto waiting = std::move(st.after_drain);
+          st.after_drain.clear();
+          for (auto& k : waiting) k();
+        }
+        settle(self);
       });
 }
 
@@ -664,6 +949,13 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
 // Inside conv_serial(): every way out calls conv_done.
 void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_to) {
   auto& st = self->state;
+  if (!has_ids(st, 1))
+    return reserve_ids(
+        self, 1, [self, req, reply_to] { do_send(self, req, reply_to); },
+        [self, reply_to](const failure& f) {
+          conv_done(self);
+          reply_to(f);
+        });
   auto reply = [self, reply_to](domain::outcome<std::string> r) {
     conv_done(self);
     reply_to(std::move(r));
@@ -703,6 +995,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.sender_user_id = req.sender_user_id;
   w.purpose = req.purpose;
   w.created_at = now;
+  w.message_id = take(st.message_ids);
   w.audit.push_back(
       conversation_row(reply_to.who(), st, w.conversation, "send_message", {"text"}, 201));
   db<persistence::outbound_written>(
@@ -786,6 +1079,13 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
 // Inside conv_serial(): applies an agent's decision to the conversation as it is now.
 void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> reply_to) {
   auto& st = self->state;
+  if (!has_ids(st, 1))
+    return reserve_ids(
+        self, 1, [self, a, reply_to] { apply_agent_reply(self, a, reply_to); },
+        [self, reply_to](const failure& f) {
+          conv_done(self);
+          reply_to(f);
+        });
   auto reply = [self, reply_to](domain::outcome<std::string> r) {
     conv_done(self);
     reply_to(std::move(r));
@@ -863,6 +1163,7 @@ void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> repl
     payload["passages"] = std::move(passages);
     w.event_payload = json::serialize(payload);
   }
+  for (std::size_t i = 0; i < w.texts.size(); ++i) w.message_ids.push_back(take(st.message_ids));
   db<persistence::agent_reply_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_agent_reply(c, w); },
       [self, reply, w](domain::outcome<persistence::agent_reply_written> r) {
@@ -1025,13 +1326,14 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p, reply] {
-          conv_serial(self, [self, id, p, reply] { patch_conversation(self, id, p, reply); });
+          conv_serial(self, fail_with(reply),
+                      [self, id, p, reply] { patch_conversation(self, id, p, reply); });
         });
       },
       [self, measure](conv_atom, read_atom, std::int64_t id, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, reply] {
-          conv_serial(self, [self, id, reply] {
+          conv_serial(self, fail_with(reply), [self, id, reply] {
             auto& convs = self->state.conversations;
             auto it = convs.find(id);
             if (it == convs.end()) {
@@ -1061,13 +1363,14 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       [self, measure](send_atom, outbound_request& req, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, req = std::move(req), reply]() mutable {
-          conv_serial(self, [self, req, reply] { do_send(self, req, reply); });
+          conv_serial(self, fail_with(reply), [self, req, reply] { do_send(self, req, reply); });
         });
       },
       [self, measure](agent_atom, agent_reply& a, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, a = std::move(a), reply]() mutable {
-          conv_serial(self, [self, a, reply] { apply_agent_reply(self, a, reply); });
+          conv_serial(self, fail_with(reply),
+                      [self, a, reply] { apply_agent_reply(self, a, reply); });
         });
       },
       [self, measure](consent_atom, domain::consent& c, callback<std::string>& reply) {
@@ -1097,7 +1400,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       [self, measure](erase_atom, std::int64_t contact, callback<std::int64_t>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, contact, reply] {
-          conv_serial(self, [self, contact, reply] {
+          conv_serial(self, fail_with(reply), [self, contact, reply] {
             db<std::int64_t>(
                 self,
                 [tid = self->state.env.tenant_id, contact](persistence::pg_conn& c) {

@@ -114,7 +114,8 @@ json::object message_json(const pqxx::row& r) {
   return o;
 }
 
-void write_conversation(pqxx::work& tx, domain::conversation& conv) {
+// `insert`: the conversation is new although it has an id (one the channels actor reserved).
+void write_conversation(pqxx::work& tx, domain::conversation& conv, bool insert = false) {
   const char* assignee = nullptr;
   std::string a;
   if (conv.assignee_id) {
@@ -123,14 +124,16 @@ void write_conversation(pqxx::work& tx, domain::conversation& conv) {
   }
   auto status = std::string(domain::to_string(conv.status));
   const char* reason = conv.handoff_reason ? conv.handoff_reason->c_str() : nullptr;
-  if (conv.id == 0) {
+  if (conv.id == 0 || insert) {
     auto r = tx.exec_params(
-        "INSERT INTO conversations (tenant_id, channel_id, contact_id, status, assignee_id,"
+        "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason)"
-        " VALUES ($1, $2, $3, $4, $5::bigint, $6, $7::timestamptz, $8::timestamptz,"
-        " $9::timestamptz, $10, $11) RETURNING id",
+        " VALUES (COALESCE(NULLIF($12::bigint, 0), nextval('conversations_id_seq')), $1, $2,"
+        " $3, $4, $5::bigint, $6, $7::timestamptz, $8::timestamptz, $9::timestamptz, $10, $11)"
+        " RETURNING id",
         conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
-        ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason);
+        ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason,
+        conv.id);
     conv.id = r.front()[0].as<std::int64_t>();
   } else {
     tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
@@ -305,14 +308,15 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   pqxx::work tx(c.raw());
   inbound_written out;
   out.conversation = w.conversation;
-  write_conversation(tx, out.conversation);
+  write_conversation(tx, out.conversation, w.new_conversation);
   auto r = tx.exec_params(
-      "INSERT INTO messages (tenant_id, conversation_id, channel_id, direction, text,"
-      " external_message_id, status, created_at) VALUES ($1, $2, $3, 'inbound', $4, $5,"
-      " 'received', $6::timestamptz) ON CONFLICT (channel_id, external_message_id)"
+      "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
+      " external_message_id, status, created_at) VALUES (COALESCE(NULLIF($7::bigint, 0),"
+      " nextval('messages_id_seq')), $1, $2, $3, 'inbound', $4, $5, 'received',"
+      " $6::timestamptz) ON CONFLICT (channel_id, external_message_id)"
       " WHERE direction = 'inbound' DO NOTHING RETURNING id",
       w.tenant_id, out.conversation.id, w.channel_id, w.text, w.external_message_id,
-      ts(w.received_at));
+      ts(w.received_at), w.message_id);
   if (r.empty()) {
     // Stored meanwhile (another node, or a retry racing this one): nothing else is written.
     tx.abort();
@@ -349,6 +353,82 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   return out;
 }
 
+void inbound_batch::append_sql(sql_text& out) const {
+  auto& s = out.body();
+  auto tid = std::to_string(tenant_id);
+  auto ts = [&](std::int64_t micros) {
+    return out.quote(domain::format_rfc3339(micros)) + "::timestamptz";
+  };
+  auto rows = [&](const auto& items, auto row) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      s += i ? ",(" : "(";
+      row(items[i]);
+      s += ')';
+    }
+  };
+  if (!conversations.empty()) {
+    s += "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
+         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason)"
+         " VALUES ";
+    rows(conversations, [&](const domain::conversation& c) {
+      s += std::to_string(c.id) + "," + tid + "," + std::to_string(c.channel_id) + "," +
+           std::to_string(c.contact_id) + "," + out.quote(domain::to_string(c.status)) + "," +
+           (c.assignee_id ? std::to_string(*c.assignee_id) : "NULL") + "," +
+           std::to_string(c.unread_count) + "," + ts(c.last_message_at) + "," + ts(c.created_at) +
+           "," + ts(c.updated_at) + "," + (c.ai_paused ? "true" : "false") + "," +
+           (c.handoff_reason ? out.quote(*c.handoff_reason) : "NULL");
+    });
+    s += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status,"
+         " assignee_id = EXCLUDED.assignee_id, unread_count = EXCLUDED.unread_count,"
+         " last_message_at = EXCLUDED.last_message_at, updated_at = EXCLUDED.updated_at,"
+         " ai_paused = EXCLUDED.ai_paused, handoff_reason = EXCLUDED.handoff_reason"
+         " WHERE conversations.tenant_id = " +
+         tid + ";\n";
+  }
+  if (!messages.empty()) {
+    s += "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
+         " external_message_id, status, created_at) VALUES ";
+    rows(messages, [&](const inbound_row& m) {
+      s += std::to_string(m.message_id) + "," + tid + "," + std::to_string(m.conversation_id) +
+           "," + std::to_string(m.channel_id) + ",'inbound'," + out.quote(m.text) + "," +
+           out.quote(m.external_message_id) + ",'received'," + ts(m.received_at);
+    });
+    s += ";\n";
+  }
+  if (!identities.empty()) {
+    s += "INSERT INTO channel_identities (channel_id, external_id, tenant_id, contact_id) VALUES ";
+    rows(identities, [&](const identity& i) {
+      s += std::to_string(i.channel_id) + "," + out.quote(i.external_id) + "," + tid + "," +
+           std::to_string(i.contact_id);
+    });
+    s += " ON CONFLICT (channel_id, external_id) DO UPDATE SET contact_id = EXCLUDED.contact_id;\n";
+  }
+  bool pending = false;
+  for (auto& m : messages) {
+    if (!m.ai_pending) continue;
+    s += pending ? ",("
+                 : "INSERT INTO ai_pending (message_id, tenant_id, conversation_id,"
+                   " channel_id) VALUES (";
+    s += std::to_string(m.message_id) + "," + tid + "," + std::to_string(m.conversation_id) + "," +
+         std::to_string(m.channel_id) + ")";
+    pending = true;
+  }
+  if (pending) s += ";\n";
+  append_events_sql(out, tenant_id, events);
+}
+
+messaging_ids reserve_messaging_ids(pg_conn& c, int n) {
+  pqxx::nontransaction tx(c.raw());
+  messaging_ids out;
+  for (auto r : tx.exec_params("SELECT nextval('messages_id_seq'), nextval('conversations_id_seq')"
+                               " FROM generate_series(1, $1)",
+                               n)) {
+    out.messages.push_back(r[0].as<std::int64_t>());
+    out.conversations.push_back(r[1].as<std::int64_t>());
+  }
+  return out;
+}
+
 namespace {
 std::optional<std::string> id_text(const std::optional<std::int64_t>& id) {
   if (!id) return std::nullopt;
@@ -359,22 +439,21 @@ pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
                              const domain::conversation& conv, const std::string& text,
                              const std::optional<std::int64_t>& user,
                              const std::optional<std::int64_t>& agent, std::int64_t created_at,
-                             domain::consent_purpose purpose) {
+                             domain::consent_purpose purpose, std::int64_t id) {
   auto u = id_text(user);
   auto a = id_text(agent);
-  return tx.exec_params(std::string("INSERT INTO messages AS m (tenant_id, conversation_id,"
-                                    " channel_id, direction, text, status, sender_user_id,"
-                                    " sender_agent_id, next_attempt_at, created_at, purpose)"
-                                    " VALUES ($1, $2, $3, 'outbound', $4, 'queued', $5::bigint,"
-                                    " $6::bigint, $7::timestamptz, $7::timestamptz, $8)"
-                                    " RETURNING ") +
-                            message_columns,
-                        tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr,
-                        a ? a->c_str() : nullptr, ts(created_at),
-                        std::string(domain::to_string(purpose)));
+  return tx.exec_params(
+      std::string("INSERT INTO messages AS m (id, tenant_id, conversation_id, channel_id,"
+                  " direction, text, status, sender_user_id, sender_agent_id, next_attempt_at,"
+                  " created_at, purpose) VALUES (COALESCE(NULLIF($9::bigint, 0),"
+                  " nextval('messages_id_seq')), $1, $2, $3, 'outbound', $4, 'queued',"
+                  " $5::bigint, $6::bigint, $7::timestamptz, $7::timestamptz, $8) RETURNING ") +
+          message_columns,
+      tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr, a ? a->c_str() : nullptr,
+      ts(created_at), std::string(domain::to_string(purpose)), id);
 }
 
-std::string array_literal(const std::vector<std::int64_t>& ids) {
+std::string id_array(const std::vector<std::int64_t>& ids) {
   std::string s = "{";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i) s += ',';
@@ -400,9 +479,11 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
   auto conv = w.conversation;
   if (!w.dropped) {
     write_conversation(tx, conv);
-    for (auto& text : w.texts) {
+    for (std::size_t i = 0; i < w.texts.size(); ++i) {
+      auto& text = w.texts[i];
       auto r = insert_outbound(tx, w.tenant_id, conv, text, std::nullopt, w.agent_id, w.created_at,
-                               domain::consent_purpose::treatment_communication);
+                               domain::consent_purpose::treatment_communication,
+                               i < w.message_ids.size() ? w.message_ids[i] : 0);
       queued_message q;
       q.id = r.front()[0].as<std::int64_t>();
       q.conversation_id = conv.id;
@@ -427,8 +508,8 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
       " completion_tokens, latency_ms, error, dropped, created_at) VALUES ($1, $2, $3, $4,"
       " $5::bigint[], $6, $7, $8, $9::bigint[], $10, $11::integer, $12::integer, $13, $14, $15,"
       " $16::timestamptz) RETURNING id",
-      w.tenant_id, w.agent_id, conv.id, w.message_id, array_literal(sent), w.intent, w.handoff,
-      w.handoff_reason ? w.handoff_reason->c_str() : nullptr, array_literal(w.passages), w.provider,
+      w.tenant_id, w.agent_id, conv.id, w.message_id, id_array(sent), w.intent, w.handoff,
+      w.handoff_reason ? w.handoff_reason->c_str() : nullptr, id_array(w.passages), w.provider,
       pt ? pt->c_str() : nullptr, ct ? ct->c_str() : nullptr, w.latency_ms,
       w.error ? w.error->c_str() : nullptr, w.dropped, ts(w.created_at));
   out.reply_id = r.front()[0].as<std::int64_t>();
@@ -482,7 +563,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   auto conv = w.conversation;
   write_conversation(tx, conv);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
-                           w.created_at, w.purpose);
+                           w.created_at, w.purpose, w.message_id);
   insert_audit(tx, w.audit);
   tx.commit();
   outbound_written out;

@@ -4,7 +4,9 @@
 #include "domain/audit.hpp"
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
+#include "persistence/contact_repo.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/tx_batch.hpp"
 
 #include <optional>
 #include <string>
@@ -62,7 +64,11 @@ std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
 
 struct inbound_write {
   std::int64_t tenant_id = 0;
-  domain::conversation conversation; // id 0: insert it
+  // Ids the channels actor reserved (reserve_messaging_ids), so that a tenant's messages are
+  // numbered in the order the actor took them; 0: the sequence's next.
+  std::int64_t message_id = 0;
+  domain::conversation conversation; // id 0, or new_conversation: insert it
+  bool new_conversation = false;
   std::int64_t channel_id = 0;
   std::int64_t contact_id = 0;
   std::string text;
@@ -87,9 +93,40 @@ struct inbound_written {
 // duplicate, nothing written.
 inbound_written store_inbound(pg_conn& c, const inbound_write& w);
 
+// Inbound messages of one tenant staged while its previous batch commits (docs/channels.md
+// "Inbound group commit"), written by the group committer with other tenants' batches. Ids are
+// reserved ahead, so nothing is read back; a message whose external id is already stored fails
+// the batch (the unique index), and the committer then retries each batch alone.
+struct inbound_row {
+  std::int64_t message_id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t channel_id = 0;
+  std::string text;
+  std::string external_message_id;
+  std::int64_t received_at = 0;
+  bool ai_pending = false;
+};
+struct inbound_batch final : tx_batch {
+  std::int64_t tenant_id = 0;
+  std::vector<domain::conversation> conversations; // as the batch leaves each: one row per id
+  std::vector<inbound_row> messages;
+  std::vector<identity> identities; // the last contact of each (channel, external id)
+  std::vector<outbox_event> events;
+  std::int64_t tenant() const override { return tenant_id; }
+  void append_sql(sql_text& out) const override;
+};
+
+// Reserves `n` message ids and `n` conversation ids from their sequences.
+struct messaging_ids {
+  std::vector<std::int64_t> messages;
+  std::vector<std::int64_t> conversations;
+};
+messaging_ids reserve_messaging_ids(pg_conn& c, int n);
+
 // Outbound: inserts the message (queued) and moves the conversation (reopened, last_message_at).
 struct outbound_write {
   std::int64_t tenant_id = 0;
+  std::int64_t message_id = 0; // as inbound_write::message_id
   domain::conversation conversation;
   std::string text;
   std::optional<std::int64_t> sender_user_id;
@@ -114,6 +151,7 @@ struct agent_reply_write {
   domain::conversation conversation;
   std::int64_t message_id = 0; // the inbound message answered
   std::vector<std::string> texts;
+  std::vector<std::int64_t> message_ids; // one per text, as inbound_write::message_id
   std::string intent;
   bool handoff = false;
   std::optional<std::string> handoff_reason;
