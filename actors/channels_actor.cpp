@@ -4,8 +4,10 @@
 // - Channels and conversations load on first use and are served from memory; message
 //   histories are read from Postgres (they only grow).
 // - An inbound message: secret and state checks, then the contact (the contacts actor matches
-//   or creates it), then one transaction with the conversation, the message, the identity and
-//   the message.received event; the caller is answered after COMMIT. Posts of the same
+//   or creates it), then the conversation, the message, the identity and the message.received
+//   event are staged into the tenant's open batch, which the group committer writes in one
+//   transaction with the messages staged beside it (docs/channels.md "Inbound group commit");
+//   the caller is answered after COMMIT. Posts of the same
 //   external message id that arrive while the first is being stored wait for it and get its
 //   ids with duplicate = true.
 // - Outbound messages are stored queued, then sent through the channel's adapter on the HTTP
@@ -126,9 +128,9 @@ struct channels_state {
   // is checked against them here (docs/compliance.md "Consent").
   std::unordered_map<std::int64_t, std::vector<domain::consent>> consents;
   // Everything that changes a conversation runs one at a time (inbound: from the contact match
-  // to COMMIT; outbound; status, assignee, read): each computes the conversation (found or new,
-  // unread count, last message time, status) from the state the previous one left, and the
-  // first message of a new sender has its contact and identity in place before the next.
+  // to staging; outbound; status, assignee, read): each computes the conversation (found or
+  // new, unread count, last message time, status) from the state the previous one left, and
+  // the first message of a new sender has its contact and identity in place before the next.
   one_at_a_time conv;
 
   // Inbound group commit (docs/channels.md): messages are staged into `open` while `in_flight`

@@ -11,6 +11,8 @@ Tenant A (`sess`) has no workflow and no subscription; the tests of the event us
 their own (`fresh`)."""
 import json
 import secrets
+import threading
+import time
 
 import pytest
 
@@ -796,3 +798,61 @@ def test_telegram_update_that_is_not_json_is_422(client, admin, tg):
     crm.assert_validation(crm.post_telegram_webhook(client, tg["id"], SECRET, raw=b"not json"),
                           (("body",), "json_invalid"))
     assert channel_conversation_total(client, admin, tg["id"]) == 0
+
+
+# ---- inbound group commit (docs/channels.md "Inbound group commit") ----------------------------
+
+def test_messages_arriving_during_a_commit_are_stored_together_each_on_the_last_state(
+        client, admin, own_chan, tg, database):
+    """While one message's transaction waits (a psql session holds its conversation row), the
+    messages that arrive are staged into the tenant's next batch: they commit in one
+    transaction (one xmin), and each was computed on the state the one before it left: a
+    sender's second message lands in the conversation its first one opened (unread 2), and a
+    Telegram chat's second message finds the contact its first one created (one contact)."""
+    held_phone = crm.unique_phone()
+    blocker = crm.inbound(client, own_chan["id"], SECRET, {"phone": held_phone}, "first")
+    a, b = crm.unique_phone(), crm.unique_phone()
+    chat = 700_000 + secrets.randbelow(10**6)
+    lock = threading.Thread(target=database.query, args=(
+        f"BEGIN; SELECT 1 FROM conversations WHERE id = {blocker['conversation_id']} FOR UPDATE;"
+        " SELECT pg_sleep(1.5); COMMIT;",))
+    lock.start()
+    time.sleep(0.3)  # the row is locked
+    posts = [
+        lambda: post(client, own_chan["id"], crm.inbound_body({"phone": held_phone}, "held")),
+        lambda: post(client, own_chan["id"], crm.inbound_body({"phone": a}, "a1")),
+        lambda: post(client, own_chan["id"], crm.inbound_body({"phone": a}, "a2")),
+        lambda: post(client, own_chan["id"], crm.inbound_body({"phone": b}, "b1")),
+        lambda: crm.post_telegram_webhook(client, tg["id"], SECRET, crm.telegram_update(
+            1, 1, chat_id=chat, text="t1", last_name=None)),
+        lambda: crm.post_telegram_webhook(client, tg["id"], SECRET, crm.telegram_update(
+            2, 2, chat_id=chat, text="t2", last_name=None)),
+    ]
+    boxes, threads = [], []
+    for i, send in enumerate(posts):
+        box = {}
+        t = threading.Thread(target=lambda send=send, box=box: box.update(r=send()))
+        t.start()
+        threads.append(t)
+        boxes.append(box)
+        time.sleep(0.4 if i == 0 else 0.05)  # the first one's batch waits for the lock first
+    for t in threads + [lock]:
+        t.join(timeout=30)
+    held, a1, a2, b1, t1, t2 = (crm.assert_inbound_ack(box["r"], duplicate=False) for box in boxes)
+    assert held["conversation_id"] == blocker["conversation_id"], held
+    assert a1["conversation_id"] == a2["conversation_id"] != b1["conversation_id"], (a1, a2, b1)
+    assert t1["contact_id"] == t2["contact_id"] and t1["conversation_id"] == t2["conversation_id"]
+    assert crm.get_conversation(client, admin, a1["conversation_id"])["unread_count"] == 2
+    assert crm.get_conversation(client, admin, t1["conversation_id"])["unread_count"] == 2
+    assert [m["text"] for m in crm.list_messages(client, admin, a1["conversation_id"])] == \
+        ["a1", "a2"]
+    staged = [a1, a2, b1, t1, t2]
+    ids = ",".join(str(x["message_id"]) for x in staged)
+    transactions = database.query(
+        f"SELECT count(DISTINCT xmin::text) FROM messages WHERE id IN ({ids})").strip()
+    assert transactions == "1", transactions
+    assert database.query(
+        "SELECT count(*) FROM contacts c JOIN channel_identities i ON i.contact_id = c.id"
+        f" WHERE i.external_id = '{chat}'").strip() == "1"
+    # The staged messages were numbered in the order they were taken.
+    assert [x["message_id"] for x in staged] == sorted(x["message_id"] for x in staged)

@@ -5,6 +5,8 @@ messages, reminders and AI processing are allowed until withdrawn. Every send is
 is queued and again as it leaves, an AI agent never reads a message of a contact who withdrew
 ai_processing (a person gets the conversation), and "STOP" withdraws consent by itself."""
 import secrets
+import threading
+import time
 
 import pytest
 
@@ -163,6 +165,44 @@ def test_stop_withdraws_consent_and_staff_messages_are_refused(client, sess):
                channel=chan["id"], source="phone call")
         crm.send_message(client, t, conv, "Thanks, we will call you")
         rcv.wait_for(2, SEND_TIMEOUT)
+
+
+def test_no_agent_speaks_after_a_stop_sent_in_a_burst(client, sess):
+    """A STOP among messages posted back to back (staged into batches together, docs/channels.md
+    "Inbound group commit") is stored on committed state, and every message after it finds the
+    conversation handed to a person: no agent message is queued after the STOP."""
+    t = sess.admin
+    with crm.Receiver([200] * 10) as rcv:
+        chan = api_channel(client, t, rcv.url("/out"))
+        agent = crm.create_agent(client, t, channel_ids=[chan["id"]], auto_reply=True)
+        crm.add_clinic_docs(client, t, agent["id"], crm.CLINIC_DOCS)
+        phone = crm.unique_phone()
+        texts = ["What are your opening hours?", "STOP", "What are your opening hours?",
+                 "Where is the clinic?", "Do you open on Saturday?"]
+        boxes, threads = [], []
+        for text in texts:
+            box = {}
+            body = crm.inbound_body({"phone": phone}, text)
+            th = threading.Thread(target=lambda b=body, box=box: box.update(
+                r=crm.post_channel_webhook(client, chan["id"], SECRET, b)))
+            th.start()
+            threads.append(th)
+            boxes.append(box)
+            time.sleep(0.03)
+        for th in threads:
+            th.join(timeout=30)
+        acks = [crm.assert_inbound_ack(box["r"], duplicate=False) for box in boxes]
+        assert len({a["conversation_id"] for a in acks}) == 1, acks
+        stop_id = acks[1]["message_id"]
+        conv = crm.eventually(lambda: (c := crm.get_conversation(
+            client, t, acks[0]["conversation_id"]))["ai_paused"] and c, timeout=SEND_TIMEOUT)
+        assert conv and conv["status"] == "pending", conv
+        time.sleep(2)  # time for any agent reply still coming
+        msgs = crm.list_messages(client, t, acks[0]["conversation_id"])
+        assert [m["id"] for m in msgs if m["direction"] == "inbound"] == \
+            sorted(a["message_id"] for a in acks), msgs
+        late = [m for m in msgs if m["sender_agent_id"] is not None and m["id"] > stop_id]
+        assert late == [], msgs
 
 
 def client_phone(client, sess, contact_id) -> str:
