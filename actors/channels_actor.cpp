@@ -148,6 +148,10 @@ struct channels_state {
   // A batch's outcome is unknown (the connection was lost at COMMIT): the conversations are
   // read again from Postgres before the next step uses them.
   bool stale = false;
+  // Whether anyone listens to message.received (docs/automation.md): read at load, then told by
+  // the workflow actor of every change. Without listeners no event row is written.
+  bool event_listeners = true;
+  bool listeners_told = false;
 
   int pending_io = 0;
   std::int64_t published_mailbox = 0;
@@ -252,6 +256,7 @@ void read_messaging(ch_actor* self) {
         for (auto& i : r->identities)
           remember_identity(st, i.channel_id, i.external_id, i.contact_id);
         st.ai_channels.insert(r->ai_channels.begin(), r->ai_channels.end());
+        if (!st.listeners_told) st.event_listeners = r->event_listeners;
         for (auto& c : r->consents) st.consents[c.contact_id].push_back(std::move(c));
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
@@ -559,10 +564,11 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
       b.sql.identities[pos->second].contact_id = contact.id;
     st.staged_ids[id_key] = {contact.id, b.seq};
   }
-  b.sql.events.push_back(
-      {"message.received",
-       received_payload(st.env.tenant_id, ids.message_id, conv.id, w.channel_id, m, contact),
-       w.depth});
+  if (st.event_listeners)
+    b.sql.events.push_back(
+        {"message.received",
+         received_payload(st.env.tenant_id, ids.message_id, conv.id, w.channel_id, m, contact),
+         w.depth});
   for (auto& row : w.audit) {
     if (row.resource == "conversation" && !row.resource_id) row.resource_id = conv.id;
     b.sql.audit.push_back(std::move(row));
@@ -695,7 +701,8 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
                                   "record_consent");
     row.fields = {"purpose", "granted", "channel", "source"};
     w.audit.push_back(std::move(row));
-    w.event_payload = received_payload(st.env.tenant_id, 0, 0, channel_id, m, contact);
+    if (st.event_listeners)
+      w.event_payload = received_payload(st.env.tenant_id, 0, 0, channel_id, m, contact);
     return store_alone(self, std::move(key), std::move(w));
   }
   stage_message(self, std::move(key), std::move(w), std::move(m), contact);
@@ -1467,6 +1474,10 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
         auto& st = self->state;
         st.ai_channels.clear();
         st.ai_channels.insert(channels.begin(), channels.end());
+      },
+      [self](listeners_atom, bool any) {
+        self->state.event_listeners = any;
+        self->state.listeners_told = true;
       },
       [self](stop_atom) {
         self->state.stopping = true;

@@ -238,6 +238,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                                " tenant_id = $1 AND is_active AND auto_reply",
                                tenant_id))
     out.ai_channels.push_back(r[0].as<std::int64_t>());
+  out.event_listeners = has_event_listeners(tx, tenant_id);
   return out;
 }
 
@@ -294,7 +295,8 @@ std::optional<std::int64_t> tenant_of_conversation(pg_conn& c, std::int64_t id) 
 
 std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
                                            const std::string& external_message_id) {
-  pqxx::read_transaction tx(c.raw());
+  // One statement, no BEGIN and COMMIT around it: every inbound message asks this first.
+  pqxx::nontransaction tx(c.raw());
   auto r = tx.exec_params("SELECT m.id, m.conversation_id, c.contact_id FROM messages m JOIN"
                           " conversations c ON c.id = m.conversation_id WHERE m.channel_id = $1"
                           " AND m.external_message_id = $2 AND m.direction = 'inbound'",
@@ -331,12 +333,14 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
                    " DO UPDATE SET contact_id = EXCLUDED.contact_id",
                    w.channel_id, *w.external_id, w.tenant_id, w.contact_id);
   // The event names its message and conversation: the payload's first keys.
-  std::string payload = "{\"message_id\":" + std::to_string(out.ids.message_id) +
-                        ",\"conversation_id\":" + std::to_string(out.conversation.id) + "," +
-                        w.event_payload.substr(1);
-  tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1,"
-                 " 'message.received', $2::jsonb, $3)",
-                 w.tenant_id, payload, w.depth);
+  if (!w.event_payload.empty()) {
+    std::string payload = "{\"message_id\":" + std::to_string(out.ids.message_id) +
+                          ",\"conversation_id\":" + std::to_string(out.conversation.id) + "," +
+                          w.event_payload.substr(1);
+    tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1,"
+                   " 'message.received', $2::jsonb, $3)",
+                   w.tenant_id, payload, w.depth);
+  }
   if (w.ai_pending)
     tx.exec_params("INSERT INTO ai_pending (message_id, tenant_id, conversation_id, channel_id)"
                    " VALUES ($1, $2, $3, $4)",

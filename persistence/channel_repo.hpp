@@ -42,6 +42,8 @@ struct messaging_snapshot {
   std::vector<queued_message> queued;
   std::vector<std::int64_t> ai_channels; // channels of active auto-replying agents
   std::vector<domain::consent> consents; // oldest first
+  // An active record-event workflow or webhook subscription exists (has_event_listeners).
+  bool event_listeners = true;
 };
 messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id);
 
@@ -75,7 +77,7 @@ struct inbound_write {
   std::string external_message_id;
   std::int64_t received_at = 0;
   std::optional<std::string> external_id; // identity to remember
-  std::string event_payload;              // message.received (the message id is added)
+  std::string event_payload;              // message.received (the message id is added); empty: none
   int depth = 0;                          // workflow chain depth of the event
   bool ai_pending = false;                // an auto-replying agent is to answer it
   std::vector<domain::consent> consents;  // recorded with the message (a STOP request)

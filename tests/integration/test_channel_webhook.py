@@ -856,3 +856,30 @@ def test_messages_arriving_during_a_commit_are_stored_together_each_on_the_last_
         f" WHERE i.external_id = '{chat}'").strip() == "1"
     # The staged messages were numbered in the order they were taken.
     assert [x["message_id"] for x in staged] == sorted(x["message_id"] for x in staged)
+
+
+def test_no_event_row_while_nobody_listens_and_one_as_soon_as_someone_does(
+        client, fresh, database):
+    """message.received goes to the outbox only while an active record-event workflow or
+    subscription exists (docs/automation.md); the first message after one is switched on has
+    its event."""
+    t = fresh.admin
+    chan2 = crm.create_channel(client, t, webhook_secret=SECRET)
+    tid = fresh.tenant.tenant_id
+
+    def events() -> int:
+        return int(database.query("SELECT count(*) FROM outbox WHERE event = 'message.received'"
+                                  f" AND tenant_id = {tid}").strip())
+
+    crm.inbound(client, chan2["id"], SECRET, {"phone": crm.unique_phone()}, "unheard")
+    assert events() == 0
+    wf = crm.create_workflow(client, t, trigger_type="message.received",
+                             actions=[{"type": "add_tag", "params": {"tag": "wrote"}}])
+    ack = crm.inbound(client, chan2["id"], SECRET, {"phone": crm.unique_phone()}, "heard")
+    assert events() == 1
+    assert crm.eventually(lambda: "wrote" in crm.get_contact(client, t, ack["contact_id"])["tags"],
+                          timeout=EVENT_TIMEOUT)
+    crm.assert_json_response(
+        client.patch(crm.workflow_url(wf["id"]), {"is_active": False}, token=t), 200)
+    crm.inbound(client, chan2["id"], SECRET, {"phone": crm.unique_phone()}, "unheard again")
+    assert events() == 1
