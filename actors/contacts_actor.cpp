@@ -106,9 +106,15 @@ struct contacts_state {
   bool loading = false;
   bool stopping = false;
 
-  // Committed state.
-  domain::contact_store store;
-  std::map<std::int64_t, domain::company> companies;
+  // Committed state. The contacts and companies live in the tenant's contacts_view, which the
+  // I/O threads read under its shared lock (docs/design.md "Reads on the I/O thread"); this
+  // actor, their only writer, changes them under the exclusive lock and reads them without.
+  std::shared_ptr<contacts_view> view = std::make_shared<contacts_view>();
+  std::uint64_t view_owner = 0; // this incarnation's claim on it
+  const domain::contact_store& store() const { return view->records().store; }
+  const std::map<std::int64_t, domain::company>& companies() const {
+    return view->records().companies;
+  }
   std::unordered_map<std::string, persistence::idempotency_record> keys;
   domain::field_definitions defs;           // custom-field definitions, newest version seen
   std::vector<std::string> sensitive;       // names of its sensitive contact fields (sealed values)
@@ -148,6 +154,12 @@ struct contacts_state {
   std::int64_t published_mailbox = 0;
   actor_meter* meter = nullptr;
   static inline const char* name = "contacts";
+
+  contacts_state() = default;
+  contacts_state(const contacts_state&) = delete;
+  contacts_state& operator=(const contacts_state&) = delete;
+  // Readers take the actor's path once this incarnation is gone (the next one loads anew).
+  ~contacts_state() { view->set_current(view_owner, false); }
 };
 
 using contacts_actor = caf::stateful_actor<contacts_state>;
@@ -164,21 +176,21 @@ failure missing_company() {
 const domain::contact* projected_contact(contacts_state& st, std::int64_t id) {
   if (auto it = st.p_contacts.find(id); it != st.p_contacts.end())
     return it->second.value ? &*it->second.value : nullptr;
-  return st.store.find(id);
+  return st.store().find(id);
 }
 
 const domain::company* projected_company(contacts_state& st, std::int64_t id) {
   if (auto it = st.p_companies.find(id); it != st.p_companies.end())
     return it->second.value ? &*it->second.value : nullptr;
-  auto it = st.companies.find(id);
-  return it == st.companies.end() ? nullptr : &it->second;
+  auto it = st.companies().find(id);
+  return it == st.companies().end() ? nullptr : &it->second;
 }
 
 // The contact that holds `email` once everything staged commits (0: nobody).
 std::int64_t email_owner(contacts_state& st, const std::string& email) {
   auto key = domain::ascii_lower(email);
   if (auto it = st.p_emails.find(key); it != st.p_emails.end()) return it->second.second;
-  auto c = st.store.find_by_email(email);
+  auto c = st.store().find_by_email(email);
   return c ? c->id : 0;
 }
 
@@ -191,7 +203,7 @@ std::int64_t phone_owner(contacts_state& st, const std::string& phone) {
   };
   for (auto& [id, p] : st.p_contacts)
     if (p.value && p.value->phone == phone) consider(id);
-  st.store.for_each({}, [&](const domain::contact& c) {
+  st.store().for_each({}, [&](const domain::contact& c) {
     if (c.phone == phone && !st.p_contacts.count(c.id)) consider(c.id);
   });
   return best;
@@ -219,8 +231,8 @@ void load(contacts_actor* self) {
 void reload(contacts_actor* self) {
   auto& st = self->state;
   st.loaded = false;
-  st.store = domain::contact_store{};
-  st.companies.clear();
+  st.view->set_current(st.view_owner, false);
+  st.view->write([](contacts_records& r) { r = contacts_records{}; });
   st.keys.clear();
   load(self);
 }
@@ -244,14 +256,19 @@ void read_snapshot(contacts_actor* self) {
                            return;
                          }
                          auto& snap = r->first;
-                         for (auto& co : snap.companies) st.companies.emplace(co.id, std::move(co));
-                         for (auto& c : snap.contacts) st.store.upsert(std::move(c));
+                         st.view->write([&](contacts_records& records) {
+                           records = contacts_records{};
+                           for (auto& co : snap.companies)
+                             records.companies.emplace(co.id, std::move(co));
+                           for (auto& c : snap.contacts) records.store.upsert(std::move(c));
+                         });
                          for (auto& k : snap.keys) st.keys.emplace(k.key, std::move(k));
                          if (!told) st.event_listeners = snap.event_listeners;
                          // Definitions pushed while loading may be newer than the snapshot's.
                          if (r->second.version >= st.defs.version) st.defs = std::move(r->second);
                          definitions_changed(st);
                          st.loaded = true;
+                         st.view->set_current(st.view_owner, true);
                          drain(self);
                        }});
       });
@@ -430,6 +447,7 @@ void append_field_value(std::string& out, const domain::contact& c, std::string_
 // After any change of the definitions: which fields are sensitive, and the tenant's data key.
 void definitions_changed(contacts_state& st) {
   st.sensitive = st.defs.sensitive(domain::field_entity::contact);
+  st.view->set_plain(st.sensitive.empty());
   if (st.defs.sealed_data_key.empty() || st.defs.sealed_data_key == st.data_key_sealed) return;
   try {
     auto raw = st.env.pool->keys().open(persistence::sealed::tenant_data_key, st.env.tenant_id,
@@ -575,10 +593,12 @@ void forget_committed(Map& m, std::uint64_t seq) {
 }
 
 void apply_committed(contacts_state& st, const batch& b, const persistence::contact_batch& sql) {
-  for (auto& co : sql.company_upserts) st.companies[co.id] = co;
-  for (auto& c : sql.contact_upserts) st.store.upsert(c);
-  for (auto id : sql.contact_deletes) st.store.erase(id);
-  for (auto id : sql.company_deletes) st.companies.erase(id);
+  st.view->write([&](contacts_records& r) {
+    for (auto& co : sql.company_upserts) r.companies[co.id] = co;
+    for (auto& c : sql.contact_upserts) r.store.upsert(c);
+    for (auto id : sql.contact_deletes) r.store.erase(id);
+    for (auto id : sql.company_deletes) r.companies.erase(id);
+  });
   for (auto& k : sql.keys) st.keys[k.key] = k;
   // Projection entries written by this batch and not overwritten since are now committed.
   for (auto it = st.p_contacts.begin(); it != st.p_contacts.end();)
@@ -865,17 +885,21 @@ void do_purge(contacts_actor* self, domain::custom_field f, callback<std::int64_
                              std::vector<domain::contact> changed;
                              domain::contact_query all;
                              all.limit = 0;
-                             st.store.for_each(all, [&](const domain::contact& c) {
+                             st.store().for_each(all, [&](const domain::contact& c) {
                                if (auto next = without_key(c.custom_fields, f.name)) {
                                  changed.push_back(c);
                                  changed.back().custom_fields = std::move(*next);
                                }
                              });
-                             for (auto& c : changed) st.store.upsert(std::move(c));
+                             st.view->write([&](contacts_records& r) {
+                               for (auto& c : changed) r.store.upsert(std::move(c));
+                             });
                            } else if (f.entity == domain::field_entity::company) {
-                             for (auto& [id, co] : st.companies)
-                               if (auto next = without_key(co.custom_fields, f.name))
-                                 co.custom_fields = std::move(*next);
+                             st.view->write([&](contacts_records& r) {
+                               for (auto& [id, co] : r.companies)
+                                 if (auto next = without_key(co.custom_fields, f.name))
+                                   co.custom_fields = std::move(*next);
+                             });
                            }
                            std::erase_if(st.defs.fields, [&](const domain::custom_field& d) {
                              return d.id == f.id;
@@ -926,7 +950,7 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
     stage_write(
         self,
         [self, reply, id = c.id] {
-          auto now = self->state.store.find(id);
+          auto now = self->state.store().find(id);
           if (!now) return reply(missing_contact());
           reply(contact_match{masked(self->state, *now), false});
         },
@@ -1066,8 +1090,8 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
 std::optional<domain::company> committed_company(contacts_state& st,
                                                  const std::optional<std::int64_t>& id) {
   if (!id) return std::nullopt;
-  auto it = st.companies.find(*id);
-  if (it == st.companies.end()) return std::nullopt;
+  auto it = st.companies().find(*id);
+  if (it == st.companies().end()) return std::nullopt;
   return it->second;
 }
 
@@ -1091,7 +1115,7 @@ void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string>
         self,
         [self, reply, id] {
           auto& s = self->state;
-          auto now = s.store.find(id);
+          auto now = s.store().find(id);
           if (!now) return reply(missing_contact());
           reply(contact_view{*now, committed_company(s, now->company_id)});
         },
@@ -1137,14 +1161,14 @@ void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag
 void do_rename_tag(contacts_actor* self, const std::string& from, const std::string& to,
                    callback<domain::tag_count> reply) {
   auto& st = self->state;
-  auto ids = st.store.with_tag(from);
+  auto ids = st.store().with_tag(from);
   if (ids.empty()) return reply(failure::of(errc::not_found, "no contact has this tag"));
   auto lfrom = domain::ascii_lower(from);
   auto lto = domain::ascii_lower(to);
   auto now = domain::now_micros();
   audit_change(st, reply.who(), "contact", std::nullopt, "rename_tag", {"tags"}, 200, ids);
   for (auto id : ids) {
-    auto before = *st.store.find(id);
+    auto before = *st.store().find(id);
     auto c = before;
     std::vector<std::string> next;
     for (auto& t : c.tags) {
@@ -1160,7 +1184,7 @@ void do_rename_tag(contacts_actor* self, const std::string& from, const std::str
   stage_write(
       self,
       [self, reply, lto, to] {
-        for (auto& t : self->state.store.tags())
+        for (auto& t : self->state.store().tags())
           if (domain::ascii_lower(t.name) == lto) return reply(domain::tag_count{to, t.count});
         reply(domain::tag_count{to, 0});
       },
@@ -1236,13 +1260,13 @@ void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
 // Exclusive: its contacts lose their company_id in the same transaction.
 void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::done> reply) {
   auto& st = self->state;
-  auto it = st.companies.find(id);
-  if (it == st.companies.end())
+  auto it = st.companies().find(id);
+  if (it == st.companies().end())
     return reply_missing(self, persistence::record_kind::company, id, reply);
   auto now = domain::now_micros();
-  audit_change(st, reply.who(), "company", id, "delete", {}, 204, st.store.of_company(id));
-  for (auto cid : st.store.of_company(id)) {
-    auto before = *st.store.find(cid);
+  audit_change(st, reply.who(), "company", id, "delete", {}, 204, st.store().of_company(id));
+  for (auto cid : st.store().of_company(id)) {
+    auto before = *st.store().find(cid);
     auto c = before;
     c.company_id = std::nullopt;
     c.updated_at = std::max(now, before.updated_at + 1);
@@ -1263,7 +1287,7 @@ void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::d
 company_list list_companies_of(contacts_state& st, const company_query& q) {
   auto lq = domain::ascii_lower(q.search);
   std::vector<const domain::company*> hits;
-  for (auto& [id, c] : st.companies) {
+  for (auto& [id, c] : st.companies()) {
     if (q.industry && c.industry != q.industry) continue;
     if (!lq.empty()) {
       bool m = domain::ascii_lower(c.name).find(lq) != std::string::npos ||
@@ -1316,6 +1340,8 @@ company_list list_companies_of(contacts_state& st, const company_query& q) {
 caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
   auto& st0 = self->state;
   st0.env = env;
+  st0.view = env.stats->contacts;
+  st0.view_owner = st0.view->claim();
   st0.open.seq = st0.next_seq++;
   auto measure = instrument(self, child_kind::contacts);
   return {
@@ -1360,11 +1386,11 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, id, reply] {
           auto& st = self->state;
-          auto c = st.store.find(id);
+          auto c = st.store().find(id);
           if (!c) return reply_missing(self, persistence::record_kind::contact, id, reply);
           const domain::company* co = nullptr;
           if (c->company_id)
-            if (auto it = st.companies.find(*c->company_id); it != st.companies.end())
+            if (auto it = st.companies().find(*c->company_id); it != st.companies().end())
               co = &it->second;
           std::deque<domain::contact> storage;
           std::vector<std::string> disclosed;
@@ -1395,7 +1421,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         when_ready(self, need::read, fail_with(reply),
                    [self, q = std::move(q), page, per_page, reply] {
                      // List items carry no custom fields (contract §4): nothing sensitive.
-                     auto found = self->state.store.list(q);
+                     auto found = self->state.store().list(q);
                      reply(domain::encode_contact_page(found.items, found.total, page, per_page));
                    });
       },
@@ -1404,7 +1430,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, q = std::move(q), reply] {
           std::vector<std::int64_t> ids;
-          self->state.store.for_each(q, [&](const domain::contact& c) { ids.push_back(c.id); });
+          self->state.store().for_each(q, [&](const domain::contact& c) { ids.push_back(c.id); });
           reply(std::move(ids));
         });
       },
@@ -1418,7 +1444,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
           std::vector<std::string> disclosed;
           std::vector<std::int64_t> shown_ids;
           for (auto id : ids)
-            if (auto c = st.store.find(id)) {
+            if (auto c = st.store().find(id)) {
               std::deque<domain::contact> storage;
               auto before = disclosed.size();
               out.push_back(shown(st, *c, reply.who(), true, storage, &disclosed));
@@ -1433,7 +1459,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
       [self, measure](tags_atom, callback<std::vector<domain::tag_count>>& reply) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply),
-                   [self, reply] { reply(self->state.store.tags()); });
+                   [self, reply] { reply(self->state.store().tags()); });
       },
       [self, measure](tag_add_atom, std::int64_t id, std::vector<std::string>& tags,
                       callback<contact_view>& reply, int depth) {
@@ -1476,8 +1502,8 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, id, reply] {
           auto& st = self->state;
-          auto it = st.companies.find(id);
-          if (it == st.companies.end())
+          auto it = st.companies().find(id);
+          if (it == st.companies().end())
             return reply_missing(self, persistence::record_kind::company, id, reply);
           reply(it->second);
         });

@@ -131,6 +131,19 @@ bool runtime::fail_child(std::int64_t tenant, std::string_view child) {
   return true;
 }
 
+std::shared_ptr<const contacts_view> runtime::contacts_view_of(std::int64_t tenant) const {
+  std::shared_ptr<tenant_stats> stats;
+  {
+    std::shared_lock lock(impl_->mutex);
+    auto it = impl_->tenants.find(tenant);
+    if (it == impl_->tenants.end()) return nullptr;
+    stats = it->second.stats;
+  }
+  stats->last_view_read.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                              std::memory_order_relaxed);
+  return stats->contacts;
+}
+
 std::size_t runtime::live_tenants() const {
   std::shared_lock lock(impl_->mutex);
   return impl_->tenants.size();

@@ -2,6 +2,7 @@
 // Includes CAF, so it must never be included from a header outside actors/.
 #pragma once
 #include "actors/callback.hpp"
+#include "actors/contacts_view.hpp"
 #include "actors/meters.hpp"
 #include "actors/runtime.hpp"
 #include "domain/custom_field.hpp"
@@ -82,6 +83,11 @@ struct tenant_stats {
   std::atomic<std::int64_t> supervisor_mailbox{0};
   std::array<std::atomic<std::int64_t>, child_count> mailbox{};
   std::array<std::atomic<bool>, child_count> alive{};
+  // The tenant's contacts as the I/O threads read them; its contacts actor (each incarnation)
+  // writes them. Made with the tenant's entry, never replaced.
+  const std::shared_ptr<contacts_view> contacts = std::make_shared<contacts_view>();
+  // When a read last went through `contacts` (steady clock, ns): activity for passivation.
+  std::atomic<std::int64_t> last_view_read{0};
 };
 
 struct runtime_automation;

@@ -123,7 +123,10 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
       },
       [self, interval](tick_atom) {
         auto& st = self->state;
-        auto idle = std::chrono::steady_clock::now() - st.last_activity;
+        // Reads served from the contacts view count as activity too.
+        auto read = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(
+            st.env.stats->last_view_read.load(std::memory_order_relaxed)));
+        auto idle = std::chrono::steady_clock::now() - std::max(st.last_activity, read);
         auto limit = std::chrono::duration<double>(st.env.rt->opts.tenant_idle_timeout);
         if (idle >= limit) {
           st.retiring = true;
