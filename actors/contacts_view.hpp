@@ -26,11 +26,15 @@ struct contacts_records {
 
 class contacts_view {
 public:
+  // What a read shows of the records: whole contacts (custom fields included: only while no
+  // field is sensitive), or only what carries no custom field (list items).
+  enum class shows : std::uint8_t { custom_fields, no_custom_fields };
+
   // Runs `read(records)` under the shared lock and returns true when the view is current.
   template <class Read>
-  bool read(Read&& read) const {
+  bool read(Read&& read, shows what = shows::custom_fields) const {
     std::shared_lock lock(mutex_);
-    if (!current_ || !plain_) return false;
+    if (!current_ || (what == shows::custom_fields && !plain_)) return false;
     read(records_);
     return true;
   }
