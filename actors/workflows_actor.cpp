@@ -82,7 +82,7 @@ using sub_atom = caf::atom_constant<caf::atom("sub")>;
 using deliv_atom = caf::atom_constant<caf::atom("deliv")>;
 using redeliv_atom = caf::atom_constant<caf::atom("redeliv")>;
 
-constexpr std::size_t max_running = 16;      // runs with a step in flight
+constexpr std::size_t max_running = 64;      // runs with a step in flight
 constexpr std::size_t max_delivering = 64;   // deliveries with an attempt in flight
 constexpr std::size_t dispatch_limit = 1000; // outbox rows per transaction
 constexpr auto tick_every = std::chrono::milliseconds(250);
@@ -107,6 +107,9 @@ struct workflows_state {
 
   std::map<std::int64_t, domain::workflow> workflows;
   std::map<std::int64_t, domain::webhook_subscription> subs;
+  // Runs' progress waiting to be stored, and whether a save transaction is out (save_then).
+  std::vector<std::pair<std::int64_t, domain::workflow_run>> saves;
+  bool saving = false;
 
   std::map<std::int64_t, open_run> runs;
   std::deque<std::int64_t> ready; // queued runs waiting for a slot
@@ -265,43 +268,69 @@ void load(wf_actor* self) {
 
 void advance(wf_actor* self, std::int64_t id);
 
+void flush_saves(wf_actor* self);
+
+// After the run's progress was stored (or not): the run goes on, waits or leaves.
+void saved(wf_actor* self, std::int64_t id, const domain::outcome<domain::done>& r) {
+  auto& st = self->state;
+  auto it = st.runs.find(id);
+  if (it == st.runs.end()) return;
+  auto& x = it->second;
+  x.busy = false;
+  if (!r) {
+    // The step's outcome is not stored: the same save is retried on the next tick, and
+    // the run does not move on before it succeeds.
+    log_warn("tenant {}: run {} progress not saved ({}); retrying", st.env.tenant_id, id,
+             r.error().detail);
+    st.running--;
+    x.resave = true;
+    return;
+  }
+  // Stopping (passivation, shutdown): the run is stored as it is and resumes from there
+  // when the sweeper wakes the tenant again.
+  if (!x.cancelled && domain::finished(x.run.status)) count_finished(x.run.status);
+  if (x.cancelled || domain::finished(x.run.status) ||
+      x.run.status == domain::run_status::waiting || st.stopping) {
+    st.running--;
+    if (x.cancelled || domain::finished(x.run.status)) st.runs.erase(it);
+    start_ready(self);
+    return;
+  }
+  advance(self, id);
+}
+
+// Stores the run's progress, then goes on (saved). The saves of runs whose steps end while one
+// is being written are written together in the next transaction (benchmarks/RESULTS.md).
 void save_then(wf_actor* self, std::int64_t id) {
   auto& st = self->state;
   auto it = st.runs.find(id);
   if (it == st.runs.end()) return;
   it->second.busy = true;
+  st.saves.emplace_back(id, it->second.run);
+  flush_saves(self);
+}
+
+void flush_saves(wf_actor* self) {
+  auto& st = self->state;
+  if (st.saving || st.saves.empty()) return;
+  st.saving = true;
+  std::vector<std::int64_t> ids;
+  std::vector<domain::workflow_run> runs;
+  for (auto& [id, run] : st.saves) {
+    ids.push_back(id);
+    runs.push_back(std::move(run));
+  }
+  st.saves.clear();
   db<domain::done>(
       self,
-      [run = it->second.run](persistence::pg_conn& c) {
-        persistence::save_run(c, run);
+      [runs = std::move(runs)](persistence::pg_conn& c) {
+        persistence::save_runs(c, runs);
         return domain::done{};
       },
-      [self, id](domain::outcome<domain::done> r) {
-        auto& st = self->state;
-        auto it = st.runs.find(id);
-        if (it == st.runs.end()) return;
-        auto& x = it->second;
-        x.busy = false;
-        if (!r) {
-          // The step's outcome is not stored: the same save is retried on the next tick, and
-          // the run does not move on before it succeeds.
-          log_warn("tenant {}: run {} progress not saved ({}); retrying", st.env.tenant_id, id,
-                   r.error().detail);
-          st.running--;
-          x.resave = true;
-          return;
-        }
-        // Stopping (passivation, shutdown): the run is stored as it is and resumes from there
-        // when the sweeper wakes the tenant again.
-        if (!x.cancelled && domain::finished(x.run.status)) count_finished(x.run.status);
-        if (x.cancelled || domain::finished(x.run.status) ||
-            x.run.status == domain::run_status::waiting || st.stopping) {
-          st.running--;
-          if (x.cancelled || domain::finished(x.run.status)) st.runs.erase(it);
-          start_ready(self);
-          return;
-        }
-        advance(self, id);
+      [self, ids = std::move(ids)](domain::outcome<domain::done> r) {
+        self->state.saving = false;
+        for (auto id : ids) saved(self, id, r);
+        flush_saves(self);
       });
 }
 

@@ -390,8 +390,8 @@ domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
   return std::move(one[0]);
 }
 
-void save_run(pg_conn& c, const domain::workflow_run& r) {
-  pqxx::work tx(c.raw());
+namespace {
+void update_run(pqxx::work& tx, const domain::workflow_run& r) {
   ts_param resume(r.resume_at), started(r.started_at), finished(r.finished_at),
       updated(r.updated_at);
   tx.exec_params("UPDATE workflow_runs SET status = $3, next_step = $4, steps = $5::jsonb,"
@@ -401,6 +401,18 @@ void save_run(pg_conn& c, const domain::workflow_run& r) {
                  r.tenant_id, r.id, std::string(domain::to_string(r.status)), r.next_step,
                  json::serialize(r.steps), opt(r.error), resume.get(), started.get(),
                  finished.get(), updated.get());
+}
+} // namespace
+
+void save_run(pg_conn& c, const domain::workflow_run& r) {
+  pqxx::work tx(c.raw());
+  update_run(tx, r);
+  tx.commit();
+}
+
+void save_runs(pg_conn& c, const std::vector<domain::workflow_run>& runs) {
+  pqxx::work tx(c.raw());
+  for (auto& r : runs) update_run(tx, r);
   tx.commit();
 }
 

@@ -48,6 +48,8 @@ domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
                                 std::optional<std::int64_t> schedule_next_run_at = std::nullopt);
 // Writes the run's progress (status, steps, next step, error, times).
 void save_run(pg_conn& c, const domain::workflow_run& r);
+// The runs' progress in one transaction (one commit for the steps that ended meanwhile).
+void save_runs(pg_conn& c, const std::vector<domain::workflow_run>& runs);
 // A page of a workflow's runs (newest first) in the contract's page shape.
 std::string runs_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t workflow_id,
                            std::optional<domain::run_status> status, int page, int per_page);
