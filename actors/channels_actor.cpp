@@ -504,30 +504,31 @@ void flush_inbound(ch_actor* self);
 
 // Message and conversation ids are reserved ahead, a block at a time, and handed out inside
 // conversation steps: a tenant's messages are numbered in the order this actor took them.
-bool has_ids(const channels_state& st, std::size_t messages) {
-  return st.message_ids.size() >= messages && !st.conversation_ids.empty();
-}
-
 std::int64_t take(std::deque<std::int64_t>& ids) {
   auto id = ids.front();
   ids.pop_front();
   return id;
 }
 
-// Reserves a block holding at least `messages` ids, then runs `k`; or `fail`.
-void reserve_ids(ch_actor* self, std::size_t messages, continuation k,
-                 std::function<void(const failure&)> fail) {
-  auto n = static_cast<int>(std::max<std::size_t>(64, messages));
+// True when a message id and a conversation id are reserved. Else reserves a block (inside a
+// conversation step), then runs `retry`, or ends the step and answers `fail`; false.
+bool ids_ready(ch_actor* self, continuation retry, std::function<void(const failure&)> fail) {
+  auto& st = self->state;
+  if (!st.message_ids.empty() && !st.conversation_ids.empty()) return true;
   db<persistence::messaging_ids>(
-      self, [n](persistence::pg_conn& c) { return persistence::reserve_messaging_ids(c, n); },
-      [self, k, fail](domain::outcome<persistence::messaging_ids> r) {
+      self, [](persistence::pg_conn& c) { return persistence::reserve_messaging_ids(c, 64); },
+      [self, retry, fail](domain::outcome<persistence::messaging_ids> r) {
         auto& st = self->state;
-        if (!r) return fail(r.error());
+        if (!r) {
+          conv_done(self);
+          return fail(r.error());
+        }
         st.message_ids.insert(st.message_ids.end(), r->messages.begin(), r->messages.end());
         st.conversation_ids.insert(st.conversation_ids.end(), r->conversations.begin(),
                                    r->conversations.end());
-        k();
+        retry();
       });
+  return false;
 }
 
 // Stages a message into the open batch, with ids reserved ahead (inside conv_serial_inbound;
@@ -536,13 +537,10 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
                    persistence::inbound_write w, domain::inbound_message m,
                    const domain::contact& contact) {
   auto& st = self->state;
-  if (!has_ids(st, 1))
-    return reserve_ids(
-        self, 1, [self, key, w, m, contact] { stage_message(self, key, std::move(w), m, contact); },
-        [self, key](const failure& f) {
-          conv_done(self);
-          answer_inbound(self, key, f, false);
-        });
+  if (!ids_ready(
+          self, [self, key, w, m, contact] { stage_message(self, key, std::move(w), m, contact); },
+          [self, key](const failure& f) { answer_inbound(self, key, f, false); }))
+    return;
   auto& conv = w.conversation;
   if (conv.id == 0) conv.id = take(st.conversation_ids);
   persistence::stored_inbound ids{take(st.message_ids), conv.id, contact.id};
@@ -588,13 +586,10 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
 void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
                  persistence::inbound_write w) {
   auto& st = self->state;
-  if (!has_ids(st, 1))
-    return reserve_ids(
-        self, 1, [self, key, w] { store_alone(self, key, w); },
-        [self, key](const failure& f) {
-          conv_done(self);
-          answer_inbound(self, key, f, false);
-        });
+  if (!ids_ready(
+          self, [self, key, w] { store_alone(self, key, w); },
+          [self, key](const failure& f) { answer_inbound(self, key, f, false); }))
+    return;
   w.message_id = take(st.message_ids);
   if (w.conversation.id == 0) {
     w.conversation.id = take(st.conversation_ids);
@@ -958,13 +953,10 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
 // Inside conv_serial(): every way out calls conv_done.
 void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_to) {
   auto& st = self->state;
-  if (!has_ids(st, 1))
-    return reserve_ids(
-        self, 1, [self, req, reply_to] { do_send(self, req, reply_to); },
-        [self, reply_to](const failure& f) {
-          conv_done(self);
-          reply_to(f);
-        });
+  if (!ids_ready(
+          self, [self, req, reply_to] { do_send(self, req, reply_to); },
+          [self, reply_to](const failure& f) { reply_to(f); }))
+    return;
   auto reply = [self, reply_to](domain::outcome<std::string> r) {
     conv_done(self);
     reply_to(std::move(r));
@@ -1088,13 +1080,10 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
 // Inside conv_serial(): applies an agent's decision to the conversation as it is now.
 void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> reply_to) {
   auto& st = self->state;
-  if (!has_ids(st, 1))
-    return reserve_ids(
-        self, 1, [self, a, reply_to] { apply_agent_reply(self, a, reply_to); },
-        [self, reply_to](const failure& f) {
-          conv_done(self);
-          reply_to(f);
-        });
+  if (!ids_ready(
+          self, [self, a, reply_to] { apply_agent_reply(self, a, reply_to); },
+          [self, reply_to](const failure& f) { reply_to(f); }))
+    return;
   auto reply = [self, reply_to](domain::outcome<std::string> r) {
     conv_done(self);
     reply_to(std::move(r));
