@@ -465,3 +465,90 @@ def test_writes_ride_through_a_postgres_restart_without_restarting_carecrm(reque
                 server.cleanup()
         finally:
             cluster.destroy(check=False)
+
+
+def test_inbound_messages_ride_through_a_postgres_restart(request, redis_url):
+    """Inbound messages are staged and committed in batches (docs/channels.md "Inbound group
+    commit"). Postgres goes down and comes back while 4 senders post: every message answered
+    200 is stored, a message that got a 503 is stored exactly once when the sender retries it,
+    and every conversation's unread count is the number of its messages (a batch whose outcome
+    was unknown left no conversation counting from a wrong state)."""
+    cluster = crm.PgCluster()
+    server = None
+    stop = threading.Event()
+    try:
+        cluster.start()
+        db = cluster.create_database()
+        env = crm.server_env(db.url, redis_url)
+        crm.migrate(env)
+        tenant = crm.create_tenant(env)
+        server = crm.start_server(db.url, redis_url, label=f"carecrm[{request.node.name}]")
+        client = server.client()
+        token = crm.login(client, tenant.admin_email, tenant.admin_password)["access_token"]
+        secret = "inbound-fault-" + secrets.token_hex(8)
+        chan = crm.create_channel(client, token, webhook_secret=secret)
+        senders = [crm.unique_phone() for _ in range(4)]
+        posted: list[list[tuple[str, Any]]] = [[] for _ in senders]  # (external id, response)
+
+        def post(i, ext):
+            body = crm.inbound_body({"phone": senders[i]}, f"message {ext}", ext)
+            try:
+                return crm.post_channel_webhook(server.client(), chan["id"], secret, body)
+            except (OSError, http.client.HTTPException):
+                return None
+
+        def sender(i):
+            n = 0
+            while not stop.is_set():
+                ext = f"s{i}-{n}"
+                posted[i].append((ext, post(i, ext)))
+                n += 1
+
+        def acks(i, since=0):
+            return sum(1 for _, r in posted[i][since:] if r is not None and r.status == 200)
+
+        threads = [threading.Thread(target=sender, args=(i,)) for i in range(len(senders))]
+        for t in threads:
+            t.start()
+        assert crm.eventually(lambda: all(acks(i) >= 5 for i in range(len(senders))),
+                              LOAD_TIMEOUT, 0.05)
+        cluster.stop()
+        time.sleep(1.0)
+        marks = [len(p) for p in posted]
+        cluster.start()
+        assert crm.eventually(lambda: all(acks(i, marks[i]) >= 3 for i in range(len(senders))),
+                              RECOVERY_TIMEOUT, 0.1), "inbound messages not stored again"
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        assert server.running
+        refused = [(i, ext, r) for i, p in enumerate(posted) for ext, r in p
+                   if r is None or r.status != 200]
+        assert refused, "no message was refused: the outage missed the load"
+        for i, ext, r in refused:  # answered, and with the contract's 503
+            assert r is not None, f"{ext}: no answer"
+            crm.assert_error(r, 503, "SERVICE_UNAVAILABLE")
+        refused = [(i, ext) for i, ext, _ in refused]
+        for i, ext in refused:  # the provider retries what was not acknowledged
+            resp = crm.eventually(lambda: (r := post(i, ext)) is not None and r.status == 200 and r,
+                                  RECOVERY_TIMEOUT, 0.2)
+            assert resp, f"{ext} was never acknowledged"
+        stored = dict((row["external_message_id"], row["n"]) for row in crm.sql_rows(
+            db, "SELECT external_message_id, count(*) AS n FROM messages WHERE direction ="
+                f" 'inbound' AND channel_id = {chan['id']} GROUP BY 1"))
+        every = [ext for p in posted for ext, _ in p]
+        assert sorted(stored) == sorted(every), "messages missing or unexpected"
+        assert set(stored.values()) == {1}, "a message stored twice"
+        counts = crm.sql_rows(db, "SELECT c.id, c.unread_count, count(m.id) AS n FROM"
+                                  " conversations c JOIN messages m ON m.conversation_id = c.id"
+                                  f" WHERE c.channel_id = {chan['id']} GROUP BY 1, 2")
+        assert len(counts) == len(senders), counts
+        assert all(row["unread_count"] == row["n"] for row in counts), counts
+        server.stop(check=True)
+    finally:
+        stop.set()
+        try:
+            if server is not None:
+                server.cleanup()
+        finally:
+            cluster.destroy(check=False)
