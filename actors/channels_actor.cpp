@@ -601,6 +601,8 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
        depth = w.depth](domain::outcome<persistence::inbound_written> r) {
         auto& st = self->state;
         if (!r) {
+          // The outcome unknown (the connection lost at COMMIT): read the state again first.
+          if (r.error().code == errc::service_unavailable) st.stale = true;
           conv_done(self);
           return answer_inbound(self, key, r.error(), false);
         }
