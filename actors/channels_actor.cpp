@@ -34,6 +34,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -400,8 +401,8 @@ void when_drained(ch_actor* self, continuation k) {
   self->state.after_drain.push_back(std::move(k));
 }
 
-// After a batch whose outcome is unknown: the conversations and identities as Postgres has
-// them, then `k`; or `fail`.
+// After a batch whose outcome is unknown: the conversations, identities and consents as
+// Postgres has them, then `k`; or `fail`.
 void refresh(ch_actor* self, continuation k, std::function<void(const failure&)> fail) {
   db<persistence::messaging_snapshot>(
       self,
@@ -418,6 +419,15 @@ void refresh(ch_actor* self, continuation k, std::function<void(const failure&)>
         for (auto& c : r->conversations) keep_conversation(st, c);
         for (auto& i : r->identities)
           remember_identity(st, i.channel_id, i.external_id, i.contact_id);
+        // Consents only grow: the ones a STOP of unknown outcome did record join those in
+        // memory (which may hold one recorded after this read), oldest first.
+        for (auto& c : r->consents) {
+          auto& held = st.consents[c.contact_id];
+          if (std::none_of(held.begin(), held.end(), [&](auto& h) { return h.id == c.id; }))
+            held.push_back(c);
+        }
+        for (auto& [contact, held] : st.consents)
+          std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.id < b.id; });
         st.stale = false;
         k();
       });
