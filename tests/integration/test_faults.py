@@ -383,6 +383,15 @@ def test_every_acknowledged_write_survives_a_kill_9_under_write_load(
 # ---- Postgres restarted -------------------------------------------------------------------
 
 
+def tenant_on_own_cluster(cluster, redis_url):
+    """Starts `cluster` and makes a migrated database on it with one tenant: (database, tenant)."""
+    cluster.start()
+    db = cluster.create_database()
+    env = crm.server_env(db.url, redis_url)
+    crm.migrate(env)
+    return db, crm.create_tenant(env)
+
+
 def test_writes_ride_through_a_postgres_restart_without_restarting_carecrm(request, redis_url):
     """Postgres goes down (fast shutdown) and comes back while clients write. carecrm keeps
     running and answers every request: a write it cannot commit is a 503 SERVICE_UNAVAILABLE
@@ -394,11 +403,7 @@ def test_writes_ride_through_a_postgres_restart_without_restarting_carecrm(reque
     server = None
     load = None
     try:
-        cluster.start()
-        db = cluster.create_database()
-        env = crm.server_env(db.url, redis_url)
-        crm.migrate(env)
-        tenant = crm.create_tenant(env)
+        db, tenant = tenant_on_own_cluster(cluster, redis_url)
         server = crm.start_server(db.url, redis_url, label=f"carecrm[{request.node.name}]")
         client = server.client()
         token = crm.login(client, tenant.admin_email, tenant.admin_password)["access_token"]
@@ -477,11 +482,7 @@ def test_inbound_messages_ride_through_a_postgres_restart(request, redis_url):
     server = None
     stop = threading.Event()
     try:
-        cluster.start()
-        db = cluster.create_database()
-        env = crm.server_env(db.url, redis_url)
-        crm.migrate(env)
-        tenant = crm.create_tenant(env)
+        db, tenant = tenant_on_own_cluster(cluster, redis_url)
         server = crm.start_server(db.url, redis_url, label=f"carecrm[{request.node.name}]")
         client = server.client()
         token = crm.login(client, tenant.admin_email, tenant.admin_password)["access_token"]
