@@ -231,6 +231,25 @@ std::optional<std::string> consent_refusal(const channels_state& st, std::int64_
   return std::nullopt;
 }
 
+// The conversations, identities and consents as Postgres has them (at load, and after a batch
+// whose outcome is unknown). Consents only grow: those read join the ones in memory (which may
+// hold one recorded after this read), oldest first.
+void adopt_messaging(channels_state& st, const persistence::messaging_snapshot& snap) {
+  st.conversations.clear();
+  st.by_contact.clear();
+  st.identities.clear();
+  st.chats.clear();
+  for (auto& c : snap.conversations) keep_conversation(st, c);
+  for (auto& i : snap.identities) remember_identity(st, i.channel_id, i.external_id, i.contact_id);
+  for (auto& c : snap.consents) {
+    auto& held = st.consents[c.contact_id];
+    if (std::none_of(held.begin(), held.end(), [&](auto& h) { return h.id == c.id; }))
+      held.push_back(c);
+  }
+  for (auto& [contact, held] : st.consents)
+    std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.id < b.id; });
+}
+
 void read_messaging(ch_actor* self);
 
 void load(ch_actor* self) {
@@ -253,12 +272,9 @@ void read_messaging(ch_actor* self) {
         st.loading = false;
         if (!r) return release_waiting(st.waiting, &r.error());
         for (auto& c : r->channels) st.channels[c.id] = std::move(c);
-        for (auto& c : r->conversations) keep_conversation(st, c);
-        for (auto& i : r->identities)
-          remember_identity(st, i.channel_id, i.external_id, i.contact_id);
+        adopt_messaging(st, *r);
         st.ai_channels.insert(r->ai_channels.begin(), r->ai_channels.end());
         if (!st.listeners_told) st.event_listeners = r->event_listeners;
-        for (auto& c : r->consents) st.consents[c.contact_id].push_back(std::move(c));
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
         for (auto& m : r->queued) schedule_send(self, m);
@@ -401,51 +417,34 @@ void when_drained(ch_actor* self, continuation k) {
   self->state.after_drain.push_back(std::move(k));
 }
 
-// After a batch whose outcome is unknown: the conversations, identities and consents as
-// Postgres has them, then `k`; or `fail`.
-void refresh(ch_actor* self, continuation k, std::function<void(const failure&)> fail) {
-  db<persistence::messaging_snapshot>(
-      self,
-      [tid = self->state.env.tenant_id](persistence::pg_conn& c) {
-        return persistence::load_messaging(c, tid);
-      },
-      [self, k, fail](domain::outcome<persistence::messaging_snapshot> r) {
-        auto& st = self->state;
-        if (!r) return fail(r.error());
-        st.conversations.clear();
-        st.by_contact.clear();
-        st.identities.clear();
-        st.chats.clear();
-        for (auto& c : r->conversations) keep_conversation(st, c);
-        for (auto& i : r->identities)
-          remember_identity(st, i.channel_id, i.external_id, i.contact_id);
-        // Consents only grow: the ones a STOP of unknown outcome did record join those in
-        // memory (which may hold one recorded after this read), oldest first.
-        for (auto& c : r->consents) {
-          auto& held = st.consents[c.contact_id];
-          if (std::none_of(held.begin(), held.end(), [&](auto& h) { return h.id == c.id; }))
-            held.push_back(c);
-        }
-        for (auto& [contact, held] : st.consents)
-          std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.id < b.id; });
-        st.stale = false;
-        k();
-      });
+// Inside a conversation step: runs `k` on committed and current state, once the staged inbound
+// messages have committed and, after a batch whose outcome is unknown, the state was read again;
+// if that read fails, ends the step and answers `fail`.
+void when_current(ch_actor* self, continuation k, std::function<void(const failure&)> fail) {
+  when_drained(self, [self, k, fail] {
+    if (!self->state.stale) return k();
+    db<persistence::messaging_snapshot>(
+        self,
+        [tid = self->state.env.tenant_id](persistence::pg_conn& c) {
+          return persistence::load_messaging(c, tid);
+        },
+        [self, k, fail](domain::outcome<persistence::messaging_snapshot> r) {
+          if (!r) {
+            conv_done(self);
+            return fail(r.error());
+          }
+          adopt_messaging(self->state, *r);
+          self->state.stale = false;
+          k();
+        });
+  });
 }
 
-// Runs `k` as the next conversation step, on committed and current state: after the staged
-// inbound messages commit, and after a refresh when a batch's outcome was unknown. `k` ends
-// with conv_done however it ends; `fail` answers the step's caller when the refresh fails.
+// Runs `k` as the next conversation step, on committed and current state (when_current). `k`
+// ends with conv_done however it ends.
 void conv_serial(ch_actor* self, std::function<void(const failure&)> fail, continuation k) {
-  self->state.conv.run([self, fail = std::move(fail), k = std::move(k)] {
-    when_drained(self, [self, fail, k] {
-      if (!self->state.stale) return k();
-      refresh(self, k, [self, fail](const failure& f) {
-        conv_done(self);
-        fail(f);
-      });
-    });
-  });
+  self->state.conv.run(
+      [self, fail = std::move(fail), k = std::move(k)] { when_current(self, k, fail); });
 }
 
 // An inbound message's step: it runs while earlier messages are still staged (store_message
@@ -482,10 +481,8 @@ std::string received_payload(std::int64_t tenant, std::int64_t message_id,
   json::object message{{"text", m.text}, {"external_message_id", m.external_message_id}};
   if (m.timestamp) message["timestamp"] = domain::format_rfc3339(m.timestamp);
   json::object payload;
-  if (message_id) {
-    payload["message_id"] = message_id;
-    payload["conversation_id"] = conversation_id;
-  }
+  payload["message_id"] = message_id;
+  payload["conversation_id"] = conversation_id;
   payload["channel_id"] = channel_id;
   payload["contact_id"] = contact.id;
   payload["message"] = std::move(message);
@@ -594,10 +591,11 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
 // A message that withdraws consents (a STOP) is stored alone, on committed state (its consents
 // decide how every later message of the contact is handled), and the next step waits for it.
 void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
-                 persistence::inbound_write w) {
+                 persistence::inbound_write w, domain::inbound_message m,
+                 const domain::contact& contact) {
   auto& st = self->state;
   if (!ids_ready(
-          self, [self, key, w] { store_alone(self, key, w); },
+          self, [self, key, w, m, contact] { store_alone(self, key, w, m, contact); },
           [self, key](const failure& f) { answer_inbound(self, key, f, false); }))
     return;
   w.message_id = take(st.message_ids);
@@ -605,6 +603,9 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
     w.conversation.id = take(st.conversation_ids);
     w.new_conversation = true;
   }
+  if (st.event_listeners)
+    w.event_payload = received_payload(st.env.tenant_id, w.message_id, w.conversation.id,
+                                       w.channel_id, m, contact);
   db<persistence::inbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_inbound(c, w); },
       [self, key, external = w.external_id, contact_id = w.contact_id, text = w.text,
@@ -641,16 +642,12 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   // A STOP, and any message after a batch of unknown outcome, waits for committed (and, after
   // that, re-read) state.
   if ((stop && !inbound_drained(st)) || st.stale)
-    return when_drained(self, [self, channel_id, m, contact, depth, key] {
-      auto go = [self, channel_id, m, contact, depth] {
-        store_message(self, channel_id, m, contact, depth);
-      };
-      if (!self->state.stale) return go();
-      refresh(self, go, [self, key](const failure& f) {
-        conv_done(self);
-        answer_inbound(self, key, f, false);
-      });
-    });
+    return when_current(
+        self,
+        [self, channel_id, m, contact, depth] {
+          store_message(self, channel_id, m, contact, depth);
+        },
+        [self, key](const failure& f) { answer_inbound(self, key, f, false); });
   auto now = domain::now_micros();
   domain::conversation conv;
   if (auto open = open_conversation(st, contact.id, channel_id)) conv = *open;
@@ -708,9 +705,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
                                   "record_consent");
     row.fields = {"purpose", "granted", "channel", "source"};
     w.audit.push_back(std::move(row));
-    if (st.event_listeners)
-      w.event_payload = received_payload(st.env.tenant_id, 0, 0, channel_id, m, contact);
-    return store_alone(self, std::move(key), std::move(w));
+    return store_alone(self, std::move(key), std::move(w), std::move(m), contact);
   }
   stage_message(self, std::move(key), std::move(w), std::move(m), contact);
 }

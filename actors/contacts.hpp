@@ -5,7 +5,6 @@
 // COMMIT, and only then answered.
 #pragma once
 #include "actors/callback.hpp"
-#include "actors/contacts_view.hpp"
 #include "domain/contact.hpp"
 #include "domain/contact_json.hpp"
 #include "domain/contact_store.hpp"

@@ -164,6 +164,20 @@ struct contacts_state {
 
 using contacts_actor = caf::stateful_actor<contacts_state>;
 
+// What the actor and a reader of the view (docs/design.md "Reads on the I/O thread") both
+// render: a contact's company, and a page of the list (its items carry no custom fields).
+const domain::company* company_of(const contacts_records& r, const domain::contact& c) {
+  if (!c.company_id) return nullptr;
+  auto it = r.companies.find(*c.company_id);
+  return it == r.companies.end() ? nullptr : &it->second;
+}
+
+std::string page_json(const contacts_records& r, const domain::contact_query& q, int page,
+                      int per_page) {
+  auto found = r.store.list(q);
+  return domain::encode_contact_page(found.items, found.total, page, per_page);
+}
+
 failure missing_contact() {
   return failure::of(errc::not_found, "contact not found");
 }
@@ -1388,10 +1402,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
           auto& st = self->state;
           auto c = st.store().find(id);
           if (!c) return reply_missing(self, persistence::record_kind::contact, id, reply);
-          const domain::company* co = nullptr;
-          if (c->company_id)
-            if (auto it = st.companies().find(*c->company_id); it != st.companies().end())
-              co = &it->second;
+          auto co = company_of(st.view->records(), *c);
           std::deque<domain::contact> storage;
           std::vector<std::string> disclosed;
           const auto& view = shown(st, *c, reply.who(), true, storage, &disclosed);
@@ -1421,8 +1432,7 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
         when_ready(self, need::read, fail_with(reply),
                    [self, q = std::move(q), page, per_page, reply] {
                      // List items carry no custom fields (contract §4): nothing sensitive.
-                     auto found = self->state.store().list(q);
-                     reply(domain::encode_contact_page(found.items, found.total, page, per_page));
+                     reply(page_json(self->state.view->records(), q, page, per_page));
                    });
       },
       [self, measure](match_atom, domain::contact_query& q,
@@ -1578,7 +1588,17 @@ void match_contact(runtime& rt, std::int64_t tenant, contact_match_request req,
   send(rt, tenant, caf::make_message(find_atom::value, std::move(req), std::move(reply)));
 }
 
+// Reads of a live tenant are answered on the calling thread from its committed contacts when
+// the view is current (docs/design.md "Reads on the I/O thread"); else by the actor, which also
+// answers an id it does not hold (403 or 404) and anything sensitive.
 void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  if (auto view = rt.internals().contacts_view_of(tenant)) {
+    std::string body;
+    view->read([&](const contacts_records& r) {
+      if (auto c = r.store.find(id)) body = domain::encode_contact_full(*c, company_of(r, *c));
+    });
+    if (!body.empty()) return reply(std::move(body));
+  }
   send(rt, tenant, caf::make_message(get_atom::value, id, std::move(reply)));
 }
 
@@ -1594,6 +1614,12 @@ void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<
 
 void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,
                    int per_page, callback<std::string> reply) {
+  if (auto view = rt.internals().contacts_view_of(tenant)) {
+    std::string body;
+    if (view->read([&](const contacts_records& r) { body = page_json(r, q, page, per_page); },
+                   contacts_view::shows::no_custom_fields))
+      return reply(std::move(body));
+  }
   send(rt, tenant,
        caf::make_message(list_atom::value, std::move(q), page, per_page, std::move(reply)));
 }

@@ -7,7 +7,7 @@
 // A reader gets nothing (and takes the actor's path) while the view is not current: before the
 // load, during a reload, after the actor stopped, and while the tenant has sensitive custom
 // fields (their values are opened or masked per role, and each opening is audited, by the
-// actor). No CAF here: the HTTP layer includes it through actors/contacts.hpp.
+// actor). Read by actors::get_contact and actors::list_contacts on the calling (asio) thread.
 #pragma once
 #include "domain/contact.hpp"
 #include "domain/contact_store.hpp"

@@ -131,12 +131,12 @@ bool runtime::fail_child(std::int64_t tenant, std::string_view child) {
   return true;
 }
 
-std::shared_ptr<const contacts_view> runtime::contacts_view_of(std::int64_t tenant) const {
+std::shared_ptr<const contacts_view> runtime::impl::contacts_view_of(std::int64_t tid) const {
   std::shared_ptr<tenant_stats> stats;
   {
-    std::shared_lock lock(impl_->mutex);
-    auto it = impl_->tenants.find(tenant);
-    if (it == impl_->tenants.end()) return nullptr;
+    std::shared_lock lock(mutex);
+    auto it = tenants.find(tid);
+    if (it == tenants.end()) return nullptr;
     stats = it->second.stats;
   }
   stats->last_view_read.store(std::chrono::steady_clock::now().time_since_epoch().count(),

@@ -14,8 +14,6 @@ class pg_pool;
 
 namespace crm::actors {
 
-class contacts_view;
-
 struct runtime_options {
   int threads = 0;                  // scheduler threads; 0: one per core
   double tenant_idle_timeout = 300; // seconds without a message before a tenant passivates
@@ -42,10 +40,6 @@ public:
   // would, so its supervisor restarts it from Postgres on next use. False if the tenant is not
   // live or the child name is unknown.
   bool fail_child(std::int64_t tenant, std::string_view child);
-
-  // The contacts of a live tenant for reads on the calling thread (actors/contacts_view.hpp),
-  // or null when the tenant is not live. A read through it counts as activity of the tenant.
-  std::shared_ptr<const contacts_view> contacts_view_of(std::int64_t tenant) const;
 
   struct impl;
   impl& internals() { return *impl_; }

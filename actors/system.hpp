@@ -113,6 +113,9 @@ struct runtime::impl {
   void route(std::int64_t tid, child_kind k, caf::message m);
   // Called by an idle supervisor: removes it unless it was replaced. True if removed.
   bool passivate(std::int64_t tid, const caf::actor& who);
+  // The contacts of a live tenant for reads on the calling thread (actors/contacts_view.hpp),
+  // or null when the tenant is not live. A read through it counts as activity of the tenant.
+  std::shared_ptr<const contacts_view> contacts_view_of(std::int64_t tid) const;
 
   struct entry {
     caf::actor supervisor;

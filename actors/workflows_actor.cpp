@@ -108,7 +108,7 @@ struct workflows_state {
   std::map<std::int64_t, domain::workflow> workflows;
   std::map<std::int64_t, domain::webhook_subscription> subs;
   // Runs' progress waiting to be stored, and whether a save transaction is out (save_then).
-  std::vector<std::pair<std::int64_t, domain::workflow_run>> saves;
+  std::vector<domain::workflow_run> saves;
   bool saving = false;
 
   std::map<std::int64_t, open_run> runs;
@@ -306,7 +306,7 @@ void save_then(wf_actor* self, std::int64_t id) {
   auto it = st.runs.find(id);
   if (it == st.runs.end()) return;
   it->second.busy = true;
-  st.saves.emplace_back(id, it->second.run);
+  st.saves.push_back(it->second.run);
   flush_saves(self);
 }
 
@@ -314,13 +314,10 @@ void flush_saves(wf_actor* self) {
   auto& st = self->state;
   if (st.saving || st.saves.empty()) return;
   st.saving = true;
-  std::vector<std::int64_t> ids;
-  std::vector<domain::workflow_run> runs;
-  for (auto& [id, run] : st.saves) {
-    ids.push_back(id);
-    runs.push_back(std::move(run));
-  }
+  auto runs = std::move(st.saves);
   st.saves.clear();
+  std::vector<std::int64_t> ids;
+  for (auto& run : runs) ids.push_back(run.id);
   db<domain::done>(
       self,
       [runs = std::move(runs)](persistence::pg_conn& c) {

@@ -114,8 +114,8 @@ json::object message_json(const pqxx::row& r) {
   return o;
 }
 
-// `insert`: the conversation is new although it has an id (one the channels actor reserved).
-void write_conversation(pqxx::work& tx, domain::conversation& conv, bool insert = false) {
+// `insert`: a new conversation, under the id the channels actor reserved; else an update.
+void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool insert = false) {
   const char* assignee = nullptr;
   std::string a;
   if (conv.assignee_id) {
@@ -124,17 +124,15 @@ void write_conversation(pqxx::work& tx, domain::conversation& conv, bool insert 
   }
   auto status = std::string(domain::to_string(conv.status));
   const char* reason = conv.handoff_reason ? conv.handoff_reason->c_str() : nullptr;
-  if (conv.id == 0 || insert) {
-    auto r = tx.exec_params(
+  if (insert) {
+    tx.exec_params(
         "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason)"
-        " VALUES (COALESCE(NULLIF($12::bigint, 0), nextval('conversations_id_seq')), $1, $2,"
-        " $3, $4, $5::bigint, $6, $7::timestamptz, $8::timestamptz, $9::timestamptz, $10, $11)"
-        " RETURNING id",
+        " VALUES ($12, $1, $2, $3, $4, $5::bigint, $6, $7::timestamptz, $8::timestamptz,"
+        " $9::timestamptz, $10, $11)",
         conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
         ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason,
         conv.id);
-    conv.id = r.front()[0].as<std::int64_t>();
   } else {
     tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
                    " unread_count = $5, last_message_at = $6::timestamptz,"
@@ -313,9 +311,8 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   write_conversation(tx, out.conversation, w.new_conversation);
   auto r = tx.exec_params(
       "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
-      " external_message_id, status, created_at) VALUES (COALESCE(NULLIF($7::bigint, 0),"
-      " nextval('messages_id_seq')), $1, $2, $3, 'inbound', $4, $5, 'received',"
-      " $6::timestamptz) ON CONFLICT (channel_id, external_message_id)"
+      " external_message_id, status, created_at) VALUES ($7, $1, $2, $3, 'inbound', $4, $5,"
+      " 'received', $6::timestamptz) ON CONFLICT (channel_id, external_message_id)"
       " WHERE direction = 'inbound' DO NOTHING RETURNING id",
       w.tenant_id, out.conversation.id, w.channel_id, w.text, w.external_message_id,
       ts(w.received_at), w.message_id);
@@ -332,15 +329,10 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
                    " contact_id) VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id, external_id)"
                    " DO UPDATE SET contact_id = EXCLUDED.contact_id",
                    w.channel_id, *w.external_id, w.tenant_id, w.contact_id);
-  // The event names its message and conversation: the payload's first keys.
-  if (!w.event_payload.empty()) {
-    std::string payload = "{\"message_id\":" + std::to_string(out.ids.message_id) +
-                          ",\"conversation_id\":" + std::to_string(out.conversation.id) + "," +
-                          w.event_payload.substr(1);
+  if (!w.event_payload.empty())
     tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1,"
                    " 'message.received', $2::jsonb, $3)",
-                   w.tenant_id, payload, w.depth);
-  }
+                   w.tenant_id, w.event_payload, w.depth);
   if (w.ai_pending)
     tx.exec_params("INSERT INTO ai_pending (message_id, tenant_id, conversation_id, channel_id)"
                    " VALUES ($1, $2, $3, $4)",
@@ -449,8 +441,7 @@ pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
   return tx.exec_params(
       std::string("INSERT INTO messages AS m (id, tenant_id, conversation_id, channel_id,"
                   " direction, text, status, sender_user_id, sender_agent_id, next_attempt_at,"
-                  " created_at, purpose) VALUES (COALESCE(NULLIF($9::bigint, 0),"
-                  " nextval('messages_id_seq')), $1, $2, $3, 'outbound', $4, 'queued',"
+                  " created_at, purpose) VALUES ($9, $1, $2, $3, 'outbound', $4, 'queued',"
                   " $5::bigint, $6::bigint, $7::timestamptz, $7::timestamptz, $8) RETURNING ") +
           message_columns,
       tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr, a ? a->c_str() : nullptr,
@@ -458,12 +449,9 @@ pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
 }
 
 std::string id_array(const std::vector<std::int64_t>& ids) {
-  std::string s = "{";
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(ids[i]);
-  }
-  return s + "}";
+  array_literal a;
+  for (auto id : ids) a.add_number(id);
+  return a.text();
 }
 } // namespace
 
@@ -485,9 +473,9 @@ agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
     write_conversation(tx, conv);
     for (std::size_t i = 0; i < w.texts.size(); ++i) {
       auto& text = w.texts[i];
-      auto r = insert_outbound(tx, w.tenant_id, conv, text, std::nullopt, w.agent_id, w.created_at,
-                               domain::consent_purpose::treatment_communication,
-                               i < w.message_ids.size() ? w.message_ids[i] : 0);
+      auto r =
+          insert_outbound(tx, w.tenant_id, conv, text, std::nullopt, w.agent_id, w.created_at,
+                          domain::consent_purpose::treatment_communication, w.message_ids.at(i));
       queued_message q;
       q.id = r.front()[0].as<std::int64_t>();
       q.conversation_id = conv.id;

@@ -67,9 +67,9 @@ std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
 struct inbound_write {
   std::int64_t tenant_id = 0;
   // Ids the channels actor reserved (reserve_messaging_ids), so that a tenant's messages are
-  // numbered in the order the actor took them; 0: the sequence's next.
+  // numbered in the order the actor took them.
   std::int64_t message_id = 0;
-  domain::conversation conversation; // id 0, or new_conversation: insert it
+  domain::conversation conversation; // new_conversation: insert it under its (reserved) id
   bool new_conversation = false;
   std::int64_t channel_id = 0;
   std::int64_t contact_id = 0;
@@ -77,7 +77,7 @@ struct inbound_write {
   std::string external_message_id;
   std::int64_t received_at = 0;
   std::optional<std::string> external_id; // identity to remember
-  std::string event_payload;              // message.received (the message id is added); empty: none
+  std::string event_payload;              // message.received; empty: nobody listens
   int depth = 0;                          // workflow chain depth of the event
   bool ai_pending = false;                // an auto-replying agent is to answer it
   std::vector<domain::consent> consents;  // recorded with the message (a STOP request)

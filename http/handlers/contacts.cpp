@@ -3,7 +3,6 @@
 #include "http/api.hpp"
 
 #include "actors/contacts.hpp"
-#include "actors/runtime.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/csv.hpp"
@@ -42,21 +41,6 @@ void create(services& s, const exchange_ptr& ex) {
 void get(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  // On this thread from the tenant's committed contacts when they are loaded and hold no
-  // sensitive fields (docs/design.md "Reads on the I/O thread"); else by its contacts actor,
-  // which also answers an id it does not hold (403 or 404).
-  if (auto view = s.rt.contacts_view_of(ex->who.tenant_id)) {
-    std::string body;
-    view->read([&](const actors::contacts_records& r) {
-      auto c = r.store.find(*id);
-      if (!c) return;
-      const domain::company* co = nullptr;
-      if (c->company_id)
-        if (auto it = r.companies.find(*c->company_id); it != r.companies.end()) co = &it->second;
-      body = domain::encode_contact_full(*c, co);
-    });
-    if (!body.empty()) return ex->json(200, std::move(body));
-  }
   actors::get_contact(s.rt, ex->who.tenant_id, *id, json_reply(ex));
 }
 
@@ -92,18 +76,6 @@ void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   auto p = read_contact_query(ex->req, issues);
   if (!p) return ex->fail(failure::invalid(std::move(issues)));
-  // On this thread when the tenant's contacts are loaded (as get); list items carry no custom
-  // fields, so sensitive fields do not matter here.
-  if (auto view = s.rt.contacts_view_of(ex->who.tenant_id)) {
-    std::string body;
-    if (view->read(
-            [&](const actors::contacts_records& r) {
-              auto found = r.store.list(p->query);
-              body = domain::encode_contact_page(found.items, found.total, p->page, p->per_page);
-            },
-            actors::contacts_view::shows::no_custom_fields))
-      return ex->json(200, std::move(body));
-  }
   actors::list_contacts(s.rt, ex->who.tenant_id, std::move(p->query), p->page, p->per_page,
                         json_reply(ex));
 }
