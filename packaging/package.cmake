@@ -4,6 +4,9 @@ include(GNUInstallDirs)
 
 set(CRM_PACKAGING ${CMAKE_SOURCE_DIR}/packaging)
 set(CRM_PACKAGE_STAGE ${CMAKE_BINARY_DIR}/package-stage)
+# Directories are 0755 whatever the umask of the build (a umask of 0002 made them 0775: lintian's non-standard-dir-perm).
+set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
+    OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 
 install(TARGETS carecrm RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Stripped as dh_strip does (CPACK_STRIP_FILES keeps the .comment and .note sections).
