@@ -1,8 +1,11 @@
 #include "actors/system.hpp"
 
 #include "actors/meters.hpp"
+#include "cluster/membership.hpp"
 #include "persistence/group_committer.hpp"
 #include "persistence/log.hpp"
+
+#include <caf/io/middleman.hpp>
 
 #include <malloc.h>
 
@@ -37,6 +40,8 @@ runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
   // woken by the next enqueue, instead of polling with 50 us sleeps: on two cores each sleep is
   // a context switch on the request path (measured: about +15 % GET requests/s; RESULTS.md).
   cfg.set("work-stealing.moderate-poll-attempts", 0);
+  // A cluster's nodes talk through CAF's network layer (actors/cluster_link.cpp).
+  if (opts.cluster) cfg.load<caf::io::middleman>();
   system = std::make_unique<caf::actor_system>(cfg);
   housekeeping = std::thread([this] {
     std::unique_lock lock(housekeeping_mutex);
@@ -65,6 +70,24 @@ void runtime::impl::route(std::int64_t tid, child_kind k, caf::message m) {
     }
     if (shut_down) return; // the callbacks in `m` answer 503 as it is destroyed
   }
+  if (opts.cluster && !opts.cluster->book().holds(tid)) {
+    // Only the holder of the lease runs the tenant. Known to be held elsewhere: `m` answers
+    // 503 as it is destroyed (requests are forwarded before they get here). Else acquire it.
+    if (opts.cluster->book().owner_elsewhere(tid)) return;
+    bool first = false;
+    {
+      std::unique_lock lock(mutex);
+      if (shut_down) return;
+      auto& waiting = acquiring[tid];
+      first = waiting.empty();
+      waiting.emplace_back(k, std::move(m));
+    }
+    if (first)
+      opts.cluster->acquire(tid, [this, tid](cluster::owner_outcome r) {
+        acquired(tid, r && r->node == opts.cluster->book().node_id());
+      });
+    return;
+  }
   std::unique_lock lock(mutex);
   auto it = tenants.find(tid);
   if (it == tenants.end()) {
@@ -74,6 +97,19 @@ void runtime::impl::route(std::int64_t tid, child_kind k, caf::message m) {
     it = tenants.emplace(tid, std::move(e)).first;
   }
   caf::anon_send(it->second.supervisor, route_atom::value, static_cast<int>(k), std::move(m));
+}
+
+void runtime::impl::acquired(std::int64_t tid, bool here) {
+  std::vector<std::pair<child_kind, caf::message>> waiting;
+  {
+    std::unique_lock lock(mutex);
+    auto it = acquiring.find(tid);
+    if (it == acquiring.end()) return;
+    waiting = std::move(it->second);
+    acquiring.erase(it);
+  }
+  if (!here) return; // dropped: each callback answers 503
+  for (auto& [k, m] : waiting) route(tid, k, std::move(m));
 }
 
 bool runtime::impl::passivate(std::int64_t tid, const caf::actor& who) {
@@ -116,6 +152,8 @@ void runtime::shutdown() {
   }
   for (auto& s : sups) caf::anon_send(s, stop_atom::value);
   sups.clear();
+  for (auto* a : {&impl_->gateway, &impl_->forwarder})
+    if (*a) caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
   impl_->system->await_all_actors_done();
 }
 
@@ -142,6 +180,13 @@ std::shared_ptr<const contacts_view> runtime::impl::contacts_view_of(std::int64_
   stats->last_view_read.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                               std::memory_order_relaxed);
   return stats->contacts;
+}
+
+void runtime::evict(const std::vector<std::int64_t>& tenants) {
+  std::shared_lock lock(impl_->mutex);
+  for (auto tid : tenants)
+    if (auto it = impl_->tenants.find(tid); it != impl_->tenants.end())
+      caf::anon_send(it->second.supervisor, evict_atom::value);
 }
 
 std::size_t runtime::live_tenants() const {

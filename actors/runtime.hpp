@@ -6,11 +6,16 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace crm::persistence {
 class audit_writer;
 class pg_pool;
 } // namespace crm::persistence
+
+namespace crm::cluster {
+class membership;
+}
 
 namespace crm::actors {
 
@@ -20,6 +25,10 @@ struct runtime_options {
   // Where actors record the reads they disclose themselves (sensitive values); none: such
   // reads are refused.
   persistence::audit_writer* audit = nullptr;
+  // In a cluster (docs/cluster.md): the membership whose lease book says which tenants this
+  // node may run. A tenant it holds no lease of is acquired first (it may be placed on another
+  // node: the messages for it then answer 503). None: every tenant runs here.
+  cluster::membership* cluster = nullptr;
 };
 
 class runtime {
@@ -35,6 +44,10 @@ public:
   // {"tenants":[{"tenant_id":N,"mailbox":N,"children":[{"name":"users","mailbox":0}]}]}
   std::string actors_json() const;
   std::size_t live_tenants() const;
+
+  // In a cluster: stops the tenants whose leases this node lost, at once (each finishes what
+  // is in its mailbox; its writes are refused by the fence).
+  void evict(const std::vector<std::int64_t>& tenants);
 
   // Operator action: fails child `child` ("users", "contacts") of a live tenant as a crash
   // would, so its supervisor restarts it from Postgres on next use. False if the tenant is not

@@ -60,6 +60,8 @@ using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 // Whether the tenant has event listeners (workflow actor → contacts actor).
 using listeners_atom = caf::atom_constant<caf::atom("listeners")>;
+// A tenant supervisor told to passivate now (its lease moved away).
+using evict_atom = caf::atom_constant<caf::atom("evict")>;
 
 // A closure that a pool thread sends back to run inside the actor that started the work.
 using continuation = std::function<void()>;
@@ -111,6 +113,9 @@ struct runtime::impl {
   // Sends `m` to child `k` of tenant `tid`, spawning the supervisor when needed. The send
   // happens under the registry lock, so it never reaches a supervisor that has passivated.
   void route(std::int64_t tid, child_kind k, caf::message m);
+  // In a cluster, the messages of a tenant whose lease is being acquired, then routed (held
+  // here) or dropped (placed elsewhere: their callbacks answer 503).
+  void acquired(std::int64_t tid, bool here);
   // Called by an idle supervisor: removes it unless it was replaced. True if removed.
   bool passivate(std::int64_t tid, const caf::actor& who);
   // The contacts of a live tenant for reads on the calling thread (actors/contacts_view.hpp),
@@ -132,7 +137,15 @@ struct runtime::impl {
   std::unique_ptr<caf::actor_system> system;
   mutable std::shared_mutex mutex;
   std::unordered_map<std::int64_t, entry> tenants;
+  std::unordered_map<std::int64_t, std::vector<std::pair<child_kind, caf::message>>> acquiring;
   bool shut_down = false;
+
+  // In a cluster (actors/cluster_link.cpp): this node's published gateway, the forwarder to
+  // other nodes' gateways, and their counters.
+  caf::actor gateway;
+  caf::actor forwarder;
+  std::atomic<std::uint64_t> forwards_ok{0}, forwards_failed{0}, forward_nanos{0},
+      forwards_served{0};
 
   // Freed tenant state goes back to the OS: glibc keeps freed memory in its arenas, so after a
   // passivation the housekeeping thread asks it to return free pages (malloc_trim).

@@ -68,6 +68,15 @@ void retire(caf::stateful_actor<supervisor_state>* self) {
   self->send(self, final_atom::value);
 }
 
+// Idle, or its lease moved away: the children finish their mailboxes and stop, then the
+// supervisor leaves the registry.
+void passivate_now(caf::stateful_actor<supervisor_state>* self) {
+  auto& st = self->state;
+  st.retiring = true;
+  if (children_down(st)) return retire(self);
+  stop_children(self);
+}
+
 } // namespace
 
 namespace {
@@ -123,18 +132,17 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
       },
       [self, interval](tick_atom) {
         auto& st = self->state;
+        if (st.retiring) return; // evicted meanwhile
         // Reads served from the contacts view count as activity too.
         auto read = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(
             st.env.stats->last_view_read.load(std::memory_order_relaxed)));
         auto idle = std::chrono::steady_clock::now() - std::max(st.last_activity, read);
         auto limit = std::chrono::duration<double>(st.env.rt->opts.tenant_idle_timeout);
-        if (idle >= limit) {
-          st.retiring = true;
-          if (children_down(st)) return retire(self);
-          stop_children(self);
-          return;
-        }
+        if (idle >= limit) return passivate_now(self);
         self->delayed_send(self, interval, tick_atom::value);
+      },
+      [self](evict_atom) {
+        if (!self->state.retiring) passivate_now(self);
       },
       [self](fail_atom, int kind) {
         if (kind < 0 || kind >= static_cast<int>(child_count)) return;

@@ -1,7 +1,9 @@
 // The composition root: parses the command line and wires the components together.
 // `carecrm serve | migrate | tenant create`; see `carecrm --help`.
+#include "actors/cluster.hpp"
 #include "actors/runtime.hpp"
 #include "actors/workflows.hpp"
+#include "cluster/membership.hpp"
 #include "config/settings.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
@@ -14,6 +16,7 @@
 #include "http/audit.hpp"
 #include "http/deal_input.hpp"
 #include "http/metrics.hpp"
+#include "http/placement.hpp"
 #include "http/rate_limits.hpp"
 #include "http/server.hpp"
 #include "net/http_client.hpp"
@@ -144,13 +147,28 @@ int serve(config::settings cfg) {
       cfg.database_url,
       {std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_flush_interval * 1000)),
        cfg.audit_buffer, 8192, cfg.audit_retention_days});
-  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout, &audit_writer}, pool);
+  // In a cluster (docs/cluster.md) the lease book decides which tenants run here, and fences
+  // every write of theirs.
+  std::unique_ptr<cluster::membership> members;
+  if (!cfg.cluster_node_id.empty()) {
+    cluster::options co;
+    co.node_id = cfg.cluster_node_id;
+    co.heartbeat_interval = cfg.heartbeat_interval;
+    co.dead_after = cfg.dead_after;
+    members = std::make_unique<cluster::membership>(co, pool);
+    persistence::install_lease_source(&members->book());
+  }
+  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout, &audit_writer, members.get()},
+                     pool);
   http::http_metrics metrics;
   http::auditor auditor(audit_writer, cfg.audit_reads == "off" ? http::auditor::read_policy::off
                                       : cfg.audit_reads == "best_effort"
                                           ? http::auditor::read_policy::best_effort
                                           : http::auditor::read_policy::required);
-  http::services svc{cfg, rt, pool, redis, revocations, throttle, hashing, metrics, auditor};
+  std::unique_ptr<http::tenant_placement> placement;
+  if (members) placement = std::make_unique<http::tenant_placement>(*members, rt);
+  http::services svc{cfg,      rt,      pool,    redis,   revocations,
+                     throttle, hashing, metrics, auditor, placement.get()};
   auto api = http::make_api_router(svc);
   auto ops = http::make_ops_router(svc);
   metrics.add_routes(api);
@@ -177,7 +195,8 @@ int serve(config::settings cfg) {
                     &revoked,
                     {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts},
                     &rates,
-                    &auditor},
+                    &auditor,
+                    placement.get()},
                    metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);
@@ -209,6 +228,26 @@ int serve(config::settings cfg) {
     return http::read_deal(o, !move, move, {std::string("params")});
   };
   actors::start_automation(rt, std::move(automation));
+  if (members) {
+    // Other nodes forward requests of the tenants held here to this gateway.
+    auto colon = cfg.cluster_listen.rfind(':');
+    if (colon == std::string::npos)
+      throw config::config_error("cluster-listen: needs host:port: '" + cfg.cluster_listen + "'");
+    auto host = cfg.cluster_listen.substr(0, colon);
+    int port = 0;
+    try {
+      port = std::stoi(cfg.cluster_listen.substr(colon + 1));
+    } catch (const std::exception&) {
+      throw config::config_error("cluster-listen: not a port: '" + cfg.cluster_listen + "'");
+    }
+    port = actors::publish_gateway(
+        rt, host, port, [&srv, &api](actors::forwarded_request req, actors::forwarded_reply reply) {
+          srv.serve_forwarded(api, std::move(req), std::move(reply));
+        });
+    members->join(api_at, host, port,
+                  [&rt](const std::vector<std::int64_t>& lost) { rt.evict(lost); });
+    log_info("cluster: node {} with its gateway on {}:{}", cfg.cluster_node_id, host, port);
+  }
   if (cfg.access_log) start_log_writer();
   srv.start();
 
@@ -224,6 +263,8 @@ int serve(config::settings cfg) {
   srv.stop_accepting();
   if (!srv.drain(10)) log_warn("stopping with requests still in flight");
   rt.shutdown();
+  // Every tenant here has stopped and committed: their leases go to the live nodes.
+  if (members) members->leave();
   audit_writer.stop();
   revocations.stop();
   hashing.stop();

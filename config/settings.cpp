@@ -8,6 +8,7 @@
 
 #include <toml++/toml.h>
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -238,6 +239,28 @@ const std::vector<option>& options() {
        [](settings& s, const std::string& v) {
          s.tenant_idle_timeout = to_seconds("tenant-idle-timeout", v);
        }},
+      {"node-id", "cluster", "node_id", "CARECRM_NODE_ID",
+       "this node's id in a cluster (letters, digits, _ . -; up to 64); none: one node owning "
+       "every tenant (docs/cluster.md)",
+       [](settings& s, const std::string& v) {
+         auto ok = !v.empty() && v.size() <= 64;
+         for (char c : v)
+           ok = ok &&
+                (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+         if (!ok) throw config_error("node-id: letters, digits, _ . - (1 to 64): '" + v + "'");
+         s.cluster_node_id = v;
+       }},
+      {"cluster-listen", "cluster", "listen", "CARECRM_CLUSTER_LISTEN",
+       "address:port other nodes reach this node's actors at (port 0: any free port)",
+       [](settings& s, const std::string& v) { s.cluster_listen = v; }},
+      {"heartbeat-interval", "cluster", "heartbeat_interval", "CARECRM_HEARTBEAT_INTERVAL",
+       "seconds between a node's heartbeats",
+       [](settings& s, const std::string& v) {
+         s.heartbeat_interval = to_seconds("heartbeat-interval", v);
+       }},
+      {"dead-after", "cluster", "dead_after", "CARECRM_DEAD_AFTER",
+       "seconds without a heartbeat before a node is declared dead and its tenants taken over",
+       [](settings& s, const std::string& v) { s.dead_after = to_seconds("dead-after", v); }},
       {"outbound-allow-private", "automation", "outbound_allow_private",
        "CARECRM_OUTBOUND_ALLOW_PRIVATE",
        "let webhooks and http_request actions reach loopback, private and link-local addresses",
@@ -251,9 +274,8 @@ const std::vector<option>& options() {
        }},
       {"outbound-timeout", "automation", "outbound_timeout", "CARECRM_OUTBOUND_TIMEOUT",
        "seconds for a whole outbound request",
-       [](settings& s, const std::string& v) {
-         s.outbound_timeout = to_seconds("outbound-timeout", v);
-       }},
+       [](settings& s,
+          const std::string& v) { s.outbound_timeout = to_seconds("outbound-timeout", v); }},
       {"webhook-retry-base", "automation", "webhook_retry_base", "CARECRM_WEBHOOK_RETRY_BASE",
        "seconds before the first retry of a failed delivery (doubling after)",
        [](settings& s, const std::string& v) {
@@ -261,9 +283,8 @@ const std::vector<option>& options() {
        }},
       {"webhook-retry-max", "automation", "webhook_retry_max", "CARECRM_WEBHOOK_RETRY_MAX",
        "longest delay between delivery attempts (seconds)",
-       [](settings& s, const std::string& v) {
-         s.webhook_retry_max = to_seconds("webhook-retry-max", v);
-       }},
+       [](settings& s,
+          const std::string& v) { s.webhook_retry_max = to_seconds("webhook-retry-max", v); }},
       {"webhook-retry-window", "automation", "webhook_retry_window", "CARECRM_WEBHOOK_RETRY_WINDOW",
        "seconds a failing delivery keeps being retried",
        [](settings& s, const std::string&
@@ -416,6 +437,8 @@ invocation load(int argc, const char* const* argv, const char* const* env) {
 }
 
 void require_serveable(settings& s) {
+  if (!s.cluster_node_id.empty() && s.dead_after < 2 * s.heartbeat_interval)
+    throw config_error("dead-after must be at least twice heartbeat-interval");
   if (s.jwt_secret.size() >= 32) return;
   if (!s.dev)
     throw config_error("a JWT secret of at least 32 bytes is required (CARECRM_JWT_SECRET or "

@@ -52,6 +52,11 @@ struct settings {
   // [actors]
   int actor_threads = 0; // 0: one per core
   double tenant_idle_timeout = 300;
+  // [cluster] (docs/cluster.md)
+  std::string cluster_node_id; // empty: no cluster
+  std::string cluster_listen = "127.0.0.1:0";
+  double heartbeat_interval = 1;
+  double dead_after = 5;
   // [automation] (docs/automation.md)
   bool outbound_allow_private = false;
   double outbound_connect_timeout = 5;

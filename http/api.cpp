@@ -1,6 +1,8 @@
 // Assembles the routers: the API on the main port, operations on the metrics port.
 #include "http/api.hpp"
 
+#include "http/placement.hpp"
+
 #include "http/audit.hpp"
 
 #include "config/settings.hpp"
@@ -62,6 +64,7 @@ router make_ops_router(services& s) {
            res.body += "# HELP carecrm_tenants_live Tenants with live actors.\n"
                        "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
                        std::to_string(s.rt.live_tenants()) + "\n";
+           if (s.placement) s.placement->write_metrics(res.body);
            ex->respond(std::move(res));
          },
          "Prometheus metrics",
@@ -86,8 +89,15 @@ router make_ops_router(services& s) {
          "/actors",
          access::operator_token,
          {},
-         [&s](const exchange_ptr& ex) { ex->json(200, s.rt.actors_json()); },
-         "Live tenant supervisors and their children",
+         [&s](const exchange_ptr& ex) {
+           auto body = s.rt.actors_json();
+           // In a cluster: this node, the members and the leases held here (with epochs).
+           if (s.placement)
+             body.insert(body.size() - 1, ",\"cluster\":" + s.placement->cluster_json());
+           ex->json(200, std::move(body));
+         },
+         "Live tenant supervisors and their children (and, in a cluster, the members and the "
+         "leases this node holds)",
          "operations"});
   add_health_routes(r, s, access::operator_token);
   return r;

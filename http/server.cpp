@@ -11,6 +11,7 @@
 #include "domain/crypto.hpp"
 #include "http/auth.hpp"
 #include "http/metrics.hpp"
+#include "http/placement.hpp"
 #include "http/router.hpp"
 #include "persistence/log.hpp"
 
@@ -47,6 +48,7 @@ struct shared_context {
   server_limits limits;
   auth_inputs auth;
   http_metrics& metrics;
+  net::io_context& ioc;
   std::atomic<std::int64_t> in_flight{0};
   std::string id_prefix = domain::hex_encode(domain::random_token(6)).substr(0, 8);
   std::atomic<std::uint64_t> next_id{0};
@@ -59,7 +61,101 @@ bool acceptable_request_id(std::string_view v) {
   return true;
 }
 
-class session : public std::enable_shared_from_this<session> {
+// Where a request came from. A session charges it to the rate limits (and keeps the RateLimit
+// headers for its answer); a request another node forwarded was charged there.
+class origin {
+public:
+  virtual ~origin() = default;
+  // The 429 failure when a limit is reached.
+  virtual std::optional<domain::failure> charge(rate_class c, const principal* who) = 0;
+};
+
+class uncharged final : public origin {
+public:
+  std::optional<domain::failure> charge(rate_class, const principal*) override {
+    return std::nullopt;
+  }
+};
+
+void run_handler(shared_context& ctx, const exchange_ptr& ex, const route& rt);
+
+// Authentication, roles, rate limits and input checks of the matched route, then (in a
+// cluster, on the node holding the tenant's lease: http/placement.hpp) its handler.
+void dispatch(shared_context& ctx, origin& o, const exchange_ptr& ex, router::match_result& m,
+              bool forwarded = false) {
+  if (m.result != router::outcome::found) {
+    if (auto refused = o.charge(rate_class::address, nullptr)) return ex->fail(*refused);
+  }
+  if (m.result == router::outcome::not_found) {
+    ex->fail(domain::failure::of(domain::errc::not_found, "not found"));
+    return;
+  }
+  if (m.result == router::outcome::method_not_allowed) {
+    auto r = error_response(domain::errc::method_not_allowed, "method not allowed");
+    r.headers.emplace_back("Allow", m.allow);
+    ex->respond(std::move(r));
+    return;
+  }
+  const route& rt = *m.matched;
+  ex->params = std::move(m.params);
+  ex->matched = &rt;
+  ex->audit = ctx.auth.audit;
+  if (rt.auth == access::operator_token || rt.auth == access::operator_metrics) {
+    bool token = rt.auth == access::operator_token || ctx.auth.ops.metrics_need_token;
+    if (auto f = authorize_operator(ex->req, ctx.auth.ops, token)) {
+      ex->fail(*f);
+      return;
+    }
+  }
+  if (rt.auth == access::bearer) {
+    if (auto f = authenticate(ex->req, ctx.auth.jwt_secret, *ctx.auth.revoked, ex->who)) {
+      // Without a valid token the request counts against its source address.
+      if (auto refused = o.charge(rate_class::address, nullptr)) return ex->fail(*refused);
+      ex->fail(*f);
+      return;
+    }
+    if (auto refused = o.charge(rate_class::user, &ex->who)) return ex->fail(*refused);
+    if (!domain::allows(ex->who.role, rt.perm)) {
+      ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
+                                   "your role does not allow this operation"));
+      return;
+    }
+  }
+  if (rt.auth == access::open)
+    if (auto refused = o.charge(rt.limit, nullptr)) return ex->fail(*refused);
+  if (auto bad = non_text_input(ex->req)) {
+    ex->fail(domain::failure::invalid({std::move(*bad)}));
+    return;
+  }
+  if (ctx.auth.placement && rt.auth == access::bearer) {
+    // At once when this node holds the tenant; later (from a database thread, after the
+    // lease was acquired) back on an asio thread; or forwarded to the owner.
+    ctx.auth.placement->route(
+        ex, ex->who.tenant_id, forwarded, [&ctx, ex, &rt] { run_handler(ctx, ex, rt); },
+        [&ctx, ex, &rt] { net::post(ctx.ioc, [&ctx, ex, &rt] { run_handler(ctx, ex, rt); }); });
+    return;
+  }
+  run_handler(ctx, ex, rt);
+}
+
+void run_handler(shared_context& ctx, const exchange_ptr& ex, const route& rt) {
+  try {
+    if (ex->audit) {
+      // Who and where, for the actors that audit this request's changes in their
+      // transactions and disclose sensitive values only to the roles that may see them:
+      // every callback made while the handler runs keeps it.
+      domain::audit_scope scope(audit_context_of(*ex, rt.auth == access::bearer));
+      rt.handler(ex);
+    } else {
+      rt.handler(ex);
+    }
+  } catch (const std::exception& e) {
+    log_error("handler {} {} threw: {}", to_string(rt.method), rt.path, e.what());
+    ex->fail(domain::failure::of(domain::errc::internal, "internal error"));
+  }
+}
+
+class session : public std::enable_shared_from_this<session>, public origin {
 public:
   // `open`: the connections of the listener that accepted this one (each listener has its own
   // --max-connections budget, so a flood of the API never locks operators out of /metrics).
@@ -196,21 +292,6 @@ private:
     write(std::move(r));
   }
 
-  // Charges this request to its rate limits and keeps the RateLimit headers for its response;
-  // the 429 failure when a limit is reached.
-  std::optional<domain::failure> charge(rate_class c, const principal* who) {
-    rate_headers_.clear();
-    if (!ctx_.auth.rates) return std::nullopt;
-    if (remote_.empty()) {
-      boost::system::error_code ignored;
-      auto ep = stream_.socket().remote_endpoint(ignored);
-      if (!ignored) remote_ = ep.address().to_string();
-    }
-    auto v = ctx_.auth.rates->charge(c, who, remote_);
-    rate_headers_ = std::move(v.headers);
-    return std::move(v.refused);
-  }
-
   void on_request() {
     started_ = std::chrono::steady_clock::now();
     auto msg = parser_->release();
@@ -254,64 +335,21 @@ private:
 
   void dispatch(const exchange_ptr& ex, router::match_result& m) {
     rate_headers_.clear();
-    if (m.result != router::outcome::found) {
-      if (auto refused = charge(rate_class::address, nullptr)) return ex->fail(*refused);
+    http::dispatch(ctx_, *this, ex, m);
+  }
+
+  // origin
+  std::optional<domain::failure> charge(rate_class c, const principal* who) override {
+    rate_headers_.clear();
+    if (!ctx_.auth.rates) return std::nullopt;
+    if (remote_.empty()) {
+      boost::system::error_code ignored;
+      auto ep = stream_.socket().remote_endpoint(ignored);
+      if (!ignored) remote_ = ep.address().to_string();
     }
-    if (m.result == router::outcome::not_found) {
-      ex->fail(domain::failure::of(domain::errc::not_found, "not found"));
-      return;
-    }
-    if (m.result == router::outcome::method_not_allowed) {
-      auto r = error_response(domain::errc::method_not_allowed, "method not allowed");
-      r.headers.emplace_back("Allow", m.allow);
-      ex->respond(std::move(r));
-      return;
-    }
-    const route& rt = *m.matched;
-    ex->params = std::move(m.params);
-    ex->matched = &rt;
-    ex->audit = ctx_.auth.audit;
-    if (rt.auth == access::operator_token || rt.auth == access::operator_metrics) {
-      bool token = rt.auth == access::operator_token || ctx_.auth.ops.metrics_need_token;
-      if (auto f = authorize_operator(ex->req, ctx_.auth.ops, token)) {
-        ex->fail(*f);
-        return;
-      }
-    }
-    if (rt.auth == access::bearer) {
-      if (auto f = authenticate(ex->req, ctx_.auth.jwt_secret, *ctx_.auth.revoked, ex->who)) {
-        // Without a valid token the request counts against its source address.
-        if (auto refused = charge(rate_class::address, nullptr)) return ex->fail(*refused);
-        ex->fail(*f);
-        return;
-      }
-      if (auto refused = charge(rate_class::user, &ex->who)) return ex->fail(*refused);
-      if (!domain::allows(ex->who.role, rt.perm)) {
-        ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
-                                     "your role does not allow this operation"));
-        return;
-      }
-    }
-    if (rt.auth == access::open)
-      if (auto refused = charge(rt.limit, nullptr)) return ex->fail(*refused);
-    if (auto bad = non_text_input(ex->req)) {
-      ex->fail(domain::failure::invalid({std::move(*bad)}));
-      return;
-    }
-    try {
-      if (ex->audit) {
-        // Who and where, for the actors that audit this request's changes in their
-        // transactions and disclose sensitive values only to the roles that may see them:
-        // every callback made while the handler runs keeps it.
-        domain::audit_scope scope(audit_context_of(*ex, rt.auth == access::bearer));
-        rt.handler(ex);
-      } else {
-        rt.handler(ex);
-      }
-    } catch (const std::exception& e) {
-      log_error("handler {} {} threw: {}", to_string(rt.method), rt.path, e.what());
-      ex->fail(domain::failure::of(domain::errc::internal, "internal error"));
-    }
+    auto v = ctx_.auth.rates->charge(c, who, remote_);
+    rate_headers_ = std::move(v.headers);
+    return std::move(v.refused);
   }
 
   void write(response r) {
@@ -559,7 +597,7 @@ tcp::endpoint parse_endpoint(const std::string& address) {
 struct server::impl {
   impl(int n, server_limits l, auth_inputs a, http_metrics& m)
       : threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-        ioc(threads), work(net::make_work_guard(ioc)), ctx{l, std::move(a), m} {}
+        ioc(threads), work(net::make_work_guard(ioc)), ctx{l, std::move(a), m, ioc} {}
 
   int threads;
   net::io_context ioc;
@@ -597,6 +635,57 @@ void server::start() {
       while (!run_guarded("an HTTP server thread", [this] { impl_->ioc.run(); })) {
       }
     });
+}
+
+namespace {
+
+// Reads a streamed answer to its end (a forwarded request's answer travels as one message).
+void collect(chunk_source source, std::shared_ptr<std::string> body,
+             std::function<void(std::string)> done) {
+  auto next = source;
+  next([source = std::move(source), body = std::move(body),
+        done = std::move(done)](std::optional<std::string> chunk) mutable {
+    if (!chunk) return done(std::move(*body));
+    *body += *chunk;
+    collect(std::move(source), std::move(body), std::move(done));
+  });
+}
+
+} // namespace
+
+void server::serve_forwarded(const router& r, actors::forwarded_request in,
+                             actors::forwarded_reply reply) {
+  net::post(impl_->ioc, [this, &r, in = std::move(in), reply = std::move(reply)]() mutable {
+    request req;
+    req.method = parse_verb(in.method);
+    set_target(req, in.target);
+    for (std::size_t i = 0; i + 1 < in.headers.size(); i += 2)
+      req.headers.emplace_back(std::move(in.headers[i]), std::move(in.headers[i + 1]));
+    req.body = std::move(in.body);
+    req.remote = std::move(in.remote);
+    req.request_id = std::move(in.request_id);
+    auto m = r.match(req.method, req.path);
+    auto ex = std::make_shared<exchange>(std::move(req), [reply](response res) {
+      actors::forwarded_response out;
+      out.status = res.status;
+      if (!res.content_type.empty()) out.headers = {"Content-Type", res.content_type};
+      for (auto& [k, v] : res.headers) {
+        out.headers.push_back(k);
+        out.headers.push_back(std::move(v));
+      }
+      if (!res.stream) {
+        out.body = std::move(res.body);
+        return reply(std::move(out));
+      }
+      collect(std::move(res.stream), std::make_shared<std::string>(),
+              [reply, out = std::move(out)](std::string body) mutable {
+                out.body = std::move(body);
+                reply(std::move(out));
+              });
+    });
+    uncharged o;
+    dispatch(impl_->ctx, o, ex, m, true);
+  });
 }
 
 void server::stop_accepting() {

@@ -1,6 +1,7 @@
 // The HTTP/1.1 frontend: Boost.Beast listeners and sessions on an asio thread pool, with the
 // limits and timeouts of contract §1. This header stays free of Beast and asio.
 #pragma once
+#include "actors/cluster.hpp"
 #include "http/auth.hpp"
 
 #include <cstddef>
@@ -15,6 +16,7 @@ namespace crm::http {
 
 class router;
 class http_metrics;
+class tenant_placement;
 class rate_limits;
 class auditor;
 
@@ -37,6 +39,8 @@ struct auth_inputs {
   operator_access ops;          // operator_token and operator_metrics routes
   rate_limits* rates = nullptr; // none: no rate limits, no RateLimit headers
   auditor* audit = nullptr;     // sees every answer of an audited route (http/audit.hpp)
+  tenant_placement* placement =
+      nullptr; // in a cluster: where a tenant's requests run (placement.hpp)
 };
 
 class server {
@@ -49,6 +53,12 @@ public:
   // Binds `address` ("host:port", port 0 for any) to `r`; returns the bound "host:port".
   // Throws std::runtime_error when the address cannot be bound.
   std::string listen(const std::string& address, const router& r);
+
+  // A request another node forwarded here (http/placement.hpp): matched against `r` and
+  // answered as one of this node's own, without rate limits (it was charged where it arrived)
+  // and never forwarded again.
+  void serve_forwarded(const router& r, actors::forwarded_request req,
+                       actors::forwarded_reply reply);
 
   void start();          // runs the asio threads
   void stop_accepting(); // closes the listeners

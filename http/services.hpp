@@ -20,6 +20,7 @@ namespace crm::http {
 
 class http_metrics;
 class auditor;
+class tenant_placement;
 
 struct services {
   const config::settings& cfg;
@@ -30,7 +31,8 @@ struct services {
   persistence::login_throttle& throttle;
   persistence::worker_pool& hashing;
   http_metrics& metrics;
-  auditor& audit; // the audit trail's HTTP side (http/audit.hpp)
+  auditor& audit;                        // the audit trail's HTTP side (http/audit.hpp)
+  tenant_placement* placement = nullptr; // in a cluster (http/placement.hpp)
 };
 
 } // namespace crm::http

@@ -8,7 +8,9 @@
 #include "persistence/row_values.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include "persistence/fence.hpp"
 #include <boost/json.hpp>
+
 #include <pqxx/pqxx>
 
 #include <map>
@@ -144,6 +146,7 @@ ai_snapshot load_ai(pg_conn& c, std::int64_t tenant_id) {
 
 domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
   pqxx::work tx(c.raw());
+  fence(tx, a.tenant_id);
   auto opt = [](const std::optional<std::string>& s) { return s ? s->c_str() : nullptr; };
   std::string assignee = a.handoff_assignee_id ? std::to_string(*a.handoff_assignee_id) : "";
   const char* lang = a.reply_language ? domain::ai::language_name(*a.reply_language) : "auto";
@@ -188,6 +191,7 @@ domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
 
 void delete_agent(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   tx.exec_params("DELETE FROM ai_agents WHERE tenant_id = $1 AND id = $2", tenant_id, id);
   tx.commit();
 }
@@ -213,6 +217,7 @@ std::vector<std::int64_t> tenant_channels(pg_conn& c, std::int64_t tenant_id,
 
 document_written save_document(pg_conn& c, const document_write& w) {
   pqxx::work tx(c.raw());
+  fence(tx, w.doc.tenant_id);
   document_written out;
   auto& d = w.doc;
   const char* kind = domain::to_string(d.kind);
@@ -242,6 +247,7 @@ document_written save_document(pg_conn& c, const document_write& w) {
 
 std::vector<std::int64_t> delete_document(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   auto gone = passages_of(tx, id);
   tx.exec_params("DELETE FROM ai_documents WHERE tenant_id = $1 AND id = $2", tenant_id, id);
   tx.commit();

@@ -8,7 +8,9 @@
 #include "persistence/row_values.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include "persistence/fence.hpp"
 #include <boost/json.hpp>
+
 #include <pqxx/pqxx>
 
 #include <algorithm>
@@ -219,6 +221,7 @@ automation_snapshot load_automation(pg_conn& c, std::int64_t tenant_id) {
 
 domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedule) {
   pqxx::work tx(c.raw());
+  fence(tx, w.tenant_id);
   auto cfg = json::serialize(w.trigger_config);
   auto conds = json::serialize(domain::conditions_to_json(w.conditions));
   auto acts =
@@ -257,6 +260,7 @@ domain::workflow save_workflow(pg_conn& c, domain::workflow w, bool write_schedu
 
 void delete_workflow(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   tx.exec_params("DELETE FROM workflows WHERE tenant_id = $1 AND id = $2", tenant_id, id);
   tx.commit();
 }
@@ -283,6 +287,7 @@ std::optional<std::int64_t> tenant_of_subscription(pg_conn& c, std::int64_t id) 
 dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_consumers& to,
                                 std::size_t limit) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   auto rows = tx.exec_params(
       "UPDATE outbox SET dispatched_at = now() WHERE id IN (SELECT id FROM outbox WHERE"
       " tenant_id = $1 AND dispatched_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)"
@@ -378,6 +383,7 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
 domain::workflow_run insert_run(pg_conn& c, domain::workflow_run r,
                                 std::optional<std::int64_t> schedule_next_run_at) {
   pqxx::work tx(c.raw());
+  fence(tx, r.tenant_id);
   std::vector<domain::workflow_run> one{std::move(r)};
   insert_run_rows(tx, one, c.keys());
   if (schedule_next_run_at) {
@@ -406,12 +412,14 @@ void update_run(pqxx::work& tx, const domain::workflow_run& r) {
 
 void save_run(pg_conn& c, const domain::workflow_run& r) {
   pqxx::work tx(c.raw());
+  fence(tx, r.tenant_id);
   update_run(tx, r);
   tx.commit();
 }
 
 void save_runs(pg_conn& c, const std::vector<domain::workflow_run>& runs) {
   pqxx::work tx(c.raw());
+  for (auto& r : runs) fence(tx, r.tenant_id);
   for (auto& r : runs) update_run(tx, r);
   tx.commit();
 }
@@ -450,6 +458,7 @@ std::optional<std::string> run_json(pg_conn& c, std::int64_t tenant_id, std::int
 
 domain::webhook_subscription save_subscription(pg_conn& c, domain::webhook_subscription s) {
   pqxx::work tx(c.raw());
+  fence(tx, s.tenant_id);
   auto events = events_json(s.events);
   auto secret = c.keys().seal(sealed::subscription_secret, s.tenant_id, s.secret);
   ts_param created(s.created_at), updated(s.updated_at);
@@ -485,6 +494,7 @@ domain::webhook_subscription save_subscription(pg_conn& c, domain::webhook_subsc
 
 void delete_subscription(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   tx.exec_params("DELETE FROM webhook_subscriptions WHERE tenant_id = $1 AND id = $2", tenant_id,
                  id);
   tx.commit();
@@ -572,6 +582,7 @@ void record_one(pqxx::work& tx, std::int64_t tenant_id, const domain::delivery_a
 void record_attempts(pg_conn& c, std::int64_t tenant_id,
                      const std::vector<domain::delivery_attempt>& attempts) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   for (auto& a : attempts) record_one(tx, tenant_id, a);
   tx.commit();
 }
@@ -638,6 +649,7 @@ std::string deliveries_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_
 redelivery redeliver(pg_conn& c, std::int64_t tenant_id, std::int64_t subscription_id,
                      std::int64_t delivery_id, bool subscription_active) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   if (!subscription_active) {
     auto r = tx.exec_params("SELECT 1 FROM webhook_deliveries WHERE tenant_id = $1 AND"
                             " subscription_id = $2 AND id = $3",

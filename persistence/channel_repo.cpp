@@ -10,7 +10,9 @@
 #include "persistence/row_values.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include "persistence/fence.hpp"
 #include <boost/json.hpp>
+
 #include <pqxx/pqxx>
 
 namespace json = boost::json;
@@ -183,6 +185,7 @@ domain::consent insert_consent(pqxx::work& tx, const domain::consent& c) {
 domain::consent insert_consent(pg_conn& c, domain::consent record,
                                const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
+  fence(tx, record.tenant_id);
   auto saved = insert_consent(tx, record);
   insert_audit(tx, audit);
   tx.commit();
@@ -242,6 +245,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
 
 domain::channel save_channel(pg_conn& c, domain::channel ch) {
   pqxx::work tx(c.raw());
+  fence(tx, ch.tenant_id);
   auto cfg = json::serialize(sealed_config(ch, c.keys()));
   auto type = std::string(domain::to_string(ch.type));
   const char* secret = ch.webhook_secret ? ch.webhook_secret->c_str() : nullptr;
@@ -271,6 +275,7 @@ domain::channel save_channel(pg_conn& c, domain::channel ch) {
 bool replace_channel_secret(pg_conn& c, std::int64_t tenant_id, std::int64_t id,
                             const std::string& old_hash, const std::string& new_hash) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   auto r = tx.exec_params("UPDATE channels SET webhook_secret = $4 WHERE tenant_id = $1 AND"
                           " id = $2 AND webhook_secret = $3",
                           tenant_id, id, old_hash, new_hash);
@@ -280,6 +285,7 @@ bool replace_channel_secret(pg_conn& c, std::int64_t tenant_id, std::int64_t id,
 
 void delete_channel(pg_conn& c, std::int64_t tenant_id, std::int64_t id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   tx.exec_params("DELETE FROM channels WHERE tenant_id = $1 AND id = $2", tenant_id, id);
   tx.commit();
 }
@@ -306,6 +312,7 @@ std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
 
 inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   pqxx::work tx(c.raw());
+  fence(tx, w.tenant_id);
   inbound_written out;
   out.conversation = w.conversation;
   write_conversation(tx, out.conversation, w.new_conversation);
@@ -457,6 +464,7 @@ std::string id_array(const std::vector<std::int64_t>& ids) {
 
 agent_reply_written store_agent_reply(pg_conn& c, const agent_reply_write& w) {
   pqxx::work tx(c.raw());
+  fence(tx, w.tenant_id);
   agent_reply_written out;
   tx.exec_params("DELETE FROM ai_pending WHERE message_id = $1", w.message_id);
   if (w.auto_reply &&
@@ -535,6 +543,7 @@ std::vector<pending_inbound> pending_ai(pg_conn& c, std::int64_t tenant_id) {
 
 void forget_pending_ai(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   tx.exec_params("DELETE FROM ai_pending WHERE tenant_id = $1 AND message_id = $2", tenant_id,
                  message_id);
   tx.commit();
@@ -552,6 +561,7 @@ std::vector<std::int64_t> tenants_with_pending_ai(pg_conn& c, double seconds) {
 
 outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   pqxx::work tx(c.raw());
+  fence(tx, w.tenant_id);
   auto conv = w.conversation;
   write_conversation(tx, conv);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
@@ -574,6 +584,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
 
 void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   const char* error = o.error ? o.error->c_str() : nullptr;
   const char* provider = o.provider_message_id ? o.provider_message_id->c_str() : nullptr;
   std::string next = o.next_attempt_at ? ts(o.next_attempt_at) : std::string();
@@ -590,6 +601,7 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
 void save_conversation(pg_conn& c, const domain::conversation& conv,
                        const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
+  fence(tx, conv.tenant_id);
   auto copy = conv;
   write_conversation(tx, copy);
   insert_audit(tx, audit);

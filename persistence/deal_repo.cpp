@@ -5,7 +5,9 @@
 #include "domain/page_json.hpp"
 #include "persistence/row_values.hpp"
 
+#include "persistence/fence.hpp"
 #include <boost/json.hpp>
+
 #include <pqxx/pqxx>
 
 #include <algorithm>
@@ -254,6 +256,7 @@ void deal_batch::append_sql(sql_text& out) const {
 
 std::vector<domain::pipeline> commit_pipeline_change(pg_conn& c, const pipeline_change& ch) {
   pqxx::work tx(c.raw());
+  fence(tx, ch.tenant_id);
   auto tid = ch.tenant_id;
   std::vector<domain::pipeline> saved = ch.saves;
   // A pipeline losing the default is written before the one gaining it (one default at a time);

@@ -7,7 +7,9 @@
 #include "domain/clock.hpp"
 #include "domain/secret_keys.hpp"
 
+#include "persistence/fence.hpp"
 #include <boost/json.hpp>
+
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
@@ -76,6 +78,7 @@ domain::field_definitions load_fields(pg_conn& c, std::int64_t tenant_id) {
 domain::outcome<field_saved> save_field(pg_conn& c, domain::custom_field f) {
   try {
     pqxx::work tx(c.raw());
+    fence(tx, f.tenant_id);
     auto opts = options_json(f);
     auto ts = [&](std::int64_t us) { return domain::format_rfc3339(us); };
     pqxx::row row;
@@ -132,6 +135,7 @@ domain::audit_record purge_audit(const domain::audit_context* who, const domain:
 std::int64_t purge_field(pg_conn& c, const domain::custom_field& f,
                          const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
+  fence(tx, f.tenant_id);
   insert_audit(tx, audit);
   tx.exec_params("DELETE FROM custom_fields WHERE id = $1 AND tenant_id = $2", f.id, f.tenant_id);
   if (f.entity == domain::field_entity::contact)

@@ -1,6 +1,7 @@
 #include "persistence/group_committer.hpp"
 
 #include "persistence/audit_repo.hpp"
+#include "persistence/fence.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 
@@ -45,7 +46,7 @@ void sql_text::committed() {
 }
 
 void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
-                    std::vector<std::size_t>& unwritable) {
+                    std::vector<refused_batch>& refused) {
   // BEGIN, every batch and COMMIT in one simple query: a single round trip, one fsync. A failed
   // statement skips the rest, COMMIT included; the connection, left inside the failed
   // transaction, is dropped. Prepared statements live in the session, so the pool needs
@@ -57,13 +58,18 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
     for (std::size_t i = 0; i < n; ++i) {
       auto mark = text.position();
       try {
+        text.body() += fence_sql(batches[i]->tenant());
         batches[i]->append_sql(text);
         append_audit_sql(text, batches[i]->audit);
         audited = audited || !batches[i]->audit.empty();
+      } catch (const not_leased& e) {
+        text.rewind(mark);
+        refused.push_back({i, pg_pool::failure_of(e)});
       } catch (const std::exception& e) {
         log_error("a batch of tenant {} could not be written: {}", batches[i]->tenant(), e.what());
         text.rewind(mark);
-        unwritable.push_back(i);
+        refused.push_back(
+            {i, domain::failure::of(domain::errc::internal, "the change could not be stored")});
       }
     }
     if (text.empty()) return;
@@ -144,29 +150,30 @@ void group_committer::commit(pg_conn& c, std::vector<item>& items) {
   batches.reserve(items.size());
   for (auto& it : items) batches.push_back(it.batch.get());
   // A batch its connection cannot write is the fault of that request alone (its input got past
-  // validation): it gets a 500 at once, and the others go on without it.
-  std::vector<std::size_t> bad;
+  // validation): it gets a 500 at once, and the others go on without it. A batch of a tenant
+  // whose lease this node lost gets a 503.
+  std::vector<refused_batch> refused;
   std::vector<bool> answered(items.size(), false);
-  auto answer_unwritable = [&] {
-    for (auto i : bad) {
-      if (answered[i]) continue;
-      answered[i] = true;
-      items[i].done(domain::failure::of(domain::errc::internal, "the change could not be stored"));
+  auto answer_refused = [&] {
+    for (auto& r : refused) {
+      if (answered[r.index]) continue;
+      answered[r.index] = true;
+      items[r.index].done(r.why);
     }
   };
   try {
-    commit_batches(c, batches.data(), batches.size(), bad);
-    answer_unwritable();
+    commit_batches(c, batches.data(), batches.size(), refused);
+    answer_refused();
     committed();
     for (std::size_t i = 0; i < items.size(); ++i)
       if (!answered[i]) items[i].done(domain::done{});
     return;
   } catch (const std::exception& e) {
-    answer_unwritable();
+    answer_refused();
     // Only a transaction known to be rolled back is retried, batch by batch, to find the
     // faulty one. A lost connection or an unknown outcome fails them all: a retry could write
     // twice.
-    if (items.size() - bad.size() <= 1 || !rolled_back(e)) {
+    if (items.size() - refused.size() <= 1 || !rolled_back(e)) {
       for (std::size_t i = 0; i < items.size(); ++i)
         if (!answered[i]) fail(items[i], e);
       return;
@@ -176,14 +183,13 @@ void group_committer::commit(pg_conn& c, std::vector<item>& items) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (answered[i]) continue;
     try {
-      bad.clear();
-      commit_batches(c, &batches[i], 1, bad);
-      if (bad.empty()) {
+      refused.clear();
+      commit_batches(c, &batches[i], 1, refused);
+      if (refused.empty()) {
         committed();
         items[i].done(domain::done{});
       } else {
-        items[i].done(
-            domain::failure::of(domain::errc::internal, "the change could not be stored"));
+        items[i].done(refused.front().why);
       }
     } catch (const std::exception& e) {
       fail(items[i], e);

@@ -1,5 +1,6 @@
 #include "persistence/pg_pool.hpp"
 
+#include "persistence/fence.hpp"
 #include "persistence/log.hpp"
 
 #include <pqxx/pqxx>
@@ -106,6 +107,13 @@ domain::failure pg_pool::unavailable(const char* what) {
 }
 
 domain::failure pg_pool::failure_of(const std::exception& e) {
+  // A write of a tenant whose lease this node no longer holds (docs/cluster.md): refused here
+  // or by crm_fence in the transaction. The client's retry reaches the new owner.
+  auto moved = [] {
+    return domain::failure::of(domain::errc::service_unavailable,
+                               "this tenant is moving to another node; retry");
+  };
+  if (dynamic_cast<const not_leased*>(&e)) return moved();
   if (dynamic_cast<const pqxx::broken_connection*>(&e) ||
       dynamic_cast<const pqxx::in_doubt_error*>(&e) ||
       dynamic_cast<const pqxx::transaction_rollback*>(&e))
@@ -116,6 +124,10 @@ domain::failure pg_pool::failure_of(const std::exception& e) {
     // 55 object state (lock not available), 57 operator intervention (shutdown, cancel), 58
     // system error.
     const std::string& state = sql->sqlstate();
+    if (state == fenced_sqlstate) {
+      log_warn("postgres: {}", e.what());
+      return moved();
+    }
     static constexpr std::string_view retryable[] = {"08", "23", "40", "53", "55", "57", "58"};
     if (state.size() < 2) return unavailable(e.what());
     for (auto cls : retryable)

@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include "persistence/fence.hpp"
+
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
@@ -141,6 +143,7 @@ erasure_state erasure_of(pg_conn& c, std::int64_t tenant_id, std::int64_t contac
 void begin_erasure(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id,
                    std::optional<std::int64_t> by, const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   auto r = tx.exec_params("INSERT INTO erasures (tenant_id, contact_id, requested_by) "
                           "VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                           tenant_id, contact_id, by ? std::to_string(*by).c_str() : nullptr);
@@ -150,6 +153,7 @@ void begin_erasure(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id,
 
 std::int64_t erase_messaging(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   // Messages, AI decisions and messages waiting for an agent go with their conversation.
   auto n = tx.exec_params("DELETE FROM conversations WHERE tenant_id = $1 AND contact_id = $2",
                           tenant_id, contact_id)
@@ -229,6 +233,7 @@ erasure_done finish_erasure(pg_conn& c, std::int64_t tenant_id, std::int64_t con
                             std::int64_t conversations,
                             const std::vector<domain::audit_record>& audit) {
   pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
   auto done = finish(tx, tenant_id, contact_id, conversations);
   insert_audit(tx, audit);
   tx.commit();

@@ -4,6 +4,7 @@
 // later aggregate of many tenants share one transaction, one round trip and one fsync.
 #pragma once
 #include "domain/audit.hpp"
+#include "domain/failure.hpp"
 
 #include <cstdint>
 #include <string>
@@ -106,11 +107,19 @@ public:
   std::vector<domain::audit_record> audit;
 };
 
+// A batch left out of a transaction, and what its writer is told.
+struct refused_batch {
+  std::size_t index;
+  domain::failure why;
+};
+
 // Commits the batches (of any tenants and aggregates) in one transaction, in one round trip,
-// or throws (nothing of them is then stored; the connection is dropped). A batch that throws
-// while its statements are appended (a value the connection cannot quote) is left out of the
-// transaction and its index put in `unwritable`: it fails alone, never its neighbours.
+// or throws (nothing of them is then stored; the connection is dropped). In a cluster each
+// tenant's statements are preceded by its lease's fence (persistence/fence.hpp). A batch that
+// throws while its statements are appended (a value the connection cannot quote: 500), or whose
+// tenant's lease this node no longer holds (503), is left out of the transaction and put in
+// `refused`: it fails alone, never its neighbours.
 void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
-                    std::vector<std::size_t>& unwritable);
+                    std::vector<refused_batch>& refused);
 
 } // namespace crm::persistence

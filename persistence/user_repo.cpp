@@ -1,5 +1,7 @@
 #include "persistence/user_repo.hpp"
 
+#include "persistence/fence.hpp"
+
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
@@ -91,6 +93,7 @@ std::optional<std::int64_t> tenant_of_user(pg_conn& c, std::int64_t user_id) {
 domain::outcome<domain::user> insert_user(pg_conn& c, domain::user u) {
   try {
     pqxx::work tx(c.raw());
+    fence(tx, u.tenant_id);
     auto row = insert_user_row(tx, u);
     tx.commit();
     return to_user(row);
@@ -116,6 +119,7 @@ std::vector<tenant_summary> list_tenants(pg_conn& c) {
 
 user_update_result update_user(pg_conn& c, const domain::user& u, bool revoke_sessions) {
   pqxx::work tx(c.raw());
+  fence(tx, u.tenant_id);
   auto row = tx.exec_params(std::string("UPDATE users SET full_name = $2, role = $3,"
                                         " password_hash = $4, is_active = $5, updated_at = now()"
                                         " WHERE id = $1 RETURNING ") +

@@ -1,0 +1,111 @@
+// Membership and tenant placement of a carecrm cluster (docs/cluster.md), all through Postgres:
+// the node's row in cluster_nodes and its heartbeat, the declaration of dead nodes and the
+// hand-over of their tenants, and the acquisition of a tenant's lease. A thread beats the
+// heartbeat; everything else runs on the database pool, never on an asio or actor thread.
+#pragma once
+#include "cluster/lease_book.hpp"
+#include "domain/failure.hpp"
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace crm::persistence {
+class pg_conn;
+class pg_pool;
+} // namespace crm::persistence
+
+namespace crm::cluster {
+
+struct options {
+  std::string node_id;      // empty: no cluster
+  std::string http_address; // host:port clients and operators reach this node's API at
+  std::string actor_host;   // where other nodes reach this node's actors (CAF middleman)
+  int actor_port = 0;
+  double heartbeat_interval = 1; // seconds
+  double dead_after = 5;         // seconds without a heartbeat before a node is declared dead
+};
+
+struct node_info {
+  std::string id;
+  std::string http_address;
+  std::string actor_host;
+  int actor_port = 0;
+  std::string state;        // live | dead | left
+  double heartbeat_age = 0; // seconds, by Postgres's clock
+  std::int64_t tenants = 0; // leases held
+};
+
+// What `acquire` found: the owner now, or why there is none (no live node).
+using owner_outcome = domain::outcome<lease>;
+
+class membership {
+public:
+  // Told (on the heartbeat thread) of tenants whose leases this node lost: stop them at once.
+  using lost_fn = std::function<void(const std::vector<std::int64_t>&)>;
+
+  membership(options o, persistence::pg_pool& pool);
+  ~membership();
+  membership(const membership&) = delete;
+  membership& operator=(const membership&) = delete;
+
+  const options& opts() const { return opts_; }
+  lease_book& book() { return book_; }
+  const lease_book& book() const { return book_; }
+
+  // Joins, reachable at `http_address` (host:port of the API) and `actor_host`:`actor_port`
+  // (this node's gateway): writes this node's row (a new incarnation) and takes its own leases
+  // again at new epochs, so nothing a previous incarnation left queued can commit. Throws when
+  // Postgres refuses. Then starts the heartbeat thread.
+  void join(std::string http_address, std::string actor_host, int actor_port, lost_fn on_lost);
+  // Leaves: stops the heartbeat, hands this node's leases to the live nodes (least loaded
+  // first) and marks it `left`. Call once its tenants are stopped.
+  void leave();
+
+  // The owner of `tenant`, placing it on the least-loaded live node (this one on a tie) when
+  // it has none or its owner is not live. `done` runs on a pool thread, or at once with a 503
+  // when the pool is full.
+  void acquire(std::int64_t tenant, std::function<void(owner_outcome)> done);
+
+  // The members as last read (every heartbeat).
+  std::vector<node_info> nodes() const;
+  std::optional<node_info> node(const std::string& id) const;
+
+  // Counters for /metrics.
+  std::uint64_t heartbeats() const { return heartbeats_.load(); }
+  std::uint64_t heartbeat_failures() const { return heartbeat_failures_.load(); }
+  std::uint64_t nodes_declared_dead() const { return declared_dead_.load(); }
+  std::uint64_t leases_taken_over() const { return taken_over_.load(); }
+  std::uint64_t leases_lost() const { return lost_.load(); }
+  std::uint64_t acquisitions() const { return acquisitions_.load(); }
+
+private:
+  void beat(persistence::pg_conn& c);
+  void loop();
+
+  options opts_;
+  persistence::pg_pool& pool_;
+  lease_book book_;
+  std::int64_t incarnation_ = 0;
+  lost_fn on_lost_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::vector<node_info> nodes_;
+  std::thread thread_;
+  std::unique_ptr<persistence::pg_conn> conn_; // the heartbeat's own connection
+
+  std::atomic<std::uint64_t> heartbeats_{0}, heartbeat_failures_{0}, declared_dead_{0},
+      taken_over_{0}, lost_{0}, acquisitions_{0};
+};
+
+// Whether a node id is acceptable ([A-Za-z0-9_.-], 1 to 64 characters).
+bool valid_node_id(const std::string& id);
+
+} // namespace crm::cluster

@@ -1,0 +1,51 @@
+// Where a tenant's requests run in a cluster (docs/cluster.md): on the node that holds the
+// tenant's lease. Any node accepts any request; one for a tenant held elsewhere is forwarded to
+// the owner through CAF's network layer (actors/cluster.hpp) and the owner's answer returned.
+// A tenant nobody holds (or whose owner is dead) is first placed on the least-loaded live node.
+#pragma once
+#include "http/exchange.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace crm::actors {
+class runtime;
+}
+namespace crm::cluster {
+class membership;
+struct node_info;
+} // namespace crm::cluster
+
+namespace crm::http {
+
+class tenant_placement {
+public:
+  tenant_placement(cluster::membership& members, actors::runtime& rt);
+
+  // Runs the request of `tenant` here when this node holds the lease: `here` at once on the
+  // calling thread, or `here_later` (from a database thread) after acquiring it. Otherwise
+  // forwards it to the owner and answers `ex` with the owner's answer. A request that was
+  // `forwarded` here is never forwarded again: when this node is not the owner it is answered
+  // 503 with X-Carecrm-Not-Owner, and the node that forwarded it asks Postgres again.
+  void route(const exchange_ptr& ex, std::int64_t tenant, bool forwarded,
+             const std::function<void()>& here, std::function<void()> here_later);
+
+  // Prometheus lines of the placement and forwarding counters.
+  void write_metrics(std::string& out) const;
+  // {"node":..., "nodes":[...], "leases":[{"tenant_id":N,"epoch":N}]} for /actors.
+  std::string cluster_json() const;
+
+private:
+  void acquire_then(const exchange_ptr& ex, std::int64_t tenant, bool forwarded, int attempt,
+                    std::function<void()> here_later);
+  void forward(const exchange_ptr& ex, std::int64_t tenant, const cluster::node_info& to,
+               int attempt, std::function<void()> here_later);
+
+  cluster::membership& members_;
+  actors::runtime& rt_;
+  std::atomic<std::uint64_t> not_owner_{0};
+};
+
+} // namespace crm::http
