@@ -41,6 +41,10 @@ int publish_gateway(runtime& rt, const std::string& host, int port, forward_hand
 void forward_to(runtime& rt, const std::string& host, int port, forwarded_request req,
                 std::chrono::milliseconds deadline, forwarded_reply done);
 
+// The node at host:port is gone (declared dead, left, restarted elsewhere): requests in flight
+// to it are answered 503 at once and its connection is dropped.
+void forget_gateway(runtime& rt, const std::string& host, int port);
+
 struct forwarding_stats {
   std::uint64_t forwarded = 0; // answered by the other node
   std::uint64_t failed = 0;    // unreachable, gone or too slow: answered 503 here

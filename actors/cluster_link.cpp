@@ -68,6 +68,7 @@ namespace {
 using fwd_atom = caf::atom_constant<caf::atom("fwd")>;
 using fwd_reply_atom = caf::atom_constant<caf::atom("fwdreply")>;
 using sweep_atom = caf::atom_constant<caf::atom("fwdsweep")>;
+using forget_atom = caf::atom_constant<caf::atom("fwdforget")>;
 
 struct in_flight {
   reply_once done;
@@ -179,6 +180,14 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
         it->second.answer({status, std::move(headers), std::move(body)});
         st.flights.erase(it);
       },
+      [self](forget_atom, const std::string& key) {
+        auto& st = self->state;
+        fail_key(st, key, "the node owning this tenant went away; retry");
+        if (auto it = st.gateways.find(key); it != st.gateways.end()) {
+          self->demonitor(it->second);
+          st.gateways.erase(it);
+        }
+      },
       [self](sweep_atom) {
         auto& st = self->state;
         auto now = std::chrono::steady_clock::now();
@@ -236,6 +245,12 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
   caf::anon_send(impl.forwarder, forward_job{host, port, std::move(req),
                                              std::chrono::steady_clock::now() + deadline,
                                              reply_once(std::move(done))});
+}
+
+void forget_gateway(runtime& rt, const std::string& host, int port) {
+  auto& impl = rt.internals();
+  if (impl.forwarder)
+    caf::anon_send(impl.forwarder, forget_atom::value, host + ":" + std::to_string(port));
 }
 
 forwarding_stats forwarding(runtime& rt) {

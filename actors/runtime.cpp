@@ -113,11 +113,18 @@ void runtime::impl::acquired(std::int64_t tid, bool here) {
 }
 
 bool runtime::impl::passivate(std::int64_t tid, const caf::actor& who) {
-  std::unique_lock lock(mutex);
-  auto it = tenants.find(tid);
-  if (it == tenants.end() || it->second.supervisor != who) return false;
-  tenants.erase(it);
-  trim_wanted = true;
+  std::vector<std::function<void()>> waiting;
+  {
+    std::unique_lock lock(mutex);
+    auto it = tenants.find(tid);
+    if (it == tenants.end() || it->second.supervisor != who) return false;
+    tenants.erase(it);
+    trim_wanted = true;
+    auto [from, to] = stopped_waiters.equal_range(tid);
+    for (auto w = from; w != to; ++w) waiting.push_back(std::move(w->second));
+    stopped_waiters.erase(from, to);
+  }
+  for (auto& f : waiting) f();
   return true;
 }
 
@@ -187,6 +194,17 @@ void runtime::evict(const std::vector<std::int64_t>& tenants) {
   for (auto tid : tenants)
     if (auto it = impl_->tenants.find(tid); it != impl_->tenants.end())
       caf::anon_send(it->second.supervisor, evict_atom::value);
+}
+
+void runtime::when_stopped(std::int64_t tenant, std::function<void()> then) {
+  {
+    std::unique_lock lock(impl_->mutex);
+    if (impl_->tenants.count(tenant)) {
+      impl_->stopped_waiters.emplace(tenant, std::move(then));
+      return;
+    }
+  }
+  then();
 }
 
 std::size_t runtime::live_tenants() const {

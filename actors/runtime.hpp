@@ -3,6 +3,7 @@
 // see only this header and the per-area API headers (users.hpp, ...), never CAF.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,6 +49,9 @@ public:
   // In a cluster: stops the tenants whose leases this node lost, at once (each finishes what
   // is in its mailbox; its writes are refused by the fence).
   void evict(const std::vector<std::int64_t>& tenants);
+  // Runs `then` once `tenant` has no live actors here (at once when it has none now; else
+  // when its supervisor leaves the registry, every write of its committed or refused).
+  void when_stopped(std::int64_t tenant, std::function<void()> then);
 
   // Operator action: fails child `child` ("users", "contacts") of a live tenant as a crash
   // would, so its supervisor restarts it from Postgres on next use. False if the tenant is not

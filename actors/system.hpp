@@ -138,6 +138,8 @@ struct runtime::impl {
   mutable std::shared_mutex mutex;
   std::unordered_map<std::int64_t, entry> tenants;
   std::unordered_map<std::int64_t, std::vector<std::pair<child_kind, caf::message>>> acquiring;
+  // Waiting for a tenant's supervisor to leave the registry (runtime::when_stopped).
+  std::unordered_multimap<std::int64_t, std::function<void()>> stopped_waiters;
   bool shut_down = false;
 
   // In a cluster (actors/cluster_link.cpp): this node's published gateway, the forwarder to

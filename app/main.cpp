@@ -167,8 +167,9 @@ int serve(config::settings cfg) {
                                           : http::auditor::read_policy::required);
   std::unique_ptr<http::tenant_placement> placement;
   if (members) placement = std::make_unique<http::tenant_placement>(*members, rt);
-  http::services svc{cfg,      rt,      pool,    redis,   revocations,
-                     throttle, hashing, metrics, auditor, placement.get()};
+  std::atomic<bool> stopping{false};
+  http::services svc{cfg,     rt,      pool,    redis,           revocations, throttle,
+                     hashing, metrics, auditor, placement.get(), &stopping};
   auto api = http::make_api_router(svc);
   auto ops = http::make_ops_router(svc);
   metrics.add_routes(api);
@@ -244,8 +245,15 @@ int serve(config::settings cfg) {
         rt, host, port, [&srv, &api](actors::forwarded_request req, actors::forwarded_reply reply) {
           srv.serve_forwarded(api, std::move(req), std::move(reply));
         });
-    members->join(api_at, host, port,
-                  [&rt](const std::vector<std::int64_t>& lost) { rt.evict(lost); });
+    auto* m = members.get();
+    members->on_node_down([&rt](const cluster::node_info& n) {
+      actors::forget_gateway(rt, n.actor_host, n.actor_port);
+    });
+    members->join(
+        api_at, host, port, [&rt](const std::vector<std::int64_t>& lost) { rt.evict(lost); },
+        [&rt, m](const cluster::membership::move& mv) {
+          rt.when_stopped(mv.tenant, [m, mv] { m->finish_move(mv); });
+        });
     log_info("cluster: node {} with its gateway on {}:{}", cfg.cluster_node_id, host, port);
   }
   if (cfg.access_log) start_log_writer();
@@ -258,6 +266,11 @@ int serve(config::settings cfg) {
   int sig = 0;
   sigwait(&signals, &sig);
   log_info("signal {}: stopping", sig);
+  // /readyz says so at once; requests are still served for --shutdown-grace, so a load
+  // balancer's health check takes this node out before it stops accepting (docs/cluster.md).
+  stopping = true;
+  if (cfg.shutdown_grace > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.shutdown_grace));
 
   // Stop taking work, answer what is in flight, then stop each layer from the top down.
   srv.stop_accepting();
@@ -419,6 +432,50 @@ int tenant_list(const config::invocation& inv) {
   return 0;
 }
 
+// `carecrm cluster status`: the members and the leases, as JSON. `carecrm cluster move --tenant N
+// --to NODE [--timeout S]`: the owner stops the tenant's actors and hands the lease to NODE
+// (docs/cluster.md "Moving a tenant"); waits until NODE holds it, then prints the lease.
+int cluster_command(const config::invocation& inv) {
+  persistence::apply_migrations(inv.values.database_url);
+  persistence::pg_conn conn(inv.values.database_url);
+  if (inv.words[1] == "status") {
+    std::cout << cluster::cluster_status_json(conn, inv.values.dead_after) << std::endl;
+    return 0;
+  }
+  auto opt = [&](const char* name) {
+    auto it = inv.options.find(name);
+    return it == inv.options.end() ? std::string() : it->second;
+  };
+  std::int64_t tenant = 0;
+  auto t = opt("tenant");
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), tenant);
+  auto to = opt("to");
+  double timeout = 30;
+  if (auto v = opt("timeout"); !v.empty()) timeout = std::atof(v.c_str());
+  if (ec != std::errc() || end != t.data() + t.size() || tenant <= 0 ||
+      !cluster::valid_node_id(to) || !(timeout > 0)) {
+    std::cerr << "carecrm: cluster move needs --tenant N and --to NODE [--timeout S]\n";
+    return 2;
+  }
+  auto from = cluster::request_move(conn, tenant, to, inv.values.dead_after);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (;;) {
+    auto now = cluster::lease_now(conn, tenant);
+    if (now && now->node == to) {
+      boost::json::object o{
+          {"tenant_id", tenant}, {"from", from.node}, {"to", to}, {"epoch", now->epoch}};
+      std::cout << boost::json::serialize(o) << std::endl;
+      return 0;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::cerr << "carecrm: tenant " << tenant << " is still held by "
+                << (now ? now->node : std::string("nobody")) << " after " << timeout << " s\n";
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 // `carecrm user reset-password --tenant N --email E [--password-stdin]`: for an administrator
 // locked out. The new password is read from stdin, or drawn and printed once; the user's
 // sessions end (every node refuses their tokens within a second when Redis is reachable) and
@@ -485,7 +542,8 @@ int user_reset_password(const config::invocation& inv) {
   std::cout << boost::json::serialize(o) << std::endl;
   if (!announced)
     std::cerr << "carecrm: Redis did not take the revocations: running nodes refuse the old "
-                 "sessions' refresh tokens, their access tokens until they expire\n";
+                 "sessions' refresh tokens at once, and their access tokens once Redis answers "
+                 "them again (they re-read the revocations from Postgres then)\n";
   return 0;
 }
 
@@ -518,6 +576,9 @@ int main(int argc, char** argv) {
     if (cmd == "audit" && inv.words.size() == 2 &&
         (inv.words[1] == "verify" || inv.words[1] == "prune"))
       return audit(inv);
+    if (cmd == "cluster" && inv.words.size() == 2 &&
+        (inv.words[1] == "status" || inv.words[1] == "move"))
+      return cluster_command(inv);
     if (cmd == "secrets" && inv.words.size() == 2 &&
         (inv.words[1] == "status" || inv.words[1] == "rotate"))
       return secrets(inv);

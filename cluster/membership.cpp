@@ -70,6 +70,62 @@ std::int64_t hand_over(pqxx::work& tx, double dead_after, const std::string* onl
 
 } // namespace
 
+lease request_move(persistence::pg_conn& c, std::int64_t tenant, const std::string& to,
+                   double dead_after) {
+  pqxx::work tx(c.raw());
+  auto live = tx.exec_params("SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND state = 'live'"
+                             "   AND heartbeat_at >= now() - make_interval(secs => $2)",
+                             to, dead_after);
+  if (live.empty()) throw std::runtime_error("node " + to + " is not a live member");
+  // Nobody holds it, or its owner is not live: it goes to `to` at once.
+  auto r = tx.exec_params(
+      "INSERT INTO tenant_leases (tenant_id, node_id, epoch) VALUES ($1, $2, 1)"
+      " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
+      "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
+      "  WHERE tenant_leases.node_id <> EXCLUDED.node_id"
+      "    AND NOT EXISTS (SELECT 1 FROM cluster_nodes n"
+      "                     WHERE n.node_id = tenant_leases.node_id AND n.state = 'live'"
+      "                       AND n.heartbeat_at >= now() - make_interval(secs => $3))"
+      " RETURNING tenant_id, node_id, epoch",
+      tenant, to, dead_after);
+  if (r.empty())
+    // A live owner (or `to` itself): the owner hands it over when its heartbeat sees this.
+    r = tx.exec_params("UPDATE tenant_leases SET moving_to = CASE WHEN node_id = $2 THEN NULL"
+                       "                                      ELSE $2 END"
+                       " WHERE tenant_id = $1 RETURNING tenant_id, node_id, epoch",
+                       tenant, to);
+  tx.commit();
+  return leases_of(r).front();
+}
+
+std::optional<lease> lease_now(persistence::pg_conn& c, std::int64_t tenant) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT tenant_id, node_id, epoch FROM tenant_leases"
+                          " WHERE tenant_id = $1",
+                          tenant);
+  if (r.empty()) return std::nullopt;
+  return leases_of(r).front();
+}
+
+std::string cluster_status_json(persistence::pg_conn& c, double dead_after) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params(
+      "SELECT json_build_object('nodes', coalesce((SELECT json_agg(json_build_object("
+      "   'node_id', n.node_id, 'http_address', n.http_address,"
+      "   'actor_address', n.actor_host || ':' || n.actor_port,"
+      "   'state', CASE WHEN n.state = 'live' AND n.heartbeat_at < now() - make_interval(secs => "
+      "$1)"
+      "                 THEN 'suspect' ELSE n.state END,"
+      "   'heartbeat_age_seconds', round(extract(epoch FROM now() - n.heartbeat_at)::numeric, 3),"
+      "   'tenants', (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id))"
+      "   ORDER BY n.node_id) FROM cluster_nodes n), '[]'::json),"
+      " 'leases', coalesce((SELECT json_agg(json_build_object('tenant_id', l.tenant_id,"
+      "   'node_id', l.node_id, 'epoch', l.epoch, 'moving_to', l.moving_to)"
+      "   ORDER BY l.tenant_id) FROM tenant_leases l), '[]'::json))::text",
+      dead_after);
+  return r[0][0].as<std::string>();
+}
+
 bool valid_node_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
@@ -95,7 +151,8 @@ membership::~membership() {
 }
 
 void membership::join(std::string http_address, std::string actor_host, int actor_port,
-                      lost_fn on_lost) {
+                      lost_fn on_lost, moving_fn on_moving) {
+  on_moving_ = std::move(on_moving);
   opts_.http_address = std::move(http_address);
   opts_.actor_host = std::move(actor_host);
   opts_.actor_port = actor_port;
@@ -122,6 +179,7 @@ void membership::join(std::string http_address, std::string actor_host, int acto
     tx.commit();
     book_.reconcile(leases_of(mine), mark);
   }
+  steady_since_ = last_beat_ = started;
   book_.fresh_until(started + duration_cast<lease_book::clock::duration>(
                                   duration<double>(opts_.dead_after - opts_.heartbeat_interval)));
   persistence::log_info("cluster: node {} joined (incarnation {}, {} leases held)", opts_.node_id,
@@ -163,26 +221,50 @@ void membership::beat(persistence::pg_conn& c) {
                            opts_.node_id);
     return;
   }
-  auto dead = tx.exec_params("UPDATE cluster_nodes SET state = 'dead'"
-                             " WHERE state = 'live'"
-                             "   AND heartbeat_at < now() - make_interval(secs => $1)"
-                             " RETURNING node_id",
-                             opts_.dead_after);
-  for (const auto& row : dead)
-    persistence::log_warn("cluster: node {} declared dead (no heartbeat for {} s)", row[0].c_str(),
-                          opts_.dead_after);
-  declared_dead_ += dead.size();
-  taken_over_ += static_cast<std::uint64_t>(hand_over(tx, opts_.dead_after, nullptr));
+  // A gap in this node's own heartbeats (a failure, a pause, a slow Postgres) restarts the
+  // window after which it may judge the others.
+  auto gap =
+      duration_cast<lease_book::clock::duration>(duration<double>(2 * opts_.heartbeat_interval));
+  if (started - last_beat_ > gap) steady_since_ = started;
+  auto judge = started - steady_since_ >=
+               duration_cast<lease_book::clock::duration>(duration<double>(opts_.dead_after));
+  judging_ = judge;
+  if (judge) {
+    auto dead = tx.exec_params("UPDATE cluster_nodes SET state = 'dead'"
+                               " WHERE state = 'live'"
+                               "   AND heartbeat_at < now() - make_interval(secs => $1)"
+                               " RETURNING node_id",
+                               opts_.dead_after);
+    for (const auto& row : dead)
+      persistence::log_warn("cluster: node {} declared dead (no heartbeat for {} s)",
+                            row[0].c_str(), opts_.dead_after);
+    declared_dead_ += dead.size();
+    taken_over_ += static_cast<std::uint64_t>(hand_over(tx, opts_.dead_after, nullptr));
+  }
   auto mark = book_.mark();
-  auto mine = tx.exec_params(
-      "SELECT tenant_id, node_id, epoch FROM tenant_leases WHERE node_id = $1", opts_.node_id);
+  auto rows = tx.exec_params("SELECT tenant_id, node_id, epoch, moving_to FROM tenant_leases"
+                             " WHERE node_id = $1",
+                             opts_.node_id);
   auto members =
       tx.exec_params("SELECT n.node_id, n.http_address, n.actor_host, n.actor_port, n.state,"
                      "       extract(epoch FROM now() - n.heartbeat_at)::float8,"
                      "       (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id)"
                      "  FROM cluster_nodes n ORDER BY n.node_id");
   tx.commit();
-  auto lost = book_.reconcile(leases_of(mine), mark);
+  // A tenant an operator moves away (moving_to) is no longer held: it stops here like a lost
+  // one, and requests for it go to where it moves; once stopped, finish_move hands it over.
+  std::vector<lease> mine;
+  std::vector<move> moves;
+  for (const auto& row : rows) {
+    lease l{row[0].as<std::int64_t>(), row[1].as<std::string>(), row[2].as<std::int64_t>()};
+    if (row[3].is_null() || row[3].as<std::string>() == opts_.node_id) {
+      mine.push_back(std::move(l));
+      continue;
+    }
+    moves.push_back({l.tenant, l.epoch, row[3].as<std::string>()});
+  }
+  auto lost = book_.reconcile(mine, mark);
+  last_beat_ = started;
   book_.fresh_until(started + duration_cast<lease_book::clock::duration>(
                                   duration<double>(opts_.dead_after - opts_.heartbeat_interval)));
   std::vector<node_info> nodes;
@@ -190,17 +272,78 @@ void membership::beat(persistence::pg_conn& c) {
     nodes.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
                      row[3].as<int>(), row[4].as<std::string>(), row[5].as<double>(),
                      row[6].as<std::int64_t>()});
+  std::vector<node_info> down;
   {
     std::lock_guard lock(mutex_);
+    auto live = [this](const node_info& n) {
+      return n.state == "live" && n.heartbeat_age <= opts_.dead_after;
+    };
+    for (auto& before : nodes_) {
+      if (!live(before) || before.id == opts_.node_id) continue;
+      auto now = std::find_if(nodes.begin(), nodes.end(),
+                              [&](const node_info& n) { return n.id == before.id; });
+      if (now == nodes.end() || !live(*now) || now->actor_port != before.actor_port)
+        down.push_back(before);
+    }
     nodes_ = std::move(nodes);
   }
+  if (on_node_down_)
+    for (auto& n : down) on_node_down_(n);
   ++heartbeats_;
+  std::vector<move> starting;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& m : moves) {
+      if (std::find(moving_.begin(), moving_.end(), m.tenant) != moving_.end()) continue;
+      moving_.push_back(m.tenant);
+      starting.push_back(m);
+    }
+  }
+  for (auto& m : starting) book_.learn({m.tenant, m.to, m.epoch});
   if (!lost.empty()) {
     lost_ += lost.size();
     persistence::log_warn("cluster: node {} lost the leases of {} tenants", opts_.node_id,
                           lost.size());
     if (on_lost_) on_lost_(lost);
   }
+  for (auto& m : starting) {
+    persistence::log_info("cluster: moving tenant {} to node {}", m.tenant, m.to);
+    if (on_moving_) on_moving_(m);
+  }
+}
+
+void membership::finish_move(const move& m) {
+  auto forget = [this, tenant = m.tenant] {
+    std::lock_guard lock(mutex_);
+    moving_.erase(std::remove(moving_.begin(), moving_.end(), tenant), moving_.end());
+  };
+  pool_.run<std::optional<lease>>(
+      [m](persistence::pg_conn& c) -> std::optional<lease> {
+        pqxx::work tx(c.raw());
+        auto r = tx.exec_params(
+            "UPDATE tenant_leases SET node_id = moving_to, epoch = epoch + 1, moving_to = NULL,"
+            "       acquired_at = now()"
+            " WHERE tenant_id = $1 AND epoch = $2 AND moving_to = $3"
+            " RETURNING tenant_id, node_id, epoch",
+            m.tenant, m.epoch, m.to);
+        tx.commit();
+        if (r.empty()) return std::nullopt;
+        return leases_of(r).front();
+      },
+      [this, forget, m](domain::outcome<std::optional<lease>> r) {
+        forget();
+        if (!r) {
+          // The next heartbeat sees moving_to again and tries once more.
+          persistence::log_warn("cluster: handing tenant {} to {} failed: {}", m.tenant, m.to,
+                                r.error().detail);
+          return;
+        }
+        if (*r) {
+          book_.learn(**r);
+          persistence::log_info("cluster: tenant {} handed to node {} at epoch {}", m.tenant, m.to,
+                                (*r)->epoch);
+        }
+      });
 }
 
 void membership::leave() {
@@ -229,7 +372,9 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
       [this, tenant](persistence::pg_conn& c) {
         pqxx::work tx(c.raw());
         // The least-loaded live node takes a tenant nobody holds, or one whose owner is not
-        // live (this node first on a tie: no forward for the request that asked).
+        // live (this node first on a tie: no forward for the request that asked). The latter
+        // only once this node may judge the others (see beat): not in the first seconds after
+        // an outage of Postgres that left every heartbeat old.
         auto r = tx.exec_params(
             "WITH live AS ("
             "  SELECT n.node_id,"
@@ -240,16 +385,18 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
             " SELECT $1, node_id, 1 FROM live ORDER BY load, node_id <> $2, node_id LIMIT 1"
             " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
             "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
-            "  WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n"
+            "  WHERE $4 AND NOT EXISTS (SELECT 1 FROM cluster_nodes n"
             "                     WHERE n.node_id = tenant_leases.node_id AND n.state = 'live'"
             "                       AND n.heartbeat_at >= now() - make_interval(secs => $3))"
-            " RETURNING tenant_id, node_id, epoch",
-            tenant, opts_.node_id, opts_.dead_after);
+            " RETURNING tenant_id, node_id, epoch, moving_to",
+            tenant, opts_.node_id, opts_.dead_after, judging_.load());
         if (r.empty())
-          r = tx.exec_params(
-              "SELECT tenant_id, node_id, epoch FROM tenant_leases WHERE tenant_id = $1", tenant);
+          r = tx.exec_params("SELECT tenant_id, node_id, epoch, moving_to FROM tenant_leases"
+                             " WHERE tenant_id = $1",
+                             tenant);
         tx.commit();
-        if (r.empty()) throw persistence::not_leased(tenant); // no live node can take it: a 503
+        // No live node can take it, or an operator is moving it: a 503, retried by the client.
+        if (r.empty() || !r[0][3].is_null()) throw persistence::not_leased(tenant);
         ++acquisitions_;
         auto l = leases_of(r).front();
         book_.learn(l);

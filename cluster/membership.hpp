@@ -48,6 +48,15 @@ class membership {
 public:
   // Told (on the heartbeat thread) of tenants whose leases this node lost: stop them at once.
   using lost_fn = std::function<void(const std::vector<std::int64_t>&)>;
+  // Told (on the heartbeat thread) of a tenant an operator moves away from this node (`carecrm
+  // cluster move`): its lease is already gone from the book (and `lost_fn` told to stop it);
+  // call `finish_move` once its actors have stopped.
+  struct move {
+    std::int64_t tenant = 0;
+    std::int64_t epoch = 0;
+    std::string to;
+  };
+  using moving_fn = std::function<void(const move&)>;
 
   membership(options o, persistence::pg_pool& pool);
   ~membership();
@@ -62,7 +71,13 @@ public:
   // (this node's gateway): writes this node's row (a new incarnation) and takes its own leases
   // again at new epochs, so nothing a previous incarnation left queued can commit. Throws when
   // Postgres refuses. Then starts the heartbeat thread.
-  void join(std::string http_address, std::string actor_host, int actor_port, lost_fn on_lost);
+  void join(std::string http_address, std::string actor_host, int actor_port, lost_fn on_lost,
+            moving_fn on_moving);
+  // Hands a tenant being moved to its new owner at a new epoch (after its actors stopped here).
+  void finish_move(const move& m);
+  // Told (on the heartbeat thread, set before join) of a member that stopped being live (dead,
+  // left, or silent past dead-after): requests forwarded to it are answered at once.
+  void on_node_down(std::function<void(const node_info&)> f) { on_node_down_ = std::move(f); }
   // Leaves: stops the heartbeat, hands this node's leases to the live nodes (least loaded
   // first) and marks it `left`. Call once its tenants are stopped.
   void leave();
@@ -93,6 +108,9 @@ private:
   lease_book book_;
   std::int64_t incarnation_ = 0;
   lost_fn on_lost_;
+  moving_fn on_moving_;
+  std::function<void(const node_info&)> on_node_down_;
+  std::vector<std::int64_t> moving_; // moves being finished (under mutex_)
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
@@ -100,10 +118,28 @@ private:
   std::vector<node_info> nodes_;
   std::thread thread_;
   std::unique_ptr<persistence::pg_conn> conn_; // the heartbeat's own connection
+  // Since when this node's heartbeats have succeeded without a gap (join, or the first beat
+  // after a failed or late one). It declares others dead only after dead-after of this: after
+  // an outage of Postgres every node's heartbeat is old, and the first to recover must not take
+  // every tenant from the others, which recover within the same window.
+  std::chrono::steady_clock::time_point steady_since_{};
+  std::chrono::steady_clock::time_point last_beat_{};
+  std::atomic<bool> judging_{false};
 
   std::atomic<std::uint64_t> heartbeats_{0}, heartbeat_failures_{0}, declared_dead_{0},
       taken_over_{0}, lost_{0}, acquisitions_{0};
 };
+
+// Operator side of `carecrm cluster move --tenant N --to NODE`: asks the owner to hand the
+// tenant over (it stops the tenant's actors, then gives the lease at a new epoch), or places it
+// on `to` directly when nobody holds it or its owner is not live. Throws std::runtime_error
+// when `to` is not a live member. Returns the lease as it stands after the request.
+lease request_move(persistence::pg_conn& c, std::int64_t tenant, const std::string& to,
+                   double dead_after);
+// The lease of `tenant` now, if it has one.
+std::optional<lease> lease_now(persistence::pg_conn& c, std::int64_t tenant);
+// `carecrm cluster status`: the members and their leases, as JSON.
+std::string cluster_status_json(persistence::pg_conn& c, double dead_after);
 
 // Whether a node id is acceptable ([A-Za-z0-9_.-], 1 to 64 characters).
 bool valid_node_id(const std::string& id);

@@ -261,6 +261,12 @@ const std::vector<option>& options() {
       {"dead-after", "cluster", "dead_after", "CARECRM_DEAD_AFTER",
        "seconds without a heartbeat before a node is declared dead and its tenants taken over",
        [](settings& s, const std::string& v) { s.dead_after = to_seconds("dead-after", v); }},
+      {"shutdown-grace", "http", "shutdown_grace", "CARECRM_SHUTDOWN_GRACE",
+       "seconds a stopping node keeps serving with /readyz answering 503 (let a load balancer "
+       "take it out first)",
+       [](settings& s, const std::string& v) {
+         s.shutdown_grace = to_seconds("shutdown-grace", v);
+       }},
       {"outbound-allow-private", "automation", "outbound_allow_private",
        "CARECRM_OUTBOUND_ALLOW_PRIVATE",
        "let webhooks and http_request actions reach loopback, private and link-local addresses",
@@ -470,6 +476,10 @@ std::string help_text() {
         "                                 create a tenant (default pipeline, default currency\n"
         "                                 C, ISO 4217, USD if not given) and its first admin;\n"
         "                                 prints JSON\n"
+        "  carecrm cluster status         the cluster's members and tenant leases; JSON\n"
+        "  carecrm cluster move --tenant N --to NODE [--timeout S]\n"
+        "                                 hand tenant N to node NODE (its owner stops it first);\n"
+        "                                 waits until NODE holds it; prints JSON\n"
         "  carecrm secrets status         count the stored secrets by the key sealing them\n"
         "  carecrm secrets rotate         seal every stored secret with the first key of\n"
         "                                 --secret-keys (list the new key first, keep the old\n"

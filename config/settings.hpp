@@ -57,6 +57,7 @@ struct settings {
   std::string cluster_listen = "127.0.0.1:0";
   double heartbeat_interval = 1;
   double dead_after = 5;
+  double shutdown_grace = 0; // seconds /readyz answers 503 before a stopping node stops accepting
   // [automation] (docs/automation.md)
   bool outbound_allow_private = false;
   double outbound_connect_timeout = 5;

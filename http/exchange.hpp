@@ -42,6 +42,8 @@ public:
   const route* matched = nullptr;
   http::auditor* audit = nullptr;
   std::string audit_action;
+  // Forwarded here by the node that received it (docs/cluster.md): never forwarded again.
+  bool forwarded = false;
 
   std::string_view param(std::string_view name) const;
 

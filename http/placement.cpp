@@ -3,6 +3,8 @@
 #include "actors/cluster.hpp"
 #include "actors/runtime.hpp"
 #include "cluster/membership.hpp"
+#include "domain/audit.hpp"
+#include "http/services.hpp"
 
 #include <boost/json.hpp>
 
@@ -20,6 +22,16 @@ domain::failure moving() {
 }
 
 } // namespace
+
+void within_tenant(services& s, const exchange_ptr& ex, std::int64_t tenant,
+                   std::function<void()> here) {
+  if (!s.placement) return here();
+  s.placement->route(ex, tenant, ex->forwarded, here,
+                     [here, who = domain::current_audit_context()] {
+                       domain::audit_scope scope(who);
+                       here();
+                     });
+}
 
 tenant_placement::tenant_placement(cluster::membership& members, actors::runtime& rt)
     : members_(members), rt_(rt) {}
@@ -95,6 +107,10 @@ void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
                        res.body = std::move(r.body);
                        ex->respond(std::move(res));
                      });
+}
+
+bool tenant_placement::fresh() const {
+  return members_.book().fresh();
 }
 
 void tenant_placement::write_metrics(std::string& out) const {

@@ -20,6 +20,16 @@ struct node_info;
 
 namespace crm::http {
 
+struct services;
+
+// For a route whose tenant is known only inside its handler (token refresh, the webhooks of
+// channels and workflows): runs `here` on the node that holds `tenant` (at once, or from a
+// database thread after acquiring it, under the audit context of the caller), or forwards the
+// request to that node, where the handler runs again from the start. Call it before any side
+// effect. Without a cluster: `here` at once.
+void within_tenant(services& s, const exchange_ptr& ex, std::int64_t tenant,
+                   std::function<void()> here);
+
 class tenant_placement {
 public:
   tenant_placement(cluster::membership& members, actors::runtime& rt);
@@ -31,6 +41,9 @@ public:
   // 503 with X-Carecrm-Not-Owner, and the node that forwarded it asks Postgres again.
   void route(const exchange_ptr& ex, std::int64_t tenant, bool forwarded,
              const std::function<void()>& here, std::function<void()> here_later);
+
+  // Whether this node's membership is current (a heartbeat recent enough to claim leases).
+  bool fresh() const;
 
   // Prometheus lines of the placement and forwarding counters.
   void write_metrics(std::string& out) const;

@@ -100,6 +100,7 @@ void dispatch(shared_context& ctx, origin& o, const exchange_ptr& ex, router::ma
   ex->params = std::move(m.params);
   ex->matched = &rt;
   ex->audit = ctx.auth.audit;
+  ex->forwarded = forwarded;
   if (rt.auth == access::operator_token || rt.auth == access::operator_metrics) {
     bool token = rt.auth == access::operator_token || ctx.auth.ops.metrics_need_token;
     if (auto f = authorize_operator(ex->req, ctx.auth.ops, token)) {

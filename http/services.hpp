@@ -1,6 +1,7 @@
 // What the handlers share: configuration and the process's long-lived components. Built once
 // in app/main.cpp (the composition root) and passed to each family of routes.
 #pragma once
+#include <atomic>
 
 namespace crm::config {
 struct settings;
@@ -31,8 +32,9 @@ struct services {
   persistence::login_throttle& throttle;
   persistence::worker_pool& hashing;
   http_metrics& metrics;
-  auditor& audit;                        // the audit trail's HTTP side (http/audit.hpp)
-  tenant_placement* placement = nullptr; // in a cluster (http/placement.hpp)
+  auditor& audit;                              // the audit trail's HTTP side (http/audit.hpp)
+  tenant_placement* placement = nullptr;       // in a cluster (http/placement.hpp)
+  const std::atomic<bool>* stopping = nullptr; // set at SIGTERM: /readyz answers 503
 };
 
 } // namespace crm::http

@@ -47,6 +47,7 @@ revocation_store::~revocation_store() {
 }
 
 void revocation_store::start(pg_pool& pool) {
+  pool_ = &pool;
   // Note the stream position first, so nothing announced during the Postgres load is missed.
   {
     redis_connection conn(parse_redis_url(redis_url_), std::chrono::milliseconds(1000));
@@ -101,9 +102,11 @@ void revocation_store::follow() {
     auto r =
         conn.command({"XREAD", "COUNT", "1000", "BLOCK", "500", "STREAMS", stream_key, last_id_});
     if (!r.connected) {
+      if (!behind_since_) behind_since_ = domain::now_seconds();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;
     }
+    if (auto since = behind_since_.exchange(0)) catch_up(since);
     announce_pending(); // Redis answers again: what it missed goes out now
     if (r.kind == redis_reply::array) {
       for (auto& stream : r.elements) {
@@ -130,6 +133,24 @@ void revocation_store::follow() {
       last_prune = now;
     }
   }
+}
+
+void revocation_store::catch_up(std::int64_t since) {
+  if (!pool_) return;
+  // A margin for the clocks of the nodes and of Postgres, and for a revocation committed just
+  // before this node lost Redis but announced just after.
+  auto window = domain::now_seconds() - since + 30;
+  pool_->submit([this, window](pg_conn& c) {
+    try {
+      for (auto& s : recently_revoked_sessions(c, window))
+        list_.revoke(s.sid, s.revoked_at + revocation_ttl);
+      ++caught_up_;
+    } catch (const std::exception& e) {
+      c.reset();
+      log_warn("revocations: catching up from postgres failed: {}", e.what());
+      behind_since_ = domain::now_seconds() - window; // tried again on the next read
+    }
+  });
 }
 
 void revocation_store::revoke(const std::vector<std::string>& sids,

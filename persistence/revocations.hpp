@@ -35,6 +35,8 @@ public:
   void revoke(const std::vector<std::string>& sids, std::function<void(bool)> done);
   // Revocations still waiting for Redis (metrics, tests).
   std::size_t unannounced() const;
+  // Times the feed re-read Postgres after it had been cut off from Redis.
+  std::uint64_t catch_ups() const { return caught_up_.load(); }
 
   enum class rotation : std::uint8_t { fresh, reused, revoked, unavailable };
   // Marks refresh token `jti` of session `sid` as used. `reused` when it had been used before,
@@ -53,11 +55,18 @@ private:
   void announce(std::vector<std::pair<std::string, std::int64_t>> revoked,
                 std::function<void(bool)> done);
   void announce_pending();
+  void catch_up(std::int64_t since);
 
   domain::revocation_list& list_;
   redis_client& redis_;
   std::string redis_url_;
   std::string last_id_ = "$";
+  // Since when (Unix seconds) the feed could not read the stream: once Redis answers again,
+  // the revocations Postgres recorded meanwhile are applied (a logout made on another node
+  // while this one was cut off from Redis, or while Redis restarted and lost its stream).
+  std::atomic<std::int64_t> behind_since_{0};
+  pg_pool* pool_ = nullptr;
+  std::atomic<std::uint64_t> caught_up_{0};
   std::atomic<bool> stopping_{false};
   std::thread feed_;
   mutable std::mutex pending_mutex_;

@@ -20,7 +20,7 @@ CRM_PACKAGES=(
   postgresql-15 postgresql-client-15 redis-server
   python3 python3-pytest python3-jsonschema wrk procps iproute2 curl iso-codes
   clang-14 libclang-rt-14-dev
-  help2man lintian systemd prometheus chromium jq
+  help2man lintian systemd prometheus chromium jq haproxy
 )
 
 crm_log() { printf '[carecrm] %s\n' "$*" >&2; }

@@ -10,6 +10,7 @@
 #include "domain/jwt.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
+#include "http/placement.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/revocations.hpp"
@@ -120,6 +121,8 @@ void login(services& s, const exchange_ptr& ex) {
   });
 }
 
+void rotate_and_issue(services& s, const exchange_ptr& ex, const domain::token_claims& claims);
+
 void refresh(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto token = body.text("refresh_token", true);
@@ -136,7 +139,12 @@ void refresh(services& s, const exchange_ptr& ex) {
   if (auto role = domain::parse_role(claims.role)) ex->who.role = *role;
   if (s.revocations.list().is_revoked(claims.sid))
     return ex->fail(invalid_credentials("session revoked"));
+  // The user is read from the tenant's actors: on the node that holds the tenant.
+  within_tenant(s, ex, claims.tenant_id, [&s, ex, claims] { rotate_and_issue(s, ex, claims); });
+}
 
+void rotate_and_issue(services& s, const exchange_ptr& ex, const domain::token_claims& claims) {
+  auto now = domain::now_seconds();
   s.revocations.rotate(
       claims.sid, claims.jti, claims.exp - now,
       [&s, ex, claims](persistence::revocation_store::rotation r) {

@@ -2,6 +2,8 @@
 // external systems (no JWT: the channel's secret; generic api bodies and Telegram updates).
 #include "http/api.hpp"
 
+#include "http/placement.hpp"
+
 #include "actors/channels.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
@@ -137,7 +139,9 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
       if (c >= '0' && c <= '9' && call.depth < 100) call.depth = call.depth * 10 + (c - '0');
   }
   auto deliver = [&s, ex, id = *id](std::int64_t tenant, actors::inbound_call call) {
-    actors::receive_inbound(s.rt, tenant, id, std::move(call), json_reply(ex));
+    within_tenant(s, ex, tenant, [&s, ex, id, tenant, call = std::move(call)]() mutable {
+      actors::receive_inbound(s.rt, tenant, id, std::move(call), json_reply(ex));
+    });
   };
   channel_owners().find(
       s.pool, *id,

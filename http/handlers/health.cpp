@@ -2,6 +2,8 @@
 #include "http/api.hpp"
 
 #include "http/openapi_schema.hpp"
+#include "http/placement.hpp"
+#include "http/services.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/redis_client.hpp"
 
@@ -20,6 +22,13 @@ namespace {
 class readiness {
 public:
   void answer(services& s, const exchange_ptr& ex) {
+    // A node stopping (it still answers during --shutdown-grace, so a load balancer's health
+    // check takes it out first), or a cluster member out of touch with Postgres.
+    if (s.stopping && s.stopping->load())
+      return ex->fail(domain::failure::of(domain::errc::service_unavailable, "stopping"));
+    if (s.placement && !s.placement->fresh())
+      return ex->fail(
+          domain::failure::of(domain::errc::service_unavailable, "out of touch with the cluster"));
     {
       std::lock_guard lock(mutex_);
       if (probed_ && clock::now() - probed_at_ < std::chrono::seconds(1)) {

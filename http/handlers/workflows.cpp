@@ -2,6 +2,8 @@
 // (managers and admins), and the inbound workflow webhook (no JWT: the workflow's secret).
 #include "http/api.hpp"
 
+#include "http/placement.hpp"
+
 #include "actors/workflows.hpp"
 #include "domain/consent.hpp"
 #include "domain/json_nul.hpp"
@@ -210,7 +212,9 @@ void inbound(services& s, const exchange_ptr& ex) {
     call.depth = d;
   }
   auto deliver = [&s, ex, id = *id](std::int64_t tenant, actors::webhook_call call) {
-    actors::receive_webhook(s.rt, tenant, id, std::move(call), accepted(ex));
+    within_tenant(s, ex, tenant, [&s, ex, id, tenant, call = std::move(call)]() mutable {
+      actors::receive_webhook(s.rt, tenant, id, std::move(call), accepted(ex));
+    });
   };
   workflow_owners().find(
       s.pool, *id,

@@ -2,8 +2,13 @@
 for any tenant (the owner's answer, forwarded over CAF's network layer), each tenant is held by
 exactly one node, a write under a lease the node no longer holds never lands, and a killed
 node's tenants are served by the survivors."""
+import json
 import os
+import pathlib
+import re
 import signal
+import subprocess
+import threading
 import time
 
 import pytest
@@ -21,10 +26,17 @@ def node_env(node_id: str, **extra) -> dict:
     return env
 
 
+GRACE = 1.0  # --shutdown-grace: HAProxy's check (every 0.5 s, down after 2) takes a node out
+
+
 @pytest.fixture(scope="module")
 def nodes(database, redis_url, migrated):
-    started = [crm.start_server(database.url, redis_url, node_env(f"node-{i}"),
-                                label=f"carecrm[node-{i}]") for i in range(3)]
+    # Fixed API ports: a restarted node comes back where HAProxy looks for it.
+    started = [crm.start_server(database.url, redis_url,
+                                node_env(f"node-{i}", CARECRM_SHUTDOWN_GRACE=GRACE),
+                                label=f"carecrm[node-{i}]",
+                                args=["--listen", f"127.0.0.1:{crm.free_port()}"])
+               for i in range(3)]
     yield started
     for s in started:
         if s.running:
@@ -97,6 +109,14 @@ def test_every_node_answers_for_every_tenant_and_one_node_holds_each(nodes, data
             if line.startswith("carecrm_cluster_forward_failures_total "):
                 assert float(line.split()[1]) == 0, line
     assert forwarded >= len(tenants)
+    # Every cluster family a node exposes is on the Grafana dashboard, and nothing else of it.
+    text = nodes[0].metrics_client(crm.METRICS_TOKEN).get("/metrics").body.decode()
+    families = set(re.findall(r"^# TYPE (carecrm_cluster_\S+) ", text, re.M))
+    dashboard = json.loads((pathlib.Path(__file__).resolve().parents[2] / "deploy" / "grafana" /
+                            "carecrm.json").read_text())
+    used = {m for p in dashboard["panels"] for t in p.get("targets", [])
+            for m in re.findall(r"\bcarecrm_cluster_[a-z0-9_]+", t["expr"])}
+    assert families and used == families, (sorted(families - used), sorted(used - families))
 
 
 def test_a_write_under_a_lost_lease_never_lands(nodes, database, cli_env):
@@ -162,3 +182,305 @@ def test_a_killed_nodes_tenants_are_served_by_the_survivors(nodes, database, cli
     assert killed_at < declared
     for tid, (node, _) in owners(database).items():
         assert node != victim_id, f"tenant {tid} is still leased to the dead node"
+    # It comes back under the same id, as a new incarnation, from an empty working directory
+    # (a node keeps nothing on disk), and takes new tenants again.
+    reborn = crm.Server(victim.env, victim.label, victim.args).start()
+    nodes[nodes.index(victim)] = reborn
+    victim.cleanup()
+    wait_for("three live members", lambda: members_live(database, 3))
+
+
+def test_an_operator_moves_a_tenant_and_its_writes_go_on(nodes, database, cli_env):
+    t = crm.create_tenant(cli_env)
+    client = nodes[0].client()
+    token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
+    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "Moved"},
+                                         token=token), 201)
+    owner, epoch = owners(database)[t.tenant_id]
+    target = next(f"node-{i}" for i in range(3) if f"node-{i}" != owner)
+    out = crm.run_json_cli(["cluster", "move", "--tenant", str(t.tenant_id), "--to", target],
+                           cli_env)
+    assert out["tenant_id"] == t.tenant_id and out["from"] == owner and out["to"] == target
+    assert out["epoch"] > epoch
+    assert owners(database)[t.tenant_id] == (target, out["epoch"])
+    # Writes go on through every node, and land under the new owner.
+    for n in nodes:
+        wait_for("a write through each node", lambda: n.client().post(
+            "/api/v1/contacts", {"first_name": "After move"}, token=token).status == 201)
+    new_owner = nodes[int(target.split("-")[1])]
+    held = crm.assert_json_response(
+        new_owner.metrics_client(crm.METRICS_TOKEN).get("/actors"), 200)["cluster"]["leases"]
+    assert {"tenant_id": t.tenant_id, "epoch": out["epoch"]} in held
+    status = crm.run_json_cli(["cluster", "status"], cli_env)
+    assert {n["node_id"] for n in status["nodes"]} >= {"node-0", "node-1", "node-2"}
+    assert any(l["tenant_id"] == t.tenant_id and l["node_id"] == target
+               for l in status["leases"])
+    # An unknown node is refused.
+    r = subprocess.run([crm.carecrm_bin(), "cluster", "move", "--tenant", str(t.tenant_id),
+                        "--to", "nobody"], env=cli_env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "not a live member" in r.stderr, r.stderr
+
+
+def test_a_paused_node_commits_nothing_for_its_old_tenants_and_rejoins(nodes, database,
+                                                                       cli_env):
+    """SIGSTOP past the lease: the others declare the node dead and take its tenants; a write
+    sent to it while paused is answered, once it wakes, without landing under its old lease;
+    and it becomes a live member again."""
+    wait_for("three live members", lambda: members_live(database, 3))
+    t = crm.create_tenant(cli_env)
+    other = nodes[0].client()
+    token = crm.login(other, t.admin_email, t.admin_password)["access_token"]
+    crm.assert_json_response(other.post("/api/v1/contacts", {"first_name": "Seed"},
+                                        token=token), 201)
+    owner, epoch = owners(database)[t.tenant_id]
+    if owner == "node-0":  # move it off the node the test talks through
+        crm.run_json_cli(["cluster", "move", "--tenant", str(t.tenant_id), "--to", "node-1"],
+                         cli_env)
+        owner, epoch = owners(database)[t.tenant_id]
+    paused = nodes[int(owner.split("-")[1])]
+    os.kill(paused.proc.pid, signal.SIGSTOP)
+    result = {}
+    try:
+        # Sent to the paused node: it sits in the socket until the node wakes.
+        def late_write():
+            result["r"] = paused.client().post("/api/v1/contacts", {"first_name": "Late"},
+                                               token=token)
+        sender = threading.Thread(target=late_write)
+        sender.start()
+        wait_for("the paused node is declared dead", lambda: database.query(
+            f"SELECT state FROM cluster_nodes WHERE node_id = '{owner}'").strip() == "dead",
+            limit=DEAD_AFTER + 10)
+        wait_for("the tenant is served by a survivor", lambda: other.post(
+            "/api/v1/contacts", {"first_name": "Survivor"}, token=token).status == 201)
+        new_owner, new_epoch = owners(database)[t.tenant_id]
+        assert new_owner != owner and new_epoch > epoch
+    finally:
+        os.kill(paused.proc.pid, signal.SIGCONT)
+    sender.join(30)
+    r = result["r"]
+    late = database.query(f"SELECT count(*) FROM contacts WHERE tenant_id = {t.tenant_id}"
+                          " AND first_name = 'Late'").strip()
+    # Refused, or carried out by the new owner after the woken node asked Postgres again:
+    # never committed under the old lease, and never twice.
+    if r.status == 503:
+        crm.assert_error(r, 503, "SERVICE_UNAVAILABLE")
+        assert late == "0"
+    else:
+        assert r.status == 201, r.describe()
+        assert late == "1"
+    assert owners(database)[t.tenant_id][1] >= new_epoch  # the epoch never went back
+    wait_for("the woken node is a live member again", lambda: database.query(
+        f"SELECT state FROM cluster_nodes WHERE node_id = '{owner}'").strip() == "live")
+    wait_for("the woken node is ready", lambda: paused.client().get("/readyz").status == 200)
+    wait_for("the woken node answers for the tenant", lambda: paused.client().post(
+        "/api/v1/contacts", {"first_name": "Rejoined"}, token=token).status == 201)
+
+
+def haproxy(front: str, nodes) -> subprocess.Popen:
+    cfg = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "haproxy", "carecrm.cfg")
+    env = dict(os.environ, CARECRM_FRONT=front,
+               **{f"CARECRM_NODE{i + 1}": f"127.0.0.1:{n.port}" for i, n in enumerate(nodes)})
+    proc = subprocess.Popen(["haproxy", "-db", "-f", cfg], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    return proc
+
+
+class RetryingWriter(threading.Thread):
+    """Creates contacts through the load balancer as a careful client does: each with its own
+    Idempotency-Key, retried on 503 or a broken connection (the same key: one contact however
+    many tries), then read back (a GET, retried the same way). A request that no retry could
+    complete within 30 s is a failure the client would see."""
+
+    def __init__(self, host, port, token, tenant_id, name):
+        super().__init__(daemon=True)
+        self.client = crm.Client(host, port, timeout=10)
+        self.token, self.tenant_id, self.name = token, tenant_id, name
+        self.stop = threading.Event()
+        self.acked: list[tuple[str, int]] = []
+        self.failures: list[str] = []
+        self.retries = 0
+
+    def call(self, method, path, body=None, headers=None):
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = self.client.request(method, path, body, token=self.token,
+                                        headers=headers or {})
+                if r.status != 503:
+                    return r
+                last = r.describe()
+            except OSError as e:
+                last = repr(e)
+            self.retries += 1
+            if time.monotonic() > deadline:
+                self.failures.append(f"{method} {path}: {last}")
+                return None
+            time.sleep(0.05)
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            i += 1
+            email = f"{self.name}-{i}@example.org"
+            r = self.call("POST", "/api/v1/contacts", {"first_name": self.name, "email": email},
+                          {"Idempotency-Key": f"{self.name}-{i}"})
+            if r is None:
+                continue
+            if r.status != 201:
+                self.failures.append(r.describe())
+                continue
+            self.acked.append((email, r.json["id"]))
+            g = self.call("GET", f"/api/v1/contacts/{r.json['id']}")
+            if g is not None and g.status != 200:
+                self.failures.append(g.describe())
+
+
+def test_a_rolling_restart_behind_haproxy_fails_no_request(nodes, database, cli_env):
+    """The three nodes restart one by one (SIGTERM: /readyz 503 for the grace, drain, hand the
+    leases over, exit; then start again) while clients write through HAProxy: a client that
+    retries idempotent requests sees no failure, and every acknowledged contact is stored once."""
+    wait_for("three live members", lambda: members_live(database, 3))
+    front_port = crm.free_port()
+    proxy = haproxy(f"127.0.0.1:{front_port}", nodes)
+    writers = []
+    try:
+        lb = crm.Client("127.0.0.1", front_port, timeout=10)
+        def answers():
+            if proxy.poll() is not None:
+                pytest.fail(f"haproxy exited: {proxy.stderr.read().decode()}")
+            try:
+                return lb.get("/healthz").status == 200
+            except OSError:
+                return False
+        wait_for("haproxy answers", answers, 10)
+        for k in range(4):
+            t = crm.create_tenant(cli_env)
+            token = crm.login(lb, t.admin_email, t.admin_password)["access_token"]
+            writers.append(RetryingWriter("127.0.0.1", front_port, token, t.tenant_id,
+                                          f"w{k}-{crm.unique('r')}"))
+        for w in writers:
+            w.start()
+        wait_for("every writer has acknowledged writes",
+                 lambda: all(len(w.acked) >= 5 for w in writers))
+        for n in nodes:
+            n.stop(check=True)
+            n.start()
+            wait_for("the restarted node is live", lambda: members_live(database, 3))
+            wait_for("the restarted node is ready", lambda: n.client().get("/readyz").status == 200)
+            count = sum(len(w.acked) for w in writers)
+            wait_for("writes go on", lambda: sum(len(w.acked) for w in writers) > count + 4)
+    finally:
+        for w in writers:
+            w.stop.set()
+        for w in writers:
+            w.join(40)
+        proxy.terminate()
+        proxy.wait(10)
+    failures = [f for w in writers for f in w.failures]
+    assert not failures, failures[:5]
+    for w in writers:
+        emails = ",".join(f"'{e}'" for e, _ in w.acked)
+        stored = database.query(
+            f"SELECT count(*), count(DISTINCT email) FROM contacts WHERE tenant_id = {w.tenant_id}"
+            f" AND email IN ({emails})").strip()
+        assert stored == f"{len(w.acked)}|{len(w.acked)}", (w.name, stored, len(w.acked))
+
+
+def test_the_cluster_rides_through_a_postgres_restart(request, redis_url):
+    """Postgres goes down and comes back under load on three nodes: every heartbeat fails, so
+    each node stops claiming its leases and answers 503; once Postgres is back they beat again,
+    nobody takes the others' tenants in the first seconds (every heartbeat is old then), and
+    a client that retries sees no failure; every acknowledged write is stored once."""
+    cluster = crm.PgCluster()
+    started, writers = [], []
+    try:
+        cluster.start()
+        db = cluster.create_database()
+        env = crm.server_env(db.url, redis_url)
+        crm.migrate(env)
+        started = [crm.start_server(db.url, redis_url, node_env(f"pg-{i}"),
+                                    label=f"carecrm[pg-{i}]") for i in range(3)]
+        wait_for("three live members", lambda: members_live(db, 3))
+        for i in range(3):
+            t = crm.create_tenant(env)
+            client = started[i].client()
+            token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
+            writers.append(RetryingWriter("127.0.0.1", started[i].port, token, t.tenant_id,
+                                          f"pg{i}-{crm.unique('r')}"))
+        for w in writers:
+            w.start()
+        wait_for("every writer has acknowledged writes",
+                 lambda: all(len(w.acked) >= 5 for w in writers))
+        before = owners(db)
+        cluster.stop()
+        time.sleep(DEAD_AFTER)
+        cluster.start()
+        counts = [len(w.acked) for w in writers]
+        wait_for("every writer goes on", lambda: all(
+            len(w.acked) >= c + 5 for w, c in zip(writers, counts)), limit=30)
+        for w in writers:
+            w.stop.set()
+        for w in writers:
+            w.join(40)
+        failures = [f for w in writers for f in w.failures]
+        assert not failures, failures[:5]
+        for w in writers:
+            stored = db.query(f"SELECT count(*), count(DISTINCT email) FROM contacts"
+                              f" WHERE tenant_id = {w.tenant_id} AND first_name = '{w.name}'")
+            assert stored.strip() == f"{len(w.acked)}|{len(w.acked)}", (w.name, stored)
+        after = owners(db)
+        # Every node is a member again, and no node took the others' tenants.
+        assert members_live(db, 3)
+        assert {t: n for t, (n, _) in after.items()} == {t: n for t, (n, _) in before.items()}
+    finally:
+        for w in writers:
+            w.stop.set()
+        for s in started:
+            if s.running:
+                s.stop(check=True)
+            s.cleanup()
+        cluster.destroy(check=False)
+
+
+def test_a_revocation_made_while_redis_was_down_reaches_every_node(pg_dsn, tmp_path):
+    """Redis goes down; an operator resets a user's password meanwhile (the sessions end in
+    Postgres, but Redis cannot announce it); Redis comes back empty (a restart that lost its
+    data). Every node re-reads the revocations from Postgres once Redis answers again, so the
+    old sessions' access tokens are refused on all three."""
+    redis = crm.RedisServer(str(tmp_path / "before")).start()
+    db = crm.Database(pg_dsn)
+    started, redis2 = [], None
+    try:
+        env = crm.server_env(db.url, redis.url)
+        crm.migrate(env)
+        started = [crm.start_server(db.url, redis.url, node_env(f"rd-{i}"),
+                                    label=f"carecrm[rd-{i}]") for i in range(3)]
+        wait_for("three live members", lambda: members_live(db, 3))
+        t = crm.create_tenant(env)
+        tokens = [crm.login(n.client(), t.admin_email, t.admin_password)["access_token"]
+                  for n in started]
+        for n in started:
+            for token in tokens:
+                crm.assert_json_response(n.client().get("/api/v1/auth/me", token=token), 200)
+        redis.kill9()
+        time.sleep(1.0)  # every node's feed has found Redis gone
+        out = crm.run_json_cli(["user", "reset-password", "--tenant", str(t.tenant_id),
+                                "--email", t.admin_email], env)
+        assert out["sessions_revoked"] == 3 and out["announced"] is False, out
+        redis2 = crm.RedisServer(str(tmp_path / "after"))
+        redis2.port = redis.port
+        redis2.start()
+        for n in started:
+            for token in tokens:
+                wait_for("the old session is refused on every node", lambda: n.client().get(
+                    "/api/v1/auth/me", token=token).status == 401, limit=10)
+    finally:
+        for s in started:
+            if s.running:
+                s.stop(check=True)
+            s.cleanup()
+        for r in (redis, redis2):
+            if r is not None:
+                r.stop()
+        db.drop()
