@@ -29,6 +29,11 @@ struct forwarded_response {
 };
 
 using forwarded_reply = std::function<void(forwarded_response)>;
+
+// On an answer `forward_to` made itself, never on one the other node sent: "unsent" when the
+// request never left this node (the node could not be reached: safe to send elsewhere), "sent"
+// when it may have reached it (it went away or was too slow: not to be sent again).
+inline constexpr const char* forward_failed_header = "X-Carecrm-Forward-Failed";
 using forward_handler = std::function<void(forwarded_request, forwarded_reply)>;
 
 // Publishes this node's gateway at host:port (port 0: any free one) and returns the port bound;

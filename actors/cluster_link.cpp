@@ -15,10 +15,15 @@
 
 namespace crm::actors {
 
-forwarded_response unavailable(const std::string& why) {
+// `sent`: the request may have reached the other node (it went away or was too slow after it was
+// sent), so it must not be sent again; else it never left this node.
+forwarded_response unavailable(const std::string& why, bool sent = true) {
   forwarded_response r;
   r.status = 503;
-  r.headers = {"Content-Type", "application/json", "Retry-After", "1"};
+  // Marks an answer made here, not by the other node: the caller may ask Postgres who owns the
+  // tenant now and try once more (http/placement.cpp).
+  r.headers = {"Content-Type",        "application/json",      "Retry-After", "1",
+               forward_failed_header, sent ? "sent" : "unsent"};
   // The contract's error body (http::error_response: actors/ cannot reach it).
   r.body = R"({"detail":")" + why + R"(","code":"SERVICE_UNAVAILABLE"})";
   return r;
@@ -54,6 +59,46 @@ struct forward_job {
   reply_once done;
 };
 
+struct in_flight {
+  reply_once done;
+  std::chrono::steady_clock::time_point started, deadline;
+  std::string key;
+};
+
+// What the forwarder and the threads that forward share: the gateways connected (host:port ->
+// gateway) and the requests in flight. A request to a connected gateway is sent from the
+// caller's thread with the forwarder as its sender (caf::send_as), so only the answer goes
+// through the forwarder's mailbox: one thread hand-off fewer each way (docs/cluster.md).
+struct link_state {
+  std::mutex mutex;
+  std::map<std::string, caf::actor> gateways;
+  std::map<std::uint64_t, in_flight> flights;
+  std::uint64_t next_id = 0;
+
+  // Registers a flight and returns its id (with `mutex` held by the caller).
+  std::uint64_t fly(std::string key, std::chrono::steady_clock::time_point deadline,
+                    reply_once done) {
+    auto id = ++next_id;
+    flights.emplace(
+        id, in_flight{std::move(done), std::chrono::steady_clock::now(), deadline, std::move(key)});
+    return id;
+  }
+  // The flights to `key` (all with an empty key) whose deadline is before `until`, removed.
+  std::vector<in_flight> take(const std::string* key, std::chrono::steady_clock::time_point until) {
+    std::vector<in_flight> out;
+    std::lock_guard lock(mutex);
+    for (auto it = flights.begin(); it != flights.end();) {
+      if ((key && it->second.key != *key) || it->second.deadline > until) {
+        ++it;
+        continue;
+      }
+      out.push_back(std::move(it->second));
+      it = flights.erase(it);
+    }
+    return out;
+  }
+};
+
 } // namespace crm::actors
 
 namespace caf {
@@ -70,66 +115,65 @@ using fwd_reply_atom = caf::atom_constant<caf::atom("fwdreply")>;
 using sweep_atom = caf::atom_constant<caf::atom("fwdsweep")>;
 using forget_atom = caf::atom_constant<caf::atom("fwdforget")>;
 
-struct in_flight {
-  reply_once done;
-  std::chrono::steady_clock::time_point started, deadline;
-  std::string key;
-  void answer(forwarded_response r) { done(std::move(r)); }
-};
+void send_request(const caf::actor& from, const caf::actor& gw, std::uint64_t id,
+                  forwarded_request& r) {
+  caf::send_as(from, gw, fwd_atom::value, id, std::move(r.method), std::move(r.target),
+               std::move(r.headers), std::move(r.body), std::move(r.remote),
+               std::move(r.request_id));
+}
 
 struct forwarder_state {
   runtime::impl* rt = nullptr;
-  std::map<std::string, caf::actor> gateways;                 // host:port -> gateway
+  std::shared_ptr<link_state> link;
   std::map<std::string, std::vector<forward_job>> connecting; // waiting for a connect
-  std::map<std::uint64_t, in_flight> flights;
-  std::uint64_t next_id = 0;
   static inline const char* name = "cluster_forwarder";
 };
 
-void send_job(caf::stateful_actor<forwarder_state>* self, const caf::actor& gw, forward_job j) {
-  auto& st = self->state;
-  auto id = ++st.next_id;
-  auto& f = st.flights[id];
-  f.done = std::move(j.done);
-  f.started = std::chrono::steady_clock::now();
-  f.deadline = j.deadline;
-  f.key = j.host + ":" + std::to_string(j.port);
-  auto& r = j.req;
-  self->send(gw, fwd_atom::value, id, std::move(r.method), std::move(r.target),
-             std::move(r.headers), std::move(r.body), std::move(r.remote), std::move(r.request_id));
-}
-
-void fail_key(forwarder_state& st, const std::string& key, const std::string& why) {
-  for (auto it = st.flights.begin(); it != st.flights.end();) {
-    if (it->second.key != key) {
-      ++it;
-      continue;
-    }
-    ++st.rt->forwards_failed;
-    it->second.answer(unavailable(why));
-    it = st.flights.erase(it);
+void fail(runtime::impl& rt, std::vector<in_flight> flights, const std::string& why) {
+  for (auto& f : flights) {
+    ++rt.forwards_failed;
+    f.done(unavailable(why));
   }
 }
 
-caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::impl* rt) {
+void fail_key(forwarder_state& st, const std::string& key, const std::string& why) {
+  fail(*st.rt, st.link->take(&key, std::chrono::steady_clock::time_point::max()), why);
+}
+
+caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::impl* rt,
+                        std::shared_ptr<link_state> link) {
   self->state.rt = rt;
+  self->state.link = std::move(link);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    for (auto it = st.gateways.begin(); it != st.gateways.end(); ++it) {
-      if (it->second.address() != dm.source) continue;
-      log_warn("cluster: lost the connection to the gateway at {}", it->first);
-      fail_key(st, it->first, "the node owning this tenant went away; retry");
-      st.gateways.erase(it);
-      break;
+    std::string key;
+    {
+      std::lock_guard lock(st.link->mutex);
+      for (auto it = st.link->gateways.begin(); it != st.link->gateways.end(); ++it) {
+        if (it->second.address() != dm.source) continue;
+        key = it->first;
+        st.link->gateways.erase(it);
+        break;
+      }
     }
+    if (key.empty()) return;
+    log_warn("cluster: lost the connection to the gateway at {}", key);
+    fail_key(st, key, "the node owning this tenant went away; retry");
   });
   self->delayed_send(self, std::chrono::milliseconds(250), sweep_atom::value);
   return {
       [self](forward_job& j) {
         auto& st = self->state;
         auto key = j.host + ":" + std::to_string(j.port);
-        if (auto it = st.gateways.find(key); it != st.gateways.end())
-          return send_job(self, it->second, std::move(j));
+        {
+          std::unique_lock lock(st.link->mutex);
+          if (auto it = st.link->gateways.find(key); it != st.link->gateways.end()) {
+            auto gw = it->second;
+            auto id = st.link->fly(key, j.deadline, std::move(j.done));
+            lock.unlock();
+            return send_request(self, gw, id, j.req);
+          }
+        }
         auto& waiting = st.connecting[key];
         waiting.push_back(std::move(j));
         if (waiting.size() > 1) return;
@@ -146,14 +190,22 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
                   if (!p) {
                     for (auto& j : jobs) {
                       ++st.rt->forwards_failed;
-                      j.done(unavailable("the node owning this tenant has no gateway; retry"));
+                      j.done(
+                          unavailable("the node owning this tenant has no gateway; retry", false));
                     }
                     return;
                   }
                   auto gw = caf::actor_cast<caf::actor>(p);
                   self->monitor(gw);
-                  st.gateways[key] = gw;
-                  for (auto& j : jobs) send_job(self, gw, std::move(j));
+                  std::vector<std::uint64_t> ids;
+                  {
+                    std::lock_guard lock(st.link->mutex);
+                    st.link->gateways[key] = gw;
+                    for (auto& j : jobs)
+                      ids.push_back(st.link->fly(key, j.deadline, std::move(j.done)));
+                  }
+                  for (std::size_t i = 0; i < jobs.size(); ++i)
+                    send_request(self, gw, ids[i], jobs[i].req);
                 },
                 [self, key](caf::error& e) {
                   auto& st = self->state;
@@ -163,43 +215,44 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
                   st.connecting.erase(key);
                   for (auto& j : jobs) {
                     ++st.rt->forwards_failed;
-                    j.done(unavailable("the node owning this tenant cannot be reached; retry"));
+                    j.done(
+                        unavailable("the node owning this tenant cannot be reached; retry", false));
                   }
                 });
       },
       [self](fwd_reply_atom, std::uint64_t id, int status, std::vector<std::string>& headers,
              std::string& body) {
         auto& st = self->state;
-        auto it = st.flights.find(id);
-        if (it == st.flights.end()) return; // answered 503 already (deadline)
+        in_flight f;
+        {
+          std::lock_guard lock(st.link->mutex);
+          auto it = st.link->flights.find(id);
+          if (it == st.link->flights.end()) return; // answered 503 already (deadline)
+          f = std::move(it->second);
+          st.link->flights.erase(it);
+        }
         ++st.rt->forwards_ok;
         st.rt->forward_nanos +=
             static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                           std::chrono::steady_clock::now() - it->second.started)
+                                           std::chrono::steady_clock::now() - f.started)
                                            .count());
-        it->second.answer({status, std::move(headers), std::move(body)});
-        st.flights.erase(it);
+        f.done({status, std::move(headers), std::move(body)});
       },
       [self](forget_atom, const std::string& key) {
         auto& st = self->state;
-        fail_key(st, key, "the node owning this tenant went away; retry");
-        if (auto it = st.gateways.find(key); it != st.gateways.end()) {
-          self->demonitor(it->second);
-          st.gateways.erase(it);
+        {
+          std::lock_guard lock(st.link->mutex);
+          if (auto it = st.link->gateways.find(key); it != st.link->gateways.end()) {
+            self->demonitor(it->second);
+            st.link->gateways.erase(it);
+          }
         }
+        fail_key(st, key, "the node owning this tenant went away; retry");
       },
       [self](sweep_atom) {
         auto& st = self->state;
-        auto now = std::chrono::steady_clock::now();
-        for (auto it = st.flights.begin(); it != st.flights.end();) {
-          if (it->second.deadline > now) {
-            ++it;
-            continue;
-          }
-          ++st.rt->forwards_failed;
-          it->second.answer(unavailable("the node owning this tenant did not answer in time"));
-          it = st.flights.erase(it);
-        }
+        fail(*st.rt, st.link->take(nullptr, std::chrono::steady_clock::now()),
+             "the node owning this tenant did not answer in time");
         self->delayed_send(self, std::chrono::milliseconds(250), sweep_atom::value);
       },
   };
@@ -234,17 +287,29 @@ int publish_gateway(runtime& rt, const std::string& host, int port, forward_hand
   if (!bound)
     throw std::runtime_error("cluster: cannot publish the gateway on " + host + ":" +
                              std::to_string(port) + ": " + impl.system->render(bound.error()));
-  impl.forwarder = impl.system->spawn(forwarder, &impl);
+  impl.link = std::make_shared<link_state>();
+  impl.forwarder = impl.system->spawn(forwarder, &impl, impl.link);
   return *bound;
 }
 
 void forward_to(runtime& rt, const std::string& host, int port, forwarded_request req,
                 std::chrono::milliseconds deadline, forwarded_reply done) {
   auto& impl = rt.internals();
-  if (!impl.forwarder) return done(unavailable("this node forwards to no other node"));
-  caf::anon_send(impl.forwarder, forward_job{host, port, std::move(req),
-                                             std::chrono::steady_clock::now() + deadline,
-                                             reply_once(std::move(done))});
+  if (!impl.forwarder) return done(unavailable("this node forwards to no other node", false));
+  auto key = host + ":" + std::to_string(port);
+  auto until = std::chrono::steady_clock::now() + deadline;
+  {
+    std::unique_lock lock(impl.link->mutex);
+    if (auto it = impl.link->gateways.find(key); it != impl.link->gateways.end()) {
+      auto gw = it->second;
+      auto id = impl.link->fly(std::move(key), until, reply_once(std::move(done)));
+      lock.unlock();
+      return send_request(impl.forwarder, gw, id, req);
+    }
+  }
+  // Not connected yet: the forwarder connects, then sends.
+  caf::anon_send(impl.forwarder,
+                 forward_job{host, port, std::move(req), until, reply_once(std::move(done))});
 }
 
 void forget_gateway(runtime& rt, const std::string& host, int port) {

@@ -94,6 +94,7 @@ struct tenant_stats {
 
 struct runtime_automation;
 struct automation_options;
+struct link_state; // actors/cluster_link.cpp
 // Stops the sweeper (before the tenants stop).
 void stop_automation(runtime::impl& rt);
 // The options given to start_automation (null before it).
@@ -146,6 +147,7 @@ struct runtime::impl {
   // other nodes' gateways, and their counters.
   caf::actor gateway;
   caf::actor forwarder;
+  std::shared_ptr<link_state> link;
   std::atomic<std::uint64_t> forwards_ok{0}, forwards_failed{0}, forward_nanos{0},
       forwards_served{0};
 

@@ -371,8 +371,10 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
   pool_.run<lease>(
       [this, tenant](persistence::pg_conn& c) {
         pqxx::work tx(c.raw());
-        // The least-loaded live node takes a tenant nobody holds, or one whose owner is not
-        // live (this node first on a tie: no forward for the request that asked). The latter
+        // A tenant nobody holds, or whose owner is not live, goes to this node (no forward for
+        // the request that asked: a balancer that hashes on the tenant keeps sending it here)
+        // unless this node holds more than a quarter (at least 2) above the least-loaded live
+        // node, which then takes it. The latter
         // only once this node may judge the others (see beat): not in the first seconds after
         // an outage of Postgres that left every heartbeat old.
         auto r = tx.exec_params(
@@ -382,7 +384,9 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
             "    FROM cluster_nodes n WHERE n.state = 'live'"
             "     AND n.heartbeat_at >= now() - make_interval(secs => $3))"
             " INSERT INTO tenant_leases (tenant_id, node_id, epoch)"
-            " SELECT $1, node_id, 1 FROM live ORDER BY load, node_id <> $2, node_id LIMIT 1"
+            " SELECT $1, node_id, 1 FROM live, (SELECT min(load) AS least FROM live) m"
+            "  ORDER BY (node_id = $2 AND load <= least + greatest(2, least / 4)) DESC, load,"
+            "           node_id LIMIT 1"
             " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
             "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
             "  WHERE $4 AND NOT EXISTS (SELECT 1 FROM cluster_nodes n"

@@ -94,12 +94,15 @@ void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
                            res.content_type = std::move(r.headers[i + 1]);
                          else if (k == not_owner_header)
                            not_owner = true;
+                         else if (k == actors::forward_failed_header)
+                           not_owner = not_owner || r.headers[i + 1] == "unsent";
                          else
                            res.headers.emplace_back(std::move(k), std::move(r.headers[i + 1]));
                        }
-                       // The node this one believed the owner is not (a move or a takeover
-                       // meanwhile): ask Postgres once more, then answer what the real owner
-                       // answers.
+                       // The node this one believed the owner is not (a move, a takeover or a
+                       // node that left meanwhile), or one the request never reached: ask
+                       // Postgres once more, then answer what the owner it names answers. A
+                       // request that may have reached the node is never sent again.
                        if (not_owner && attempt == 0) {
                          members_.book().forget(tenant);
                          return acquire_then(ex, tenant, false, 1, here_later);

@@ -448,6 +448,8 @@ def test_a_revocation_made_while_redis_was_down_reaches_every_node(pg_dsn, tmp_p
     Postgres, but Redis cannot announce it); Redis comes back empty (a restart that lost its
     data). Every node re-reads the revocations from Postgres once Redis answers again, so the
     old sessions' access tokens are refused on all three."""
+    for d in ("before", "after"):
+        (tmp_path / d).mkdir()
     redis = crm.RedisServer(str(tmp_path / "before")).start()
     db = crm.Database(pg_dsn)
     started, redis2 = [], None
