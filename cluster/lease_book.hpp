@@ -23,9 +23,15 @@
 namespace crm::cluster {
 
 struct lease {
+  lease() = default;
+  lease(std::int64_t t, std::string n, std::int64_t e) : tenant(t), node(std::move(n)), epoch(e) {}
   std::int64_t tenant = 0;
   std::string node;
   std::int64_t epoch = 0;
+  // The owner's gateway and whether it is live, as membership::acquire read them.
+  std::string actor_host;
+  int actor_port = 0;
+  bool live = true;
 };
 
 class lease_book final : public persistence::lease_source {

@@ -374,9 +374,10 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
         // A tenant nobody holds, or whose owner is not live, goes to this node (no forward for
         // the request that asked: a balancer that hashes on the tenant keeps sending it here)
         // unless this node holds more than a quarter (at least 2) above the least-loaded live
-        // node, which then takes it. The latter
-        // only once this node may judge the others (see beat): not in the first seconds after
-        // an outage of Postgres that left every heartbeat old.
+        // node, which then takes it. One whose owner is not live only once this node may judge
+        // the others (see beat): not in the first seconds after an outage of Postgres that left
+        // every heartbeat old. The owner's gateway comes along: it may have joined after this
+        // node last read the members.
         auto r = tx.exec_params(
             "WITH live AS ("
             "  SELECT n.node_id,"
@@ -394,15 +395,19 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
             "                       AND n.heartbeat_at >= now() - make_interval(secs => $3))"
             " RETURNING tenant_id, node_id, epoch, moving_to",
             tenant, opts_.node_id, opts_.dead_after, judging_.load());
-        if (r.empty())
-          r = tx.exec_params("SELECT tenant_id, node_id, epoch, moving_to FROM tenant_leases"
-                             " WHERE tenant_id = $1",
-                             tenant);
+        r = tx.exec_params("SELECT l.tenant_id, l.node_id, l.epoch, l.moving_to, n.actor_host,"
+                           "       n.actor_port, n.state = 'live'"
+                           "  FROM tenant_leases l JOIN cluster_nodes n USING (node_id)"
+                           " WHERE l.tenant_id = $1",
+                           tenant);
         tx.commit();
         // No live node can take it, or an operator is moving it: a 503, retried by the client.
         if (r.empty() || !r[0][3].is_null()) throw persistence::not_leased(tenant);
         ++acquisitions_;
         auto l = leases_of(r).front();
+        l.actor_host = r[0][4].as<std::string>();
+        l.actor_port = r[0][5].as<int>();
+        l.live = r[0][6].as<bool>();
         book_.learn(l);
         return l;
       },

@@ -62,9 +62,13 @@ void tenant_placement::acquire_then(const exchange_ptr& ex, std::int64_t tenant,
       res.headers.emplace_back(not_owner_header, r->node);
       return ex->respond(std::move(res));
     }
-    auto n = members_.node(r->node);
-    if (!n || n->state != "live") return ex->fail(moving()); // not seen yet: joined just now
-    forward(ex, tenant, *n, attempt, here_later);
+    if (!r->live) return ex->fail(moving()); // not yet declared dead, nor taken over
+    cluster::node_info n;
+    n.id = r->node;
+    n.actor_host = r->actor_host;
+    n.actor_port = r->actor_port;
+    n.state = "live";
+    forward(ex, tenant, n, attempt, here_later);
   });
 }
 
