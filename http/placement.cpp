@@ -75,6 +75,9 @@ void tenant_placement::acquire_then(const exchange_ptr& ex, std::int64_t tenant,
 void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
                                const cluster::node_info& to, int attempt,
                                std::function<void()> here_later) {
+  // The owner audits the request (its dispatch sees the answer); audited here too, each read
+  // of a record would be in the trail twice.
+  ex->audit = nullptr;
   actors::forwarded_request req;
   req.method = std::string(to_string(ex->req.method));
   req.target = ex->req.target;

@@ -85,6 +85,17 @@ def test_every_node_answers_for_every_tenant_and_one_node_holds_each(nodes, data
             got = crm.assert_json_response(
                 clients[(i + k) % 3].get(f"/api/v1/contacts/{c['id']}", token=token), 200)
             assert got["first_name"] == f"P{i}"
+    # Each read is in the audit trail once: recorded by the owner, not again by the node that
+    # forwarded it.
+    for tid, (cid, _) in created.items():
+        wait_for(f"the reads of contact {cid} are audited", lambda: database.query(
+            f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} AND resource = 'contact'"
+            f" AND resource_id = {cid} AND action = 'read'").strip() == "2", limit=5)
+    time.sleep(0.5)  # a second flush would have written a duplicate by now
+    for tid, (cid, _) in created.items():
+        assert database.query(
+            f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} AND resource = 'contact'"
+            f" AND resource_id = {cid} AND action = 'read'").strip() == "2"
     leases = owners(database)
     for t in tenants:
         assert t.tenant_id in leases, f"tenant {t.tenant_id} has no lease"
