@@ -50,6 +50,10 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
 // to it are answered 503 at once and its connection is dropped.
 void forget_gateway(runtime& rt, const std::string& host, int port);
 
+// Runs `f` on an actor thread after `delay` (a held request's next look; CAF's delayed
+// messages, so no thread sleeps). Only for a runtime whose gateway is published.
+void after(runtime& rt, std::chrono::milliseconds delay, std::function<void()> f);
+
 struct forwarding_stats {
   std::uint64_t forwarded = 0; // answered by the other node
   std::uint64_t failed = 0;    // unreachable, gone or too slow: answered 503 here

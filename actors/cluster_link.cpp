@@ -114,6 +114,7 @@ using fwd_atom = caf::atom_constant<caf::atom("fwd")>;
 using fwd_reply_atom = caf::atom_constant<caf::atom("fwdreply")>;
 using sweep_atom = caf::atom_constant<caf::atom("fwdsweep")>;
 using forget_atom = caf::atom_constant<caf::atom("fwdforget")>;
+using later_atom = caf::atom_constant<caf::atom("fwdlater")>;
 
 void send_request(const caf::actor& from, const caf::actor& gw, std::uint64_t id,
                   forwarded_request& r) {
@@ -249,6 +250,7 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
         }
         fail_key(st, key, "the node owning this tenant went away; retry");
       },
+      [](later_atom, std::function<void()>& f) { f(); },
       [self](sweep_atom) {
         auto& st = self->state;
         fail(*st.rt, st.link->take(nullptr, std::chrono::steady_clock::now()),
@@ -316,6 +318,12 @@ void forget_gateway(runtime& rt, const std::string& host, int port) {
   auto& impl = rt.internals();
   if (impl.forwarder)
     caf::anon_send(impl.forwarder, forget_atom::value, host + ":" + std::to_string(port));
+}
+
+void after(runtime& rt, std::chrono::milliseconds delay, std::function<void()> f) {
+  auto& impl = rt.internals();
+  if (!impl.forwarder) return f();
+  caf::delayed_anon_send(impl.forwarder, delay, later_atom::value, std::move(f));
 }
 
 forwarding_stats forwarding(runtime& rt) {

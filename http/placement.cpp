@@ -8,6 +8,8 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
+
 namespace crm::http {
 namespace {
 
@@ -15,6 +17,12 @@ namespace {
 // AI agent included), then is answered 503 here.
 constexpr std::chrono::seconds forward_deadline{30};
 constexpr const char* not_owner_header = "X-Carecrm-Not-Owner";
+// Between two looks at who owns a tenant while a request is held.
+constexpr std::chrono::milliseconds hold_step{150};
+
+bool safe(verb v) {
+  return v == verb::get || v == verb::head || v == verb::options;
+}
 
 domain::failure moving() {
   return domain::failure::of(domain::errc::service_unavailable,
@@ -43,18 +51,43 @@ void tenant_placement::route(const exchange_ptr& ex, std::int64_t tenant, bool f
   // Out of touch with Postgres for too long: this node may have been declared dead and its
   // tenants taken, so it serves none until a heartbeat succeeds again.
   if (!book.fresh()) return ex->fail(moving());
+  auto until = clock::now() + hold_limit();
   if (!forwarded)
     if (auto owner = book.owner_elsewhere(tenant))
       if (auto n = members_.node(*owner); n && n->state == "live")
-        return forward(ex, tenant, *n, 0, std::move(here_later));
-  acquire_then(ex, tenant, forwarded, 0, std::move(here_later));
+        return forward(ex, tenant, *n, until, std::move(here_later));
+  acquire_then(ex, tenant, forwarded, until, std::move(here_later));
+}
+
+std::chrono::milliseconds tenant_placement::hold_limit() const {
+  // Long enough to see a dead owner declared and its tenants taken over (dead-after plus a
+  // heartbeat), short of a client's usual timeout.
+  auto& o = members_.opts();
+  auto ms = static_cast<std::int64_t>((o.dead_after + 4 * o.heartbeat_interval) * 1000);
+  return std::chrono::milliseconds(std::clamp<std::int64_t>(ms, 1000, 15000));
+}
+
+void tenant_placement::hold(const exchange_ptr& ex, std::int64_t tenant, clock::time_point until,
+                            std::function<void()> here_later, const domain::failure& why) {
+  // The tenant is moving, its owner is dead but not yet declared so, or it could not be
+  // reached: the request waits and asks again, until `until`; then the 503 goes out.
+  if (clock::now() + hold_step >= until) return ex->fail(why);
+  ++held_;
+  actors::after(rt_, hold_step, [this, ex, tenant, until, here_later = std::move(here_later)] {
+    members_.book().forget(tenant);
+    acquire_then(ex, tenant, false, until, here_later);
+  });
 }
 
 void tenant_placement::acquire_then(const exchange_ptr& ex, std::int64_t tenant, bool forwarded,
-                                    int attempt, std::function<void()> here_later) {
-  members_.acquire(tenant, [this, ex, tenant, forwarded, attempt,
-                            here_later = std::move(here_later)](cluster::owner_outcome r) {
-    if (!r) return ex->fail(r.error());
+                                    clock::time_point until, std::function<void()> here_later) {
+  members_.acquire(tenant, [this, ex, tenant, forwarded, until,
+                            here_later = std::move(here_later)](cluster::owner_outcome r) mutable {
+    if (!r) {
+      if (forwarded || r.error().code != domain::errc::service_unavailable)
+        return ex->fail(r.error());
+      return hold(ex, tenant, until, std::move(here_later), r.error());
+    }
     if (r->node == members_.book().node_id()) return here_later();
     if (forwarded) {
       ++not_owner_;
@@ -62,18 +95,19 @@ void tenant_placement::acquire_then(const exchange_ptr& ex, std::int64_t tenant,
       res.headers.emplace_back(not_owner_header, r->node);
       return ex->respond(std::move(res));
     }
-    if (!r->live) return ex->fail(moving()); // not yet declared dead, nor taken over
+    // Its owner has stopped beating but is not yet declared dead: wait for the takeover.
+    if (!r->live) return hold(ex, tenant, until, std::move(here_later), moving());
     cluster::node_info n;
     n.id = r->node;
     n.actor_host = r->actor_host;
     n.actor_port = r->actor_port;
     n.state = "live";
-    forward(ex, tenant, n, attempt, here_later);
+    forward(ex, tenant, n, until, std::move(here_later));
   });
 }
 
 void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
-                               const cluster::node_info& to, int attempt,
+                               const cluster::node_info& to, clock::time_point until,
                                std::function<void()> here_later) {
   // The owner audits the request (its dispatch sees the answer); audited here too, each read
   // of a record would be in the trail twice.
@@ -90,29 +124,32 @@ void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
   req.remote = ex->req.remote;
   req.request_id = ex->req.request_id;
   actors::forward_to(rt_, to.actor_host, to.actor_port, std::move(req), forward_deadline,
-                     [this, ex, tenant, attempt, here_later](actors::forwarded_response r) {
+                     [this, ex, tenant, until, here_later](actors::forwarded_response r) {
                        response res;
                        res.status = r.status;
                        res.content_type.clear();
-                       bool not_owner = false;
+                       bool again = false;
                        for (std::size_t i = 0; i + 1 < r.headers.size(); i += 2) {
                          auto& k = r.headers[i];
                          if (k == "Content-Type")
                            res.content_type = std::move(r.headers[i + 1]);
                          else if (k == not_owner_header)
-                           not_owner = true;
+                           again = true;
                          else if (k == actors::forward_failed_header)
-                           not_owner = not_owner || r.headers[i + 1] == "unsent";
+                           again = again || r.headers[i + 1] == "unsent" || safe(ex->req.method);
                          else
                            res.headers.emplace_back(std::move(k), std::move(r.headers[i + 1]));
                        }
                        // The node this one believed the owner is not (a move, a takeover or a
-                       // node that left meanwhile), or one the request never reached: ask
-                       // Postgres once more, then answer what the owner it names answers. A
-                       // request that may have reached the node is never sent again.
-                       if (not_owner && attempt == 0) {
-                         members_.book().forget(tenant);
-                         return acquire_then(ex, tenant, false, 1, here_later);
+                       // node that left meanwhile), or one the request never reached (or a
+                       // read, which may be sent twice): ask Postgres again, until `until`, and
+                       // answer what the owner it names answers. A write that may have reached
+                       // the node is never sent again.
+                       if (again) {
+                         return hold(ex, tenant, until, here_later,
+                                     domain::failure::of(domain::errc::service_unavailable,
+                                                         "the node owning this tenant cannot "
+                                                         "answer now; retry"));
                        }
                        res.body = std::move(r.body);
                        ex->respond(std::move(res));
@@ -140,6 +177,9 @@ void tenant_placement::write_metrics(std::string& out) const {
        "Time the answered forwarded requests took, end to end.", f.seconds);
   line("carecrm_cluster_forwards_served_total", "counter",
        "Requests other nodes forwarded here and this node answered.", f.served);
+  line("carecrm_cluster_held_total", "counter",
+       "Waits of a request for a moving tenant or a dead owner's takeover (150 ms each).",
+       held_.load());
   line("carecrm_cluster_not_owner_total", "counter",
        "Forwarded requests this node answered as not the owner.", not_owner_.load());
   line("carecrm_cluster_heartbeats_total", "counter", "Heartbeats written.", m.heartbeats());

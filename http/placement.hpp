@@ -1,11 +1,14 @@
 // Where a tenant's requests run in a cluster (docs/cluster.md): on the node that holds the
 // tenant's lease. Any node accepts any request; one for a tenant held elsewhere is forwarded to
 // the owner through CAF's network layer (actors/cluster.hpp) and the owner's answer returned.
-// A tenant nobody holds (or whose owner is dead) is first placed on the least-loaded live node.
+// A tenant nobody holds (or whose owner is dead) is first placed (http/placement.cpp). While a
+// tenant moves, or its dead owner is not yet declared dead, its requests are held and retried for
+// a while (about dead-after) before a 503 goes out.
 #pragma once
 #include "http/exchange.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,14 +54,19 @@ public:
   std::string cluster_json() const;
 
 private:
-  void acquire_then(const exchange_ptr& ex, std::int64_t tenant, bool forwarded, int attempt,
-                    std::function<void()> here_later);
+  using clock = std::chrono::steady_clock;
+  void acquire_then(const exchange_ptr& ex, std::int64_t tenant, bool forwarded,
+                    clock::time_point until, std::function<void()> here_later);
   void forward(const exchange_ptr& ex, std::int64_t tenant, const cluster::node_info& to,
-               int attempt, std::function<void()> here_later);
+               clock::time_point until, std::function<void()> here_later);
+  void hold(const exchange_ptr& ex, std::int64_t tenant, clock::time_point until,
+            std::function<void()> here_later, const domain::failure& why);
+  std::chrono::milliseconds hold_limit() const;
 
   cluster::membership& members_;
   actors::runtime& rt_;
   std::atomic<std::uint64_t> not_owner_{0};
+  std::atomic<std::uint64_t> held_{0};
 };
 
 } // namespace crm::http
