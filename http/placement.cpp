@@ -73,9 +73,23 @@ void tenant_placement::hold(const exchange_ptr& ex, std::int64_t tenant, clock::
   // reached: the request waits and asks again, until `until`; then the 503 goes out.
   if (clock::now() + hold_step >= until) return ex->fail(why);
   ++held_;
-  actors::after(rt_, hold_step, [this, ex, tenant, until, here_later = std::move(here_later)] {
+  // If the wait is dropped unrun (the node stops), the request is answered 503 all the same.
+  struct answer_if_dropped {
+    answer_if_dropped(exchange_ptr e, domain::failure w) : ex(std::move(e)), why(std::move(w)) {}
+    answer_if_dropped(const answer_if_dropped&) = delete;
+    answer_if_dropped& operator=(const answer_if_dropped&) = delete;
+    ~answer_if_dropped() {
+      if (!ran) ex->fail(why);
+    }
+    exchange_ptr ex;
+    domain::failure why;
+    bool ran = false;
+  };
+  auto guard = std::make_shared<answer_if_dropped>(ex, why);
+  actors::after(rt_, hold_step, [this, guard, tenant, until, here_later = std::move(here_later)] {
+    guard->ran = true;
     members_.book().forget(tenant);
-    acquire_then(ex, tenant, false, until, here_later);
+    acquire_then(guard->ex, tenant, false, until, here_later);
   });
 }
 
