@@ -28,7 +28,8 @@ struct lease {
   std::int64_t tenant = 0;
   std::string node;
   std::int64_t epoch = 0;
-  // The owner's gateway and whether it is live, as membership::acquire read them.
+  // The owner's gateway and whether it is live (crm_node_live), as membership::acquire read
+  // them.
   std::string actor_host;
   int actor_port = 0;
   bool live = true;

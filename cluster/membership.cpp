@@ -37,8 +37,7 @@ std::int64_t hand_over(pqxx::work& tx, double dead_after, const std::string* onl
   if (orphans.empty()) return 0;
   auto live = tx.exec_params(
       "SELECT n.node_id, (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id)"
-      "  FROM cluster_nodes n WHERE n.state = 'live'"
-      "   AND n.heartbeat_at >= now() - make_interval(secs => $1) AND n.node_id <> $2"
+      "  FROM cluster_nodes n WHERE crm_node_live(n.node_id, $1) AND n.node_id <> $2"
       " ORDER BY n.node_id",
       dead_after, only ? *only : std::string());
   if (live.empty()) return 0;
@@ -73,21 +72,17 @@ std::int64_t hand_over(pqxx::work& tx, double dead_after, const std::string* onl
 lease request_move(persistence::pg_conn& c, std::int64_t tenant, const std::string& to,
                    double dead_after) {
   pqxx::work tx(c.raw());
-  auto live = tx.exec_params("SELECT 1 FROM cluster_nodes WHERE node_id = $1 AND state = 'live'"
-                             "   AND heartbeat_at >= now() - make_interval(secs => $2)",
-                             to, dead_after);
-  if (live.empty()) throw std::runtime_error("node " + to + " is not a live member");
+  auto live = tx.exec_params("SELECT crm_node_live($1, $2)", to, dead_after);
+  if (!live[0][0].as<bool>()) throw std::runtime_error("node " + to + " is not a live member");
   // Nobody holds it, or its owner is not live: it goes to `to` at once.
-  auto r = tx.exec_params(
-      "INSERT INTO tenant_leases (tenant_id, node_id, epoch) VALUES ($1, $2, 1)"
-      " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
-      "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
-      "  WHERE tenant_leases.node_id <> EXCLUDED.node_id"
-      "    AND NOT EXISTS (SELECT 1 FROM cluster_nodes n"
-      "                     WHERE n.node_id = tenant_leases.node_id AND n.state = 'live'"
-      "                       AND n.heartbeat_at >= now() - make_interval(secs => $3))"
-      " RETURNING tenant_id, node_id, epoch",
-      tenant, to, dead_after);
+  auto r =
+      tx.exec_params("INSERT INTO tenant_leases (tenant_id, node_id, epoch) VALUES ($1, $2, 1)"
+                     " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
+                     "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
+                     "  WHERE tenant_leases.node_id <> EXCLUDED.node_id"
+                     "    AND NOT crm_node_live(tenant_leases.node_id, $3)"
+                     " RETURNING tenant_id, node_id, epoch",
+                     tenant, to, dead_after);
   if (r.empty())
     // A live owner (or `to` itself): the owner hands it over when its heartbeat sees this.
     r = tx.exec_params("UPDATE tenant_leases SET moving_to = CASE WHEN node_id = $2 THEN NULL"
@@ -113,8 +108,7 @@ std::string cluster_status_json(persistence::pg_conn& c, double dead_after) {
       "SELECT json_build_object('nodes', coalesce((SELECT json_agg(json_build_object("
       "   'node_id', n.node_id, 'http_address', n.http_address,"
       "   'actor_address', n.actor_host || ':' || n.actor_port,"
-      "   'state', CASE WHEN n.state = 'live' AND n.heartbeat_at < now() - make_interval(secs => "
-      "$1)"
+      "   'state', CASE WHEN n.state = 'live' AND NOT crm_node_live(n.node_id, $1)"
       "                 THEN 'suspect' ELSE n.state END,"
       "   'heartbeat_age_seconds', round(extract(epoch FROM now() - n.heartbeat_at)::numeric, 3),"
       "   'tenants', (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id))"
@@ -231,8 +225,7 @@ void membership::beat(persistence::pg_conn& c) {
   judging_ = judge;
   if (judge) {
     auto dead = tx.exec_params("UPDATE cluster_nodes SET state = 'dead'"
-                               " WHERE state = 'live'"
-                               "   AND heartbeat_at < now() - make_interval(secs => $1)"
+                               " WHERE state = 'live' AND NOT crm_node_live(node_id, $1)"
                                " RETURNING node_id",
                                opts_.dead_after);
     for (const auto& row : dead)
@@ -378,28 +371,25 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
         // the others (see beat): not in the first seconds after an outage of Postgres that left
         // every heartbeat old. The owner's gateway comes along: it may have joined after this
         // node last read the members.
-        auto r = tx.exec_params(
+        tx.exec_params(
             "WITH live AS ("
             "  SELECT n.node_id,"
             "         (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id) AS load"
-            "    FROM cluster_nodes n WHERE n.state = 'live'"
-            "     AND n.heartbeat_at >= now() - make_interval(secs => $3))"
+            "    FROM cluster_nodes n WHERE crm_node_live(n.node_id, $3))"
             " INSERT INTO tenant_leases (tenant_id, node_id, epoch)"
             " SELECT $1, node_id, 1 FROM live, (SELECT min(load) AS least FROM live) m"
             "  ORDER BY (node_id = $2 AND load <= least + greatest(2, least / 4)) DESC, load,"
             "           node_id LIMIT 1"
             " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
             "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
-            "  WHERE $4 AND NOT EXISTS (SELECT 1 FROM cluster_nodes n"
-            "                     WHERE n.node_id = tenant_leases.node_id AND n.state = 'live'"
-            "                       AND n.heartbeat_at >= now() - make_interval(secs => $3))"
-            " RETURNING tenant_id, node_id, epoch, moving_to",
+            "  WHERE $4 AND NOT crm_node_live(tenant_leases.node_id, $3)",
             tenant, opts_.node_id, opts_.dead_after, judging_.load());
-        r = tx.exec_params("SELECT l.tenant_id, l.node_id, l.epoch, l.moving_to, n.actor_host,"
-                           "       n.actor_port, n.state = 'live'"
-                           "  FROM tenant_leases l JOIN cluster_nodes n USING (node_id)"
-                           " WHERE l.tenant_id = $1",
-                           tenant);
+        // The lease as it stands now (placed above, or held already), with its owner's gateway.
+        auto r = tx.exec_params("SELECT l.tenant_id, l.node_id, l.epoch, l.moving_to, n.actor_host,"
+                                "       n.actor_port, crm_node_live(l.node_id, $2)"
+                                "  FROM tenant_leases l JOIN cluster_nodes n USING (node_id)"
+                                " WHERE l.tenant_id = $1",
+                                tenant, opts_.dead_after);
         tx.commit();
         // No live node can take it, or an operator is moving it: a 503, retried by the client.
         if (r.empty() || !r[0][3].is_null()) throw persistence::not_leased(tenant);

@@ -5,6 +5,7 @@
 #include "cluster/membership.hpp"
 #include "domain/audit.hpp"
 #include "http/services.hpp"
+#include "persistence/fence.hpp"
 
 #include <boost/json.hpp>
 
@@ -22,11 +23,6 @@ constexpr std::chrono::milliseconds hold_step{150};
 
 bool safe(verb v) {
   return v == verb::get || v == verb::head || v == verb::options;
-}
-
-domain::failure moving() {
-  return domain::failure::of(domain::errc::service_unavailable,
-                             "this tenant is moving between nodes; retry");
 }
 
 } // namespace
@@ -50,7 +46,7 @@ void tenant_placement::route(const exchange_ptr& ex, std::int64_t tenant, bool f
   if (book.holds(tenant)) return here();
   // Out of touch with Postgres for too long: this node may have been declared dead and its
   // tenants taken, so it serves none until a heartbeat succeeds again.
-  if (!book.fresh()) return ex->fail(moving());
+  if (!book.fresh()) return ex->fail(persistence::tenant_moving());
   auto until = clock::now() + hold_limit();
   if (!forwarded)
     if (auto owner = book.owner_elsewhere(tenant))
@@ -105,12 +101,13 @@ void tenant_placement::acquire_then(const exchange_ptr& ex, std::int64_t tenant,
     if (r->node == members_.book().node_id()) return here_later();
     if (forwarded) {
       ++not_owner_;
-      auto res = error_response(moving());
+      auto res = error_response(persistence::tenant_moving());
       res.headers.emplace_back(not_owner_header, r->node);
       return ex->respond(std::move(res));
     }
     // Its owner has stopped beating but is not yet declared dead: wait for the takeover.
-    if (!r->live) return hold(ex, tenant, until, std::move(here_later), moving());
+    if (!r->live)
+      return hold(ex, tenant, until, std::move(here_later), persistence::tenant_moving());
     cluster::node_info n;
     n.id = r->node;
     n.actor_host = r->actor_host;

@@ -18,6 +18,11 @@ held_lease lease_or_throw(const lease_source& s, std::int64_t tenant) {
 not_leased::not_leased(std::int64_t tenant)
     : std::runtime_error("this node holds no lease of tenant " + std::to_string(tenant)) {}
 
+domain::failure tenant_moving() {
+  return domain::failure::of(domain::errc::service_unavailable,
+                             "this tenant is moving to another node; retry");
+}
+
 void install_lease_source(const lease_source* s) {
   source.store(s);
 }

@@ -4,6 +4,8 @@
 // partitioned, moved away from) can never commit for the tenant again. Without a cluster no
 // lease source is installed and `fence` does nothing.
 #pragma once
+#include "domain/failure.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -35,6 +37,10 @@ public:
 // Installed once by `serve` in a cluster, before any write (null: no fencing).
 void install_lease_source(const lease_source* s);
 bool fencing();
+
+// What a request of a tenant that is changing owner is answered (503; the retry reaches the new
+// owner): a write refused by the fence, or a request held for longer than it may wait.
+domain::failure tenant_moving();
 
 // Thrown when this node does not hold the tenant's lease: nothing was sent to Postgres.
 struct not_leased : std::runtime_error {

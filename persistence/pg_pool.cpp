@@ -109,11 +109,7 @@ domain::failure pg_pool::unavailable(const char* what) {
 domain::failure pg_pool::failure_of(const std::exception& e) {
   // A write of a tenant whose lease this node no longer holds (docs/cluster.md): refused here
   // or by crm_fence in the transaction. The client's retry reaches the new owner.
-  auto moved = [] {
-    return domain::failure::of(domain::errc::service_unavailable,
-                               "this tenant is moving to another node; retry");
-  };
-  if (dynamic_cast<const not_leased*>(&e)) return moved();
+  if (dynamic_cast<const not_leased*>(&e)) return tenant_moving();
   if (dynamic_cast<const pqxx::broken_connection*>(&e) ||
       dynamic_cast<const pqxx::in_doubt_error*>(&e) ||
       dynamic_cast<const pqxx::transaction_rollback*>(&e))
@@ -126,7 +122,7 @@ domain::failure pg_pool::failure_of(const std::exception& e) {
     const std::string& state = sql->sqlstate();
     if (state == fenced_sqlstate) {
       log_warn("postgres: {}", e.what());
-      return moved();
+      return tenant_moving();
     }
     static constexpr std::string_view retryable[] = {"08", "23", "40", "53", "55", "57", "58"};
     if (state.size() < 2) return unavailable(e.what());

@@ -15,6 +15,15 @@ CREATE TABLE cluster_nodes (
   state        text NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'dead', 'left'))
 );
 
+-- The one definition of a live member: the cluster's SQL (cluster/membership.cpp) asks it, never
+-- the columns.
+CREATE FUNCTION crm_node_live(node text, dead_after double precision) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM cluster_nodes n
+                  WHERE n.node_id = node AND n.state = 'live'
+                    AND n.heartbeat_at >= now() - make_interval(secs => dead_after))
+$$;
+
 -- tenant_leases: who owns a tenant now. `epoch` only grows: every change of owner (a first
 -- placement, a takeover from a dead node, a move, a restart of the owner) adds one. A node's
 -- write transaction for a tenant calls crm_fence with the epoch it holds, in the same
