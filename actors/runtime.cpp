@@ -13,12 +13,6 @@
 #include <thread>
 
 namespace crm::actors {
-namespace {
-// Transactions of the group committer at once. One slot merged more batches and was as fast or
-// slightly faster in the mixed scenario (benchmarks/RESULTS.md); the second keeps one slow
-// batch (a lock wait, a large import) from stalling every other tenant's commits.
-constexpr int commits_in_flight = 2;
-} // namespace
 
 const char* child_name(child_kind k) {
 #define CRM_CHILD_NAME(name) #name,
@@ -30,7 +24,7 @@ const char* child_name(child_kind k) {
 
 runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
     : opts(o), pool(p), committer(std::make_shared<persistence::group_committer>(
-                            p, commits_in_flight, &group_commits().transactions)) {
+                            p, std::max(1, o.commits_in_flight), &group_commits().transactions)) {
   auto threads = opts.threads > 0
                      ? opts.threads
                      : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));

@@ -30,6 +30,10 @@ struct runtime_options {
   // node may run. A tenant it holds no lease of is acquired first (it may be placed on another
   // node: the messages for it then answer 503). None: every tenant runs here.
   cluster::membership* cluster = nullptr;
+  // Group-commit transactions at once. One slot merges more batches into each transaction; the
+  // second keeps one slow batch (a lock wait, a large import) from stalling every other
+  // tenant's commits. Nodes sharing one machine's cores may take one each (docs/cluster.md).
+  int commits_in_flight = 2;
 };
 
 class runtime {

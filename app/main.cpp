@@ -158,7 +158,8 @@ int serve(config::settings cfg) {
     members = std::make_unique<cluster::membership>(co, pool);
     persistence::install_lease_source(&members->book());
   }
-  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout, &audit_writer, members.get()},
+  actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout, &audit_writer, members.get(),
+                      cfg.commits_in_flight},
                      pool);
   http::http_metrics metrics;
   http::auditor auditor(audit_writer, cfg.audit_reads == "off" ? http::auditor::read_policy::off

@@ -171,6 +171,13 @@ const std::vector<option>& options() {
        [](settings& s, const std::string& v) {
          s.database_pool_size = static_cast<int>(to_size("database-pool-size", v));
        }},
+      {"commits-in-flight", "database", "commits_in_flight", "CARECRM_COMMITS_IN_FLIGHT",
+       "group-commit transactions at once (1 to 16)",
+       [](settings& s, const std::string& v) {
+         auto n = to_size("commits-in-flight", v);
+         if (n < 1 || n > 16) throw config_error("commits-in-flight: from 1 to 16");
+         s.commits_in_flight = static_cast<int>(n);
+       }},
       {"redis-url", "redis", "url", "CARECRM_REDIS_URL", "Redis URL (redis://host:port[/db])",
        [](settings& s, const std::string& v) { s.redis_url = v; }},
       {"rate-limit-user", "rate_limits", "user", "CARECRM_RATE_LIMIT_USER",

@@ -31,6 +31,7 @@ struct settings {
   // [database]
   std::string database_url = "postgresql://postgres@127.0.0.1:5432/carecrm";
   int database_pool_size = 8;
+  int commits_in_flight = 2; // group-commit transactions at once (persistence/group_committer)
   std::size_t database_queue_limit = 2048; // queued lookups beyond it: 503 at once
   // [redis]
   std::string redis_url = "redis://127.0.0.1:6379";

@@ -80,3 +80,16 @@ TEST(settings, requires_a_long_jwt_secret_unless_dev) {
   crm::config::require_serveable(e);
   EXPECT_NE(d.jwt_secret, e.jwt_secret) << "each --dev process draws its own key";
 }
+
+TEST(settings, takes_commits_in_flight_from_one_to_sixteen) {
+  const char* env[] = {nullptr};
+  const char* argv[] = {"carecrm", "serve"};
+  EXPECT_EQ(load(2, argv, env).values.commits_in_flight, 2);
+  temp_toml f("[database]\ncommits_in_flight = 1\n");
+  const char* from_file[] = {"carecrm", "--config", f.path.c_str(), "serve"};
+  EXPECT_EQ(load(4, from_file, env).values.commits_in_flight, 1);
+  for (const char* bad : {"--commits-in-flight=0", "--commits-in-flight=17"}) {
+    const char* flags[] = {"carecrm", "serve", bad};
+    EXPECT_THROW(load(3, flags, env), config_error) << bad;
+  }
+}
