@@ -251,7 +251,12 @@ int serve(config::settings cfg) {
       actors::forget_gateway(rt, n.actor_host, n.actor_port);
     });
     members->join(
-        api_at, host, port, [&rt](const std::vector<std::int64_t>& lost) { rt.evict(lost); },
+        api_at, host, port,
+        [&rt, m](const std::vector<std::int64_t>& lost) {
+          rt.evict(lost);
+          // Held again (at a newer epoch) only once the old actors are gone.
+          for (auto t : lost) rt.when_stopped(t, [m, t] { m->book().stopped(t); });
+        },
         [&rt, m](const cluster::membership::move& mv) {
           rt.when_stopped(mv.tenant, [m, mv] { m->finish_move(mv); });
         });

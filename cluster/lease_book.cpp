@@ -17,6 +17,7 @@ std::optional<persistence::held_lease> lease_book::lease_of(std::int64_t tenant)
 void lease_book::learn(const lease& l) {
   std::unique_lock lock(mutex_);
   if (l.node == node_) {
+    if (stopping_.count(l.tenant)) return; // held again once its old actors stopped
     held_[l.tenant] = {l.epoch, ++marks_};
     elsewhere_.erase(l.tenant);
   } else {
@@ -54,19 +55,32 @@ std::vector<std::int64_t> lease_book::reconcile(const std::vector<lease>& mine,
     auto it = now.find(tenant);
     if (it == now.end() || it->second != e.epoch) lost.push_back(tenant);
   }
-  for (auto t : lost) held_.erase(t);
+  for (auto t : lost) {
+    held_.erase(t);
+    stopping_.insert(t);
+  }
   // Leases Postgres gives this node that it did not know of (a dead node's tenants, a move
   // here): held from now on. A lost tenant held again at a newer epoch comes back the same way
-  // on the next heartbeat, once its old actors were told to stop.
+  // on a later heartbeat, once its old actors have stopped (`stopped`).
   ++marks_;
   for (auto& [tenant, epoch] : now) {
-    if (std::find(lost.begin(), lost.end(), tenant) != lost.end()) continue;
+    if (stopping_.count(tenant)) continue;
     auto it = held_.find(tenant);
     if (it != held_.end() && it->second.learned > since) continue;
     held_[tenant] = {epoch, marks_};
     elsewhere_.erase(tenant);
   }
   return lost;
+}
+
+void lease_book::stopped(std::int64_t tenant) {
+  std::unique_lock lock(mutex_);
+  stopping_.erase(tenant);
+}
+
+bool lease_book::stopping(std::int64_t tenant) const {
+  std::shared_lock lock(mutex_);
+  return stopping_.count(tenant) > 0;
 }
 
 bool lease_book::release(std::int64_t tenant) {

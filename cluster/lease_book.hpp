@@ -18,6 +18,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace crm::cluster {
@@ -61,6 +62,12 @@ public:
   // `since` was taken). Returns the tenants the node held (or held at another epoch) and does
   // not any more: their actors must stop at once.
   std::vector<std::int64_t> reconcile(const std::vector<lease>& mine, std::uint64_t since);
+  // A tenant whose lease was lost is not held again (at a newer epoch, from a later heartbeat or
+  // an acquisition) until its old actors have stopped, which `stopped` says. Until then those
+  // actors, still finishing their mailboxes, would otherwise write under the new epoch from
+  // state they read before the loss, over what another owner wrote meanwhile.
+  void stopped(std::int64_t tenant);
+  bool stopping(std::int64_t tenant) const;
   // Drops a held lease (given up, moved away); true if it was held.
   bool release(std::int64_t tenant);
   std::vector<lease> held() const;
@@ -79,6 +86,7 @@ private:
   };
   std::unordered_map<std::int64_t, held_entry> held_;
   std::unordered_map<std::int64_t, std::string> elsewhere_; // tenant -> node
+  std::unordered_set<std::int64_t> stopping_;               // lost, old actors not yet stopped
   std::uint64_t marks_ = 0;
   std::atomic<clock::rep> fresh_until_{0};
 };
