@@ -1,6 +1,8 @@
 // The HTTP ceiling for benchmarks/run: a bare Boost.Beast server on the same asio thread count,
 // answering every request with a fixed 60-byte JSON body over keep-alive. carecrm's scenarios
 // are reported as a share of what this reaches on the same machine in the same run.
+//   crm_ceiling PORT THREADS [BYTES]: BYTES pads the body to that size (benchmarks/profile list:
+//   the ceiling for an answer as large as a list page).
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
@@ -19,7 +21,7 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-const std::string body = R"({"id":1,"first_name":"Ada","status":"active","ok":true,"x":12})";
+std::string body = R"({"id":1,"first_name":"Ada","status":"active","ok":true,"x":12})";
 
 class session : public std::enable_shared_from_this<session> {
 public:
@@ -67,6 +69,10 @@ void accept(net::io_context& ioc, tcp::acceptor& acceptor) {
 int main(int argc, char** argv) {
   unsigned short port = argc > 1 ? static_cast<unsigned short>(std::atoi(argv[1])) : 18090;
   int threads = argc > 2 ? std::atoi(argv[2]) : 2;
+  if (argc > 3) {
+    auto size = static_cast<std::size_t>(std::atol(argv[3]));
+    if (size > body.size() + 8) body = R"({"pad":")" + std::string(size - 10, 'x') + "\"}";
+  }
   net::io_context ioc(threads);
   tcp::acceptor acceptor(ioc, {net::ip::make_address("127.0.0.1"), port});
   accept(ioc, acceptor);

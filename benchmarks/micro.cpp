@@ -1,5 +1,6 @@
 // Micro-benchmarks of the hot pieces of a request: route matching, access-token verification,
 // and JSON encoding. Run by benchmarks/run; compare ratios within one run.
+#include "domain/audit.hpp"
 #include "domain/clock.hpp"
 #include "domain/contact_json.hpp"
 #include "domain/contact_store.hpp"
@@ -139,6 +140,15 @@ void json_encode_contact_page(benchmark::State& state) {
     benchmark::DoNotOptimize(domain::encode_contact_page(page.items, 100, 1, 20));
 }
 BENCHMARK(json_encode_contact_page);
+
+// The ids a list read records in the audit trail, read back from the rendered page of 20.
+void audit_list_ids_contact_page(benchmark::State& state) {
+  auto store = sample_store(100);
+  domain::contact_query q;
+  auto body = domain::encode_contact_page(store.list(q).items, 100, 1, 20);
+  for (auto _ : state) benchmark::DoNotOptimize(domain::list_ids(body, "items"));
+}
+BENCHMARK(audit_list_ids_contact_page);
 
 void json_encode_contact_full(benchmark::State& state) {
   auto store = sample_store(1);

@@ -109,3 +109,12 @@ TEST(AuditChangedFields, NamesWhatChangedAndCustomKeys) {
 }
 
 } // namespace
+
+TEST(AuditListIds, EndsStringsAtTheFirstQuoteNotEscaped) {
+  // JSON text: "a\\" ends after the escaped backslash; "\"}" holds a quote and a brace;
+  // "\\\"{" an escaped backslash, an escaped quote and a brace.
+  std::string body = R"({"items":[{"x":"a\\","id":1},{"y":"\"}","id":2},)"
+                     R"({"z":"\\\"{","w":["\\"],"id":3}],"id":9})";
+  EXPECT_EQ(list_ids(body, "items"), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_TRUE(list_ids(R"({"items":[{"x":"open\"}]})", "items").empty());
+}
