@@ -123,6 +123,21 @@ void send_request(const caf::actor& from, const caf::actor& gw, std::uint64_t id
                std::move(r.request_id));
 }
 
+// Sends `req` at once, from `from`'s address, when the gateway at `key` is connected; false
+// (nothing taken) when it is not yet.
+bool send_if_connected(link_state& link, const caf::actor& from, const std::string& key,
+                       std::chrono::steady_clock::time_point until, reply_once& done,
+                       forwarded_request& req) {
+  std::unique_lock lock(link.mutex);
+  auto it = link.gateways.find(key);
+  if (it == link.gateways.end()) return false;
+  auto gw = it->second;
+  auto id = link.fly(key, until, std::move(done));
+  lock.unlock();
+  send_request(from, gw, id, req);
+  return true;
+}
+
 struct forwarder_state {
   runtime::impl* rt = nullptr;
   std::shared_ptr<link_state> link;
@@ -166,15 +181,8 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
       [self](forward_job& j) {
         auto& st = self->state;
         auto key = j.host + ":" + std::to_string(j.port);
-        {
-          std::unique_lock lock(st.link->mutex);
-          if (auto it = st.link->gateways.find(key); it != st.link->gateways.end()) {
-            auto gw = it->second;
-            auto id = st.link->fly(key, j.deadline, std::move(j.done));
-            lock.unlock();
-            return send_request(self, gw, id, j.req);
-          }
-        }
+        // Connected since forward_to looked.
+        if (send_if_connected(*st.link, self, key, j.deadline, j.done, j.req)) return;
         auto& waiting = st.connecting[key];
         waiting.push_back(std::move(j));
         if (waiting.size() > 1) return;
@@ -298,20 +306,13 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
                 std::chrono::milliseconds deadline, forwarded_reply done) {
   auto& impl = rt.internals();
   if (!impl.forwarder) return done(unavailable("this node forwards to no other node", false));
-  auto key = host + ":" + std::to_string(port);
   auto until = std::chrono::steady_clock::now() + deadline;
-  {
-    std::unique_lock lock(impl.link->mutex);
-    if (auto it = impl.link->gateways.find(key); it != impl.link->gateways.end()) {
-      auto gw = it->second;
-      auto id = impl.link->fly(std::move(key), until, reply_once(std::move(done)));
-      lock.unlock();
-      return send_request(impl.forwarder, gw, id, req);
-    }
-  }
+  reply_once once(std::move(done));
+  if (send_if_connected(*impl.link, impl.forwarder, host + ":" + std::to_string(port), until, once,
+                        req))
+    return;
   // Not connected yet: the forwarder connects, then sends.
-  caf::anon_send(impl.forwarder,
-                 forward_job{host, port, std::move(req), until, reply_once(std::move(done))});
+  caf::anon_send(impl.forwarder, forward_job{host, port, std::move(req), until, std::move(once)});
 }
 
 void forget_gateway(runtime& rt, const std::string& host, int port) {

@@ -24,7 +24,7 @@ const char* child_name(child_kind k) {
 
 runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
     : opts(o), pool(p), committer(std::make_shared<persistence::group_committer>(
-                            p, std::max(1, o.commits_in_flight), &group_commits().transactions)) {
+                            p, o.commits_in_flight, &group_commits().transactions)) {
   auto threads = opts.threads > 0
                      ? opts.threads
                      : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));

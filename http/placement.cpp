@@ -120,9 +120,6 @@ void tenant_placement::acquire_then(const exchange_ptr& ex, std::int64_t tenant,
 void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
                                const cluster::node_info& to, clock::time_point until,
                                std::function<void()> here_later) {
-  // The owner audits the request (its dispatch sees the answer); audited here too, each read
-  // of a record would be in the trail twice.
-  ex->audit = nullptr;
   actors::forwarded_request req;
   req.method = std::string(to_string(ex->req.method));
   req.target = ex->req.target;
@@ -140,15 +137,17 @@ void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
                        res.status = r.status;
                        res.content_type.clear();
                        bool again = false;
+                       bool made_here = false; // by forward_to, not by the other node
                        for (std::size_t i = 0; i + 1 < r.headers.size(); i += 2) {
                          auto& k = r.headers[i];
-                         if (k == "Content-Type")
+                         if (k == "Content-Type") {
                            res.content_type = std::move(r.headers[i + 1]);
-                         else if (k == not_owner_header)
+                         } else if (k == not_owner_header) {
                            again = true;
-                         else if (k == actors::forward_failed_header)
+                         } else if (k == actors::forward_failed_header) {
+                           made_here = true;
                            again = again || r.headers[i + 1] == "unsent" || safe(ex->req.method);
-                         else
+                         } else
                            res.headers.emplace_back(std::move(k), std::move(r.headers[i + 1]));
                        }
                        // The node this one believed the owner is not (a move, a takeover or a
@@ -162,6 +161,11 @@ void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
                                                          "the node owning this tenant cannot "
                                                          "answer now; retry"));
                        }
+                       // The owner audited the request it answered (its dispatch saw the
+                       // answer); audited here too, each read would be in the trail twice. A
+                       // request held and then run here (above), or answered here, keeps its
+                       // audit here.
+                       if (!made_here) ex->audit = nullptr;
                        res.body = std::move(r.body);
                        ex->respond(std::move(res));
                      });

@@ -63,6 +63,12 @@ def wait_for(what, check, limit=15.0, step=0.1):
     pytest.fail(f"timed out waiting until {what}")
 
 
+def audited_reads(database, tenant_id, contact_id) -> int:
+    return int(database.query(
+        f"SELECT count(*) FROM audit_log WHERE tenant_id = {tenant_id} AND resource = 'contact'"
+        f" AND resource_id = {contact_id} AND action = 'read'"))
+
+
 def members_live(database, n):
     return database.query(
         "SELECT count(*) FROM cluster_nodes WHERE state = 'live'").strip() == str(n)
@@ -88,14 +94,11 @@ def test_every_node_answers_for_every_tenant_and_one_node_holds_each(nodes, data
     # Each read is in the audit trail once: recorded by the owner, not again by the node that
     # forwarded it.
     for tid, (cid, _) in created.items():
-        wait_for(f"the reads of contact {cid} are audited", lambda: database.query(
-            f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} AND resource = 'contact'"
-            f" AND resource_id = {cid} AND action = 'read'").strip() == "2", limit=5)
+        wait_for(f"the reads of contact {cid} are audited",
+                 lambda: audited_reads(database, tid, cid) == 2, limit=5)
     time.sleep(0.5)  # a second flush would have written a duplicate by now
     for tid, (cid, _) in created.items():
-        assert database.query(
-            f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} AND resource = 'contact'"
-            f" AND resource_id = {cid} AND action = 'read'").strip() == "2"
+        assert audited_reads(database, tid, cid) == 2
     leases = owners(database)
     for t in tenants:
         assert t.tenant_id in leases, f"tenant {t.tenant_id} has no lease"
@@ -195,8 +198,16 @@ def test_a_killed_nodes_tenants_are_served_by_the_survivors(nodes, database, cli
         # A read sent now is held until the takeover, then answered: no 503 to retry.
         held = on_victim[0]
         _, seed_id = next(iter(held.acked))
-        r = survivor.client().get(f"/api/v1/contacts/{seed_id}", token=held.token)
+        request_id = crm.unique("held-read")
+        r = survivor.client().get(f"/api/v1/contacts/{seed_id}", token=held.token,
+                                  headers={"X-Request-Id": request_id})
         assert r.status == 200, r.describe()
+        # ... and in the audit trail once, whether the survivor that received it took the tenant
+        # (served there after the wait) or forwarded it to the one that did.
+        wait_for("the held read is audited", lambda: database.query(
+            f"SELECT count(*) FROM audit_log WHERE tenant_id = {held.tenant_id}"
+            f" AND resource_id = {seed_id} AND action = 'read'"
+            f" AND request_id = '{request_id}'").strip() == "1", limit=5)
         wait_for("the victim is declared dead", lambda: database.query(
             f"SELECT state FROM cluster_nodes WHERE node_id = '{victim_id}'").strip() == "dead",
             limit=DEAD_AFTER + 10)

@@ -80,15 +80,12 @@ def leased(database, migrated, cli_env):
     return t.tenant_id
 
 
-def waiting_on_a_lock(database, pid: int) -> bool:
-    return database.query(
-        f"SELECT wait_event_type FROM pg_stat_activity WHERE pid = {pid}").strip() == "Lock"
-
-
 def wait_until_waiting(database, pid: int):
+    """Until session `pid` waits on a lock (pg_stat_activity), for up to 10 s."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if waiting_on_a_lock(database, pid):
+        if database.query(f"SELECT wait_event_type FROM pg_stat_activity"
+                          f" WHERE pid = {pid}").strip() == "Lock":
             return
         time.sleep(0.05)
     pytest.fail(f"session {pid} never waited on a lock")

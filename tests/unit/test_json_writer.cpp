@@ -5,6 +5,8 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include <map>
+
 using namespace crm::domain;
 
 TEST(json_writer, escapes_quotes_backslashes_and_control_characters) {
@@ -59,23 +61,14 @@ TEST(json_writer, contact_shapes_parse_back_with_every_field) {
 // strings long enough to cross word boundaries, and random texts.
 namespace {
 std::string escaped_byte_by_byte(std::string_view s) {
+  static const std::map<unsigned char, std::string_view> named = {
+      {'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\r', "\\r"},
+      {'\t', "\\t"}, {'\b', "\\b"},  {'\f', "\\f"}};
   static const char* hex = "0123456789abcdef";
   std::string out = "\"";
   for (unsigned char c : s) {
-    if (c == '"')
-      out += "\\\"";
-    else if (c == '\\')
-      out += "\\\\";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c == '\r')
-      out += "\\r";
-    else if (c == '\t')
-      out += "\\t";
-    else if (c == '\b')
-      out += "\\b";
-    else if (c == '\f')
-      out += "\\f";
+    if (auto it = named.find(c); it != named.end())
+      out += it->second;
     else if (c < 0x20)
       out += std::string("\\u00") + hex[c >> 4] + hex[c & 15];
     else
