@@ -146,7 +146,8 @@ int serve(config::settings cfg) {
   persistence::audit_writer audit_writer(
       cfg.database_url,
       {std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_flush_interval * 1000)),
-       cfg.audit_buffer, 8192, cfg.audit_retention_days});
+       cfg.audit_buffer, 8192, cfg.audit_retention_days,
+       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_chain_interval * 1000))});
   // In a cluster (docs/cluster.md) the lease book decides which tenants run here, and fences
   // every write of theirs.
   std::unique_ptr<cluster::membership> members;

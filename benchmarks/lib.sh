@@ -126,3 +126,28 @@ bench_wrk() {
   bench_wrk_start "$@"
   bench_wrk_wait "$wrk_pid" "$1"
 }
+
+# sql TEXT: runs TEXT in the benchmark's database (after bench_start), unaligned, no headers.
+sql() { psql -X -q -tA -h 127.0.0.1 -p "$pg_port" -U postgres carecrm -c "$1"; }
+
+# With PG_STATEMENTS=1: pg_stat_statements loaded into the throwaway cluster, and the statements
+# by total time printed after the load (statements_reset
+# first, statements_report after; both do nothing without PG_STATEMENTS=1).
+statements_on() {
+  [[ ${PG_STATEMENTS:-0} == 1 ]] || return 0
+  sql "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
+  pg_stop "$tmp/pg" >/dev/null
+  pg_start "$tmp/pg" "$pg_port" >/dev/null
+  sql "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+}
+statements_reset() {
+  [[ ${PG_STATEMENTS:-0} == 1 ]] || return 0
+  sql "SELECT pg_stat_statements_reset()" >/dev/null
+}
+statements_report() {
+  [[ ${PG_STATEMENTS:-0} == 1 ]] || return 0
+  echo "statements by total time (pg_stat_statements):"
+  sql "SELECT round(total_exec_time)::text || ' ms  ' || calls || ' calls  ' ||
+         round((total_exec_time / calls * 1000)::numeric, 1) || ' us  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+       FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12"
+}

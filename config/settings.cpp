@@ -148,6 +148,14 @@ const std::vector<option>& options() {
          if (s.audit_flush_interval < 0.001 || s.audit_flush_interval > 10)
            throw config_error("audit-flush-interval: between 0.001 and 10 seconds");
        }},
+      {"audit-chain-interval", "audit", "chain_interval", "CARECRM_AUDIT_CHAIN_INTERVAL",
+       "seconds between claims of the changes' audit rows (stored with each change) into the "
+       "hash chains",
+       [](settings& s, const std::string& v) {
+         s.audit_chain_interval = to_seconds("audit-chain-interval", v);
+         if (s.audit_chain_interval < 0.01 || s.audit_chain_interval > 60)
+           throw config_error("audit-chain-interval: between 0.01 and 60 seconds");
+       }},
       {"audit-buffer", "audit", "buffer", "CARECRM_AUDIT_BUFFER",
        "audit rows buffered in memory at most; beyond it audited reads answer 503",
        [](settings& s, const std::string& v) {

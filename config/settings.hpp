@@ -71,6 +71,7 @@ struct settings {
   // [audit] (docs/compliance.md "Audit trail")
   std::string audit_reads = "required"; // required | best_effort | off
   double audit_flush_interval = 0.1;    // seconds: the most a crash can lose of read rows
+  double audit_chain_interval = 1;      // seconds between claims of the changes' rows
   std::size_t audit_buffer = 65536;     // read rows buffered before reads answer 503
   double audit_retention_days = 2192;   // 6 years
   // [log]

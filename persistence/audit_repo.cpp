@@ -20,8 +20,6 @@ namespace crm::persistence {
 
 namespace {
 
-std::atomic<bool> pending_hint{true};
-
 // Events per row of audit_blocks.
 constexpr std::size_t max_events_per_block = 1024;
 
@@ -193,17 +191,12 @@ void insert_audit(pqxx::transaction_base& tx, const std::vector<domain::audit_re
   std::string sql;
   append_insert(sql, rows, [&](std::string_view s) { return tx.quote(std::string(s)); });
   tx.exec(sql);
-  audit_pending_committed();
 }
 
 void record_audit(pg_conn& c, const std::vector<domain::audit_record>& rows) {
   pqxx::work tx(c.raw());
   insert_audit(tx, rows);
   tx.commit();
-}
-
-void audit_pending_committed() {
-  pending_hint.store(true, std::memory_order_relaxed);
 }
 
 // ---- the writer ---------------------------------------------------------------------------
@@ -261,7 +254,7 @@ void audit_writer::stop() {
 
 void audit_writer::loop() {
   pg_conn conn(url_);
-  auto last_pending_look = std::chrono::steady_clock::now();
+  auto last_pending_look = std::chrono::steady_clock::time_point{}; // the first round looks
   auto last_maintenance = std::chrono::steady_clock::time_point{};
   int failures_in_row = 0;
   std::vector<domain::audit_record> rows, spare;
@@ -290,8 +283,9 @@ void audit_writer::loop() {
       if (buffer_.empty()) waiters.swap(waiters_);
     }
     auto now = std::chrono::steady_clock::now();
-    bool look_pending = pending_hint.exchange(false) || !waiters.empty() ||
-                        now - last_pending_look >= std::chrono::seconds(1);
+    // Change rows are durable in audit_pending already: they are claimed every compact_interval
+    // (sooner only for a flush), not at every flush of reads.
+    bool look_pending = !waiters.empty() || now - last_pending_look >= opts_.compact_interval;
     bool ok = true;
     if (!rows.empty() || look_pending) {
       try {
@@ -304,10 +298,12 @@ void audit_writer::loop() {
         bool more = false;
         do {
           pqxx::work tx(conn.raw());
-          auto claimed = tx.exec(std::string("DELETE FROM audit_pending WHERE id IN (SELECT id "
-                                             "FROM audit_pending ORDER BY id LIMIT ") +
-                                 std::to_string(opts_.max_rows_per_transaction) +
-                                 " FOR UPDATE SKIP LOCKED) RETURNING id, " + record_columns);
+          pqxx::result claimed;
+          if (look_pending)
+            claimed = tx.exec(std::string("DELETE FROM audit_pending WHERE id IN (SELECT id "
+                                          "FROM audit_pending ORDER BY id LIMIT ") +
+                              std::to_string(opts_.max_rows_per_transaction) +
+                              " FOR UPDATE SKIP LOCKED) RETURNING id, " + record_columns);
           more = claimed.size() >= opts_.max_rows_per_transaction;
           std::vector<std::pair<std::int64_t, domain::audit_record>> pending;
           pending.reserve(claimed.size());
@@ -397,7 +393,7 @@ void audit_writer::loop() {
           tx.commit();
           written_.fetch_add(rows.size() + pending.size(), std::memory_order_relaxed);
           rows.clear();
-          last_pending_look = now;
+          if (look_pending) last_pending_look = now;
         } while (more);
         failures_in_row = 0;
       } catch (const std::exception& e) {
@@ -407,7 +403,6 @@ void audit_writer::loop() {
         if (failures_in_row++ == 0) log_warn("audit writer: {} (retrying)", e.what());
         // A missing partition (the clock moved on) is made before the next try.
         last_maintenance = {};
-        pending_hint.store(true);
         // Nothing of the failed transaction is stored: its rows go back to the front, in order.
         std::lock_guard lock(mutex_);
         buffer_.insert(buffer_.begin(), std::make_move_iterator(rows.begin()),

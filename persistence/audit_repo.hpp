@@ -7,7 +7,8 @@
 //   `flush_interval`: one row of audit_blocks per tenant per transaction (up to 1024 events,
 //   each with its own hash), read back one event per row through the audit_log view
 //   (migration 013). What a crash can lose is what it buffered: at most one interval of reads
-//   (plus the transaction in flight). When it cannot keep up or Postgres is down its buffer
+//   (plus the transaction in flight). The change rows are claimed every `compact_interval`
+//   (and at once for a `flush`). When it cannot keep up or Postgres is down its buffer
 //   fills and `record` refuses, and the HTTP layer answers 503 instead of an unaudited read.
 #pragma once
 #include "domain/audit.hpp"
@@ -45,6 +46,11 @@ struct audit_writer_options {
   std::size_t capacity = 65536; // rows buffered before `record` refuses
   std::size_t max_rows_per_transaction = 20000;
   double retention_days = 2192; // 6 years
+  // How often the change rows waiting in audit_pending (already durable) are claimed into the
+  // chains. Every node's writer claims any tenant's rows, so with several nodes a short interval
+  // multiplies the claims, each locking the heads of every tenant with rows waiting
+  // (benchmarks/RESULTS.md "Cluster: the audit writers' claims").
+  std::chrono::milliseconds compact_interval{1000};
 };
 
 class audit_writer {
@@ -86,8 +92,6 @@ private:
   std::thread thread_;
 };
 
-// Tells this process's writer that audit_pending has rows (it also looks every second).
-void audit_pending_committed();
 
 // Monthly partitions of audit_log: creates the ones from last month to two months ahead, and
 // drops those entirely older than `retention_days`, oldest first, recording in audit_pruned

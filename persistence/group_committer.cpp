@@ -54,14 +54,12 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
   try {
     pqxx::nontransaction tx(c.raw());
     sql_text text(tx, c);
-    bool audited = false;
     for (std::size_t i = 0; i < n; ++i) {
       auto mark = text.position();
       try {
         text.body() += fence_sql(batches[i]->tenant());
         batches[i]->append_sql(text);
         append_audit_sql(text, batches[i]->audit);
-        audited = audited || !batches[i]->audit.empty();
       } catch (const not_leased& e) {
         text.rewind(mark);
         refused.push_back({i, pg_pool::failure_of(e)});
@@ -75,7 +73,6 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
     if (text.empty()) return;
     tx.exec(text.transaction());
     text.committed();
-    if (audited) audit_pending_committed();
   } catch (...) {
     c.reset();
     throw;

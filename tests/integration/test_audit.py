@@ -94,6 +94,19 @@ def test_every_acknowledged_change_has_its_row_written_in_its_transaction(client
     assert got == expected
 
 
+def test_a_change_row_reaches_its_chain_with_nobody_asking(client, sess, database):
+    """The row stored with a change is moved into the tenant's hash chain by the writer on its
+    own (every --audit-chain-interval, 1 s), not only when GET /audit-log asks for it."""
+    c = crm.create_contact(client, sess.tokens["agent"], first_name="Chained")
+    chained = crm.eventually(lambda: database.query(
+        f"SELECT count(*) FROM audit_log WHERE resource = 'contact' AND resource_id = {c['id']}"
+        " AND action = 'create'").strip() == "1", timeout=10)
+    assert chained, database.query(
+        f"SELECT count(*) FROM audit_pending WHERE resource_id = {c['id']}")
+    assert database.query(
+        f"SELECT count(*) FROM audit_pending WHERE resource_id = {c['id']}").strip() == "0"
+
+
 def test_a_list_records_its_query_and_the_ids_it_returned(client, sess):
     t = sess.admin
     tag = crm.unique("tag")

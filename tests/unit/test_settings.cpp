@@ -93,3 +93,19 @@ TEST(settings, takes_commits_in_flight_from_one_to_sixteen) {
     EXPECT_THROW(load(3, flags, env), config_error) << bad;
   }
 }
+
+TEST(settings, takes_the_audit_chain_interval_in_seconds_from_a_hundredth_to_a_minute) {
+  const char* env[] = {nullptr};
+  const char* argv[] = {"carecrm", "serve"};
+  EXPECT_DOUBLE_EQ(load(2, argv, env).values.audit_chain_interval, 1);
+  temp_toml f("[audit]\nchain_interval = 0.25\n");
+  const char* from_file[] = {"carecrm", "--config", f.path.c_str(), "serve"};
+  EXPECT_DOUBLE_EQ(load(4, from_file, env).values.audit_chain_interval, 0.25);
+  const char* from_env[] = {"CARECRM_AUDIT_CHAIN_INTERVAL=5", nullptr};
+  EXPECT_DOUBLE_EQ(load(2, argv, from_env).values.audit_chain_interval, 5);
+  for (const char* bad : {"--audit-chain-interval=0.001", "--audit-chain-interval=61",
+                          "--audit-chain-interval=soon"}) {
+    const char* flags[] = {"carecrm", "serve", bad};
+    EXPECT_THROW(load(3, flags, env), config_error) << bad;
+  }
+}
