@@ -92,7 +92,6 @@ private:
   std::thread thread_;
 };
 
-
 // Monthly partitions of audit_log: creates the ones from last month to two months ahead, and
 // drops those entirely older than `retention_days`, oldest first, recording in audit_pruned
 // where each tenant's kept chain starts. Returns the names created and dropped.
