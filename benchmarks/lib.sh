@@ -127,6 +127,19 @@ bench_wrk() {
   bench_wrk_wait "$wrk_pid" "$1"
 }
 
+# ticks PID: the CPU clock ticks (user and system) PID has used; 0 once it is gone.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU ticks of the PostgreSQL server and its current processes (backends stay for the run:
+# carecrm's pool keeps its connections).
+pg_ticks() {
+  local pm total=0 pid
+  pm=$(head -1 "$(find "$tmp/pg" -name postmaster.pid | head -1)")
+  for pid in "$pm" $(pgrep -P "$pm"); do
+    total=$((total + $(ticks "$pid" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}
+
 # sql TEXT: runs TEXT in the benchmark's database (after bench_start), unaligned, no headers.
 sql() { psql -X -q -tA -h 127.0.0.1 -p "$pg_port" -U postgres carecrm -c "$1"; }
 
