@@ -284,8 +284,9 @@ void audit_writer::loop() {
     }
     auto now = std::chrono::steady_clock::now();
     // Change rows are durable in audit_pending already: they are claimed every compact_interval
-    // (sooner only for a flush), not at every flush of reads.
-    bool look_pending = !waiters.empty() || now - last_pending_look >= opts_.compact_interval;
+    // (sooner for a flush, and once more when stopping), not at every flush of reads.
+    bool look_pending =
+        stopping || !waiters.empty() || now - last_pending_look >= opts_.compact_interval;
     bool ok = true;
     if (!rows.empty() || look_pending) {
       try {
@@ -299,11 +300,15 @@ void audit_writer::loop() {
         do {
           pqxx::work tx(conn.raw());
           pqxx::result claimed;
+          // Rows another node's writer is claiming are skipped, except for a flush: its waiters
+          // are promised every change committed before it, so it waits for that claim to end
+          // (the rows it took are gone then). Both lock in id order: no deadlock.
           if (look_pending)
             claimed = tx.exec(std::string("DELETE FROM audit_pending WHERE id IN (SELECT id "
                                           "FROM audit_pending ORDER BY id LIMIT ") +
                               std::to_string(opts_.max_rows_per_transaction) +
-                              " FOR UPDATE SKIP LOCKED) RETURNING id, " + record_columns);
+                              (waiters.empty() ? " FOR UPDATE SKIP LOCKED" : " FOR UPDATE") +
+                              ") RETURNING id, " + record_columns);
           more = claimed.size() >= opts_.max_rows_per_transaction;
           std::vector<std::pair<std::int64_t, domain::audit_record>> pending;
           pending.reserve(claimed.size());
@@ -393,8 +398,9 @@ void audit_writer::loop() {
           tx.commit();
           written_.fetch_add(rows.size() + pending.size(), std::memory_order_relaxed);
           rows.clear();
-          if (look_pending) last_pending_look = now;
         } while (more);
+        // Also after a claim that found nothing: the next is an interval away.
+        if (look_pending) last_pending_look = now;
         failures_in_row = 0;
       } catch (const std::exception& e) {
         ok = false;

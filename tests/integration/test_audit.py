@@ -2,6 +2,7 @@
 every read and change of a patient's record and every security event leaves a row saying who,
 what, when, from where and with what outcome (field names, never values); each tenant's rows
 form a hash chain that `carecrm audit verify` checks; admins read it at GET /audit-log."""
+import contextlib
 import hashlib
 import json
 import pathlib
@@ -21,6 +22,20 @@ MIGRATIONS = pathlib.Path(__file__).resolve().parents[2] / "persistence" / "migr
 def audit_rows(client, token, **params) -> list[dict]:
     body = crm.assert_json_response(client.get(crm.with_query(AUDIT, params), token=token), 200)
     return body["items"]
+
+
+@contextlib.contextmanager
+def own_server(database, redis_url, cli_env, overrides: dict, label: str, first_name: str):
+    """A server of its own with `overrides`, a tenant's session on it and one contact of it:
+    yields (server, client, session, contact)."""
+    server = crm.start_server(database.url, redis_url, overrides, label=label)
+    try:
+        client = server.client()
+        s = crm.tenant_session(client, cli_env)
+        yield server, client, s, crm.create_contact(client, s.admin, first_name=first_name)
+    finally:
+        server.stop(check=True)
+        server.cleanup()
 
 
 def ok_soon(call, timeout: float = 10.0):
@@ -101,10 +116,31 @@ def test_a_change_row_reaches_its_chain_with_nobody_asking(client, sess, databas
     chained = crm.eventually(lambda: database.query(
         f"SELECT count(*) FROM audit_log WHERE resource = 'contact' AND resource_id = {c['id']}"
         " AND action = 'create'").strip() == "1", timeout=10)
-    assert chained, database.query(
-        f"SELECT count(*) FROM audit_pending WHERE resource_id = {c['id']}")
-    assert database.query(
-        f"SELECT count(*) FROM audit_pending WHERE resource_id = {c['id']}").strip() == "0"
+    pending = (f"SELECT count(*) FROM audit_pending WHERE resource = 'contact'"
+               f" AND resource_id = {c['id']}")
+    assert chained, database.query(pending)
+    assert database.query(pending).strip() == "0"
+
+
+def test_the_log_waits_for_a_claim_under_way_elsewhere(database, redis_url, migrated, cli_env):
+    """GET /audit-log shows every change made before it, even while another node's writer holds
+    that change's row in a claim of its own (here a session locking it, then giving it up):
+    the flush waits for that claim instead of skipping the row."""
+    with own_server(database, redis_url, cli_env, {"CARECRM_AUDIT_CHAIN_INTERVAL": "60"},
+                    "audit-chain-60", "Claimed") as (_, client, s, c):
+        row = (f"SELECT id FROM audit_pending WHERE resource = 'contact'"
+               f" AND resource_id = {c['id']}")
+        assert database.query(row).strip(), "the change's row is not waiting to be chained"
+        hold = threading.Thread(target=database.query, args=(
+            f"BEGIN; {row} FOR UPDATE; SELECT pg_sleep(2) AS held_claim; ROLLBACK;",))
+        hold.start()
+        held = crm.eventually(lambda: database.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%AS held_claim%'"
+            " AND state = 'active' AND pid <> pg_backend_pid()").strip() == "1", timeout=5)
+        assert held, "the claim was not taken"
+        rows = audit_rows(client, s.admin, resource="contact", resource_id=c["id"])
+        hold.join()
+        assert [r["action"] for r in rows] == ["create"], rows
 
 
 def test_a_list_records_its_query_and_the_ids_it_returned(client, sess):
@@ -330,12 +366,8 @@ def test_reads_answer_503_rather_than_go_unaudited_while_changes_go_on(database,
     """The writer is held (a lock on the chains' heads) with a buffer of two rows: reads soon
     answer 503 instead of being served unaudited; writes are audited in their own transactions
     and keep working; once the writer is free, every read it accepted is in the trail."""
-    server = crm.start_server(database.url, redis_url, {"CARECRM_AUDIT_BUFFER": "2"},
-                              label="audit-buffer-2")
-    try:
-        client = server.client()
-        s = crm.tenant_session(client, cli_env)
-        c = crm.create_contact(client, s.admin, first_name="Held")
+    with own_server(database, redis_url, cli_env, {"CARECRM_AUDIT_BUFFER": "2"},
+                    "audit-buffer-2", "Held") as (server, client, s, c):
         ok_soon(lambda: client.get(AUDIT, token=s.admin))
         hold = threading.Thread(target=database.query, args=(
             "BEGIN; LOCK TABLE audit_heads IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(5); COMMIT;",))
@@ -366,9 +398,6 @@ def test_reads_answer_503_rather_than_go_unaudited_while_changes_go_on(database,
         assert json.loads(got.body)["status"] == "inactive", got.describe()
         checked = verify(cli_env, s.tenant.tenant_id)
         assert checked[1]["ok"], checked
-    finally:
-        server.stop(check=True)
-        server.cleanup()
 
 
 def test_rows_written_survive_a_kill_and_changes_are_never_lost(database, redis_url, migrated,
