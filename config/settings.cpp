@@ -149,8 +149,8 @@ const std::vector<option>& options() {
            throw config_error("audit-flush-interval: between 0.001 and 10 seconds");
        }},
       {"audit-chain-interval", "audit", "chain_interval", "CARECRM_AUDIT_CHAIN_INTERVAL",
-       "seconds between claims of the changes' audit rows (stored with each change) into the "
-       "hash chains",
+       "seconds between claims of every tenant's pending change audit rows (stored with each "
+       "change) into the hash chains; a flush of reads claims its tenants' each time",
        [](settings& s, const std::string& v) {
          s.audit_chain_interval = to_seconds("audit-chain-interval", v);
          if (s.audit_chain_interval < 0.01 || s.audit_chain_interval > 60)

@@ -283,10 +283,22 @@ void audit_writer::loop() {
       if (buffer_.empty()) waiters.swap(waiters_);
     }
     auto now = std::chrono::steady_clock::now();
-    // Change rows are durable in audit_pending already: they are claimed every compact_interval
-    // (sooner for a flush, and once more when stopping), not at every flush of reads.
+    // Change rows are durable in audit_pending already. A round with reads claims the pending
+    // rows of the tenants it writes to, so that each chain keeps the order things happened in;
+    // every compact_interval (at once for a flush, and once more when stopping) a round claims
+    // every tenant's, for the tenants with no reads here. On several nodes a node's reads are of
+    // its own tenants, so the rounds with reads of different nodes claim different rows and lock
+    // different chains' heads; only the sweeps meet.
     bool look_pending =
         stopping || !waiters.empty() || now - last_pending_look >= opts_.compact_interval;
+    std::string read_tenants; // with !look_pending: the tenants of `rows`, as an array literal
+    if (!look_pending && !rows.empty()) {
+      std::vector<std::int64_t> ts;
+      for (auto& r : rows) ts.push_back(r.tenant_id);
+      std::sort(ts.begin(), ts.end());
+      ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+      read_tenants = ids_literal(ts);
+    }
     bool ok = true;
     if (!rows.empty() || look_pending) {
       try {
@@ -300,15 +312,21 @@ void audit_writer::loop() {
         do {
           pqxx::work tx(conn.raw());
           pqxx::result claimed;
-          // Rows another node's writer is claiming are skipped, except for a flush: its waiters
-          // are promised every change committed before it, so it waits for that claim to end
-          // (the rows it took are gone then). Both lock in id order: no deadlock.
-          if (look_pending)
-            claimed = tx.exec(std::string("DELETE FROM audit_pending WHERE id IN (SELECT id "
-                                          "FROM audit_pending ORDER BY id LIMIT ") +
-                              std::to_string(opts_.max_rows_per_transaction) +
-                              (waiters.empty() ? " FOR UPDATE SKIP LOCKED" : " FOR UPDATE") +
-                              ") RETURNING id, " + record_columns);
+          // A sweep skips rows another node's writer is claiming, except for a flush: its
+          // waiters are promised every change committed before it. A claim of the tenants read
+          // here waits too, to chain their changes before the reads that followed them. A
+          // claim waited for ends with the rows it took gone; all lock in id order, then the
+          // heads in tenant order: no deadlock.
+          if (look_pending || !read_tenants.empty())
+            claimed = tx.exec(
+                std::string(
+                    "DELETE FROM audit_pending WHERE id IN (SELECT id FROM audit_pending ") +
+                (look_pending
+                     ? ""
+                     : "WHERE tenant_id = ANY(" + tx.quote(read_tenants) + "::bigint[]) ") +
+                "ORDER BY id LIMIT " + std::to_string(opts_.max_rows_per_transaction) +
+                (look_pending && waiters.empty() ? " FOR UPDATE SKIP LOCKED" : " FOR UPDATE") +
+                ") RETURNING id, " + record_columns);
           more = claimed.size() >= opts_.max_rows_per_transaction;
           std::vector<std::pair<std::int64_t, domain::audit_record>> pending;
           pending.reserve(claimed.size());

@@ -7,8 +7,8 @@
 //   `flush_interval`: one row of audit_blocks per tenant per transaction (up to 1024 events,
 //   each with its own hash), read back one event per row through the audit_log view
 //   (migration 013). What a crash can lose is what it buffered: at most one interval of reads
-//   (plus the transaction in flight). The change rows are claimed every `compact_interval`
-//   (and at once for a `flush`). When it cannot keep up or Postgres is down its buffer
+//   (plus the transaction in flight). A round claims the pending change rows of the tenants
+//   whose reads it writes; every `compact_interval` (and at once for a `flush`), every tenant's. When it cannot keep up or Postgres is down its buffer
 //   fills and `record` refuses, and the HTTP layer answers 503 instead of an unaudited read.
 #pragma once
 #include "domain/audit.hpp"
@@ -46,9 +46,9 @@ struct audit_writer_options {
   std::size_t capacity = 65536; // rows buffered before `record` refuses
   std::size_t max_rows_per_transaction = 20000;
   double retention_days = 2192; // 6 years
-  // How often the change rows waiting in audit_pending (already durable) are claimed into the
-  // chains. Every node's writer claims any tenant's rows, so with several nodes a short interval
-  // multiplies the claims, each locking the heads of every tenant with rows waiting
+  // How often every tenant's change rows waiting in audit_pending (already durable) are claimed
+  // into the chains; a round with reads claims those of its own tenants each time. Claiming
+  // every tenant's at every round made several nodes' writers lock each other's chains' heads
   // (benchmarks/RESULTS.md "Cluster: the audit writers' claims").
   std::chrono::milliseconds compact_interval{1000};
 };

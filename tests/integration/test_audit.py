@@ -127,7 +127,11 @@ def test_the_log_waits_for_a_claim_under_way_elsewhere(database, redis_url, migr
     that change's row in a claim of its own (here a session locking it, then giving it up):
     the flush waits for that claim instead of skipping the row."""
     with own_server(database, redis_url, cli_env, {"CARECRM_AUDIT_CHAIN_INTERVAL": "60"},
-                    "audit-chain-60", "Claimed") as (_, client, s, c):
+                    "audit-chain-60", "First") as (_, client, s, _first):
+        # The writer's flushes of this tenant's sign-ins claim its pending rows with them: once
+        # they are written, a change with no read after it stays pending for the minute.
+        time.sleep(0.5)
+        c = crm.create_contact(client, s.admin, first_name="Claimed")
         row = (f"SELECT id FROM audit_pending WHERE resource = 'contact'"
                f" AND resource_id = {c['id']}")
         assert database.query(row).strip(), "the change's row is not waiting to be chained"
@@ -141,6 +145,24 @@ def test_the_log_waits_for_a_claim_under_way_elsewhere(database, redis_url, migr
         rows = audit_rows(client, s.admin, resource="contact", resource_id=c["id"])
         hold.join()
         assert [r["action"] for r in rows] == ["create"], rows
+
+
+def test_a_chain_keeps_a_change_before_the_reads_that_followed_it(database, redis_url,
+                                                                   migrated, cli_env):
+    """The reads written by the writer's next flush bring their tenant's pending change rows
+    with them, in the order things happened, though every tenant's are claimed only every
+    minute here: the log, newest first, shows the read after the change."""
+    with own_server(database, redis_url, cli_env, {"CARECRM_AUDIT_CHAIN_INTERVAL": "60"},
+                    "audit-chain-order", "Ordered") as (_, client, s, c):
+        crm.assert_json_response(client.patch(crm.contact_url(c["id"]), {"status": "qualified"},
+                                              token=s.admin), 200)
+        crm.assert_json_response(client.get(crm.contact_url(c["id"]), token=s.admin), 200)
+        read_chained = crm.eventually(lambda: database.query(
+            f"SELECT count(*) FROM audit_log WHERE resource = 'contact' AND resource_id = {c['id']}"
+            " AND action = 'read'").strip() == "1", timeout=5)
+        assert read_chained, "the read was not written by the writer's flush"
+        rows = audit_rows(client, s.admin, resource="contact", resource_id=c["id"])
+        assert [r["action"] for r in rows] == ["read", "update", "create"], rows
 
 
 def test_a_list_records_its_query_and_the_ids_it_returned(client, sess):
