@@ -289,16 +289,26 @@ void audit_writer::loop() {
     // every tenant's, for the tenants with no reads here. On several nodes a node's reads are of
     // its own tenants, so the rounds with reads of different nodes claim different rows and lock
     // different chains' heads; only the sweeps meet.
+    //
+    // A sweep skips rows another node's writer is claiming, except for a flush: its waiters are
+    // promised every change committed before it. A claim of the tenants read here waits too, to
+    // chain their changes before the reads that followed them. A claim waited for ends with the
+    // rows it took gone; all lock in id order, then the heads in tenant order: no deadlock.
     bool look_pending =
         stopping || !waiters.empty() || now - last_pending_look >= opts_.compact_interval;
-    std::string read_tenants; // with !look_pending: the tenants of `rows`, as an array literal
-    if (!look_pending && !rows.empty()) {
-      std::vector<std::int64_t> ts;
-      for (auto& r : rows) ts.push_back(r.tenant_id);
-      std::sort(ts.begin(), ts.end());
-      ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
-      read_tenants = ids_literal(ts);
+    std::string which;
+    if (!look_pending) {
+      std::vector<std::int64_t> read_tenants;
+      for (auto& r : rows) read_tenants.push_back(r.tenant_id);
+      std::sort(read_tenants.begin(), read_tenants.end());
+      read_tenants.erase(std::unique(read_tenants.begin(), read_tenants.end()), read_tenants.end());
+      which = "WHERE tenant_id = ANY('" + ids_literal(read_tenants) + "'::bigint[]) ";
     }
+    const auto claim =
+        "DELETE FROM audit_pending WHERE id IN (SELECT id FROM audit_pending " + which +
+        "ORDER BY id LIMIT " + std::to_string(opts_.max_rows_per_transaction) +
+        (look_pending && waiters.empty() ? " FOR UPDATE SKIP LOCKED" : " FOR UPDATE") +
+        ") RETURNING id, " + record_columns;
     bool ok = true;
     if (!rows.empty() || look_pending) {
       try {
@@ -311,22 +321,7 @@ void audit_writer::loop() {
         bool more = false;
         do {
           pqxx::work tx(conn.raw());
-          pqxx::result claimed;
-          // A sweep skips rows another node's writer is claiming, except for a flush: its
-          // waiters are promised every change committed before it. A claim of the tenants read
-          // here waits too, to chain their changes before the reads that followed them. A
-          // claim waited for ends with the rows it took gone; all lock in id order, then the
-          // heads in tenant order: no deadlock.
-          if (look_pending || !read_tenants.empty())
-            claimed = tx.exec(
-                std::string(
-                    "DELETE FROM audit_pending WHERE id IN (SELECT id FROM audit_pending ") +
-                (look_pending
-                     ? ""
-                     : "WHERE tenant_id = ANY(" + tx.quote(read_tenants) + "::bigint[]) ") +
-                "ORDER BY id LIMIT " + std::to_string(opts_.max_rows_per_transaction) +
-                (look_pending && waiters.empty() ? " FOR UPDATE SKIP LOCKED" : " FOR UPDATE") +
-                ") RETURNING id, " + record_columns);
+          auto claimed = tx.exec(claim);
           more = claimed.size() >= opts_.max_rows_per_transaction;
           std::vector<std::pair<std::int64_t, domain::audit_record>> pending;
           pending.reserve(claimed.size());

@@ -8,8 +8,9 @@
 //   each with its own hash), read back one event per row through the audit_log view
 //   (migration 013). What a crash can lose is what it buffered: at most one interval of reads
 //   (plus the transaction in flight). A round claims the pending change rows of the tenants
-//   whose reads it writes; every `compact_interval` (and at once for a `flush`), every tenant's. When it cannot keep up or Postgres is down its buffer
-//   fills and `record` refuses, and the HTTP layer answers 503 instead of an unaudited read.
+//   whose reads it writes; every `compact_interval` (and at once for a `flush`), every tenant's.
+//   When it cannot keep up or Postgres is down its buffer fills and `record` refuses, and the HTTP
+//   layer answers 503 instead of an unaudited read.
 #pragma once
 #include "domain/audit.hpp"
 
