@@ -38,6 +38,7 @@ runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
   if (opts.cluster) cfg.load<caf::io::middleman>();
   system = std::make_unique<caf::actor_system>(cfg);
   housekeeping = std::thread([this] {
+    name_this_thread("crm.housekeep");
     std::unique_lock lock(housekeeping_mutex);
     int trims = 0;
     while (!housekeeping_stop) {

@@ -1722,6 +1722,7 @@ void start_automation(runtime& rt, automation_options opts) {
   a->opts = std::move(opts);
   impl.automation = {a, [](runtime_automation* p) { delete p; }};
   a->sweeper = std::thread([&impl, a] {
+    name_this_thread("crm.sweeper");
     std::unique_lock lock(a->mutex);
     auto pruned = std::chrono::steady_clock::now() - std::chrono::hours(2);
     while (!a->stop) {

@@ -632,6 +632,7 @@ void server::start() {
   for (auto& l : impl_->listeners) l->run();
   for (int i = 0; i < impl_->threads; ++i)
     impl_->pool.emplace_back([this] {
+      name_this_thread("crm.http");
       // A handler that throws is logged and the thread goes back to serving.
       while (!run_guarded("an HTTP server thread", [this] { impl_->ioc.run(); })) {
       }

@@ -7,6 +7,8 @@
 
 #include "net/address_guard.hpp"
 
+#include <pthread.h>
+
 #include <cstdio>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -606,6 +608,7 @@ struct http_client::impl {
     tls.set_verify_mode(asio::ssl::verify_peer);
     if (!opts.extra_ca_pem.empty()) tls.add_certificate_authority(asio::buffer(opts.extra_ca_pem));
     thread = std::thread([this] {
+      pthread_setname_np(pthread_self(), "crm.outbound"); // crm_net does not link the log
       // A completion handler that throws must not end outbound HTTP for the whole process.
       for (;;) {
         try {

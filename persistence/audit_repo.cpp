@@ -203,7 +203,10 @@ void record_audit(pg_conn& c, const std::vector<domain::audit_record>& rows) {
 
 audit_writer::audit_writer(std::string database_url, audit_writer_options o)
     : url_(std::move(database_url)), opts_(o) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("crm.audit");
+    loop();
+  });
 }
 
 audit_writer::~audit_writer() {

@@ -3,6 +3,7 @@
 #include "domain/clock.hpp"
 #include "domain/json_writer.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -152,6 +153,7 @@ void start_log_writer() {
   w.running = true;
   w.stopping = false;
   w.thread = std::thread([&w] {
+    name_this_thread("crm.log");
     std::unique_lock lock(w.mutex);
     while (!w.stopping) {
       w.wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return w.stopping; });
@@ -176,6 +178,12 @@ void stop_log_writer() {
     w.running = false;
   }
   flush();
+}
+
+void name_this_thread(const char* name) {
+  char cut[16] = {};
+  for (std::size_t i = 0; i < sizeof cut - 1 && name[i]; ++i) cut[i] = name[i];
+  pthread_setname_np(pthread_self(), cut);
 }
 
 } // namespace crm

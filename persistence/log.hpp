@@ -45,6 +45,10 @@ struct access_line {
 // Buffered: written with the lines before it, at the latest `flush` after (the log writer's
 // period, 100 ms, while it runs; at once without it).
 void log_access(const access_line& a);
+// Names the calling thread as `top -H`, `perf` and /proc/PID/task/*/comm show it (up to 15
+// characters; longer names are cut).
+void name_this_thread(const char* name);
+
 // The thread that writes buffered access lines (serve starts it and stops it last).
 void start_log_writer();
 void stop_log_writer();

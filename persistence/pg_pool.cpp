@@ -51,7 +51,11 @@ pg_pool::pg_pool(std::string url, int size, std::size_t queue_limit,
                  const domain::secret_keys* keys)
     : url_(std::move(url)), keys_(keys), queue_limit_(queue_limit) {
   if (size < 1) size = 1;
-  for (int i = 0; i < size; ++i) threads_.emplace_back([this, i] { loop(i); });
+  for (int i = 0; i < size; ++i)
+    threads_.emplace_back([this, i] {
+      name_this_thread("crm.pg");
+      loop(i);
+    });
 }
 
 const domain::secret_keys& pg_pool::keys() const {

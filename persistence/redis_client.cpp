@@ -133,7 +133,10 @@ redis_reply redis_connection::command(const std::vector<std::string>& args) {
 }
 
 redis_client::redis_client(const std::string& url)
-    : ep_(parse_redis_url(url)), thread_([this] { loop(); }) {}
+    : ep_(parse_redis_url(url)), thread_([this] {
+        name_this_thread("crm.redis");
+        loop();
+      }) {}
 
 redis_client::~redis_client() {
   stop();

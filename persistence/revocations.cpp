@@ -74,6 +74,7 @@ void revocation_store::start(pg_pool& pool) {
   });
   loaded.get_future().get();
   feed_ = std::thread([this] {
+    name_this_thread("crm.revocations");
     while (!run_guarded("the revocation feed", [this] { follow(); }) && !stopping_)
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
   });

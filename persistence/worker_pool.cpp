@@ -8,6 +8,7 @@ worker_pool::worker_pool(int threads, std::size_t queue_limit) : limit_(queue_li
   if (threads < 1) threads = 1;
   for (int i = 0; i < threads; ++i)
     threads_.emplace_back([this] {
+      name_this_thread("crm.worker");
       for (;;) {
         std::function<void()> job;
         {
