@@ -178,7 +178,10 @@ void membership::join(std::string http_address, std::string actor_host, int acto
                                   duration<double>(opts_.dead_after - opts_.heartbeat_interval)));
   persistence::log_info("cluster: node {} joined (incarnation {}, {} leases held)", opts_.node_id,
                         incarnation_, book_.held_count());
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("crm.cluster");
+    loop();
+  });
 }
 
 void membership::loop() {
