@@ -127,6 +127,9 @@ bench_wrk() {
   bench_wrk_wait "$wrk_pid" "$1"
 }
 
+# ratio VALUE BASE: VALUE ÷ BASE to two decimals ("n/a" when BASE is 0).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
 # ticks PID: the CPU clock ticks (user and system) PID has used; 0 once it is gone.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # CPU ticks of the PostgreSQL server and its current processes (backends stay for the run:
