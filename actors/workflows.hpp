@@ -87,10 +87,7 @@ void get_run(runtime& rt, std::int64_t tenant, std::int64_t run_id, callback<std
 // POST /webhooks/{workflow_id}: the tenant is the workflow's (looked up by the caller).
 struct webhook_call {
   std::string body;
-  std::optional<std::string> secret;    // X-Webhook-Secret
-  std::optional<std::string> signature; // X-Webhook-Signature
-  // Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature.
-  std::optional<std::string> std_id, std_timestamp, std_signature;
+  domain::webhook_credentials creds;
   int depth = 0; // carecrm-chain-depth
 };
 void receive_webhook(runtime& rt, std::int64_t tenant, std::int64_t workflow_id, webhook_call call,

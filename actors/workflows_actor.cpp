@@ -1176,17 +1176,21 @@ void reply_missing_subscription(wf_actor* self, std::int64_t id, callback<T> rep
 // fires meanwhile moves it.
 void save_workflow(wf_actor* self, domain::workflow w, bool write_schedule,
                    callback<std::string> reply) {
+  // A webhook workflow always has a secret: one drawn here is shown in this answer, never again.
+  auto drawn = domain::ensure_webhook_secret(w);
   db<domain::workflow>(
       self,
       [w, write_schedule](persistence::pg_conn& c) {
         return persistence::save_workflow(c, w, write_schedule);
       },
-      [self, reply](domain::outcome<domain::workflow> r) {
+      [self, reply, drawn](domain::outcome<domain::workflow> r) {
         auto& st = self->state;
         if (r) {
           st.workflows[r->id] = *r;
           tell_listeners(self);
-          reply(json::serialize(domain::workflow_to_json(*r, public_url(st))));
+          auto o = domain::workflow_to_json(*r, public_url(st));
+          if (drawn) o["webhook_secret"] = *drawn;
+          reply(json::serialize(o));
         } else {
           reply(r.error());
         }
@@ -1272,37 +1276,6 @@ void save_subscription(wf_actor* self, domain::webhook_subscription s,
         }
         serial_done(self);
       });
-}
-
-// Whether an inbound webhook call may trigger `w`: no secret, X-Webhook-Secret, the contract's
-// X-Webhook-Signature, or a Standard Webhooks signature (which, when sent, is the only one
-// checked: its timestamp must be fresh). The failure says why not.
-std::optional<failure> webhook_refusal(const domain::workflow& w, const webhook_call& call) {
-  if (!w.webhook_secret) return std::nullopt;
-  auto& secret = *w.webhook_secret;
-  auto refused = [](const char* why) { return failure::of(errc::invalid_credentials, why); };
-  if (call.std_signature) {
-    switch (domain::verify_standard_webhook(secret, call.std_id.value_or(""),
-                                            call.std_timestamp.value_or(""), *call.std_signature,
-                                            call.body, domain::now_seconds())) {
-    case domain::signed_request::valid: return std::nullopt;
-    case domain::signed_request::stale:
-      return refused("webhook-timestamp is more than 5 minutes from now");
-    case domain::signed_request::invalid:
-      return refused("wrong or incomplete webhook-id, webhook-timestamp or webhook-signature");
-    }
-  }
-  if (call.secret && domain::secrets_equal(*call.secret, secret)) return std::nullopt;
-  if (call.signature) {
-    std::string_view sig = *call.signature;
-    if (sig.substr(0, 7) == "sha256=") {
-      auto mac = domain::hmac_sha256(secret, call.body);
-      auto expected = domain::hex_encode(domain::as_bytes(mac));
-      if (domain::constant_time_equal(domain::ascii_lower(sig.substr(7)), expected))
-        return std::nullopt;
-    }
-  }
-  return refused("missing or wrong webhook secret or signature");
 }
 
 // A Standard Webhooks message id seen in the last 10 minutes (twice the timestamp tolerance):
@@ -1484,13 +1457,15 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           auto& st = self->state;
           auto it = st.workflows.find(id);
           if (it == st.workflows.end())
-            return reply(failure::of(errc::not_found, "workflow not found"));
+            return reply(failure::of(errc::invalid_credentials, std::string(domain::webhook_refused)));
           auto& w = it->second;
-          if (auto refusal = webhook_refusal(w, call)) return reply(std::move(*refusal));
+          if (auto refusal = domain::webhook_refusal(w.webhook_secret, call.creds, call.body,
+                                                     domain::now_seconds()))
+            return reply(failure::of(errc::invalid_credentials, std::string(*refusal)));
           // A signed message id seen before: its run, not another (checked once signed).
-          const bool standard = w.webhook_secret && call.std_signature;
+          const bool standard = w.webhook_secret && call.creds.std_signature;
           if (standard) {
-            if (auto run = replayed_run(self->state, id, *call.std_id)) {
+            if (auto run = replayed_run(self->state, id, *call.creds.std_id)) {
               if (*run == 0)
                 return reply(failure::of(errc::conflict, "this webhook-id is being processed"));
               return reply(*run);
@@ -1511,9 +1486,9 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           }
           auto done = reply;
           if (standard) {
-            remember_webhook_id(self->state, id, *call.std_id, 0); // in progress
+            remember_webhook_id(self->state, id, *call.creds.std_id, 0); // in progress
             done = callback<std::int64_t>(
-                [self, id, msg_id = *call.std_id, reply](domain::outcome<std::int64_t> r) {
+                [self, id, msg_id = *call.creds.std_id, reply](domain::outcome<std::int64_t> r) {
                   if (r)
                     remember_webhook_id(self->state, id, msg_id, *r);
                   else

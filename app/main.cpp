@@ -45,6 +45,7 @@
 #include <cstdlib>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 namespace {
@@ -97,6 +98,15 @@ std::string joined(const std::vector<std::string>& xs) {
   return out;
 }
 
+// The migrations, with the configured keys when there are some (016 signs the audit heads with
+// them, and is refused without).
+int migrate_database(const config::settings& cfg, const domain::secret_keys* keys = nullptr) {
+  std::optional<domain::secret_keys> parsed;
+  if (!keys && !cfg.secret_keys.empty())
+    keys = &parsed.emplace(domain::secret_keys::parse(cfg.secret_keys));
+  return persistence::apply_migrations(cfg.database_url, keys);
+}
+
 int serve(config::settings cfg) {
   config::require_serveable(cfg);
   const auto keys = load_secret_keys(cfg, cfg.dev);
@@ -111,7 +121,7 @@ int serve(config::settings cfg) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto applied = persistence::apply_migrations(cfg.database_url);
+  auto applied = migrate_database(cfg, &keys);
   if (applied > 0) log_info("{} migration(s) applied", applied);
 
   {
@@ -140,14 +150,15 @@ int serve(config::settings cfg) {
                                    cfg.hash_queue_limit);
   // The audit trail (docs/compliance.md): partitions exist before the first row is written.
   {
-    persistence::pg_conn conn(cfg.database_url);
-    persistence::maintain_audit_partitions(conn, cfg.audit_retention_days);
+    persistence::pg_conn conn(cfg.database_url, &keys);
+    persistence::maintain_audit_partitions(conn, cfg.audit_retention_days, &keys);
   }
   persistence::audit_writer audit_writer(
       cfg.database_url,
       {std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_flush_interval * 1000)),
        cfg.audit_buffer, 8192, cfg.audit_retention_days,
-       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_chain_interval * 1000))});
+       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.audit_chain_interval * 1000)),
+       &keys});
   // In a cluster (docs/cluster.md) the lease book decides which tenants run here, and fences
   // every write of theirs.
   std::unique_ptr<cluster::membership> members;
@@ -301,7 +312,7 @@ int serve(config::settings cfg) {
 int secrets(const config::invocation& inv) {
   const auto& cfg = inv.values;
   const auto keys = load_secret_keys(cfg, false);
-  persistence::apply_migrations(cfg.database_url);
+  migrate_database(cfg, &keys);
   persistence::pg_conn conn(cfg.database_url, &keys);
   boost::json::object o;
   o["active_key"] = keys.active_id();
@@ -336,11 +347,14 @@ int secrets(const config::invocation& inv) {
 // row that does not hold. `carecrm audit prune`: applies the retention now (serve does it hourly).
 int audit(const config::invocation& inv) {
   const auto& cfg = inv.values;
-  persistence::apply_migrations(cfg.database_url);
-  persistence::pg_conn conn(cfg.database_url);
+  config::require_legal_retention(cfg);
+  // The heads and retention anchors are signed, and checked, with the configured keys.
+  const auto keys = load_secret_keys(cfg, false);
+  migrate_database(cfg, &keys);
+  persistence::pg_conn conn(cfg.database_url, &keys);
   boost::json::object o;
   if (inv.words[1] == "prune") {
-    auto r = persistence::maintain_audit_partitions(conn, cfg.audit_retention_days);
+    auto r = persistence::maintain_audit_partitions(conn, cfg.audit_retention_days, &keys);
     boost::json::array created, dropped;
     for (auto& n : r.created) created.emplace_back(n);
     for (auto& n : r.dropped) dropped.emplace_back(n);
@@ -360,7 +374,7 @@ int audit(const config::invocation& inv) {
     std::cerr << "carecrm: audit verify needs --tenant N (0: events outside any tenant)\n";
     return 2;
   }
-  auto v = persistence::verify_audit_chain(conn, tenant);
+  auto v = persistence::verify_audit_chain(conn, tenant, keys);
   o["tenant_id"] = tenant;
   o["ok"] = v.ok;
   o["rows"] = v.rows;
@@ -376,7 +390,7 @@ int audit(const config::invocation& inv) {
 }
 
 int migrate(const config::settings& cfg) {
-  auto n = persistence::apply_migrations(cfg.database_url);
+  auto n = migrate_database(cfg);
   std::cout << R"({"applied": )" << n << "}" << std::endl;
   return 0;
 }
@@ -403,7 +417,7 @@ int tenant_create(const config::invocation& inv) {
     for (auto& p : problems) std::cerr << "carecrm: " << p << "\n";
     return 2;
   }
-  persistence::apply_migrations(inv.values.database_url);
+  migrate_database(inv.values);
   domain::user admin;
   admin.email = email;
   admin.full_name = full_name.empty() ? "Administrator" : full_name;
@@ -424,7 +438,7 @@ int tenant_create(const config::invocation& inv) {
 
 // `carecrm tenant list`: every tenant with its numbers of users and contacts, as a JSON array.
 int tenant_list(const config::invocation& inv) {
-  persistence::apply_migrations(inv.values.database_url);
+  migrate_database(inv.values);
   persistence::pg_conn conn(inv.values.database_url);
   boost::json::array out;
   for (auto& t : persistence::list_tenants(conn)) {
@@ -443,7 +457,7 @@ int tenant_list(const config::invocation& inv) {
 // --to NODE [--timeout S]`: the owner stops the tenant's actors and hands the lease to NODE
 // (docs/cluster.md "Moving a tenant"); waits until NODE holds it, then prints the lease.
 int cluster_command(const config::invocation& inv) {
-  persistence::apply_migrations(inv.values.database_url);
+  migrate_database(inv.values);
   persistence::pg_conn conn(inv.values.database_url);
   if (inv.words[1] == "status") {
     std::cout << cluster::cluster_status_json(conn, inv.values.dead_after) << std::endl;
@@ -513,7 +527,7 @@ int user_reset_password(const config::invocation& inv) {
     std::cerr << "carecrm: the password must have 10 to 256 characters\n";
     return 2;
   }
-  persistence::apply_migrations(inv.values.database_url);
+  migrate_database(inv.values);
   persistence::pg_conn conn(inv.values.database_url);
   auto user = persistence::find_user_by_email(conn, email);
   if (!user || user->tenant_id != tenant) {

@@ -46,6 +46,13 @@ std::size_t to_size(const std::string& name, const std::string& v) {
   return static_cast<std::size_t>(n);
 }
 
+// A count where 0 means "off" (the rate limits).
+std::size_t to_count(const std::string& name, const std::string& v) {
+  int n = to_int(name, v);
+  if (n < 0) throw config_error(name + ": must be 0 (off) or positive");
+  return static_cast<std::size_t>(n);
+}
+
 double to_seconds(const std::string& name, const std::string& v) {
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
@@ -169,6 +176,13 @@ const std::vector<option>& options() {
          if (s.audit_retention_days < 1 || s.audit_retention_days > 36500)
            throw config_error("audit-retention-days: from 1 to 36500");
        }},
+      {"audit-retention-override", "audit", "retention_override",
+       "CARECRM_AUDIT_RETENTION_OVERRIDE",
+       "allow --audit-retention-days below the legal minimum of 2192 days (6 years: HIPAA "
+       "45 CFR 164.316(b)(2)); refused without it",
+       [](settings& s, const std::string& v) {
+         s.audit_retention_override = to_bool("audit-retention-override", v);
+       }},
       {"body-timeout", "http", "body_timeout", "CARECRM_BODY_TIMEOUT",
        "seconds to receive a request's body",
        [](settings& s, const std::string& v) { s.body_timeout = to_seconds("body-timeout", v); }},
@@ -191,27 +205,27 @@ const std::vector<option>& options() {
       {"rate-limit-user", "rate_limits", "user", "CARECRM_RATE_LIMIT_USER",
        "requests per minute per user (token bucket; 0: off)",
        [](settings& s, const std::string& v) {
-         s.rate_limit_user = to_size("rate-limit-user", v);
+         s.rate_limit_user = to_count("rate-limit-user", v);
        }},
       {"rate-limit-tenant", "rate_limits", "tenant", "CARECRM_RATE_LIMIT_TENANT",
        "requests per minute per tenant (0: off)",
        [](settings& s, const std::string& v) {
-         s.rate_limit_tenant = to_size("rate-limit-tenant", v);
+         s.rate_limit_tenant = to_count("rate-limit-tenant", v);
        }},
       {"rate-limit-login", "rate_limits", "login", "CARECRM_RATE_LIMIT_LOGIN",
        "login and refresh requests per minute per source address (0: off)",
        [](settings& s, const std::string& v) {
-         s.rate_limit_login = to_size("rate-limit-login", v);
+         s.rate_limit_login = to_count("rate-limit-login", v);
        }},
       {"rate-limit-webhook", "rate_limits", "webhook", "CARECRM_RATE_LIMIT_WEBHOOK",
        "inbound webhook requests per minute per source address (0: off)",
        [](settings& s, const std::string& v) {
-         s.rate_limit_webhook = to_size("rate-limit-webhook", v);
+         s.rate_limit_webhook = to_count("rate-limit-webhook", v);
        }},
       {"rate-limit-address", "rate_limits", "address", "CARECRM_RATE_LIMIT_ADDRESS",
        "other requests without a valid token, per minute per source address (0: off)",
        [](settings& s, const std::string& v) {
-         s.rate_limit_address = to_size("rate-limit-address", v);
+         s.rate_limit_address = to_count("rate-limit-address", v);
        }},
       {"jwt-secret", "auth", "jwt_secret", "CARECRM_JWT_SECRET", "HS256 key, at least 32 bytes",
        [](settings& s, const std::string& v) { s.jwt_secret = v; }},
@@ -457,7 +471,16 @@ invocation load(int argc, const char* const* argv, const char* const* env) {
   return inv;
 }
 
+void require_legal_retention(const settings& s) {
+  if (s.audit_retention_days < audit_retention_minimum_days && !s.audit_retention_override)
+    throw config_error("audit-retention-days below " +
+                       std::to_string(static_cast<int>(audit_retention_minimum_days)) +
+                       " (6 years, the legal minimum for an audit trail of health data) needs "
+                       "--audit-retention-override");
+}
+
 void require_serveable(settings& s) {
+  require_legal_retention(s);
   if (!s.cluster_node_id.empty() && s.dead_after < 2 * s.heartbeat_interval)
     throw config_error("dead-after must be at least twice heartbeat-interval");
   if (s.jwt_secret.size() >= 32) return;

@@ -74,6 +74,7 @@ struct settings {
   double audit_chain_interval = 1;      // seconds between claims of the changes' rows
   std::size_t audit_buffer = 65536;     // read rows buffered before reads answer 503
   double audit_retention_days = 2192;   // 6 years
+  bool audit_retention_override = false; // allows less than audit_retention_minimum_days
   // [log]
   std::string log_format = "text"; // text | json
   bool access_log = true;
@@ -97,6 +98,10 @@ struct invocation {
 invocation load(int argc, const char* const* argv, const char* const* env = nullptr);
 
 // Checks what `serve` needs: a JWT secret of at least 32 bytes unless `dev`.
+// The audit trail's legal minimum retention (6 years; HIPAA 45 CFR 164.316(b)(2)).
+inline constexpr double audit_retention_minimum_days = 2192;
+// Refuses an --audit-retention-days below the minimum without --audit-retention-override.
+void require_legal_retention(const settings& s);
 void require_serveable(settings& s);
 
 std::string help_text();

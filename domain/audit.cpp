@@ -3,6 +3,7 @@
 #include "domain/clock.hpp"
 #include "domain/contact.hpp"
 #include "domain/crypto.hpp"
+#include "domain/validation.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
@@ -75,6 +76,82 @@ const std::string audit_genesis(64, '0');
 
 namespace {
 
+// See make_storable. Returns whether a byte was replaced.
+bool make_text(std::string& s, std::size_t max) {
+  constexpr std::string_view replacement = "\xEF\xBF\xBD"; // U+FFFD
+  bool replaced = false;
+  if (!is_text(s)) {
+    std::string out;
+    out.reserve(s.size() + 8);
+    for (std::size_t i = 0; i < s.size();) {
+      auto n = s[i] == '\0' ? 0 : utf8_sequence(s, i);
+      if (n == 0) {
+        out += replacement;
+        replaced = true;
+        ++i;
+      } else {
+        out.append(s, i, n);
+        i += n;
+      }
+    }
+    s = std::move(out);
+  }
+  if (s.size() > max) {
+    auto cut = max;
+    // Back to the start of the character the cut falls in (continuation bytes are 10xxxxxx).
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s.resize(cut);
+  }
+  return replaced;
+}
+
+void escape_text(std::string& s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  s = std::move(out);
+}
+
+template <class F>
+void each_text(audit_record& r, F f) {
+  f(r.actor_type, audit_text_max);
+  f(r.role, audit_text_max);
+  f(r.actor_ref, audit_text_max);
+  f(r.resource, audit_text_max);
+  f(r.action, audit_text_max);
+  for (auto& name : r.fields) f(name, audit_field_name_max);
+  f(r.outcome, audit_text_max);
+  f(r.client_ip, audit_text_max);
+  f(r.user_agent, audit_text_max);
+  f(r.request_id, audit_text_max);
+  f(r.query, audit_query_max);
+}
+
+} // namespace
+
+void make_storable(audit_record& r) {
+  if (r.fields.size() > audit_fields_max) r.fields.resize(audit_fields_max);
+  bool replaced = false;
+  each_text(r, [&](std::string& s, std::size_t max) { replaced |= make_text(s, max); });
+  if (replaced) r.sanitized = true;
+}
+
+void quarantine(audit_record& r) {
+  make_storable(r);
+  each_text(r, [](std::string& s, std::size_t) { escape_text(s); });
+  r.sanitized = true;
+}
+
+namespace {
+
 // Length-prefixed, so no two different rows hash the same text ("ab","c" vs "a","bc").
 class hash_text {
 public:
@@ -117,6 +194,8 @@ std::string audit_hash(std::string_view previous_hash, std::int64_t seq, const a
   t.add(r.query);
   t.add(static_cast<std::int64_t>(r.ids.size()));
   for (auto id : r.ids) t.add(id);
+  // Added only when set, so the hashes of rows stored before the flag existed still hold.
+  if (r.sanitized) t.add(std::string_view("sanitized"));
   // OpenSSL's SHA-256 (it uses the CPU's SHA extensions where there are some: a tenant's
   // chain is hashed by one thread, event after event), one context per thread.
   struct digest_context {

@@ -69,7 +69,26 @@ struct audit_record {
   std::string request_id;
   std::string query;             // a list or search: the query as sent
   std::vector<std::int64_t> ids; // a list or search: the ids returned, in order
+  // Some text of the row held bytes PostgreSQL text cannot (a NUL, or bytes that are not
+  // UTF-8): they were replaced (make_storable, quarantine). Hashed and stored with the row.
+  bool sanitized = false;
 };
+
+// Bounds of an audit row's texts (bytes); longer texts are cut at a character boundary.
+inline constexpr std::size_t audit_text_max = 512;
+inline constexpr std::size_t audit_query_max = 2048;
+inline constexpr std::size_t audit_fields_max = 100; // field names a row names
+inline constexpr std::size_t audit_field_name_max = 128;
+
+// Makes every text of `r` storable, whoever filled it and from what (headers, paths, body keys):
+// each byte sequence that is not well-formed UTF-8, and each NUL, becomes U+FFFD, and each
+// text is cut to its bound. Sets `r.sanitized` when a byte was replaced. Run on every row
+// before it is buffered or staged, so no request can make the writer's COPY or the audit_log
+// view's jsonb cast fail.
+void make_storable(audit_record& r);
+// The last resort for a row PostgreSQL refused all the same: every byte outside printable
+// ASCII becomes \xNN. Sets `r.sanitized`.
+void quarantine(audit_record& r);
 
 // A record for `who` (null: carecrm itself) at the current time, outcome success.
 audit_record make_audit(const audit_context* who, std::int64_t tenant, std::string_view resource,

@@ -2,6 +2,7 @@
 #include "domain/automation.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/workflow.hpp"
 
 namespace json = boost::json;
 
@@ -31,6 +32,13 @@ std::optional<run_status> parse_run_status(std::string_view s) {
   for (std::size_t i = 0; i < run_statuses.size(); ++i)
     if (run_statuses[i] == s) return static_cast<run_status>(i);
   return std::nullopt;
+}
+
+std::optional<std::string> ensure_webhook_secret(workflow& w) {
+  if (w.trigger != trigger_type::webhook || (w.webhook_secret && !w.webhook_secret->empty()))
+    return std::nullopt;
+  w.webhook_secret = generate_webhook_secret();
+  return w.webhook_secret;
 }
 
 json::object workflow_to_json(const workflow& w, std::string_view public_url) {

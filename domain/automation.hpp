@@ -113,6 +113,10 @@ struct delivery_attempt {
   std::int64_t next_attempt_at = 0; // 0: no more attempts (delivered or given up)
 };
 
+// A `webhook` workflow without a secret gets one drawn (generate_webhook_secret, in
+// workflow.hpp), returned so the answer that saved it can show it once; nothing otherwise.
+std::optional<std::string> ensure_webhook_secret(workflow& w);
+
 // Response shapes (docs/automation.md). Secrets are never rendered: only `has_secret`.
 boost::json::object workflow_to_json(const workflow& w, std::string_view public_url);
 boost::json::object run_to_json(const workflow_run& r);

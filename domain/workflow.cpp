@@ -1236,6 +1236,38 @@ signed_request verify_standard_webhook(std::string_view secret, std::string_view
   return match ? signed_request::valid : signed_request::invalid;
 }
 
+std::optional<std::string_view> webhook_refusal(const std::optional<std::string>& secret,
+                                                const webhook_credentials& c,
+                                                std::string_view body, std::int64_t now) {
+  // Without a secret the comparisons are made all the same against an empty one (which never
+  // matches), so the answer takes as long as for a wrong secret.
+  const std::string& key = secret ? *secret : std::string();
+  bool ok = false;
+  if (c.std_signature) {
+    switch (verify_standard_webhook(key, c.std_id.value_or(""), c.std_timestamp.value_or(""),
+                                    *c.std_signature, body, now)) {
+    case signed_request::valid: ok = true; break;
+    case signed_request::stale:
+      if (secret) return "webhook-timestamp is more than 5 minutes from now";
+      break;
+    case signed_request::invalid: break;
+    }
+    if (!ok || !secret) return webhook_refused;
+    return std::nullopt;
+  }
+  if (c.secret && secrets_equal(*c.secret, key)) ok = true;
+  if (!ok && c.signature) {
+    std::string_view sig = *c.signature;
+    if (sig.substr(0, 7) == "sha256=") {
+      auto mac = hmac_sha256(key, body);
+      auto expected = hex_encode(as_bytes(mac));
+      if (constant_time_equal(ascii_lower(sig.substr(7)), expected)) ok = true;
+    }
+  }
+  if (!ok || !secret || secret->empty()) return webhook_refused;
+  return std::nullopt;
+}
+
 std::string generate_webhook_secret() {
   init_crypto();
   std::array<unsigned char, 24> bytes{};

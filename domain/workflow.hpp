@@ -226,6 +226,24 @@ signed_request verify_standard_webhook(std::string_view secret, std::string_view
                                        std::string_view body, std::int64_t now,
                                        std::int64_t tolerance = 300);
 
+// What an inbound workflow webhook call carries to prove itself (contract section 7).
+struct webhook_credentials {
+  std::optional<std::string> secret;    // X-Webhook-Secret
+  std::optional<std::string> signature; // X-Webhook-Signature: sha256=<hex HMAC of the body>
+  // Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature.
+  std::optional<std::string> std_id, std_timestamp, std_signature;
+};
+// Why a call with `c` and `body` may not trigger a workflow whose secret is `secret`, or
+// nothing when it may: X-Webhook-Secret, X-Webhook-Signature, or a Standard Webhooks signature
+// (which, when sent, is the only one checked: its timestamp must be fresh). A workflow without
+// a secret admits nobody: a webhook workflow always has one (ensure_webhook_secret).
+std::optional<std::string_view> webhook_refusal(const std::optional<std::string>& secret,
+                                                const webhook_credentials& c,
+                                                std::string_view body, std::int64_t now);
+// The refusal an unauthenticated caller gets for a wrong secret and for a workflow that does not
+// exist alike (ids are sequential: the answer must not tell which exist).
+inline constexpr std::string_view webhook_refused = "missing or wrong webhook secret or signature";
+
 // A URL of the form http(s)://host[:port][/path][?query]; nothing else (no user info, no
 // fragment). Used for validation and by the HTTP client.
 struct url_parts {

@@ -185,6 +185,19 @@ void auditor::write_metrics(std::string& out) {
          writer_.buffered());
   metric("carecrm_audit_writer_failures_total", "counter",
          "Audit writer transactions that failed (retried).", writer_.failures());
+  metric("carecrm_audit_rows_sanitized_total", "counter",
+         "Audit rows chained with bytes that were not UTF-8 text replaced (sanitized = true).",
+         writer_.sanitized());
+  metric("carecrm_audit_rows_quarantined_total", "counter",
+         "Audit rows PostgreSQL refused for their content, chained escaped (sanitized = true).",
+         writer_.quarantined());
+  metric("carecrm_audit_heads_unverified_total", "counter",
+         "Chain heads the writer found not signed by the configured keys (rewound or replaced "
+         "by hand), recorded in their chains.",
+         writer_.unverified_heads());
+  metric("carecrm_audit_rows_unstorable_total", "counter",
+         "Audit rows PostgreSQL refused even escaped, dropped so the rows behind them go on.",
+         writer_.unstorable());
 }
 
 domain::audit_context_ptr audit_context_of(const exchange& ex, bool signed_in) {

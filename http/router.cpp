@@ -1,5 +1,7 @@
 #include "http/router.hpp"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 namespace crm::http {
@@ -42,6 +44,7 @@ void for_each_segment(std::string_view path, F f) {
 } // namespace
 
 void router::add(route r) {
+  largest_body_limit_ = std::max(largest_body_limit_, r.body_limit);
   switch (r.auth) {
   case access::bearer: r.limit = rate_class::user; break;
   case access::operator_token:

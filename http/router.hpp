@@ -135,6 +135,9 @@ struct route {
   rate_class limit = rate_class::user;
   audit_rule audit{}; // set by classify_audit (http/audit.cpp)
   route_doc doc{};    // for the OpenAPI document
+  // The largest body the route takes, in bytes (0: the configured --body-limit); chosen by the
+  // matched route when the headers are in, never by what the raw target contains.
+  std::size_t body_limit = 0;
 };
 
 class router {
@@ -167,12 +170,15 @@ public:
   };
 
   match_result match(verb method, std::string_view path) const;
+  // The largest route::body_limit of any route (0: none has its own).
+  std::size_t largest_body_limit() const { return largest_body_limit_; }
   const std::vector<std::unique_ptr<route>>& routes() const { return routes_; }
 
 private:
   struct node;
   std::unique_ptr<node> root_;
   std::vector<std::unique_ptr<route>> routes_;
+  std::size_t largest_body_limit_ = 0;
   std::map<std::string, std::string> schemas_;
 };
 

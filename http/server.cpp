@@ -54,6 +54,17 @@ struct shared_context {
   std::atomic<std::uint64_t> next_id{0};
 };
 
+// The body limit of the route `method` and `target` match (its own, when larger than the
+// configured one), never chosen by looking for words in the raw target.
+std::uint64_t body_limit_of(const router& r, std::uint64_t configured, verb method,
+                            std::string_view target) {
+  request probe;
+  set_target(probe, target);
+  auto m = r.match(method, probe.path);
+  if (m.result != router::outcome::found || m.matched->body_limit <= configured) return configured;
+  return m.matched->body_limit;
+}
+
 bool acceptable_request_id(std::string_view v) {
   if (v.empty() || v.size() > 128) return false;
   for (char c : v)
@@ -198,7 +209,8 @@ private:
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.header_limit));
     // The largest limit any route has; admit_body() applies the route's own once the target
     // is known. The header is parsed alone (not eager) so that no body byte is taken before.
-    parser_->body_limit(std::max(ctx_.limits.body_limit, large_body_limit));
+    parser_->body_limit(std::max<std::uint64_t>(ctx_.limits.body_limit,
+                                                router_.largest_body_limit()));
     parser_->eager(false);
     // Most requests arrive whole in one read: parse what is buffered without another
     // asynchronous operation, and go to the socket only for what is missing.
@@ -227,22 +239,13 @@ private:
                              });
   }
 
-  // Knowledge documents of AI agents hold up to 1 MiB of text (docs/ai.md): their routes take
-  // a body of up to 2 MiB; every other route keeps the configured limit.
-  static constexpr std::uint64_t large_body_limit = std::uint64_t{2} * 1024 * 1024;
-
-  static bool large_body_route(std::string_view target) {
-    constexpr std::string_view agents = "/api/v1/ai/agents/";
-    return target.substr(0, agents.size()) == agents &&
-           target.find("/knowledge") != std::string_view::npos;
-  }
-
-  // After the header: the route's body limit, or 413 (false) when the declared length is over.
+  // After the header: the matched route's body limit (route::body_limit, e.g. knowledge
+  // documents), else the configured one; 413 (false) when the declared length is over.
   bool admit_body() {
     auto& req = parser_->get();
-    std::uint64_t limit = ctx_.limits.body_limit;
-    auto target = std::string_view(req.target().data(), req.target().size());
-    if (large_body_route(target)) limit = std::max<std::uint64_t>(limit, large_body_limit);
+    std::uint64_t limit = body_limit_of(
+        router_, ctx_.limits.body_limit, parse_verb(req.method_string()),
+        std::string_view(req.target().data(), req.target().size()));
     if (auto len = parser_->content_length(); len && *len > limit) {
       on_read_error(bhttp::error::body_limit);
       return false;
@@ -667,6 +670,10 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
     req.remote = std::move(in.remote);
     req.request_id = std::move(in.request_id);
     auto m = r.match(req.method, req.path);
+    // A forwarded body is held to the same limit as one read from a client (a peer is not
+    // trusted to have checked it).
+    bool too_large = req.body.size() > body_limit_of(r, impl_->ctx.limits.body_limit, req.method,
+                                                     req.target);
     auto ex = std::make_shared<exchange>(std::move(req), [reply](response res) {
       actors::forwarded_response out;
       out.status = res.status;
@@ -685,6 +692,9 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
                 reply(std::move(out));
               });
     });
+    if (too_large)
+      return ex->fail(domain::failure::of(domain::errc::payload_too_large,
+                                          "request body over the limit"));
     uncharged o;
     dispatch(impl_->ctx, o, ex, m, true);
   });

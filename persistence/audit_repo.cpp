@@ -3,6 +3,7 @@
 #include "domain/clock.hpp"
 #include "domain/csv.hpp"
 #include "domain/json_writer.hpp"
+#include "domain/secret_keys.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/tx_batch.hpp"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <charconv>
 #include <ctime>
+#include <deque>
 #include <map>
 
 namespace crm::persistence {
@@ -49,9 +51,12 @@ void append_insert(std::string& out, const std::vector<domain::audit_record>& ro
   out +=
       "INSERT INTO audit_pending (tenant_id, at, actor_type, user_id, role, actor_ref, resource, "
       "resource_id, action, fields, outcome, status, client_ip, user_agent, request_id, query, "
-      "ids) VALUES ";
+      "ids, sanitized) VALUES ";
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
+    // Whoever made the row, its texts are made storable here: a change is never refused, nor
+    // its audit row lost, for the bytes of a header or a body key.
+    auto r = rows[i];
+    domain::make_storable(r);
     if (i) out += ',';
     out += '(';
     out += std::to_string(r.tenant_id) + ',' + quote(domain::format_rfc3339(r.at)) + ',' +
@@ -59,17 +64,19 @@ void append_insert(std::string& out, const std::vector<domain::audit_record>& ro
            quote(r.actor_ref) + ',' + quote(r.resource) + ',' + optional_number(r.resource_id) +
            ',' + quote(r.action) + ',' + quote(fields_literal(r.fields)) + ',' + quote(r.outcome) +
            ',' + std::to_string(r.status) + ',' + quote(r.client_ip) + ',' + quote(r.user_agent) +
-           ',' + quote(r.request_id) + ',' + quote(r.query) + ',' + quote(ids_literal(r.ids));
+           ',' + quote(r.request_id) + ',' + quote(r.query) + ',' + quote(ids_literal(r.ids)) +
+           (r.sanitized ? ",true" : ",false");
     out += ')';
   }
   out += ";\n";
 }
 
-// The record's columns as selected from audit_pending or the audit_log view (17 of them).
+// The record's columns as selected from audit_pending or the audit_log view (18 of them).
+constexpr int record_column_count = 18;
 constexpr const char* record_columns =
     "tenant_id, (extract(epoch from at) * 1000000)::bigint, actor_type, user_id, role, actor_ref, "
     "resource, resource_id, action, array_to_json(fields)::text, outcome, status, client_ip, "
-    "user_agent, request_id, query, array_to_string(ids, ',')";
+    "user_agent, request_id, query, array_to_string(ids, ','), sanitized";
 
 // One element of audit_blocks.events: the event as a JSON array, its facts by position
 // (migration 013 names them: the view audit_log), about half the bytes of the object GET
@@ -98,6 +105,7 @@ void append_stored_event(std::string& out, std::int64_t seq, const domain::audit
   for (auto id : r.ids) w.value(id);
   w.end_array();
   w.value(hash);
+  if (r.sanitized) w.value(true); // position 18, absent (false) on nearly every row
   w.end_array();
 }
 
@@ -137,6 +145,7 @@ domain::audit_record read_record(const pqxx::row& row, int at) {
     if (comma == std::string_view::npos) break;
     ids.remove_prefix(comma + 1);
   }
+  r.sanitized = row[at + 17].as<bool>();
   return r;
 }
 
@@ -199,7 +208,58 @@ void record_audit(pg_conn& c, const std::vector<domain::audit_record>& rows) {
   tx.commit();
 }
 
+// ---- signed heads -----------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view head_purpose = "audit.head";
+constexpr std::string_view anchor_purpose = "audit.pruned";
+
+std::string head_message(std::int64_t seq, std::string_view hash) {
+  return std::to_string(seq) + ":" + std::string(hash);
+}
+
+} // namespace
+
+std::string sign_audit_head(const domain::secret_keys& keys, std::int64_t tenant,
+                            std::int64_t seq, std::string_view hash, bool anchor) {
+  return keys.hash(anchor ? anchor_purpose : head_purpose, tenant, head_message(seq, hash));
+}
+
+bool audit_head_signed(const domain::secret_keys& keys, std::int64_t tenant, std::int64_t seq,
+                       std::string_view hash, std::string_view signature, bool anchor) {
+  // Only a keyed hash counts: verify() would take a plaintext copy of the message as "legacy".
+  if (!domain::secret_keys::is_hashed(signature)) return false;
+  return keys.verify(anchor ? anchor_purpose : head_purpose, tenant, head_message(seq, hash),
+                     signature) != domain::secret_keys::match::no;
+}
+
+void sign_audit_heads(pqxx::transaction_base& tx, const domain::secret_keys& keys) {
+  for (const char* table : {"audit_heads", "audit_pruned"}) {
+    bool anchor = std::string_view(table) == "audit_pruned";
+    for (const auto& row : tx.exec(std::string("SELECT tenant_id, seq, hash FROM ") + table)) {
+      auto tenant = row[0].as<std::int64_t>();
+      auto sig = sign_audit_head(keys, tenant, row[1].as<std::int64_t>(),
+                                 row[2].as<std::string>(), anchor);
+      tx.exec(std::string("UPDATE ") + table + " SET signature = " + tx.quote(sig) +
+              " WHERE tenant_id = " + std::to_string(tenant));
+    }
+  }
+}
+
 // ---- the writer ---------------------------------------------------------------------------
+
+namespace {
+
+// PostgreSQL refused the data itself (SQLSTATE class 22: bad encoding, a value out of range,
+// text it cannot parse), not the connection or the server's state: retrying the same rows
+// would fail the same way.
+bool refused_for_content(const std::exception& e) {
+  auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+  return sql && sql->sqlstate().substr(0, 2) == "22";
+}
+
+} // namespace
 
 audit_writer::audit_writer(std::string database_url, audit_writer_options o)
     : url_(std::move(database_url)), opts_(o) {
@@ -214,6 +274,7 @@ audit_writer::~audit_writer() {
 }
 
 bool audit_writer::record(domain::audit_record r) {
+  domain::make_storable(r); // before the lock: the recording threads do this work
   {
     std::lock_guard lock(mutex_);
     if (buffer_.size() >= opts_.capacity || stopping_) {
@@ -275,11 +336,13 @@ void audit_writer::loop() {
       stopping = stopping_;
       // The recording threads wait on this lock: the buffer is swapped whole (the previous
       // round's vector, emptied with its capacity kept, takes its place), not moved row by row.
-      if (buffer_.size() <= opts_.max_rows_per_transaction) {
+      auto take = take_limit_ ? std::min(take_limit_, opts_.max_rows_per_transaction)
+                              : opts_.max_rows_per_transaction;
+      if (buffer_.size() <= take) {
         rows.swap(spare);
         rows.swap(buffer_);
       } else {
-        auto cut = buffer_.begin() + static_cast<std::ptrdiff_t>(opts_.max_rows_per_transaction);
+        auto cut = buffer_.begin() + static_cast<std::ptrdiff_t>(take);
         rows.assign(std::make_move_iterator(buffer_.begin()), std::make_move_iterator(cut));
         buffer_.erase(buffer_.begin(), cut);
       }
@@ -316,7 +379,7 @@ void audit_writer::loop() {
     if (!rows.empty() || look_pending) {
       try {
         if (now - last_maintenance >= std::chrono::hours(1)) {
-          maintain_audit_partitions(conn, opts_.retention_days);
+          maintain_audit_partitions(conn, opts_.retention_days, opts_.keys);
           last_maintenance = now;
         }
         // The pending rows are claimed in the same transaction; a writer that finds more than
@@ -324,6 +387,7 @@ void audit_writer::loop() {
         bool more = false;
         do {
           pqxx::work tx(conn.raw());
+          std::uint64_t sanitized = 0;
           auto claimed = tx.exec(claim);
           more = claimed.size() >= opts_.max_rows_per_transaction;
           std::vector<std::pair<std::int64_t, domain::audit_record>> pending;
@@ -332,6 +396,10 @@ void audit_writer::loop() {
             pending.emplace_back(row[0].as<std::int64_t>(), read_record(row, 1));
           std::sort(pending.begin(), pending.end(),
                     [](auto& a, auto& b) { return a.first < b.first; });
+          if (strict_) {
+            for (auto& [id, r] : pending) domain::quarantine(r);
+            for (auto& r : rows) domain::quarantine(r);
+          }
           // Each tenant's rows in the order they happened (changes, then reads, when equal).
           std::map<std::int64_t, std::vector<const domain::audit_record*>> by_tenant;
           for (auto& [id, r] : pending) by_tenant[r.tenant_id].push_back(&r);
@@ -349,10 +417,13 @@ void audit_writer::loop() {
                   tx.quote(domain::audit_genesis) + ", '-infinity' FROM unnest(" + tenants_q +
                   "::bigint[]) t ON CONFLICT DO NOTHING");
           auto heads = tx.exec("SELECT tenant_id, seq, hash, (extract(epoch from "
-                               "greatest(logged_at, clock_timestamp())) * 1000000)::bigint FROM "
-                               "audit_heads WHERE tenant_id = ANY(" +
+                               "greatest(logged_at, clock_timestamp())) * 1000000)::bigint, "
+                               "signature, logged_at = '-infinity' FROM audit_heads WHERE "
+                               "tenant_id = ANY(" +
                                tenants_q + "::bigint[]) ORDER BY tenant_id FOR UPDATE");
-          std::string h_tenants = "{", h_seqs = "{", h_hashes = "{", h_logged = "{";
+          std::string h_tenants = "{", h_seqs = "{", h_hashes = "{", h_logged = "{",
+                      h_signatures = "{";
+          std::deque<domain::audit_record> unverified; // the rows saying a head was not signed
           {
             static const std::vector<std::string> columns{"tenant_id",  "first_seq", "last_seq",
                                                           "logged_at",  "first_at",  "last_at",
@@ -368,8 +439,26 @@ void audit_writer::loop() {
               auto& list = by_tenant[tenant];
               std::stable_sort(list.begin(), list.end(),
                                [](auto* a, auto* b) { return a->at < b->at; });
+              // A head this writer did not sign (rewound, replaced) is extended all the same, so
+              // the trail goes on, but the chain itself records it first, for verify to report.
+              bool fresh = seq == 0 && prev == domain::audit_genesis && head[5].as<bool>();
+              if (opts_.keys && !fresh &&
+                  !audit_head_signed(*opts_.keys, tenant, seq, prev,
+                                     head[4].is_null() ? "" : head[4].c_str())) {
+                auto& r = unverified.emplace_back(domain::make_audit(
+                    nullptr, tenant, "audit_log", std::nullopt, audit_head_unverified));
+                r.outcome = "failure";
+                r.query = "the chain's head (row " + std::to_string(seq) +
+                          ") was not signed by carecrm's keys: rows may have been removed or "
+                          "replaced before it";
+                if (!list.empty()) r.at = std::min(r.at, list.front()->at);
+                list.insert(list.begin(), &r);
+                unverified_heads_.fetch_add(1, std::memory_order_relaxed);
+                log_error("audit: tenant {}: {}", tenant, r.query);
+              }
               // The tenant's events, chained one by one, stored as blocks of up to
               // max_events_per_block (a page of GET /audit-log expands at most one or two).
+              for (auto* r : list) sanitized += r->sanitized ? 1 : 0;
               for (std::size_t start = 0; start < list.size(); start += max_events_per_block) {
                 auto end = std::min(list.size(), start + max_events_per_block);
                 auto first_seq = seq + 1;
@@ -401,18 +490,33 @@ void audit_writer::loop() {
               h_seqs += sep + std::to_string(seq);
               h_hashes += sep + prev;
               h_logged += sep + std::string("\"") + logged_at + "\"";
+              h_signatures += sep + std::string("\"") +
+                              (opts_.keys ? sign_audit_head(*opts_.keys, tenant, seq, prev)
+                                          : std::string()) +
+                              "\"";
             }
             copy.complete();
           }
-          tx.exec("UPDATE audit_heads h SET seq = v.seq, hash = v.hash, logged_at = v.logged_at "
-                  "FROM unnest(" +
+          tx.exec("UPDATE audit_heads h SET seq = v.seq, hash = v.hash, logged_at = "
+                  "v.logged_at, signature = nullif(v.signature, '') FROM unnest(" +
                   tx.quote(h_tenants + "}") + "::bigint[], " + tx.quote(h_seqs + "}") +
                   "::bigint[], " + tx.quote(h_hashes + "}") + "::text[], " +
-                  tx.quote(h_logged + "}") +
-                  "::timestamptz[]) AS v(tenant_id, seq, hash, logged_at) "
+                  tx.quote(h_logged + "}") + "::timestamptz[], " + tx.quote(h_signatures + "}") +
+                  "::text[]) AS v(tenant_id, seq, hash, logged_at, signature) "
                   "WHERE h.tenant_id = v.tenant_id");
           tx.commit();
           written_.fetch_add(rows.size() + pending.size(), std::memory_order_relaxed);
+          sanitized_.fetch_add(sanitized, std::memory_order_relaxed);
+          if (strict_) {
+            quarantined_.fetch_add(rows.size() + pending.size(), std::memory_order_relaxed);
+            log_warn("audit writer: {} row(s) stored escaped after PostgreSQL refused their "
+                     "content (sanitized = true)",
+                     rows.size() + pending.size());
+            strict_ = false;
+            take_limit_ = 0;
+          } else if (take_limit_ && ++rounds_at_limit_ >= 16) {
+            take_limit_ = 0; // what was refused went through meanwhile
+          }
           rows.clear();
         } while (more);
         // Also after a claim that found nothing: the next is an interval away.
@@ -423,6 +527,30 @@ void audit_writer::loop() {
         conn.reset();
         failures_.fetch_add(1, std::memory_order_relaxed);
         if (failures_in_row++ == 0) log_warn("audit writer: {} (retrying)", e.what());
+        if (refused_for_content(e)) {
+          // The rows behind a refused one must not wait on it: halve the rounds until it is
+          // alone, then store it escaped; refused even so, it is dropped (and counted).
+          failures_in_row = 0; // no back-off: this is not Postgres being away
+          rounds_at_limit_ = 0;
+          if (strict_ && rows.size() <= 1) {
+            unstorable_.fetch_add(rows.size(), std::memory_order_relaxed);
+            log_error("audit writer: {} row(s) refused by PostgreSQL even escaped, dropped: {}",
+                      rows.size(), e.what());
+            rows.clear();
+            strict_ = false;
+            take_limit_ = 0;
+          } else if (rows.size() > 1) {
+            take_limit_ = rows.size() / 2;
+          } else {
+            strict_ = true;
+            take_limit_ = 1;
+          }
+          // Whoever waits for a flush waits for the rounds that isolate the row, not a 503.
+          std::lock_guard lock(mutex_);
+          waiters_.insert(waiters_.begin(), std::make_move_iterator(waiters.begin()),
+                          std::make_move_iterator(waiters.end()));
+          waiters.clear();
+        }
         // A missing partition (the clock moved on) is made before the next try.
         last_maintenance = {};
         // Nothing of the failed transaction is stored: its rows go back to the front, in order.
@@ -450,9 +578,16 @@ void audit_writer::loop() {
 
 // ---- partitions -----------------------------------------------------------------------------
 
-audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
+audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days,
+                                           const domain::secret_keys* keys) {
   audit_partitions out;
   pqxx::work tx(c.raw());
+  // Under the application role of docs/operations.md "Database roles" the partitions are the
+  // owner's business (`carecrm audit prune` as the owner): nothing to do here.
+  if (!tx.exec1("SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = "
+                "'audit_blocks'::regclass")[0]
+           .as<bool>())
+    return out;
   // One maintainer at a time across nodes.
   tx.exec("SELECT pg_advisory_xact_lock(7263010)");
   auto now = domain::now_micros();
@@ -473,11 +608,28 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
     if (!pm) continue;
     auto end = domain::parse_rfc3339(pm->next().first_day());
     if (!end || *end > cutoff) continue;
-    tx.exec("INSERT INTO audit_pruned (tenant_id, seq, hash) SELECT DISTINCT ON (tenant_id) "
-            "tenant_id, last_seq, last_hash FROM " +
-            name +
-            " ORDER BY tenant_id, last_seq DESC ON CONFLICT (tenant_id) DO UPDATE SET seq = "
-            "EXCLUDED.seq, hash = EXCLUDED.hash WHERE EXCLUDED.seq > audit_pruned.seq");
+    // Each chain's new starting point is signed, and the prune is itself a row of the chain.
+    auto anchors = tx.exec("SELECT DISTINCT ON (tenant_id) tenant_id, last_seq, last_hash FROM " +
+                           name + " ORDER BY tenant_id, last_seq DESC");
+    std::vector<domain::audit_record> pruned;
+    for (const auto& a : anchors) {
+      auto tenant = a[0].as<std::int64_t>();
+      auto seq = a[1].as<std::int64_t>();
+      auto hash = a[2].as<std::string>();
+      auto sig = keys ? tx.quote(sign_audit_head(*keys, tenant, seq, hash, true)) : "NULL";
+      tx.exec("INSERT INTO audit_pruned (tenant_id, seq, hash, signature) VALUES (" +
+              std::to_string(tenant) + ", " + std::to_string(seq) + ", " + tx.quote(hash) +
+              ", " + sig +
+              ") ON CONFLICT (tenant_id) DO UPDATE SET seq = EXCLUDED.seq, hash = "
+              "EXCLUDED.hash, signature = EXCLUDED.signature WHERE EXCLUDED.seq > "
+              "audit_pruned.seq");
+      auto& r = pruned.emplace_back(
+          domain::make_audit(nullptr, tenant, "audit_log", std::nullopt, "prune"));
+      r.query = "partition " + name + " dropped by retention (" +
+                std::to_string(static_cast<std::int64_t>(retention_days)) +
+                " days): the chain now starts after row " + std::to_string(seq);
+    }
+    insert_audit(tx, pruned);
     tx.exec("DROP TABLE " + name);
     out.dropped.push_back(name);
   }
@@ -490,7 +642,7 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days) {
 
 namespace {
 
-constexpr const char* row_columns_suffix = ", seq, hash";
+constexpr const char* row_columns_suffix = ", seq, hash, readable";
 
 std::vector<audit_row> read_rows(const pqxx::result& res) {
   std::vector<audit_row> out;
@@ -498,8 +650,11 @@ std::vector<audit_row> read_rows(const pqxx::result& res) {
   for (const auto& row : res) {
     audit_row a;
     a.record = read_record(row, 0);
-    a.seq = row[17].as<std::int64_t>();
-    a.hash = row[18].as<std::string>();
+    a.seq = row[record_column_count].as<std::int64_t>();
+    a.hash = row[record_column_count + 1].as<std::string>();
+    a.readable = row[record_column_count + 2].as<bool>();
+    if (!a.readable)
+      log_error("audit: tenant {}: {}", a.record.tenant_id, a.record.query); // names the rows
     out.push_back(std::move(a));
   }
   return out;
@@ -574,12 +729,13 @@ void append_audit_json(std::string& out, const audit_row& a) {
   for (auto id : r.ids) w.value(id);
   w.end_array();
   w.key("hash").value(a.hash);
+  w.key("sanitized").value(r.sanitized);
   w.end_object();
 }
 
 const char* audit_csv_header() {
   return "seq,at,actor_type,user_id,role,actor_ref,resource,resource_id,action,fields,outcome,"
-         "status,client_ip,user_agent,request_id,query,ids,hash\r\n";
+         "status,client_ip,user_agent,request_id,query,ids,hash,sanitized\r\n";
 }
 
 void append_audit_csv(std::string& out, const audit_row& a) {
@@ -616,28 +772,38 @@ void append_audit_csv(std::string& out, const audit_row& a) {
   field(r.request_id);
   field(r.query);
   field(joined(r.ids));
-  field(a.hash, true);
+  field(a.hash);
+  field(r.sanitized ? "true" : "false", true);
 }
 
-audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
+audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant,
+                                      const domain::secret_keys& keys) {
   audit_verification v;
   // One snapshot for the rows and the head: a writer committing meanwhile changes neither.
   pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c.raw());
   auto t = std::to_string(tenant);
   std::string prev = domain::audit_genesis;
   std::int64_t expected = 1;
-  auto pruned = tx.exec("SELECT seq, hash FROM audit_pruned WHERE tenant_id = " + t);
-  if (!pruned.empty()) {
-    v.pruned_through = pruned[0][0].as<std::int64_t>();
-    expected = v.pruned_through + 1;
-    prev = pruned[0][1].as<std::string>();
-  }
   auto fail = [&](std::int64_t seq, std::string reason) {
     v.ok = false;
     v.broken_seq = seq;
     v.reason = std::move(reason);
     return v;
   };
+  auto pruned = tx.exec("SELECT seq, hash, coalesce(signature, '') FROM audit_pruned WHERE "
+                        "tenant_id = " +
+                        t);
+  if (!pruned.empty()) {
+    v.pruned_through = pruned[0][0].as<std::int64_t>();
+    expected = v.pruned_through + 1;
+    prev = pruned[0][1].as<std::string>();
+    // Retention's anchor says where the kept chain starts: moved forward by hand, it would
+    // hide the removal of the rows before it.
+    if (!audit_head_signed(keys, tenant, v.pruned_through, prev, pruned[0][2].c_str(), true))
+      return fail(v.pruned_through + 1,
+                  "the retention anchor (row " + std::to_string(v.pruned_through) +
+                      ") is not signed by carecrm's keys");
+  }
   std::int64_t after = v.pruned_through;
   for (;;) {
     auto rows = read_rows(tx.exec(std::string("SELECT ") + record_columns + row_columns_suffix +
@@ -646,6 +812,8 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
                                   " ORDER BY first_seq, seq LIMIT 5000"));
     if (rows.empty()) break;
     for (auto& r : rows) {
+      if (!r.readable)
+        return fail(r.seq, r.record.query + " (the stored block is not the writer's JSON)");
       if (r.seq != expected)
         return fail(expected, "row " + std::to_string(expected) + " is missing (the next row is " +
                                   std::to_string(r.seq) + ")");
@@ -654,6 +822,8 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
       if (r.record.tenant_id != tenant || domain::audit_hash(prev, r.seq, r.record) != r.hash)
         return fail(r.seq, "its contents do not match its hash (the row, or the one before it, "
                            "was edited)");
+      if (r.record.resource == "audit_log" && r.record.action == audit_head_unverified)
+        return fail(r.seq, r.record.query);
       if (!v.rows) v.first_seq = r.seq;
       ++v.rows;
       v.last_seq = r.seq;
@@ -662,16 +832,27 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant) {
     }
     after = rows.back().seq;
   }
-  auto head = tx.exec("SELECT seq, hash FROM audit_heads WHERE tenant_id = " + t);
-  if (!head.empty()) {
-    auto head_seq = head[0][0].as<std::int64_t>();
-    if (head_seq != expected - 1)
-      return fail(expected, "rows " + std::to_string(expected) + " to " + std::to_string(head_seq) +
-                                " are missing (the chain's head is row " +
-                                std::to_string(head_seq) + ")");
-    if (head_seq > 0 && head[0][1].as<std::string>() != prev)
-      return fail(head_seq, "the last row's hash is not the one the chain's head recorded");
+  auto head = tx.exec("SELECT seq, hash, coalesce(signature, ''), logged_at = '-infinity' FROM "
+                      "audit_heads WHERE tenant_id = " +
+                      t);
+  if (head.empty()) {
+    // A chain with rows always has a head; without one, nothing says where the chain ends.
+    if (v.rows > 0 || v.pruned_through > 0)
+      return fail(expected, "the chain has no head: its newest rows may have been removed");
+    return v;
   }
+  auto head_seq = head[0][0].as<std::int64_t>();
+  auto head_hash = head[0][1].as<std::string>();
+  bool fresh = head_seq == 0 && head_hash == domain::audit_genesis && head[0][3].as<bool>();
+  if (!fresh && !audit_head_signed(keys, tenant, head_seq, head_hash, head[0][2].c_str()))
+    return fail(head_seq, "the chain's head (row " + std::to_string(head_seq) +
+                              ") is not signed by carecrm's keys: it was set by hand");
+  if (head_seq != expected - 1)
+    return fail(expected, "rows " + std::to_string(expected) + " to " + std::to_string(head_seq) +
+                              " are missing (the chain's head is row " +
+                              std::to_string(head_seq) + ")");
+  if (head_seq > 0 && head_hash != prev)
+    return fail(head_seq, "the last row's hash is not the one the chain's head recorded");
   return v;
 }
 

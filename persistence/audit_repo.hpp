@@ -30,9 +30,22 @@ namespace pqxx {
 class transaction_base;
 }
 
+namespace crm::domain {
+class secret_keys;
+}
+
 namespace crm::persistence {
 
 class pg_conn;
+
+// The signatures of a chain's head and of a pruning anchor (migration 016): keyed hashes of
+// "<seq>:<hash>" under the configured keys, bound to the tenant.
+std::string sign_audit_head(const domain::secret_keys& keys, std::int64_t tenant,
+                            std::int64_t seq, std::string_view hash, bool anchor = false);
+bool audit_head_signed(const domain::secret_keys& keys, std::int64_t tenant, std::int64_t seq,
+                       std::string_view hash, std::string_view signature, bool anchor = false);
+// Signs every head and anchor stored (migration 016, in its own transaction).
+void sign_audit_heads(pqxx::transaction_base& tx, const domain::secret_keys& keys);
 class sql_text;
 
 // Inside a change's transaction (group-commit text, or a transaction of its own).
@@ -52,6 +65,8 @@ struct audit_writer_options {
   // every tenant's at every round made several nodes' writers lock each other's chains' heads
   // (benchmarks/RESULTS.md "Cluster: the audit writers' claims").
   std::chrono::milliseconds compact_interval{1000};
+  // Signs each head it writes and checks the one it extends (nothing: unsigned, tests only).
+  const domain::secret_keys* keys = nullptr;
 };
 
 class audit_writer {
@@ -73,6 +88,15 @@ public:
   std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
   std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  // Rows chained with texts repaired (make_storable); rows PostgreSQL refused for their content
+  // and that were chained escaped (quarantine); rows refused even then, and dropped.
+  std::uint64_t sanitized() const { return sanitized_.load(std::memory_order_relaxed); }
+  std::uint64_t quarantined() const { return quarantined_.load(std::memory_order_relaxed); }
+  std::uint64_t unstorable() const { return unstorable_.load(std::memory_order_relaxed); }
+  // Heads found not signed by the configured keys when the writer went to extend them.
+  std::uint64_t unverified_heads() const {
+    return unverified_heads_.load(std::memory_order_relaxed);
+  }
   std::size_t buffered();
 
 private:
@@ -90,6 +114,16 @@ private:
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> written_{0};
   std::atomic<std::uint64_t> failures_{0};
+  std::atomic<std::uint64_t> sanitized_{0};
+  std::atomic<std::uint64_t> quarantined_{0};
+  std::atomic<std::uint64_t> unstorable_{0};
+  std::atomic<std::uint64_t> unverified_heads_{0};
+  // Isolating a row PostgreSQL refused for its content (writer thread only): rounds take at most
+  // take_limit_ rows (0: no limit), halved at each refusal, until one row is refused alone; then
+  // a strict_ round escapes it (quarantine) and the limit goes.
+  std::size_t take_limit_ = 0;
+  int rounds_at_limit_ = 0;
+  bool strict_ = false;
   std::thread thread_;
 };
 
@@ -100,7 +134,10 @@ struct audit_partitions {
   std::vector<std::string> created;
   std::vector<std::string> dropped;
 };
-audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days);
+// `keys` sign the anchors; each tenant whose rows a drop removed gets a "prune" row in its
+// chain (staged in audit_pending in the same transaction).
+audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days,
+                                           const domain::secret_keys* keys);
 
 // GET /audit-log: newest first, filtered; `before_seq` is the cursor.
 struct audit_filter {
@@ -122,6 +159,9 @@ struct audit_row {
   std::int64_t seq = 0;
   domain::audit_record record;
   std::string hash; // hex
+  // False for a block the audit_log view could not parse (migration 015): then the row stands
+  // for the whole block, `record.action` is "unreadable" and `record.query` says why.
+  bool readable = true;
 };
 
 std::vector<audit_row> query_audit(pg_conn& c, const audit_filter& f);
@@ -141,6 +181,11 @@ struct audit_verification {
   std::optional<std::int64_t> broken_seq; // the first row that does not hold
   std::string reason;
 };
-audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant);
+// Also checks the head's and the anchor's signatures with `keys`.
+audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant,
+                                      const domain::secret_keys& keys);
+
+// What the writer chains when a head it extends is not signed by the configured keys.
+inline constexpr std::string_view audit_head_unverified = "head_unverified";
 
 } // namespace crm::persistence

@@ -1,22 +1,31 @@
 #include "persistence/migrations.hpp"
 
+#include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
 
 #include <pqxx/pqxx>
 
 #include <cstdlib>
+#include <stdexcept>
 
 namespace crm::persistence {
 
-int apply_migrations(const std::string& database_url) {
+namespace {
+constexpr int signed_heads_version = 16; // 016_audit_signed_heads.sql
+} // namespace
+
+int apply_migrations(const std::string& database_url, const domain::secret_keys* keys) {
   pqxx::connection conn(database_url);
   {
     pqxx::nontransaction tx(conn);
     // A fixed key: concurrent nodes starting together apply each migration once.
     tx.exec("SELECT pg_advisory_lock(7263001)");
-    tx.exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())");
+    // Created only when missing: a role that may not create tables (docs/operations.md
+    // "Database roles") still starts against a migrated database.
+    if (tx.exec1("SELECT to_regclass('schema_migrations') IS NULL")[0].as<bool>())
+      tx.exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
+              " version integer PRIMARY KEY, name text NOT NULL,"
+              " applied_at timestamptz NOT NULL DEFAULT now())");
   }
   int applied = 0;
   try {
@@ -26,6 +35,15 @@ int apply_migrations(const std::string& database_url) {
       auto r = tx.exec_params("SELECT 1 FROM schema_migrations WHERE version = $1", version);
       if (!r.empty()) continue;
       tx.exec(m.sql);
+      if (version == signed_heads_version) {
+        if (keys)
+          sign_audit_heads(tx, *keys);
+        else if (!tx.exec("SELECT 1 FROM audit_heads UNION ALL SELECT 1 FROM audit_pruned "
+                          "LIMIT 1")
+                      .empty())
+          throw std::runtime_error("migration " + std::string(m.name) +
+                                   " signs the audit trail's heads: --secret-keys is needed");
+      }
       tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version,
                      std::string(m.name));
       tx.commit();

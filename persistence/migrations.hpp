@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+namespace crm::domain {
+class secret_keys;
+}
+
 namespace crm::persistence {
 
 struct migration_source {
@@ -14,6 +18,8 @@ struct migration_source {
 const std::vector<migration_source>& embedded_migrations();
 
 // Applies every migration not yet recorded; returns how many were applied. Throws on failure.
-int apply_migrations(const std::string& database_url);
+// Migration 016 signs the audit heads stored before it with `keys` (in its own transaction),
+// so it is refused without them when there are some.
+int apply_migrations(const std::string& database_url, const domain::secret_keys* keys);
 
 } // namespace crm::persistence

@@ -90,7 +90,8 @@ SELECT json_build_object(
       'request_id', l.request_id) ORDER BY l.seq), '[]')
     FROM audit_log l
     WHERE l.tenant_id = c.tenant_id AND l.record_ids @> ARRAY[c.id]
-      AND ((l.resource = 'contact' AND l.resource_id = c.id) OR c.id = ANY(l.ids)))
+      AND ((l.resource = 'contact' AND l.resource_id = c.id) OR c.id = ANY(l.ids)
+           OR NOT l.readable))
 )::text
 FROM contacts c WHERE c.tenant_id = $1 AND c.id = $2
 )SQL";

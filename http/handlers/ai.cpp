@@ -523,6 +523,13 @@ void define_ai_schemas(router& r) {
                  {"generated_at", timestamp()}}));
 }
 
+// Knowledge documents hold up to 1 MiB of text (docs/ai.md): their writes take a body of up to
+// 2 MiB, whatever --body-limit says for the other routes.
+route large_body(route rt) {
+  rt.body_limit = std::size_t{2} * 1024 * 1024;
+  return rt;
+}
+
 } // namespace
 
 void add_ai_routes(router& r, services& s) {
@@ -559,16 +566,17 @@ void add_ai_routes(router& r, services& s) {
   r.add({verb::get, "/api/v1/ai/agents/{id}/knowledge", access::bearer, manage,
          bind(s, list_documents), "List an agent's knowledge documents", tag},
         route_doc("", "AiKnowledgePage").with_query(schema::paging()));
-  r.add({verb::post, "/api/v1/ai/agents/{id}/knowledge", access::bearer, manage,
-         bind(s, create_document), "Add a knowledge document (text or question/answer CSV)", tag,
-         201},
+  r.add(large_body({verb::post, "/api/v1/ai/agents/{id}/knowledge", access::bearer, manage,
+                    bind(s, create_document),
+                    "Add a knowledge document (text or question/answer CSV)", tag, 201}),
         route_doc("AiKnowledgeWrite", "AiKnowledgeListItem").with_example(R"({"title": "Parking",
  "text": "Patients park for free in the garage on Rua Augusta, level 2."})"));
   r.add({verb::get, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
          bind(s, get_document), "Get a knowledge document with its content", tag},
         {"", "AiKnowledgeDocument"});
-  r.add({verb::put, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
-         bind(s, replace_document), "Replace a knowledge document", tag},
+  r.add(large_body({verb::put, "/api/v1/ai/agents/{id}/knowledge/{document_id}",
+                    access::bearer, manage, bind(s, replace_document),
+                    "Replace a knowledge document", tag}),
         {"AiKnowledgeWrite", "AiKnowledgeListItem"});
   r.add({verb::del, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
          bind(s, delete_document), "Delete a knowledge document", tag, 204});

@@ -200,7 +200,8 @@ void define_audit_schemas(router& r) {
               {"request_id", text_},
               {"query", text_},
               {"ids", array_of(integer())},
-              {"hash", text_matching("^[0-9a-f]{64}$")}}));
+              {"hash", text_matching("^[0-9a-f]{64}$")},
+              {"sanitized", boolean()}}));
   define(r, "AuditEvents",
          object({{"items", array_of(ref("AuditEvent"))},
                  {"next_cursor", nullable(text_matching("^[0-9]+$"))}}));

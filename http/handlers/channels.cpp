@@ -8,10 +8,13 @@
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
-#include "http/owner_directory.hpp"
 #include "http/request_input.hpp"
+#include "http/webhook_gate.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/sealed_columns.hpp"
+#include "persistence/webhook_owners.hpp"
+#include "domain/secret_keys.hpp"
 
 #include <boost/json.hpp>
 
@@ -22,9 +25,9 @@ namespace json = boost::json;
 namespace crm::http {
 namespace {
 
-owner_directory& channel_owners() {
-  static owner_directory directory("channel", &persistence::tenant_of_channel);
-  return directory;
+webhook_gate& channel_gate() {
+  static webhook_gate gate("channel", &persistence::webhook_owner_of_channel);
+  return gate;
 }
 
 using domain::failure;
@@ -64,7 +67,7 @@ void create(services& s, const exchange_ptr& ex) {
   c.is_active = active.value_or(true);
   actors::create_channel(
       s.rt, ex->who.tenant_id, std::move(c),
-      forgetting_missing(channel_owners(), created_reply(ex, "/api/v1/channels/")));
+      forgetting_unknown(channel_gate(), created_reply(ex, "/api/v1/channels/")));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -102,7 +105,14 @@ void update(services& s, const exchange_ptr& ex) {
   p.webhook_secret = body.nullable_text("webhook_secret", secret_rule);
   p.is_active = body.boolean("is_active", false);
   if (!body.finish()) return ex->fail(body.failure());
-  actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p), json_reply(ex));
+  // The gate reads the secret again at the next call here (other nodes within a second).
+  auto reply = json_reply(ex);
+  actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
+                         actors::callback<std::string>(
+                             [id = *id, reply](domain::outcome<std::string> r) {
+                               channel_gate().forget(id);
+                               reply(std::move(r));
+                             }));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
@@ -143,13 +153,23 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
       actors::receive_inbound(s.rt, tenant, id, std::move(call), json_reply(ex));
     });
   };
-  channel_owners().find(
-      s.pool, *id,
-      [ex, deliver,
-       call = std::move(call)](domain::outcome<std::optional<std::int64_t>> r) mutable {
+  // The secret is checked here before the tenant is woken (the actor checks it again).
+  auto shared = std::make_shared<actors::inbound_call>(std::move(call));
+  auto accepts = [&s, shared](const persistence::webhook_owner& o) {
+    return s.pool.keys().verify(persistence::sealed::channel_webhook_secret, o.tenant_id,
+                                shared->secret, o.secret.value_or(std::string())) !=
+           domain::secret_keys::match::no;
+  };
+  channel_gate().admit(
+      s.pool, *id, std::move(accepts),
+      [ex, deliver, shared](domain::outcome<webhook_gate::admission> r) mutable {
         if (!r) return ex->fail(r.error());
-        if (!*r) return ex->fail(failure::of(domain::errc::not_found, "channel not found"));
-        deliver(**r, std::move(call));
+        if (r->v == webhook_gate::verdict::unknown)
+          return ex->fail(failure::of(domain::errc::not_found, "channel not found"));
+        if (r->v == webhook_gate::verdict::refused)
+          return ex->fail(
+              failure::of(domain::errc::invalid_credentials, "missing or wrong webhook secret"));
+        deliver(r->tenant, std::move(*shared));
       });
 }
 

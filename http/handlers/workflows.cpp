@@ -5,16 +5,19 @@
 #include "http/placement.hpp"
 
 #include "actors/workflows.hpp"
+#include "domain/clock.hpp"
 #include "domain/consent.hpp"
 #include "domain/json_nul.hpp"
 #include "domain/validation.hpp"
+#include "domain/workflow.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
-#include "http/owner_directory.hpp"
+#include "http/webhook_gate.hpp"
 #include "http/request_input.hpp"
 #include "persistence/automation_repo.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/webhook_owners.hpp"
 
 #include <boost/json.hpp>
 
@@ -27,9 +30,9 @@ namespace json = boost::json;
 namespace crm::http {
 namespace {
 
-owner_directory& workflow_owners() {
-  static owner_directory directory("workflow", &persistence::tenant_of_workflow);
-  return directory;
+webhook_gate& workflow_gate() {
+  static webhook_gate gate("workflow", &persistence::webhook_owner_of_workflow);
+  return gate;
 }
 
 using domain::failure;
@@ -101,7 +104,7 @@ void create(services& s, const exchange_ptr& ex) {
   if (p.webhook_secret) w.webhook_secret = *p.webhook_secret;
   actors::create_workflow(
       s.rt, ex->who.tenant_id, std::move(w),
-      forgetting_missing(workflow_owners(), created_reply(ex, "/api/v1/workflows/")));
+      forgetting_unknown(workflow_gate(), created_reply(ex, "/api/v1/workflows/")));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -135,13 +138,26 @@ void update(services& s, const exchange_ptr& ex) {
   for (auto& i : path_issues) body.issues().push_back(i);
   auto p = read_patch(body, false);
   if (!body.finish()) return ex->fail(body.failure());
-  actors::update_workflow(s.rt, ex->who.tenant_id, *id, std::move(p), json_reply(ex));
+  // The gate reads the secret again at the next call here (other nodes within a second).
+  auto reply = json_reply(ex);
+  actors::update_workflow(s.rt, ex->who.tenant_id, *id, std::move(p),
+                          actors::callback<std::string>(
+                              [id = *id, reply](domain::outcome<std::string> r) {
+                                workflow_gate().forget(id);
+                                reply(std::move(r));
+                              }));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::delete_workflow(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
+  auto reply = no_content_reply(ex);
+  actors::delete_workflow(s.rt, ex->who.tenant_id, *id,
+                          actors::callback<domain::done>(
+                              [id = *id, reply](domain::outcome<domain::done> r) {
+                                workflow_gate().forget(id);
+                                reply(std::move(r));
+                              }));
 }
 
 actors::callback<std::int64_t> accepted(const exchange_ptr& ex) {
@@ -200,11 +216,12 @@ void inbound(services& s, const exchange_ptr& ex) {
   if (!id) return;
   actors::webhook_call call;
   call.body = ex->req.body;
-  if (auto v = ex->req.header("x-webhook-secret")) call.secret = std::string(*v);
-  if (auto v = ex->req.header("x-webhook-signature")) call.signature = std::string(*v);
-  if (auto v = ex->req.header("webhook-id")) call.std_id = std::string(*v);
-  if (auto v = ex->req.header("webhook-timestamp")) call.std_timestamp = std::string(*v);
-  if (auto v = ex->req.header("webhook-signature")) call.std_signature = std::string(*v);
+  auto& creds = call.creds;
+  if (auto v = ex->req.header("x-webhook-secret")) creds.secret = std::string(*v);
+  if (auto v = ex->req.header("x-webhook-signature")) creds.signature = std::string(*v);
+  if (auto v = ex->req.header("webhook-id")) creds.std_id = std::string(*v);
+  if (auto v = ex->req.header("webhook-timestamp")) creds.std_timestamp = std::string(*v);
+  if (auto v = ex->req.header("webhook-signature")) creds.std_signature = std::string(*v);
   if (auto v = ex->req.header("carecrm-chain-depth")) {
     int d = 0;
     for (char c : *v)
@@ -216,13 +233,20 @@ void inbound(services& s, const exchange_ptr& ex) {
       actors::receive_webhook(s.rt, tenant, id, std::move(call), accepted(ex));
     });
   };
-  workflow_owners().find(
-      s.pool, *id,
-      [ex, deliver,
-       call = std::move(call)](domain::outcome<std::optional<std::int64_t>> r) mutable {
+  // The secret is checked here before the tenant is woken; a workflow that does not exist is
+  // refused like a wrong secret (ids are sequential: the answer must not tell which exist).
+  auto shared = std::make_shared<actors::webhook_call>(std::move(call));
+  auto accepts = [shared](const persistence::webhook_owner& o) {
+    return !domain::webhook_refusal(o.secret, shared->creds, shared->body, domain::now_seconds());
+  };
+  workflow_gate().admit(
+      s.pool, *id, std::move(accepts),
+      [ex, deliver, shared](domain::outcome<webhook_gate::admission> r) mutable {
         if (!r) return ex->fail(r.error());
-        if (!*r) return ex->fail(failure::of(domain::errc::not_found, "workflow not found"));
-        deliver(**r, std::move(call));
+        if (r->v != webhook_gate::verdict::admitted)
+          return ex->fail(failure::of(domain::errc::invalid_credentials,
+                                      std::string(domain::webhook_refused)));
+        deliver(r->tenant, std::move(*shared));
       });
 }
 
@@ -559,7 +583,8 @@ void define_workflow_schemas(router& r) {
     props["trigger_config"].as_object()["description"] = config_of;
     props["is_active"].as_object()["default"] = true;
     props["webhook_secret"].as_object()["description"] =
-        "write-only: webhook calls must carry it (X-Webhook-Secret) or sign with it";
+        "write-only: webhook calls must carry it (X-Webhook-Secret) or sign with it; a webhook "
+        "workflow saved without one (or with null) gets one drawn, shown once in that answer";
     return o;
   };
   define(r, "WorkflowCreate", input(true));
@@ -578,6 +603,7 @@ void define_workflow_schemas(router& r) {
                  {"actions", array_of(ref("WorkflowAction"))},
                  {"is_active", boolean()},
                  {"has_secret", boolean()},
+                 optional("webhook_secret", text({})),
                  {"is_webhook_trigger", boolean()},
                  {"webhook_url", nullable(text({}))},
                  {"next_run_at", nullable(timestamp())},

@@ -1573,10 +1573,18 @@ def _assert_optional_timestamp(record: dict, *keys: str) -> None:
             assert_timestamp(record[key])
 
 
-def assert_workflow(body: Any, **expected) -> None:
-    """Exactly the workflow keys of docs/automation.md, with their types; never a secret."""
-    assert isinstance(body, dict) and set(body) == WORKFLOW_KEYS, \
-        f"workflow must have exactly {sorted(WORKFLOW_KEYS)}: {body}"
+def assert_workflow(body: Any, secret_shown: bool = False, **expected) -> None:
+    """Exactly the workflow keys of docs/automation.md, with their types; never a secret, but
+    for the one answer that drew a webhook workflow's secret (`secret_shown`): then also
+    `webhook_secret`, "whsec_" + base64 of 24 random bytes."""
+    want = WORKFLOW_KEYS | ({"webhook_secret"} if secret_shown else set())
+    assert isinstance(body, dict) and set(body) == want, \
+        f"workflow must have exactly {sorted(want)}: {body}"
+    if secret_shown:
+        drawn = body["webhook_secret"]
+        assert isinstance(drawn, str) and drawn.startswith("whsec_"), body
+        assert len(base64.b64decode(drawn[len("whsec_"):], validate=True)) == 24, body
+        assert body["trigger_type"] == "webhook" and body["has_secret"] is True, body
     assert is_int(body["id"]), body
     assert isinstance(body["name"], str) and body["name"], body
     _assert_optional_str(body, "description")
@@ -1603,13 +1611,16 @@ def assert_workflow(body: Any, **expected) -> None:
 
 
 def create_workflow(client: Client, token: str, **fields) -> dict:
-    """POST /workflows (201 + Location required); defaults: a unique name, trigger manual."""
+    """POST /workflows (201 + Location required); defaults: a unique name, trigger manual.
+    Returns the create answer: a webhook workflow created without a secret (or with null) has
+    one drawn, shown once there as `webhook_secret` (GET and lists never show it)."""
     fields.setdefault("name", unique("wf"))
     fields.setdefault("trigger_type", "manual")
     resp = client.post(WORKFLOWS, fields, token=token)
     assert resp.status == 201, f"creating workflow {fields} failed: {resp.describe()}"
     body = assert_json_response(resp, 201)
-    assert_workflow(body, trigger_type=fields["trigger_type"])
+    drawn = fields["trigger_type"] == "webhook" and fields.get("webhook_secret") is None
+    assert_workflow(body, secret_shown=drawn, trigger_type=fields["trigger_type"])
     assert resp.header("Location") == workflow_url(body["id"]), resp.describe()
     return body
 

@@ -136,7 +136,8 @@ def test_accepted_webhook_runs_finish_after_kill_9(server, fresh, database):
     contacts = [crm.create_contact(client, t, first_name=f"Hook{i}")["id"] for i in range(10)]
     run_ids = []
     for cid in contacts:
-        resp = client.post(crm.webhook_trigger_url(wf["id"]), {"contact_id": cid})
+        resp = client.post(crm.webhook_trigger_url(wf["id"]), {"contact_id": cid},
+                           headers={"X-Webhook-Secret": wf["webhook_secret"]})
         body = crm.assert_json_response(resp, 202)
         run_ids.append(body["run_id"])
     client = restart(server)

@@ -38,7 +38,9 @@ def test_deleting_workflows_with_requests_in_flight_frees_their_run_slots(client
             wf = crm.create_workflow(client, t, trigger_type="webhook", actions=[
                 {"type": "http_request", "params": {"url": hanging.url("/slow")}}])
             for _ in range(5):
-                crm.assert_json_response(client.post(crm.webhook_trigger_url(wf["id"]), {}), 202)
+                crm.assert_json_response(client.post(
+                    crm.webhook_trigger_url(wf["id"]), {},
+                    headers={"X-Webhook-Secret": wf["webhook_secret"]}), 202)
             assert crm.eventually(lambda: len(hanging.requests) > 0, 10)
             resp = client.delete(crm.workflow_url(wf["id"]), token=t)
             assert resp.status == 204, resp.describe()

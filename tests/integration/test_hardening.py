@@ -151,21 +151,25 @@ def metric(samples, name, **labels) -> float:
                if n == name and all(lab.get(k) == str(w) for k, w in labels.items()))
 
 
-@pytest.mark.parametrize("kind, path", [
-    ("channel", "/api/v1/channels/{}/api/webhook"),
-    ("workflow", "/api/v1/webhooks/{}"),
+@pytest.mark.parametrize("kind, path, status, code", [
+    ("channel", "/api/v1/channels/{}/api/webhook", 404, "NOT_FOUND"),
+    # An unknown workflow is refused like a wrong secret (issue 31): ids are sequential.
+    ("workflow", "/api/v1/webhooks/{}", 401, "INVALID_CREDENTIALS"),
 ])
 def test_an_unknown_webhook_id_asked_again_and_again_costs_one_database_lookup(
-        server, client, kind, path):
+        server, client, kind, path, status, code):
     unknown = 7_000_000_000 + secrets.randbelow(1_000_000_000)
     before = scrape(server)
     for _ in range(40):
         resp = client.post(path.format(unknown), {"x": 1}, headers={"webhook_secret": "s"})
-        crm.assert_error(resp, 404, "NOT_FOUND")
+        crm.assert_error(resp, status, code)
     after = scrape(server)
     from_db = (metric(after, "carecrm_owner_lookups_total", kind=kind, source="postgres") -
                metric(before, "carecrm_owner_lookups_total", kind=kind, source="postgres"))
     assert from_db == 1, f"{from_db} database lookups for one unknown {kind} id asked 40 times"
+    judged = (metric(after, "carecrm_webhook_gate_total", kind=kind, verdict="unknown") -
+              metric(before, "carecrm_webhook_gate_total", kind=kind, verdict="unknown"))
+    assert judged == 40, f"{judged} calls of 40 for an unknown {kind} id counted as unknown"
 
 
 def test_a_channel_created_after_its_id_was_asked_for_is_found_at_once(client, sess):
@@ -244,7 +248,8 @@ def test_a_full_database_queue_answers_lookups_503_and_never_costs_a_write(
             if resp.status == 503:
                 assert resp.json["code"] == "SERVICE_UNAVAILABLE", resp.describe()
         assert set(statuses["write"]) == {201}, statuses["write"]
-        assert set(statuses["lookup"]) <= {404, 503}, statuses["lookup"]
+        # An unknown workflow is refused like a wrong secret (issue 31).
+        assert set(statuses["lookup"]) <= {401, 503}, statuses["lookup"]
         # Every 503 is a counted refusal (the server's own lookups may be refused too).
         refused = metric(scrape(srv), "carecrm_db_queue_refused_total")
         assert refused >= statuses["lookup"].count(503) > 0, (refused, statuses["lookup"])

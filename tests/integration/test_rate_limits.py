@@ -138,7 +138,8 @@ def logins_are_limited(client, tenant):
 
 def test_inbound_webhooks_per_source_address_are_limited(client):
     responses = exhaust(lambda: client.post("/api/v1/webhooks/987654321987", {"x": 1}), WEBHOOK_Q)
-    assert {r.status for r in responses[:-1]} == {404}, [r.status for r in responses]
+    # An unknown workflow is refused like a wrong secret (issue 31).
+    assert {r.status for r in responses[:-1]} == {401}, [r.status for r in responses]
     crm.assert_error(responses[-1], 429, "RATE_LIMITED")
     policy, _ = rate_headers(responses[-1])
     assert policy == {"webhook": {"q": WEBHOOK_Q, "w": 60}}

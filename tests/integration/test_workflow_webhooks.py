@@ -1,8 +1,9 @@
 """Inbound workflow webhooks (spec "Webhook info", contract §7, docs/automation.md "Inbound
 workflow webhooks"): GET /webhooks/info/{id} and POST /webhooks/{id} without a JWT: the order of
-the checks (404, secret 401, 409, body 422/413), X-Webhook-Secret and X-Webhook-Signature, the
-run it queues (payload = body, conditions, chain depth), and the "lab result" scenario that
-writes a contact's custom field from an external system.
+the checks (secret 401 first, an unknown id answered alike, then 409, body 422; 413 before all),
+X-Webhook-Secret and X-Webhook-Signature, the secret every webhook workflow has (drawn and shown
+once when none is given, issue 31), the run it queues (payload = body, conditions, chain depth),
+and the "lab result" scenario that writes a contact's custom field from an external system.
 
 Only webhook and manual workflows live in this file's tenants: no record-event workflow reacts
 to the contacts created here."""
@@ -38,6 +39,11 @@ def trigger(client, workflow_id, body=None, raw=None, headers=None):
     return client.request("POST", hook(workflow_id), raw=raw, headers=headers)
 
 
+def with_secret(wf, headers=None) -> dict:
+    """`headers` and X-Webhook-Secret: the secret drawn for `wf`, shown in its create answer."""
+    return {**(headers or {}), "X-Webhook-Secret": wf["webhook_secret"]}
+
+
 def accepted(resp) -> int:
     body = crm.assert_json_response(resp, 202)
     assert isinstance(body, dict) and set(body) == {"run_id", "status"}, resp.describe()
@@ -51,7 +57,8 @@ def run_ids(client, token, workflow_id) -> list:
 
 @pytest.fixture(scope="module")
 def open_hook(client, admin) -> dict:
-    """An active webhook workflow without a secret and without actions."""
+    """An active webhook workflow created without a secret (the drawn one is its
+    "webhook_secret") and without actions."""
     return crm.create_workflow(client, admin, name="Open hook", trigger_type="webhook")
 
 
@@ -116,12 +123,12 @@ def test_info_of_no_workflow_is_404(client, admin):
     crm.assert_error(client.get(info_url(NOWHERE_ID), token=admin), 404, "NOT_FOUND")
 
 
-# ---- trigger without a secret ---------------------------------------------------------------
+# ---- trigger with the drawn secret -----------------------------------------------------------
 
 
 def test_trigger_is_202_queued_and_the_run_payload_is_the_body(client, admin, open_hook):
     body = {"patient": "P-17", "values": [1, 2.5, None], "nested": {"ok": True}, "text": "ü ß 中"}
-    run_id = accepted(trigger(client, open_hook["id"], body))
+    run_id = accepted(trigger(client, open_hook["id"], body, headers=with_secret(open_hook)))
     run = crm.wait_run(client, admin, run_id)
     crm.assert_run(run, id=run_id, workflow_id=open_hook["id"], status="succeeded",
                    trigger_type="webhook", depth=0, conditions_met=True, steps=[], error=None)
@@ -130,22 +137,26 @@ def test_trigger_is_202_queued_and_the_run_payload_is_the_body(client, admin, op
 
 @pytest.mark.parametrize("raw", ["[1, 2, 3]", '"just text"', "42", "true", "null", '{"a": {}}'])
 def test_any_json_value_is_a_payload(client, admin, open_hook, raw):
-    run = crm.wait_run(client, admin, accepted(trigger(client, open_hook["id"], raw=raw.encode())))
+    run = crm.wait_run(client, admin, accepted(trigger(client, open_hook["id"], raw=raw.encode(),
+                                                      headers=with_secret(open_hook))))
     assert run["status"] == "succeeded", run
     assert run["trigger_payload"] == json.loads(raw), run
 
 
 def test_empty_body_is_the_empty_object(client, admin, open_hook):
-    resp = client.request("POST", hook(open_hook["id"]))  # no body, no Content-Type
+    resp = client.request("POST", hook(open_hook["id"]),  # no body, no Content-Type
+                          headers=with_secret(open_hook))
     run = crm.wait_run(client, admin, accepted(resp))
     assert run["trigger_payload"] == {}, run
-    run = crm.wait_run(client, admin, accepted(trigger(client, open_hook["id"], raw=b"")))
+    run = crm.wait_run(client, admin, accepted(trigger(client, open_hook["id"], raw=b"",
+                                                       headers=with_secret(open_hook))))
     assert run["trigger_payload"] == {}, run
 
 
 def test_a_bearer_token_is_not_needed_nor_harmful(client, admin, open_hook):
     run_id = accepted(client.request("POST", hook(open_hook["id"]), raw=b'{"x": 1}',
-                                     headers={"Authorization": "Bearer not-a-jwt"}))
+                                     headers=with_secret(open_hook, {
+                                         "Authorization": "Bearer not-a-jwt"})))
     assert crm.wait_run(client, admin, run_id)["trigger_payload"] == {"x": 1}
 
 
@@ -153,7 +164,8 @@ def test_a_bearer_token_is_not_needed_nor_harmful(client, admin, open_hook):
                                  b"\xff\xfe{}"])
 def test_invalid_json_is_422_json_invalid_and_queues_nothing(client, admin, open_hook, raw):
     before = run_ids(client, admin, open_hook["id"])
-    crm.assert_validation(trigger(client, open_hook["id"], raw=raw), (("body",), "json_invalid"))
+    resp = trigger(client, open_hook["id"], raw=raw, headers=with_secret(open_hook))
+    crm.assert_validation(resp, (("body",), "json_invalid"))
     assert run_ids(client, admin, open_hook["id"]) == before
 
 
@@ -162,7 +174,8 @@ def test_invalid_json_is_422_json_invalid_and_queues_nothing(client, admin, open
 def test_nul_in_the_payload_is_422_and_queues_nothing(client, admin, open_hook, raw, loc):
     """PostgreSQL jsonb cannot hold U+0000: the payload is refused where it holds it."""
     before = run_ids(client, admin, open_hook["id"])
-    crm.assert_validation(trigger(client, open_hook["id"], raw=raw), (loc, "value_error"))
+    resp = trigger(client, open_hook["id"], raw=raw, headers=with_secret(open_hook))
+    crm.assert_validation(resp, (loc, "value_error"))
     assert run_ids(client, admin, open_hook["id"]) == before
 
 
@@ -174,9 +187,12 @@ def test_nul_in_a_manual_run_payload_is_422(client, admin):
 
 
 def test_body_over_the_limit_is_413(client, admin, open_hook):
+    """The body limit is enforced before the handler: 413 with the secret and without it."""
     before = run_ids(client, admin, open_hook["id"])
     raw = b'{"p": "' + b"x" * BODY_LIMIT + b'"}'
-    crm.assert_error(trigger(client, open_hook["id"], raw=raw), 413, "PAYLOAD_TOO_LARGE")
+    for headers in (with_secret(open_hook), None):
+        crm.assert_error(trigger(client, open_hook["id"], raw=raw, headers=headers), 413,
+                         "PAYLOAD_TOO_LARGE")
     assert run_ids(client, admin, open_hook["id"]) == before
 
 
@@ -184,15 +200,16 @@ def test_body_exactly_at_the_limit_is_accepted(client, admin, open_hook):
     head, tail = b'{"p": "', b'"}'
     raw = head + b"y" * (BODY_LIMIT - len(head) - len(tail)) + tail
     assert len(raw) == BODY_LIMIT
-    run = crm.wait_run(client, admin, accepted(trigger(client, open_hook["id"], raw=raw)))
+    run = crm.wait_run(client, admin, accepted(trigger(client, open_hook["id"], raw=raw,
+                                                       headers=with_secret(open_hook))))
     assert run["trigger_payload"] == {"p": "y" * (BODY_LIMIT - len(head) - len(tail))}
 
 
-def test_unknown_workflow_is_404_before_anything_else(client):
-    crm.assert_error(trigger(client, NOWHERE_ID, {"a": 1}), 404, "NOT_FOUND")
-    crm.assert_error(trigger(client, NOWHERE_ID, raw=b"not json"), 404, "NOT_FOUND")
+def test_unknown_workflow_is_401_before_anything_else(client):
+    crm.assert_error(trigger(client, NOWHERE_ID, {"a": 1}), 401, "INVALID_CREDENTIALS")
+    crm.assert_error(trigger(client, NOWHERE_ID, raw=b"not json"), 401, "INVALID_CREDENTIALS")
     crm.assert_error(trigger(client, NOWHERE_ID, raw=b"{}", headers={"X-Webhook-Secret": SECRET}),
-                     404, "NOT_FOUND")
+                     401, "INVALID_CREDENTIALS")
 
 
 @pytest.mark.parametrize("trigger_type,extra", [("manual", {}), ("contact.created",
@@ -200,20 +217,25 @@ def test_unknown_workflow_is_404_before_anything_else(client):
                                                 ("schedule", {"trigger_config": {
                                                     "cron": "0 0 1 1 *"}, "is_active": False})])
 def test_workflow_that_is_not_a_webhook_is_409(client, admin, trigger_type, extra):
-    wf = crm.create_workflow(client, admin, trigger_type=trigger_type, **extra)
-    crm.assert_error(trigger(client, wf["id"], {"a": 1}), 409, "CONFLICT")
-    crm.assert_error(trigger(client, wf["id"], raw=b"not json"), 409, "CONFLICT")
+    wf = crm.create_workflow(client, admin, trigger_type=trigger_type, webhook_secret=SECRET,
+                             **extra)
+    good = {"X-Webhook-Secret": SECRET}
+    crm.assert_error(trigger(client, wf["id"], {"a": 1}, headers=good), 409, "CONFLICT")
+    crm.assert_error(trigger(client, wf["id"], raw=b"not json", headers=good), 409, "CONFLICT")
     assert crm.list_runs(client, admin, wf["id"]) == []
 
 
 def test_inactive_webhook_workflow_is_409_and_active_again_202(client, admin):
     wf = crm.create_workflow(client, admin, trigger_type="webhook", is_active=False)
-    crm.assert_error(trigger(client, wf["id"], {"a": 1}), 409, "CONFLICT")
-    crm.assert_error(trigger(client, wf["id"], raw=b"not json"), 409, "CONFLICT")
+    crm.assert_error(trigger(client, wf["id"], {"a": 1}, headers=with_secret(wf)), 409,
+                     "CONFLICT")
+    crm.assert_error(trigger(client, wf["id"], raw=b"not json", headers=with_secret(wf)), 409,
+                     "CONFLICT")
     assert crm.list_runs(client, admin, wf["id"]) == []
     crm.assert_json_response(client.patch(crm.workflow_url(wf["id"]), {"is_active": True},
                                           token=admin), 200)
-    crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 1})))
+    crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 1},
+                                                 headers=with_secret(wf))))
 
 
 # ---- trigger with a secret ------------------------------------------------------------------
@@ -352,12 +374,11 @@ def test_signature_of_the_empty_body(client, admin):
     assert crm.wait_run(client, admin, accepted(resp))["trigger_payload"] == {}
 
 
-def test_removing_the_secret_opens_the_hook_and_setting_one_closes_it(client, admin):
+def test_setting_another_secret_closes_the_hook_to_the_old_one(client, admin):
     wf = crm.create_workflow(client, admin, trigger_type="webhook", webhook_secret=SECRET)
     crm.assert_error(trigger(client, wf["id"], {"a": 1}), 401, "INVALID_CREDENTIALS")
-    crm.assert_json_response(client.patch(crm.workflow_url(wf["id"]), {"webhook_secret": None},
-                                          token=admin), 200)
-    crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 1})))
+    crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 1},
+                                                 headers={"X-Webhook-Secret": SECRET})))
     other = "rotated-secret-" + secrets.token_hex(8)
     crm.assert_json_response(client.patch(crm.workflow_url(wf["id"]), {"webhook_secret": other},
                                           token=admin), 200)
@@ -365,6 +386,106 @@ def test_removing_the_secret_opens_the_hook_and_setting_one_closes_it(client, ad
                      401, "INVALID_CREDENTIALS")
     crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 3},
                                                  headers={"X-Webhook-Secret": other})))
+
+
+# ---- a webhook workflow always has a secret (issue 31) --------------------------------------
+
+
+@pytest.mark.parametrize("sent", [{}, {"webhook_secret": None}], ids=["absent", "null"])
+def test_a_webhook_workflow_created_without_a_secret_gets_one_shown_once(client, admin, sent):
+    resp = client.post(crm.WORKFLOWS, {"name": crm.unique("drawn"), "trigger_type": "webhook",
+                                       **sent}, token=admin)
+    created = crm.assert_json_response(resp, 201)
+    crm.assert_workflow(created, secret_shown=True, has_secret=True)
+    drawn = created["webhook_secret"]
+    assert isinstance(drawn, str) and drawn.startswith("whsec_"), created
+    stored = crm.get_workflow(client, admin, created["id"])
+    assert "webhook_secret" not in stored and stored["has_secret"] is True, stored
+    assert stored == crm.with_override(created, {"webhook_secret": crm.MISSING})
+    for shown in (client.get(crm.workflow_url(created["id"]), token=admin),
+                  client.get(crm.with_query(crm.WORKFLOWS, {"per_page": 100}), token=admin),
+                  client.get(info_url(created["id"]), token=admin)):
+        assert shown.status == 200, shown.describe()
+        assert drawn.encode() not in shown.body, f"secret shown again: {shown.describe()}"
+    crm.assert_error(trigger(client, created["id"], {"a": 1}), 401, "INVALID_CREDENTIALS")
+    assert run_ids(client, admin, created["id"]) == [], "a refused call queued a run"
+    run_id = accepted(trigger(client, created["id"], {"a": 1},
+                              headers={"X-Webhook-Secret": drawn}))
+    run = crm.wait_run(client, admin, run_id)
+    assert run["workflow_id"] == created["id"] and run["trigger_payload"] == {"a": 1}, run
+    assert run_ids(client, admin, created["id"]) == [run_id]
+
+
+def test_an_unknown_workflow_is_answered_like_a_wrong_secret(client, admin, secret_hook):
+    """Ids are sequential: an anonymous caller must not learn which exist (issue 31)."""
+
+    def answer(resp):
+        body = resp.json if isinstance(resp.json, dict) else {}
+        return resp.status, body.get("code"), body.get("detail")
+
+    gone = crm.create_workflow(client, admin, trigger_type="webhook", webhook_secret=SECRET)
+    crm.assert_no_content(client.delete(crm.workflow_url(gone["id"]), token=admin))
+    wrong = wrong_same_length()
+    for headers in ({}, {"X-Webhook-Secret": wrong},
+                    {"X-Webhook-Signature": crm.inbound_webhook_signature(wrong, PAYLOAD)}):
+        refused = trigger(client, secret_hook["id"], raw=PAYLOAD, headers=headers)
+        crm.assert_error(refused, 401, "INVALID_CREDENTIALS")
+        assert refused.json["detail"] == "missing or wrong webhook secret or signature", \
+            refused.describe()
+        for unknown_id in (NOWHERE_ID, gone["id"]):
+            unknown = trigger(client, unknown_id, raw=PAYLOAD, headers=headers)
+            assert answer(unknown) == answer(refused), \
+                f"{unknown.describe()} differs from {refused.describe()}"
+    # A deleted workflow admits nobody, not even with the secret it had.
+    crm.assert_error(trigger(client, gone["id"], raw=PAYLOAD,
+                             headers={"X-Webhook-Secret": SECRET}), 401, "INVALID_CREDENTIALS")
+
+
+@pytest.mark.parametrize("method", ["PATCH", "PUT"])
+def test_a_null_secret_draws_a_new_one_shown_in_the_update_answer(client, admin, method):
+    wf = crm.create_workflow(client, admin, trigger_type="webhook")
+    old = wf["webhook_secret"]
+    # An update that leaves the secret alone shows none.
+    body = crm.assert_json_response(client.request(method, crm.workflow_url(wf["id"]), {
+        "description": "kept"}, token=admin), 200)
+    crm.assert_workflow(body, has_secret=True)
+    body = crm.assert_json_response(client.request(method, crm.workflow_url(wf["id"]), {
+        "webhook_secret": None}, token=admin), 200)
+    crm.assert_workflow(body, secret_shown=True, has_secret=True, description="kept")
+    new = body["webhook_secret"]
+    assert new.startswith("whsec_") and new != old, body
+    assert "webhook_secret" not in crm.get_workflow(client, admin, wf["id"])
+    crm.assert_error(trigger(client, wf["id"], {"a": 1}, headers={"X-Webhook-Secret": old}), 401,
+                     "INVALID_CREDENTIALS")
+    crm.assert_error(trigger(client, wf["id"], {"a": 1}), 401, "INVALID_CREDENTIALS")
+    assert run_ids(client, admin, wf["id"]) == []
+    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 2},
+                                                       headers={"X-Webhook-Secret": new})))
+    assert run["trigger_payload"] == {"a": 2}, run
+
+
+def test_becoming_a_webhook_workflow_draws_a_secret(client, admin):
+    wf = crm.create_workflow(client, admin, trigger_type="manual")
+    assert wf["has_secret"] is False and "webhook_secret" not in wf, wf
+    body = crm.assert_json_response(client.patch(crm.workflow_url(wf["id"]), {
+        "trigger_type": "webhook"}, token=admin), 200)
+    crm.assert_workflow(body, secret_shown=True, has_secret=True, trigger_type="webhook")
+    crm.assert_error(trigger(client, wf["id"], {"a": 1}), 401, "INVALID_CREDENTIALS")
+    crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"a": 1},
+                                                 headers={"X-Webhook-Secret":
+                                                          body["webhook_secret"]})))
+
+
+@pytest.mark.parametrize("trigger_type,extra", [("manual", {}),
+                                                ("contact.created", {"is_active": False})])
+def test_a_workflow_without_a_secret_admits_nobody(client, admin, trigger_type, extra):
+    wf = crm.create_workflow(client, admin, trigger_type=trigger_type, **extra)
+    assert wf["has_secret"] is False, wf
+    for headers in ({}, {"X-Webhook-Secret": ""}, {"X-Webhook-Secret": SECRET},
+                    {"X-Webhook-Signature": crm.inbound_webhook_signature("", b'{"a": 1}')}):
+        crm.assert_error(trigger(client, wf["id"], {"a": 1}, headers=headers), 401,
+                         "INVALID_CREDENTIALS")
+    assert crm.list_runs(client, admin, wf["id"]) == []
 
 
 # ---- what the run does ----------------------------------------------------------------------
@@ -439,7 +560,8 @@ def test_lab_result_for_another_tenants_contact_changes_nothing(client, admin, s
 def test_run_without_a_contact_fails(client, admin):
     wf = crm.create_workflow(client, admin, trigger_type="webhook", actions=[
         {"type": "add_tag", "params": {"tag": "x"}}])
-    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"no": "contact"})))
+    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"no": "contact"},
+                                                       headers=with_secret(wf))))
     assert run["status"] == "failed" and run["error"], run
 
 
@@ -448,13 +570,15 @@ def test_payload_contact_id_picks_the_contact_of_a_contact_action(client, admin)
         {"type": "add_tag", "params": {"tag": "by-payload"}},
         {"type": "set_status", "params": {"status": "qualified"}}])
     c = crm.create_contact(client, admin, first_name="ById")
-    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"contact_id": c["id"]})))
+    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"contact_id": c["id"]},
+                                                       headers=with_secret(wf))))
     assert run["status"] == "succeeded", run
     contact = crm.get_contact(client, admin, c["id"])
     assert contact["tags"] == ["by-payload"] and contact["status"] == "qualified", contact
     c2 = crm.create_contact(client, admin, first_name="ByObject")
     run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"],
-                                                       {"contact": {"id": c2["id"]}})))
+                                                       {"contact": {"id": c2["id"]}},
+                                                       headers=with_secret(wf))))
     assert run["status"] == "succeeded", run
     assert crm.get_contact(client, admin, c2["id"])["tags"] == ["by-payload"]
 
@@ -463,14 +587,15 @@ def test_conditions_that_do_not_hold_succeed_without_steps(client, admin):
     wf = crm.create_workflow(client, admin, trigger_type="webhook",
                              conditions=[{"field": "kind", "op": "eq", "value": "lab"}],
                              actions=[{"type": "add_tag", "params": {"tag": "x"}}])
-    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"kind": "billing"})))
+    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], {"kind": "billing"},
+                                                       headers=with_secret(wf))))
     crm.assert_run(run, status="succeeded", conditions_met=False, steps=[], error=None)
 
 
 @pytest.mark.parametrize("depth", [1, 4])
 def test_chain_depth_header_starts_the_run_at_that_depth(client, admin, open_hook, depth):
     run_id = accepted(trigger(client, open_hook["id"], {"a": 1},
-                              headers={"carecrm-chain-depth": str(depth)}))
+                              headers=with_secret(open_hook, {"carecrm-chain-depth": str(depth)})))
     run = crm.wait_run(client, admin, run_id)
     assert run["status"] == "succeeded" and run["depth"] == depth, run
 
@@ -480,7 +605,7 @@ def test_chain_depth_header_at_the_limit_fails_the_run_without_actions(client, a
     wf = crm.create_workflow(client, admin, trigger_type="webhook", actions=[
         {"type": "add_tag", "params": {"tag": "too-deep"}}])
     run_id = accepted(trigger(client, wf["id"], {"contact_id": c["id"]},
-                              headers={"carecrm-chain-depth": "5"}))
+                              headers=with_secret(wf, {"carecrm-chain-depth": "5"})))
     run = crm.wait_run(client, admin, run_id)
     assert run["status"] == "failed" and run["depth"] == 5, run
     assert "depth" in run["error"].lower() and run["steps"] == [], run
@@ -566,6 +691,7 @@ def condition(field, op, value) -> dict:
 def test_condition_ops(client, admin, conds, payload, holds):
     wf = crm.create_workflow(client, admin, trigger_type="webhook",
                              conditions=[condition(*c) for c in conds])
-    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], payload)))
+    run = crm.wait_run(client, admin, accepted(trigger(client, wf["id"], payload,
+                                                       headers=with_secret(wf))))
     assert run["status"] == "succeeded", run
     assert run["conditions_met"] is holds, f"{conds} on {payload}: {run}"

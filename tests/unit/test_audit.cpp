@@ -2,6 +2,7 @@
 // the list scanner finds the ids a page returned, and changes are named by field.
 #include "domain/audit.hpp"
 #include "domain/contact.hpp"
+#include "domain/validation.hpp"
 
 #include <gtest/gtest.h>
 
@@ -117,4 +118,58 @@ TEST(AuditListIds, EndsStringsAtTheFirstQuoteNotEscaped) {
                      R"({"z":"\\\"{","w":["\\"],"id":3}],"id":9})";
   EXPECT_EQ(list_ids(body, "items"), (std::vector<std::int64_t>{1, 2, 3}));
   EXPECT_TRUE(list_ids(R"({"items":[{"x":"open\"}]})", "items").empty());
+}
+
+// ---- storable texts (issue 31) -----------------------------------------------------------------
+
+namespace {
+bool is_text(const std::string& s) {
+  return crm::domain::is_text(s);
+}
+} // namespace
+
+TEST(AuditStorable, ReplacesBytesThatAreNotTextInEveryFieldAndFlagsTheRow) {
+  auto r = sample();
+  r.user_agent = std::string("ua\xff\xfe", 4);
+  r.request_id = std::string("r\0d", 3);
+  r.fields = {std::string("\0", 1), std::string("ok\xc3\x28", 4)};
+  r.actor_ref = std::string("POST /x\xc0\xaf", 9); // an overlong '/'
+  r.query = "q=\xed\xa0\x80";                        // a surrogate
+  crm::domain::make_storable(r);
+  EXPECT_TRUE(r.sanitized);
+  EXPECT_EQ(r.user_agent, "ua\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(r.request_id, "r\xEF\xBF\xBD" "d");
+  ASSERT_EQ(r.fields.size(), 2u);
+  EXPECT_EQ(r.fields[0], "\xEF\xBF\xBD");
+  EXPECT_EQ(r.fields[1], "ok\xEF\xBF\xBD(");
+  for (const auto* s : {&r.actor_ref, &r.query, &r.role, &r.client_ip}) EXPECT_TRUE(is_text(*s));
+}
+
+TEST(AuditStorable, LeavesTextAloneAndCutsAtACharacterBoundary) {
+  auto r = sample();
+  r.user_agent = "café ☕";
+  crm::domain::make_storable(r);
+  EXPECT_FALSE(r.sanitized);
+  EXPECT_EQ(r.user_agent, "café ☕");
+  r.user_agent = std::string(crm::domain::audit_text_max - 1, 'a') + "é"; // é straddles the cut
+  r.fields.assign(crm::domain::audit_fields_max + 5, "f");
+  crm::domain::make_storable(r);
+  EXPECT_EQ(r.user_agent, std::string(crm::domain::audit_text_max - 1, 'a'));
+  EXPECT_EQ(r.fields.size(), crm::domain::audit_fields_max);
+  EXPECT_FALSE(r.sanitized); // cut, not replaced
+}
+
+TEST(AuditStorable, QuarantineLeavesOnlyPrintableAscii) {
+  auto r = sample();
+  r.user_agent = "poison-é\\\n";
+  crm::domain::quarantine(r);
+  EXPECT_TRUE(r.sanitized);
+  EXPECT_EQ(r.user_agent, "poison-\\xc3\\xa9\\x5c\\x0a");
+}
+
+TEST(AuditHash, CoversTheSanitizedFlagOnlyWhenSet) {
+  auto r = sample();
+  auto plain = audit_hash(audit_genesis, 1, r);
+  r.sanitized = true;
+  EXPECT_NE(audit_hash(audit_genesis, 1, r), plain);
 }

@@ -2,7 +2,9 @@
 // condition evaluation, templates, cron schedules, retry backoff, webhook signatures and URLs.
 #include "domain/workflow.hpp"
 
+#include "domain/automation.hpp"
 #include "domain/clock.hpp"
+#include "domain/crypto.hpp"
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
@@ -792,4 +794,59 @@ TEST(workflow, parse_url_rejects_everything_else) {
     EXPECT_FALSE(parse_url(bad)) << bad;
   EXPECT_TRUE(parse_url("http://h/" + std::string(2048 - 9, 'a')));
   EXPECT_FALSE(parse_url("http://h/" + std::string(2048 - 8, 'a')));
+}
+
+// ---- inbound webhook credentials (issue 31 item 3) ----------------------------------------------
+
+TEST(WebhookRefusal, AWorkflowWithoutASecretAdmitsNobody) {
+  webhook_credentials c;
+  EXPECT_TRUE(webhook_refusal(std::nullopt, c, "{}", 1000));
+  c.secret = "";
+  EXPECT_TRUE(webhook_refusal(std::nullopt, c, "{}", 1000));
+  EXPECT_TRUE(webhook_refusal(std::string(), c, "{}", 1000));
+  // A signature made with an empty key does not open a workflow without a secret either.
+  c.secret.reset();
+  c.signature = "sha256=" + hex_encode(as_bytes(hmac_sha256("", "{}")));
+  EXPECT_TRUE(webhook_refusal(std::nullopt, c, "{}", 1000));
+  webhook_credentials s;
+  s.std_id = "msg_1";
+  s.std_timestamp = "1000";
+  s.std_signature = webhook_signature("", "msg_1", 1000, "{}");
+  EXPECT_TRUE(webhook_refusal(std::nullopt, s, "{}", 1000));
+}
+
+TEST(WebhookRefusal, TheSecretTheContractSignatureOrAFreshStandardSignature) {
+  const std::string secret = "a-long-shared-secret-0001";
+  webhook_credentials c;
+  EXPECT_EQ(webhook_refusal(secret, c, "{}", 1000), webhook_refused);
+  c.secret = secret;
+  EXPECT_FALSE(webhook_refusal(secret, c, "{}", 1000));
+  c.secret = secret + "x";
+  EXPECT_TRUE(webhook_refusal(secret, c, "{}", 1000));
+  c.signature = "sha256=" + hex_encode(as_bytes(hmac_sha256(secret, "{}")));
+  EXPECT_FALSE(webhook_refusal(secret, c, "{}", 1000));
+  EXPECT_TRUE(webhook_refusal(secret, c, "{} ", 1000));
+  webhook_credentials s;
+  s.std_id = "msg_1";
+  s.std_timestamp = "1000";
+  s.std_signature = webhook_signature(secret, "msg_1", 1000, "{}");
+  EXPECT_FALSE(webhook_refusal(secret, s, "{}", 1100));
+  EXPECT_NE(webhook_refusal(secret, s, "{}", 2000), std::nullopt); // stale
+  s.secret = secret; // the plain secret beside a stale signature does not help
+  EXPECT_TRUE(webhook_refusal(secret, s, "{}", 2000));
+}
+
+TEST(WebhookSecret, AWebhookWorkflowSavedWithoutOneGetsOneDrawn) {
+  workflow w;
+  w.trigger = trigger_type::manual;
+  EXPECT_FALSE(ensure_webhook_secret(w));
+  EXPECT_FALSE(w.webhook_secret);
+  w.trigger = trigger_type::webhook;
+  auto drawn = ensure_webhook_secret(w);
+  ASSERT_TRUE(drawn);
+  EXPECT_EQ(drawn->rfind("whsec_", 0), 0u);
+  EXPECT_EQ(w.webhook_secret, drawn);
+  EXPECT_FALSE(ensure_webhook_secret(w)); // kept, not drawn again
+  w.webhook_secret = "";
+  EXPECT_TRUE(ensure_webhook_secret(w));
 }

@@ -1,0 +1,38 @@
+#include "persistence/webhook_owners.hpp"
+
+#include "domain/secret_keys.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/sealed_columns.hpp"
+
+#include <pqxx/pqxx>
+
+namespace crm::persistence {
+
+namespace {
+
+std::optional<webhook_owner> owner_of(pg_conn& c, const char* table, std::int64_t id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params(std::string("SELECT tenant_id, webhook_secret FROM ") + table +
+                              " WHERE id = $1",
+                          id);
+  if (r.empty()) return std::nullopt;
+  webhook_owner o;
+  o.tenant_id = r.front()[0].as<std::int64_t>();
+  if (!r.front()[1].is_null()) o.secret = r.front()[1].as<std::string>();
+  return o;
+}
+
+} // namespace
+
+std::optional<webhook_owner> webhook_owner_of_workflow(pg_conn& c, std::int64_t id) {
+  auto o = owner_of(c, "workflows", id);
+  if (o && o->secret)
+    o->secret = c.keys().open(sealed::workflow_webhook_secret, o->tenant_id, *o->secret);
+  return o;
+}
+
+std::optional<webhook_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id) {
+  return owner_of(c, "channels", id);
+}
+
+} // namespace crm::persistence
