@@ -1457,7 +1457,8 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           auto& st = self->state;
           auto it = st.workflows.find(id);
           if (it == st.workflows.end())
-            return reply(failure::of(errc::invalid_credentials, std::string(domain::webhook_refused)));
+            return reply(
+                failure::of(errc::invalid_credentials, std::string(domain::webhook_refused)));
           auto& w = it->second;
           if (auto refusal = domain::webhook_refusal(w.webhook_secret, call.creds, call.body,
                                                      domain::now_seconds()))

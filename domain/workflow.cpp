@@ -1237,8 +1237,8 @@ signed_request verify_standard_webhook(std::string_view secret, std::string_view
 }
 
 std::optional<std::string_view> webhook_refusal(const std::optional<std::string>& secret,
-                                                const webhook_credentials& c,
-                                                std::string_view body, std::int64_t now) {
+                                                const webhook_credentials& c, std::string_view body,
+                                                std::int64_t now) {
   // Without a secret the comparisons are made all the same against an empty one (which never
   // matches), so the answer takes as long as for a wrong secret.
   const std::string& key = secret ? *secret : std::string();

@@ -209,8 +209,8 @@ private:
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.header_limit));
     // The largest limit any route has; admit_body() applies the route's own once the target
     // is known. The header is parsed alone (not eager) so that no body byte is taken before.
-    parser_->body_limit(std::max<std::uint64_t>(ctx_.limits.body_limit,
-                                                router_.largest_body_limit()));
+    parser_->body_limit(
+        std::max<std::uint64_t>(ctx_.limits.body_limit, router_.largest_body_limit()));
     parser_->eager(false);
     // Most requests arrive whole in one read: parse what is buffered without another
     // asynchronous operation, and go to the socket only for what is missing.
@@ -243,9 +243,9 @@ private:
   // documents), else the configured one; 413 (false) when the declared length is over.
   bool admit_body() {
     auto& req = parser_->get();
-    std::uint64_t limit = body_limit_of(
-        router_, ctx_.limits.body_limit, parse_verb(req.method_string()),
-        std::string_view(req.target().data(), req.target().size()));
+    std::uint64_t limit =
+        body_limit_of(router_, ctx_.limits.body_limit, parse_verb(req.method_string()),
+                      std::string_view(req.target().data(), req.target().size()));
     if (auto len = parser_->content_length(); len && *len > limit) {
       on_read_error(bhttp::error::body_limit);
       return false;
@@ -672,8 +672,8 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
     auto m = r.match(req.method, req.path);
     // A forwarded body is held to the same limit as one read from a client (a peer is not
     // trusted to have checked it).
-    bool too_large = req.body.size() > body_limit_of(r, impl_->ctx.limits.body_limit, req.method,
-                                                     req.target);
+    bool too_large =
+        req.body.size() > body_limit_of(r, impl_->ctx.limits.body_limit, req.method, req.target);
     auto ex = std::make_shared<exchange>(std::move(req), [reply](response res) {
       actors::forwarded_response out;
       out.status = res.status;
@@ -693,8 +693,8 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
               });
     });
     if (too_large)
-      return ex->fail(domain::failure::of(domain::errc::payload_too_large,
-                                          "request body over the limit"));
+      return ex->fail(
+          domain::failure::of(domain::errc::payload_too_large, "request body over the limit"));
     uncharged o;
     dispatch(impl_->ctx, o, ex, m, true);
   });

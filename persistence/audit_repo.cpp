@@ -221,8 +221,8 @@ std::string head_message(std::int64_t seq, std::string_view hash) {
 
 } // namespace
 
-std::string sign_audit_head(const domain::secret_keys& keys, std::int64_t tenant,
-                            std::int64_t seq, std::string_view hash, bool anchor) {
+std::string sign_audit_head(const domain::secret_keys& keys, std::int64_t tenant, std::int64_t seq,
+                            std::string_view hash, bool anchor) {
   return keys.hash(anchor ? anchor_purpose : head_purpose, tenant, head_message(seq, hash));
 }
 
@@ -239,8 +239,8 @@ void sign_audit_heads(pqxx::transaction_base& tx, const domain::secret_keys& key
     bool anchor = std::string_view(table) == "audit_pruned";
     for (const auto& row : tx.exec(std::string("SELECT tenant_id, seq, hash FROM ") + table)) {
       auto tenant = row[0].as<std::int64_t>();
-      auto sig = sign_audit_head(keys, tenant, row[1].as<std::int64_t>(),
-                                 row[2].as<std::string>(), anchor);
+      auto sig = sign_audit_head(keys, tenant, row[1].as<std::int64_t>(), row[2].as<std::string>(),
+                                 anchor);
       tx.exec(std::string("UPDATE ") + table + " SET signature = " + tx.quote(sig) +
               " WHERE tenant_id = " + std::to_string(tenant));
     }
@@ -490,10 +490,10 @@ void audit_writer::loop() {
               h_seqs += sep + std::to_string(seq);
               h_hashes += sep + prev;
               h_logged += sep + std::string("\"") + logged_at + "\"";
-              h_signatures += sep + std::string("\"") +
-                              (opts_.keys ? sign_audit_head(*opts_.keys, tenant, seq, prev)
-                                          : std::string()) +
-                              "\"";
+              h_signatures +=
+                  sep + std::string("\"") +
+                  (opts_.keys ? sign_audit_head(*opts_.keys, tenant, seq, prev) : std::string()) +
+                  "\"";
             }
             copy.complete();
           }
@@ -618,8 +618,8 @@ audit_partitions maintain_audit_partitions(pg_conn& c, double retention_days,
       auto hash = a[2].as<std::string>();
       auto sig = keys ? tx.quote(sign_audit_head(*keys, tenant, seq, hash, true)) : "NULL";
       tx.exec("INSERT INTO audit_pruned (tenant_id, seq, hash, signature) VALUES (" +
-              std::to_string(tenant) + ", " + std::to_string(seq) + ", " + tx.quote(hash) +
-              ", " + sig +
+              std::to_string(tenant) + ", " + std::to_string(seq) + ", " + tx.quote(hash) + ", " +
+              sig +
               ") ON CONFLICT (tenant_id) DO UPDATE SET seq = EXCLUDED.seq, hash = "
               "EXCLUDED.hash, signature = EXCLUDED.signature WHERE EXCLUDED.seq > "
               "audit_pruned.seq");
@@ -800,9 +800,9 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant,
     // Retention's anchor says where the kept chain starts: moved forward by hand, it would
     // hide the removal of the rows before it.
     if (!audit_head_signed(keys, tenant, v.pruned_through, prev, pruned[0][2].c_str(), true))
-      return fail(v.pruned_through + 1,
-                  "the retention anchor (row " + std::to_string(v.pruned_through) +
-                      ") is not signed by carecrm's keys");
+      return fail(v.pruned_through + 1, "the retention anchor (row " +
+                                            std::to_string(v.pruned_through) +
+                                            ") is not signed by carecrm's keys");
   }
   std::int64_t after = v.pruned_through;
   for (;;) {
@@ -849,8 +849,8 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant,
                               ") is not signed by carecrm's keys: it was set by hand");
   if (head_seq != expected - 1)
     return fail(expected, "rows " + std::to_string(expected) + " to " + std::to_string(head_seq) +
-                              " are missing (the chain's head is row " +
-                              std::to_string(head_seq) + ")");
+                              " are missing (the chain's head is row " + std::to_string(head_seq) +
+                              ")");
   if (head_seq > 0 && head_hash != prev)
     return fail(head_seq, "the last row's hash is not the one the chain's head recorded");
   return v;

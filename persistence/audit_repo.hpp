@@ -40,8 +40,8 @@ class pg_conn;
 
 // The signatures of a chain's head and of a pruning anchor (migration 016): keyed hashes of
 // "<seq>:<hash>" under the configured keys, bound to the tenant.
-std::string sign_audit_head(const domain::secret_keys& keys, std::int64_t tenant,
-                            std::int64_t seq, std::string_view hash, bool anchor = false);
+std::string sign_audit_head(const domain::secret_keys& keys, std::int64_t tenant, std::int64_t seq,
+                            std::string_view hash, bool anchor = false);
 bool audit_head_signed(const domain::secret_keys& keys, std::int64_t tenant, std::int64_t seq,
                        std::string_view hash, std::string_view signature, bool anchor = false);
 // Signs every head and anchor stored (migration 016, in its own transaction).

@@ -12,9 +12,8 @@ namespace {
 
 std::optional<webhook_owner> owner_of(pg_conn& c, const char* table, std::int64_t id) {
   pqxx::read_transaction tx(c.raw());
-  auto r = tx.exec_params(std::string("SELECT tenant_id, webhook_secret FROM ") + table +
-                              " WHERE id = $1",
-                          id);
+  auto r = tx.exec_params(
+      std::string("SELECT tenant_id, webhook_secret FROM ") + table + " WHERE id = $1", id);
   if (r.empty()) return std::nullopt;
   webhook_owner o;
   o.tenant_id = r.front()[0].as<std::int64_t>();

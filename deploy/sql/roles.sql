@@ -10,7 +10,8 @@
 --   audit_blocks  (the chained rows)    SELECT, INSERT                 no UPDATE, DELETE, TRUNCATE
 --   audit_heads   (each chain's head)   SELECT, INSERT, UPDATE         no DELETE, TRUNCATE
 --   audit_pruned  (retention anchors)   SELECT                         (written by audit prune)
---   audit_pending (changes not chained) SELECT, INSERT, DELETE         (the writer claims them)
+--   audit_pending (changes not chained) SELECT, INSERT, DELETE         (the writer claims them;
+--                                       UPDATE of the id column only, for FOR UPDATE)
 -- A head it updates by hand fails `carecrm audit verify` (heads are signed with --secret-keys,
 -- which the database never holds); the month partitions are the owner's, and the application
 -- role has no privilege on them (its rows reach them through audit_blocks).
@@ -38,7 +39,10 @@ SELECT format('GRANT SELECT, INSERT ON audit_blocks TO %I', :'app_role') \gexec
 SELECT format('GRANT SELECT, INSERT, UPDATE ON audit_heads TO %I', :'app_role') \gexec
 SELECT format('GRANT SELECT ON audit_pruned TO %I', :'app_role') \gexec
 SELECT format('GRANT SELECT, INSERT, DELETE ON audit_pending TO %I', :'app_role') \gexec
+-- The writer claims pending rows with SELECT ... FOR UPDATE, which needs UPDATE on one column:
+-- the id only (no fact of the row).
+SELECT format('GRANT UPDATE (id) ON audit_pending TO %I', :'app_role') \gexec
 -- Nothing on the month partitions themselves.
 SELECT format('REVOKE ALL ON %I FROM %I', c.relname, :'app_role')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = current_schema() AND c.relispartition \gexec
+WHERE n.nspname = current_schema() AND c.relispartition AND c.relkind IN ('r', 'p') \gexec

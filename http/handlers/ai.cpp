@@ -574,9 +574,8 @@ void add_ai_routes(router& r, services& s) {
   r.add({verb::get, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
          bind(s, get_document), "Get a knowledge document with its content", tag},
         {"", "AiKnowledgeDocument"});
-  r.add(large_body({verb::put, "/api/v1/ai/agents/{id}/knowledge/{document_id}",
-                    access::bearer, manage, bind(s, replace_document),
-                    "Replace a knowledge document", tag}),
+  r.add(large_body({verb::put, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer,
+                    manage, bind(s, replace_document), "Replace a knowledge document", tag}),
         {"AiKnowledgeWrite", "AiKnowledgeListItem"});
   r.add({verb::del, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,
          bind(s, delete_document), "Delete a knowledge document", tag, 204});

@@ -5,6 +5,7 @@
 #include "http/placement.hpp"
 
 #include "actors/channels.hpp"
+#include "domain/secret_keys.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
@@ -14,7 +15,6 @@
 #include "persistence/pg_pool.hpp"
 #include "persistence/sealed_columns.hpp"
 #include "persistence/webhook_owners.hpp"
-#include "domain/secret_keys.hpp"
 
 #include <boost/json.hpp>
 
@@ -107,12 +107,12 @@ void update(services& s, const exchange_ptr& ex) {
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
   auto reply = json_reply(ex);
-  actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
-                         actors::callback<std::string>(
-                             [id = *id, reply](domain::outcome<std::string> r) {
-                               channel_gate().forget(id);
-                               reply(std::move(r));
-                             }));
+  actors::update_channel(
+      s.rt, ex->who.tenant_id, *id, std::move(p),
+      actors::callback<std::string>([id = *id, reply](domain::outcome<std::string> r) {
+        channel_gate().forget(id);
+        reply(std::move(r));
+      }));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
@@ -157,8 +157,8 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
   auto shared = std::make_shared<actors::inbound_call>(std::move(call));
   auto accepts = [&s, shared](const persistence::webhook_owner& o) {
     return s.pool.keys().verify(persistence::sealed::channel_webhook_secret, o.tenant_id,
-                                shared->secret, o.secret.value_or(std::string())) !=
-           domain::secret_keys::match::no;
+                                shared->secret,
+                                o.secret.value_or(std::string())) != domain::secret_keys::match::no;
   };
   channel_gate().admit(
       s.pool, *id, std::move(accepts),

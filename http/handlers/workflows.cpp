@@ -13,8 +13,8 @@
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
-#include "http/webhook_gate.hpp"
 #include "http/request_input.hpp"
+#include "http/webhook_gate.hpp"
 #include "persistence/automation_repo.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/webhook_owners.hpp"
@@ -140,24 +140,24 @@ void update(services& s, const exchange_ptr& ex) {
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
   auto reply = json_reply(ex);
-  actors::update_workflow(s.rt, ex->who.tenant_id, *id, std::move(p),
-                          actors::callback<std::string>(
-                              [id = *id, reply](domain::outcome<std::string> r) {
-                                workflow_gate().forget(id);
-                                reply(std::move(r));
-                              }));
+  actors::update_workflow(
+      s.rt, ex->who.tenant_id, *id, std::move(p),
+      actors::callback<std::string>([id = *id, reply](domain::outcome<std::string> r) {
+        workflow_gate().forget(id);
+        reply(std::move(r));
+      }));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
   auto reply = no_content_reply(ex);
-  actors::delete_workflow(s.rt, ex->who.tenant_id, *id,
-                          actors::callback<domain::done>(
-                              [id = *id, reply](domain::outcome<domain::done> r) {
-                                workflow_gate().forget(id);
-                                reply(std::move(r));
-                              }));
+  actors::delete_workflow(
+      s.rt, ex->who.tenant_id, *id,
+      actors::callback<domain::done>([id = *id, reply](domain::outcome<domain::done> r) {
+        workflow_gate().forget(id);
+        reply(std::move(r));
+      }));
 }
 
 actors::callback<std::int64_t> accepted(const exchange_ptr& ex) {
@@ -239,15 +239,14 @@ void inbound(services& s, const exchange_ptr& ex) {
   auto accepts = [shared](const persistence::webhook_owner& o) {
     return !domain::webhook_refusal(o.secret, shared->creds, shared->body, domain::now_seconds());
   };
-  workflow_gate().admit(
-      s.pool, *id, std::move(accepts),
-      [ex, deliver, shared](domain::outcome<webhook_gate::admission> r) mutable {
-        if (!r) return ex->fail(r.error());
-        if (r->v != webhook_gate::verdict::admitted)
-          return ex->fail(failure::of(domain::errc::invalid_credentials,
-                                      std::string(domain::webhook_refused)));
-        deliver(r->tenant, std::move(*shared));
-      });
+  workflow_gate().admit(s.pool, *id, std::move(accepts),
+                        [ex, deliver, shared](domain::outcome<webhook_gate::admission> r) mutable {
+                          if (!r) return ex->fail(r.error());
+                          if (r->v != webhook_gate::verdict::admitted)
+                            return ex->fail(failure::of(domain::errc::invalid_credentials,
+                                                        std::string(domain::webhook_refused)));
+                          deliver(r->tenant, std::move(*shared));
+                        });
 }
 
 // ---- OpenAPI schemas ------------------------------------------------------------------------

@@ -34,10 +34,11 @@ CREATE TYPE audit_event AS (
 
 -- The events of one block, each as the facts of its JSON array by position (013); position 18
 -- is true only for a sanitized row. The block is parsed whole inside the exception block before
--- any row is returned, so a block fails as a whole or not at all.
+-- any row is returned, so a block fails as a whole or not at all. PARALLEL UNSAFE: an exception
+-- block is a subtransaction, which no parallel query may start.
 CREATE FUNCTION audit_block_events(events text, first_seq bigint, last_seq bigint,
                                    first_at timestamptz, last_hash text)
-RETURNS SETOF audit_event LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+RETURNS SETOF audit_event LANGUAGE plpgsql IMMUTABLE PARALLEL UNSAFE AS $$
 DECLARE
   parsed audit_event[];
 BEGIN

@@ -373,9 +373,10 @@ def test_retention_drops_whole_old_months_and_the_kept_chain_still_verifies(clie
                    "FOR VALUES FROM ('2019-01-01') TO ('2019-02-01')")
     database.query(f"UPDATE audit_blocks SET logged_at = '2019-01-15' WHERE tenant_id = {tid} "
                    f"AND last_seq <= {old}")
-    r = subprocess.run([crm.carecrm_bin(), "audit", "prune"], env=crm.with_override(
-        cli_env, {"CARECRM_AUDIT_RETENTION_DAYS": "365"}), capture_output=True, text=True,
-        timeout=120, stdin=subprocess.DEVNULL)
+    short = {"CARECRM_AUDIT_RETENTION_DAYS": "365", "CARECRM_AUDIT_RETENTION_OVERRIDE": "true"}
+    r = subprocess.run([crm.carecrm_bin(), "audit", "prune"],
+                       env=crm.with_override(cli_env, short), capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     assert "audit_blocks_y2019m01" in json.loads(r.stdout)["dropped"], r.stdout
     assert database.query(f"SELECT count(*) FROM audit_log WHERE tenant_id = {tid} "

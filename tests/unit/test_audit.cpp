@@ -134,11 +134,12 @@ TEST(AuditStorable, ReplacesBytesThatAreNotTextInEveryFieldAndFlagsTheRow) {
   r.request_id = std::string("r\0d", 3);
   r.fields = {std::string("\0", 1), std::string("ok\xc3\x28", 4)};
   r.actor_ref = std::string("POST /x\xc0\xaf", 9); // an overlong '/'
-  r.query = "q=\xed\xa0\x80";                        // a surrogate
+  r.query = "q=\xed\xa0\x80";                      // a surrogate
   crm::domain::make_storable(r);
   EXPECT_TRUE(r.sanitized);
   EXPECT_EQ(r.user_agent, "ua\xEF\xBF\xBD\xEF\xBF\xBD");
-  EXPECT_EQ(r.request_id, "r\xEF\xBF\xBD" "d");
+  EXPECT_EQ(r.request_id, "r\xEF\xBF\xBD"
+                          "d");
   ASSERT_EQ(r.fields.size(), 2u);
   EXPECT_EQ(r.fields[0], "\xEF\xBF\xBD");
   EXPECT_EQ(r.fields[1], "ok\xEF\xBF\xBD(");
