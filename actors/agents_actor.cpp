@@ -18,6 +18,7 @@
 #include "actors/system.hpp"
 #include "actors/workflows.hpp"
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/page_json.hpp"
 #include "net/http_client.hpp"
 #include "persistence/ai_repo.hpp"
@@ -957,7 +958,7 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
           for (auto& [id, e] : st.agents) {
             if (active && e.agent.is_active != *active) continue;
             json::error_code ec;
-            all.push_back(json::parse(agent_json(st, e), ec));
+            all.push_back(crm::domain::parse_json(agent_json(st, e), ec));
           }
           reply(domain::render_page_of(std::move(all), page, per_page));
         });
@@ -1100,7 +1101,7 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
               self, id, m, false, [reply](const decision& d, domain::outcome<std::string> r) {
                 if (!r) return reply(r.error());
                 json::error_code ec;
-                auto stored = json::parse(*r, ec);
+                auto stored = crm::domain::parse_json(*r, ec);
                 json::object o{{"answer", d.answer},
                                {"intent", ai::intent_name(d.intent)},
                                {"handoff", d.handoff != ai::handoff_reason::none}};

@@ -22,6 +22,7 @@
 #include "actors/workflows.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/messaging.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
@@ -488,7 +489,7 @@ std::string received_payload(std::int64_t tenant, std::int64_t message_id,
   payload["message"] = std::move(message);
   payload["tenant_id"] = tenant;
   json::error_code ec;
-  auto contact_json = json::parse(domain::encode_contact_full(contact, nullptr), ec);
+  auto contact_json = crm::domain::parse_json(domain::encode_contact_full(contact, nullptr), ec);
   payload["contact"] = ec ? json::value(nullptr) : contact_json;
   return json::serialize(payload);
 }

@@ -11,6 +11,7 @@
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/json_writer.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/validation.hpp"
@@ -856,7 +857,7 @@ void stage_key(contacts_state& st, const idempotency& key, int status, const std
 // CSV cells arrive as text: convert those under a defined contact field to its type.
 std::string convert_cells(const domain::field_definitions& defs, const std::string& text) {
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_object()) return text;
   for (auto& kv : v.as_object()) {
     auto f = defs.find(domain::field_entity::contact,
@@ -864,7 +865,7 @@ std::string convert_cells(const domain::field_definitions& defs, const std::stri
     auto s = kv.value().if_string();
     if (!f || !s) continue;
     if (auto converted = domain::cell_to_json(f->type, std::string_view(s->data(), s->size())))
-      kv.value() = json::parse(*converted, ec);
+      kv.value() = crm::domain::parse_json(*converted, ec);
   }
   return json::serialize(v);
 }
@@ -873,7 +874,7 @@ std::string convert_cells(const domain::field_definitions& defs, const std::stri
 std::optional<std::string> without_key(const std::string& text, const std::string& name) {
   if (text.find('"' + name + '"') == std::string::npos) return std::nullopt;
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_object() || !v.as_object().contains(name)) return std::nullopt;
   v.as_object().erase(name);
   return json::serialize(v);

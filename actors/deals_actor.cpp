@@ -13,6 +13,7 @@
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
 #include "domain/custom_field.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/json_writer.hpp"
 #include "domain/page_json.hpp"
 #include "domain/validation.hpp"
@@ -435,7 +436,7 @@ void record_change(const deals_state& st, persistence::deal_batch& b, const doma
     }
     extra += "],\"previous\":{";
     json::error_code ec;
-    auto prev = json::parse(domain::encode_deal(*before), ec);
+    auto prev = crm::domain::parse_json(domain::encode_deal(*before), ec);
     for (std::size_t i = 0; i < changed.size(); ++i) {
       if (i) extra += ',';
       domain::append_json_string(extra, changed[i]);
@@ -1245,7 +1246,7 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
                 if (r) {
                   for (auto& [id, d] : st.deals) {
                     json::error_code ec;
-                    auto v = json::parse(d.custom_fields, ec);
+                    auto v = crm::domain::parse_json(d.custom_fields, ec);
                     if (!ec && v.is_object() && v.as_object().erase(f.name))
                       d.custom_fields = json::serialize(v);
                   }
@@ -1268,7 +1269,7 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
         when_ready(self, need::read, fail_with(reply), [self, page, per_page, reply] {
           std::vector<json::value> all;
           for (auto& [id, p] : self->state.pipelines)
-            all.push_back(json::parse(domain::encode_pipeline(p)));
+            all.push_back(crm::domain::parse_json(domain::encode_pipeline(p)));
           reply(domain::render_page_of(std::move(all), page, per_page));
         });
       },

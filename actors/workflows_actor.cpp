@@ -19,6 +19,7 @@
 #include "domain/crypto.hpp"
 #include "domain/json_check.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/page_json.hpp"
 #include "domain/validation.hpp"
 #include "net/http_client.hpp"
@@ -651,7 +652,7 @@ void run_deal_action(wf_actor* self, std::int64_t id, json::object step, domain:
           if (!v) return failed(v.error());
           json::object result;
           json::error_code ec;
-          auto body = json::parse(v->body, ec);
+          auto body = crm::domain::parse_json(v->body, ec);
           if (!ec && body.is_object()) {
             result["deal_id"] = body.as_object()["id"];
             result["stage_id"] = body.as_object()["stage_id"];
@@ -769,7 +770,7 @@ void run_send_action(wf_actor* self, std::int64_t id, json::object step,
         if (!m && m.error().code == errc::service_unavailable) return retry_step(self, id);
         if (!m) return finish_step(self, id, std::move(step), false, nullptr, to_text(m.error()));
         json::error_code ec;
-        auto v = json::parse(*m, ec);
+        auto v = crm::domain::parse_json(*m, ec);
         json::object result;
         if (!ec && v.is_object()) {
           auto& o = v.as_object();
@@ -816,7 +817,7 @@ void run_ai_reply_action(wf_actor* self, std::int64_t id, json::object step,
         if (!out)
           return finish_step(self, id, std::move(step), false, nullptr, to_text(out.error()));
         json::error_code ec;
-        auto v = json::parse(*out, ec);
+        auto v = crm::domain::parse_json(*out, ec);
         finish_step(self, id, std::move(step), true,
                     !ec && v.is_object() ? v : json::value(json::object()), {});
       });
@@ -1478,7 +1479,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           json::value payload = json::object();
           if (!call.body.empty()) {
             json::error_code ec;
-            payload = json::parse(call.body, ec);
+            payload = crm::domain::parse_json(call.body, ec);
             if (ec)
               return reply(failure::invalid(
                   {{{"body"}, "JSON decode error: " + ec.message(), "json_invalid"}}));

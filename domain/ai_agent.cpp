@@ -1,6 +1,7 @@
 #include "domain/ai_agent.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 
 #include <boost/json.hpp>
 
@@ -147,7 +148,7 @@ std::optional<chat_completion> read_chat_completion(std::string_view body) {
   if (start == std::string_view::npos) return std::nullopt;
   if (body[start] == '{') {
     json::error_code ec;
-    auto v = json::parse(body, ec);
+    auto v = crm::domain::parse_json(body, ec);
     if (ec || !v.is_object()) return std::nullopt;
     auto content = choice_content(v.get_object(), "message");
     if (!content) return std::nullopt;
@@ -172,7 +173,7 @@ std::optional<chat_completion> read_chat_completion(std::string_view body) {
       break;
     }
     json::error_code ec;
-    auto v = json::parse(data, ec);
+    auto v = crm::domain::parse_json(data, ec);
     if (ec || !v.is_object()) return std::nullopt;
     if (auto c = choice_content(v.get_object(), "delta")) out.content.append(c->c_str(), c->size());
     read_usage(v.get_object(), out);

@@ -3,6 +3,7 @@
 #include "domain/clock.hpp"
 #include "domain/contact.hpp"
 #include "domain/crypto.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 
 #include <boost/json/parse.hpp>
@@ -216,8 +217,8 @@ std::vector<std::string> changed_custom_fields(std::string_view before, std::str
   std::vector<std::string> out;
   if (before == after) return out;
   boost::json::error_code ec1, ec2;
-  auto b = boost::json::parse(before, ec1);
-  auto a = boost::json::parse(after, ec2);
+  auto b = crm::domain::parse_json(before, ec1);
+  auto a = crm::domain::parse_json(after, ec2);
   if (ec1 || ec2 || !b.is_object() || !a.is_object()) {
     out.emplace_back("custom_fields");
     return out;

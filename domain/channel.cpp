@@ -6,6 +6,7 @@
 #include "domain/clock.hpp"
 #include "domain/json_check.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 
@@ -64,7 +65,7 @@ std::optional<std::string> identifier(checker& ck, const json::value& v, const l
 // The body as a JSON object; the 422 json_invalid of contract §4 otherwise.
 const json::object* body_object(checker& ck, std::string_view text, json::value& doc) {
   boost::system::error_code ec;
-  doc = json::parse(text, ec);
+  doc = crm::domain::parse_json(text, ec);
   if (ec) {
     ck.add(body_loc, "JSON decode error", "json_invalid");
     return nullptr;
@@ -557,7 +558,7 @@ adapter_plan plan_telegram(const channel& c, const outbound_message& m) {
 // The receiver's id for the message, when its JSON answer names one.
 std::optional<std::string> provider_id(std::string_view body) {
   boost::system::error_code ec;
-  auto doc = json::parse(body, ec);
+  auto doc = crm::domain::parse_json(body, ec);
   auto o = ec ? nullptr : doc.if_object();
   if (!o) return std::nullopt;
   for (auto key : {"id", "message_id"}) {
@@ -600,7 +601,7 @@ adapter_result read_outbound_response(channel_type type, int status, std::string
     return r;
   case channel_type::telegram: {
     boost::system::error_code ec;
-    auto doc = json::parse(body, ec);
+    auto doc = crm::domain::parse_json(body, ec);
     auto o = ec ? nullptr : doc.if_object();
     auto ok = o ? given(*o, "ok") : nullptr;
     if (ok && ok->is_bool() && ok->get_bool() && success) {

@@ -1,6 +1,7 @@
 #include "domain/contact_json.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/json_writer.hpp"
 
 #include <boost/json.hpp>
@@ -15,7 +16,7 @@ json::value opt(const std::optional<std::string>& s) {
 
 json::value parse_object(const std::string& text) {
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_object()) return json::object{};
   return v;
 }

@@ -1,6 +1,7 @@
 #include "domain/custom_field.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 
 #include <boost/json.hpp>
@@ -162,7 +163,7 @@ std::vector<issue> check_custom_values(const field_definitions& defs, field_enti
     return l;
   };
   json::error_code ec;
-  auto w = json::parse(written, ec);
+  auto w = crm::domain::parse_json(written, ec);
   if (!ec && w.is_object()) {
     for (auto& kv : w.as_object()) {
       std::string_view key(kv.key().data(), kv.key().size());
@@ -178,7 +179,7 @@ std::vector<issue> check_custom_values(const field_definitions& defs, field_enti
     }
   }
   if (creating) {
-    auto m = json::parse(merged, ec);
+    auto m = crm::domain::parse_json(merged, ec);
     const json::object* mo = !ec ? m.if_object() : nullptr;
     for (auto& f : defs.fields) {
       if (f.entity != entity || !f.is_active || !f.required) continue;
@@ -229,7 +230,7 @@ bool value_equals(std::string_view custom_fields_json, std::string_view key,
                   std::string_view want) {
   if (custom_fields_json.size() <= 2) return false;
   json::error_code ec;
-  auto v = json::parse(custom_fields_json, ec);
+  auto v = crm::domain::parse_json(custom_fields_json, ec);
   if (ec || !v.is_object()) return false;
   auto it = v.as_object().find(key);
   if (it == v.as_object().end()) return false;
@@ -252,11 +253,11 @@ bool value_equals(std::string_view custom_fields_json, std::string_view key,
 std::optional<std::string> merge_custom_values(const std::string& current, const std::string& patch,
                                                bool replace) {
   boost::json::error_code ec;
-  auto p = boost::json::parse(patch, ec);
+  auto p = crm::domain::parse_json(patch, ec);
   if (ec || !p.is_object()) return std::nullopt;
   boost::json::object out;
   if (!replace) {
-    auto cur = boost::json::parse(current, ec);
+    auto cur = crm::domain::parse_json(current, ec);
     if (!ec && cur.is_object()) out = std::move(cur.as_object());
   }
   for (auto& kv : p.as_object()) {
@@ -296,7 +297,7 @@ std::optional<std::string> rewrite(std::string_view text, const std::vector<std:
                                    F f) {
   if (keys.empty()) return std::nullopt;
   boost::json::error_code ec;
-  auto v = boost::json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_object()) return std::nullopt;
   auto& o = v.as_object();
   bool edited = false;
@@ -353,7 +354,7 @@ open_custom_values(std::string_view text, const std::vector<std::string>& keys,
     if (!sealed) return edit::none;
     boost::json::error_code ec;
     auto plain = open(std::string_view(sealed->data(), sealed->size()));
-    auto value = plain ? boost::json::parse(*plain, ec) : boost::json::value();
+    auto value = plain ? crm::domain::parse_json(*plain, ec) : boost::json::value();
     if (!plain || ec) {
       m = boost::json::string(masked_value);
     } else {

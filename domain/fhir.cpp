@@ -2,6 +2,7 @@
 #include "domain/fhir.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 
 #include <boost/json.hpp>
@@ -77,7 +78,7 @@ json::object contact_to_patient(const contact& c) {
     telecom.push_back(json::object{{"system", "email"}, {"value", *c.email}});
   if (!telecom.empty()) p["telecom"] = std::move(telecom);
   json::error_code ec;
-  auto fields = json::parse(c.custom_fields, ec);
+  auto fields = crm::domain::parse_json(c.custom_fields, ec);
   if (!ec && fields.is_object()) {
     auto& f = fields.as_object();
     if (auto* g = string_at(f, "gender")) {

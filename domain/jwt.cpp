@@ -3,6 +3,7 @@
 #include "domain/jwt.hpp"
 
 #include "domain/crypto.hpp"
+#include "domain/json_parse.hpp"
 
 #include <array>
 #include <charconv>
@@ -65,7 +66,7 @@ std::optional<std::array<std::string_view, 3>> split_parts(std::string_view toke
 
 std::optional<json::object> parse_object(std::string_view text) {
   json::error_code ec;
-  json::value v = json::parse(text, ec);
+  json::value v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_object()) {
     return std::nullopt;
   }

@@ -1,6 +1,7 @@
 #include "http/audit.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "http/router.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
@@ -129,7 +130,7 @@ std::vector<std::string> body_fields(const request& req) {
   std::vector<std::string> out;
   if (req.body.empty() || req.body.size() > 1024 * 1024) return out;
   boost::json::error_code ec;
-  auto v = boost::json::parse(req.body, ec);
+  auto v = crm::domain::parse_json(req.body, ec);
   if (ec || !v.is_object()) return out;
   for (auto& kv : v.as_object()) out.emplace_back(kv.key());
   return out;

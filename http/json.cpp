@@ -5,6 +5,7 @@
 #include "domain/json_nul.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 
 #include <boost/json.hpp>
@@ -81,7 +82,7 @@ std::string encode_user_page(const domain::page<domain::user>& p) {
 
 body_reader::body_reader(std::string_view body) {
   json::error_code ec;
-  auto v = json::parse(body, ec);
+  auto v = crm::domain::parse_json(body, ec);
   if (ec) {
     add({"body"}, "JSON decode error", "json_invalid");
     return;

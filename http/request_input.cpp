@@ -3,6 +3,7 @@
 #include "domain/crypto.hpp"
 #include "domain/json_nul.hpp"
 
+#include "domain/json_parse.hpp"
 #include "http/json.hpp"
 
 #include <boost/json/parse.hpp>
@@ -36,7 +37,7 @@ void with_contact(actors::runtime& rt, const exchange_ptr& ex, std::int64_t id,
 
 std::optional<boost::json::object> object_body(const exchange_ptr& ex) {
   boost::json::error_code ec;
-  auto v = boost::json::parse(ex->req.body, ec);
+  auto v = crm::domain::parse_json(ex->req.body, ec);
   if (ec) {
     ex->fail(domain::failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
     return std::nullopt;
@@ -74,7 +75,7 @@ actors::callback<std::string> created_reply(const exchange_ptr& ex, std::string 
         response res;
         res.status = 201;
         boost::json::error_code ec;
-        auto v = boost::json::parse(*r, ec);
+        auto v = crm::domain::parse_json(*r, ec);
         if (!ec && v.is_object())
           if (auto id = v.as_object().if_contains("id"))
             res.headers.emplace_back("Location", prefix + boost::json::serialize(*id));
@@ -105,7 +106,7 @@ void reply_stored(const exchange_ptr& ex, domain::outcome<actors::stored_respons
     std::int64_t id = r->id.value_or(0);
     if (!r->id) {
       json::error_code ec;
-      auto v = json::parse(res.body, ec);
+      auto v = crm::domain::parse_json(res.body, ec);
       if (!ec && v.is_object() && v.as_object().contains("id"))
         id = v.at("id").to_number<std::int64_t>();
     }

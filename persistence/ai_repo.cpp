@@ -8,6 +8,7 @@
 #include "persistence/row_values.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include "domain/json_parse.hpp"
 #include "persistence/fence.hpp"
 #include <boost/json.hpp>
 
@@ -34,7 +35,7 @@ const char* agent_columns =
 
 json::array json_array(const pqxx::field& f) {
   json::error_code ec;
-  auto v = json::parse(f.c_str(), ec);
+  auto v = crm::domain::parse_json(f.c_str(), ec);
   return !ec && v.is_array() ? v.get_array() : json::array();
 }
 

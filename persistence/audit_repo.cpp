@@ -2,6 +2,7 @@
 
 #include "domain/clock.hpp"
 #include "domain/csv.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/json_writer.hpp"
 #include "domain/secret_keys.hpp"
 #include "persistence/log.hpp"
@@ -125,7 +126,7 @@ domain::audit_record read_record(const pqxx::row& row, int at) {
   r.resource = row[at + 6].as<std::string>();
   r.resource_id = optional_int(row[at + 7]);
   r.action = row[at + 8].as<std::string>();
-  auto fields = boost::json::parse(row[at + 9].c_str());
+  auto fields = crm::domain::parse_json(row[at + 9].c_str());
   if (fields.is_array())
     for (auto& f : fields.as_array())
       if (f.is_string()) r.fields.emplace_back(f.as_string());

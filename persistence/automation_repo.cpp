@@ -8,6 +8,7 @@
 #include "persistence/row_values.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include "domain/json_parse.hpp"
 #include "persistence/fence.hpp"
 #include <boost/json.hpp>
 
@@ -41,7 +42,7 @@ std::int64_t micros_or_zero(const pqxx::field& f) {
 json::value parse_json(const pqxx::field& f) {
   if (f.is_null()) return nullptr;
   json::error_code ec;
-  auto v = json::parse(f.c_str(), ec);
+  auto v = crm::domain::parse_json(f.c_str(), ec);
   return ec ? json::value(nullptr) : v;
 }
 
@@ -323,7 +324,7 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
         if (w.trigger != *trigger || !w.is_active) continue;
         if (!payload) {
           json::error_code ec;
-          payload = json::parse(e.payload, ec);
+          payload = crm::domain::parse_json(e.payload, ec);
           if (ec) payload = json::object();
         }
         if (!domain::trigger_config_matches(w.trigger, w.trigger_config, *payload) ||

@@ -10,6 +10,7 @@
 #include "persistence/row_values.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include "domain/json_parse.hpp"
 #include "persistence/fence.hpp"
 #include <boost/json.hpp>
 
@@ -51,7 +52,7 @@ domain::channel to_channel(const pqxx::row& r, const domain::secret_keys& keys) 
   ch.name = r[2].as<std::string>();
   ch.type = domain::parse_channel_type(r[3].as<std::string>()).value_or(domain::channel_type::api);
   json::error_code ec;
-  auto cfg = json::parse(r[4].c_str(), ec);
+  auto cfg = crm::domain::parse_json(r[4].c_str(), ec);
   if (!ec && cfg.is_object()) ch.config = cfg.as_object();
   sealed::map_config_secrets(ch.type, ch.config, [&](std::string_view key, std::string_view v) {
     return keys.open(sealed::channel_config(key), ch.tenant_id, v);

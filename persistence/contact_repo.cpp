@@ -1,6 +1,7 @@
 #include "persistence/contact_repo.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/json_parse.hpp"
 #include "persistence/row_values.hpp"
 
 #include <boost/json.hpp>
@@ -24,7 +25,7 @@ const char* company_columns = "id, name, domain, phone, industry, address, custo
 std::vector<std::string> tags_from_json(const std::string& text) {
   std::vector<std::string> out;
   boost::json::error_code ec;
-  auto v = boost::json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_array()) return out;
   for (auto& t : v.as_array())
     if (t.is_string()) out.emplace_back(t.as_string().c_str(), t.as_string().size());

@@ -7,6 +7,7 @@
 #include "domain/clock.hpp"
 #include "domain/secret_keys.hpp"
 
+#include "domain/json_parse.hpp"
 #include "persistence/fence.hpp"
 #include <boost/json.hpp>
 
@@ -30,7 +31,7 @@ domain::custom_field to_field(const pqxx::row& r, std::int64_t tenant) {
   f.type = domain::parse_field_type(r[4].as<std::string>()).value_or(domain::field_type::text);
   if (!r[5].is_null()) {
     boost::json::error_code ec;
-    auto v = boost::json::parse(r[5].as<std::string>(), ec);
+    auto v = crm::domain::parse_json(r[5].as<std::string>(), ec);
     if (!ec && v.is_array())
       for (auto& o : v.as_array())
         if (o.is_string()) f.options.emplace_back(o.as_string().c_str(), o.as_string().size());

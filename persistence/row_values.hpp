@@ -1,6 +1,8 @@
 // Reading nullable columns and stored JSON out of libpqxx rows, shared by the repositories.
 // Includes pqxx: only for persistence/*.cpp.
 #pragma once
+#include "domain/json_parse.hpp"
+
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
 
@@ -24,7 +26,7 @@ inline std::optional<std::int64_t> opt_int(const pqxx::field& f) {
 inline std::string compact_json(const std::string& text) {
   if (text == "{}") return text;
   boost::json::error_code ec;
-  auto v = boost::json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   return ec ? std::string("{}") : boost::json::serialize(v);
 }
 

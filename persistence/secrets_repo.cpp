@@ -2,6 +2,7 @@
 // to do to each value given as a function.
 #include "persistence/secrets_repo.hpp"
 
+#include "domain/json_parse.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/workflow.hpp"
 #include "persistence/row_values.hpp"
@@ -35,7 +36,7 @@ constexpr std::int64_t run_slice = 500;
 std::optional<std::string> visit_actions(const std::string& text, std::int64_t tenant,
                                          const visitor& f) {
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = crm::domain::parse_json(text, ec);
   if (ec || !v.is_array()) return std::nullopt;
   bool changed = false;
   domain::map_header_values(v.as_array(), [&](std::string_view s) {
@@ -65,7 +66,7 @@ std::int64_t visit_channels(pqxx::work& tx, const char* lock, const visitor& f) 
     auto type = domain::parse_channel_type(r[2].as<std::string>());
     std::optional<std::string> config;
     json::error_code ec;
-    auto cfg = json::parse(r[3].c_str(), ec);
+    auto cfg = crm::domain::parse_json(r[3].c_str(), ec);
     if (type && !ec && cfg.is_object()) {
       bool changed = false;
       sealed::map_config_secrets(*type, cfg.as_object(),

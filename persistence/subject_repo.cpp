@@ -8,6 +8,7 @@
 
 #include <boost/json.hpp>
 
+#include "domain/json_parse.hpp"
 #include "persistence/fence.hpp"
 
 #include <pqxx/pqxx>
@@ -107,7 +108,7 @@ std::optional<std::string> export_contact(pg_conn& c, std::int64_t tenant_id,
   if (!domain::may_hold_sealed(doc)) return doc;
   // The person's sensitive values, sealed at rest, are theirs to receive: opened here.
   boost::json::error_code ec;
-  auto v = boost::json::parse(doc, ec);
+  auto v = crm::domain::parse_json(doc, ec);
   auto* contact = !ec && v.is_object() ? v.as_object().if_contains("contact") : nullptr;
   auto* custom =
       contact && contact->is_object() ? contact->as_object().if_contains("custom_fields") : nullptr;
@@ -123,7 +124,7 @@ std::optional<std::string> export_contact(pg_conn& c, std::int64_t tenant_id,
   auto text = domain::open_custom_values(
       boost::json::serialize(*custom), names,
       [&](std::string_view sealed) { return key->open("contact.custom_field", sealed); }, opened);
-  contact->as_object()["custom_fields"] = boost::json::parse(text);
+  contact->as_object()["custom_fields"] = crm::domain::parse_json(text);
   return boost::json::serialize(v);
 }
 

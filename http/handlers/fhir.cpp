@@ -6,6 +6,7 @@
 #include "actors/contacts.hpp"
 #include "config/settings.hpp"
 #include "domain/fhir.hpp"
+#include "domain/json_parse.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
@@ -139,7 +140,7 @@ void create(services& s, const exchange_ptr& ex) {
             std::int64_t id = r->id.value_or(0);
             if (!r->id) { // a replay: the id is in the stored body
               json::error_code ec;
-              auto v = json::parse(r->body, ec);
+              auto v = crm::domain::parse_json(r->body, ec);
               if (!ec && v.is_object())
                 if (auto* x = v.as_object().if_contains("id"); x && x->is_int64())
                   id = x->get_int64();

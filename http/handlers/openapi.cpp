@@ -2,6 +2,7 @@
 // lists exactly the routes that are served, each with how it is authenticated, its parameters
 // and every error answer of contract §2 with its body. GET /api/v1/docs: the same document read
 // by Redoc (its standalone bundle is part of the binary: no CDN).
+#include "domain/json_parse.hpp"
 #include "http/api.hpp"
 #include "http/error_map.hpp"
 
@@ -65,7 +66,7 @@ std::string operation_id(const route& rt) {
 // A path parameter's schema: what the route declares (route_doc::with_path), else an id.
 json::object path_parameter_schema(const route& rt, std::string_view name) {
   for (auto& p : rt.doc.path)
-    if (p.name == name) return json::parse(p.schema).as_object();
+    if (p.name == name) return crm::domain::parse_json(p.schema).as_object();
   return json::object{{"type", "integer"}, {"format", "int64"}, {"minimum", 1}};
 }
 
@@ -284,12 +285,14 @@ std::string openapi_document(const router& r, std::string_view server_url) {
     }
     bool has_path_params = !params.empty();
     for (auto& q : doc.query) {
-      json::object param{{"name", q.name}, {"in", "query"}, {"schema", json::parse(q.schema)}};
+      json::object param{
+          {"name", q.name}, {"in", "query"}, {"schema", crm::domain::parse_json(q.schema)}};
       if (!q.description.empty()) param["description"] = q.description;
       params.emplace_back(std::move(param));
     }
     for (auto& h : doc.headers) {
-      json::object param{{"name", h.name}, {"in", "header"}, {"schema", json::parse(h.schema)}};
+      json::object param{
+          {"name", h.name}, {"in", "header"}, {"schema", crm::domain::parse_json(h.schema)}};
       if (!h.description.empty()) param["description"] = h.description;
       params.emplace_back(std::move(param));
     }
@@ -309,7 +312,7 @@ std::string openapi_document(const router& r, std::string_view server_url) {
     bool body = has_body(rt->method) && !doc.request_media.empty();
     if (body) {
       json::object media{{"schema", body_schema(doc.request_media, doc.request)}};
-      if (!doc.example.empty()) media["example"] = json::parse(doc.example);
+      if (!doc.example.empty()) media["example"] = crm::domain::parse_json(doc.example);
       op["requestBody"] =
           json::object{{"required", doc.body_required},
                        {"content", json::object{{doc.request_media, std::move(media)}}}};
@@ -376,7 +379,7 @@ std::string openapi_document(const router& r, std::string_view server_url) {
   doc["paths"] = std::move(paths);
   auto parts = components(secret_headers);
   auto& schemas = parts["schemas"].as_object();
-  for (auto& [name, text] : r.schemas()) schemas[name] = json::parse(text);
+  for (auto& [name, text] : r.schemas()) schemas[name] = crm::domain::parse_json(text);
   schemas["OpenApiDocument"] = json::object{
       {"type", "object"},
       {"required", json::array{"openapi", "info", "paths"}},

@@ -8,6 +8,7 @@
 #include "domain/clock.hpp"
 #include "domain/consent.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 #include "http/contact_input.hpp"
@@ -174,7 +175,7 @@ void run(services& s, const exchange_ptr& ex) {
   json::value payload = json::object();
   if (!ex->req.body.empty()) {
     json::error_code ec;
-    payload = json::parse(ex->req.body, ec);
+    payload = crm::domain::parse_json(ex->req.body, ec);
     if (ec) return ex->fail(failure::invalid({{{"body"}, "JSON decode error", "json_invalid"}}));
     if (auto at = domain::nul_location(ex->req.body, payload))
       return ex->fail(failure::invalid({domain::nul_issue(std::move(*at))}));

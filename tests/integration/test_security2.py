@@ -41,3 +41,23 @@ def test_a_rate_limit_of_zero_means_off_as_help_says(database, redis_url, migrat
     finally:
         server.stop(check=True)
         server.cleanup()
+
+
+def test_numbers_read_back_exactly_as_written(client, admin_token):
+    """2.242077542919712e-44 came back one unit in the last place off: Boost.JSON 1.81's parser
+    rounds some decimals to a neighbouring double (domain/json_parse.hpp)."""
+    import json
+    nums = [2.242077542919712e-44, 0.1, 1e308, 5e-324, 2.2250738585072014e-308,
+            123456789.12345679, 1.7976931348623157e308, 0.30000000000000004]
+    wf = crm.create_workflow(client, admin_token, trigger_type="manual")
+    resp = client.request("POST", f"/api/v1/workflows/{wf['id']}/run",
+                          raw=json.dumps({"n": nums}), token=admin_token)
+    run = crm.wait_run(client, admin_token, crm.assert_json_response(resp, 202)["run_id"])
+    assert run["trigger_payload"]["n"] == nums, run["trigger_payload"]
+    # A custom field of type number, through a contact.
+    field = crm.create_field(client, admin_token, "contact", field_type="number")
+    for n in nums:
+        c = crm.create_contact(client, admin_token, first_name="Num",
+                               custom_fields={field["name"]: n})
+        got = crm.get_contact(client, admin_token, c["id"])["custom_fields"][field["name"]]
+        assert got == n and repr(got) == repr(n), (n, got)
