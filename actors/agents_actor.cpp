@@ -410,6 +410,21 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
     w.doc = it->second;
     w.doc.updated_at = std::max(now, w.doc.updated_at + 1);
   } else {
+    // Bounded per agent and per tenant (docs/ai.md): every document is held in memory and
+    // indexed, so an unbounded count is memory anyone with the manager role could take.
+    std::size_t of_agent = 0;
+    for (auto& [id, d] : st.documents) of_agent += d.agent_id == agent_id ? 1 : 0;
+    if (of_agent >= domain::ai_documents_per_agent_max ||
+        st.documents.size() >= domain::ai_documents_per_tenant_max) {
+      write_done(self);
+      return reply_to(failure::of(
+          errc::conflict,
+          of_agent >= domain::ai_documents_per_agent_max
+              ? "this agent has " + std::to_string(domain::ai_documents_per_agent_max) +
+                    " knowledge documents, the most it may have: delete or merge some first"
+              : "this tenant has " + std::to_string(domain::ai_documents_per_tenant_max) +
+                    " knowledge documents, the most it may have: delete or merge some first"));
+    }
     w.doc.tenant_id = st.env.tenant_id;
     w.doc.agent_id = agent_id;
     w.doc.created_at = w.doc.updated_at = now;

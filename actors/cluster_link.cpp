@@ -237,6 +237,16 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
           std::lock_guard lock(st.link->mutex);
           auto it = st.link->flights.find(id);
           if (it == st.link->flights.end()) return; // answered 503 already (deadline)
+          // An answer counts only from the gateway the request went to: another peer that
+          // guessed an id cannot answer for it.
+          auto gw = st.link->gateways.find(it->second.key);
+          if (gw == st.link->gateways.end() ||
+              gw->second.address() != caf::actor_cast<caf::actor_addr>(self->current_sender())) {
+            log_warn("cluster: an answer to request {} came from a node it was not sent to "
+                     "(ignored)",
+                     id);
+            return;
+          }
           f = std::move(it->second);
           st.link->flights.erase(it);
         }
@@ -275,12 +285,14 @@ caf::behavior gateway(caf::event_based_actor* self, runtime::impl* rt,
                           std::vector<std::string>& headers, std::string& body, std::string& remote,
                           std::string& request_id) {
         auto back = caf::actor_cast<caf::actor>(self->current_sender());
+        // Answered as the gateway (not anonymously): the forwarder checks who answers.
+        auto me = caf::actor_cast<caf::actor>(self);
         (*handler)(forwarded_request{std::move(method), std::move(target), std::move(headers),
                                      std::move(body), std::move(remote), std::move(request_id)},
-                   [back, id, rt](forwarded_response r) {
+                   [back, me, id, rt](forwarded_response r) {
                      ++rt->forwards_served;
-                     caf::anon_send(back, fwd_reply_atom::value, id, r.status, std::move(r.headers),
-                                    std::move(r.body));
+                     caf::send_as(me, back, fwd_reply_atom::value, id, r.status,
+                                  std::move(r.headers), std::move(r.body));
                    });
       },
   };

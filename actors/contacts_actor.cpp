@@ -78,7 +78,7 @@ constexpr int id_block = 512;
 constexpr std::size_t max_batch = 2000;
 // What sealed custom-field values are bound to (domain/secret_keys.hpp), with the tenant.
 constexpr std::string_view sensitive_purpose = "contact.custom_field";
-constexpr std::int64_t idempotency_window = 24LL * 3600 * 1'000'000;
+constexpr std::int64_t idempotency_window = persistence::idempotency_window_micros;
 
 struct batch {
   std::uint64_t seq = 0;
@@ -117,6 +117,7 @@ struct contacts_state {
     return view->records().companies;
   }
   std::unordered_map<std::string, persistence::idempotency_record> keys;
+  std::int64_t keys_pruned_at = 0;          // persistence::forget_expired_keys
   domain::field_definitions defs;           // custom-field definitions, newest version seen
   std::vector<std::string> sensitive;       // names of its sensitive contact fields (sealed values)
   std::optional<domain::data_key> data_key; // the tenant's, opened from the definitions
@@ -850,7 +851,9 @@ bool answer_known_key(contacts_actor* self, const idempotency& key,
 
 void stage_key(contacts_state& st, const idempotency& key, int status, const std::string& body) {
   if (key.key.empty()) return;
-  st.open.sql.keys.push_back({key.key, key.request_hash, status, body, domain::now_micros()});
+  auto now = domain::now_micros();
+  persistence::forget_expired_keys(st.keys, st.keys_pruned_at, now);
+  st.open.sql.keys.push_back({key.key, key.request_hash, status, body, now});
   st.p_keys[key.key] = {st.open.seq, key.request_hash};
 }
 
@@ -1036,10 +1039,12 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
     contact_events(st, nullptr, c, r, {});
   }
   auto body = domain::encode_bulk_results(results);
+  // A request that created nothing stores no answer for its key: sent again (corrected), it is
+  // a new request, not a replay of the refusal.
+  if (!created.empty()) stage_key(st, key, 200, body);
   // One row for the whole request, naming every contact it created.
   audit_change(st, reply.who(), "contact", std::nullopt,
                row_loc == "rows" ? "import" : "bulk_create", {}, 200, std::move(created));
-  stage_key(st, key, 200, body);
   stage_write(
       self,
       [reply, body] {

@@ -93,7 +93,7 @@ constexpr int id_block = 256;
 constexpr std::size_t max_batch = 2000;
 constexpr std::int64_t rank_gap = 1 << 20;
 constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
-constexpr std::int64_t idempotency_window = 24LL * 3600 * 1'000'000;
+constexpr std::int64_t idempotency_window = persistence::idempotency_window_micros;
 
 struct batch {
   std::uint64_t seq = 0;
@@ -137,6 +137,7 @@ struct deals_state {
   // many users between two changes is rendered once.
   std::unordered_map<std::string, std::string> board_cache;
   std::unordered_map<std::string, persistence::idempotency_record> keys;
+  std::int64_t keys_pruned_at = 0; // persistence::forget_expired_keys
   domain::field_definitions defs;
   std::string currency = "USD";
   bool event_listeners = true;
@@ -786,7 +787,9 @@ bool answer_known_key(deals_actor* self, const idempotency& key,
 void stage_key(deals_state& st, const idempotency& key, int status, const std::string& body) {
   auto name = key_of(key);
   if (name.empty()) return;
-  st.open.sql.keys.push_back({name, key.request_hash, status, body, domain::now_micros()});
+  auto now = domain::now_micros();
+  persistence::forget_expired_keys(st.keys, st.keys_pruned_at, now);
+  st.open.sql.keys.push_back({name, key.request_hash, status, body, now});
   st.p_keys[name] = {st.open.seq, key.request_hash};
 }
 
@@ -880,9 +883,10 @@ void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref w
                 results.push_back(std::move(r));
               }
               auto body = json::serialize(json::object{{"results", std::move(results)}});
+              // Nothing created: no answer stored for the key (a corrected retry is new).
+              if (!created.empty()) stage_key(self->state, key, 200, body);
               audit_change(self->state, reply.who(), std::nullopt, "bulk_create", {}, 200,
                            std::move(created));
-              stage_key(self->state, key, 200, body);
               stage_write(
                   self,
                   [reply, body] {

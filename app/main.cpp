@@ -20,6 +20,7 @@
 #include "http/rate_limits.hpp"
 #include "http/server.hpp"
 #include "net/http_client.hpp"
+#include "net/trusted_proxies.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/migrations.hpp"
@@ -109,6 +110,12 @@ int migrate_database(const config::settings& cfg, const domain::secret_keys* key
 
 int serve(config::settings cfg) {
   config::require_serveable(cfg);
+  net::trusted_proxies proxies;
+  try {
+    proxies = net::trusted_proxies::parse(cfg.trusted_proxies);
+  } catch (const std::invalid_argument& e) {
+    throw config::config_error(std::string("trusted-proxies: ") + e.what());
+  }
   const auto keys = load_secret_keys(cfg, cfg.dev);
   // Fewer malloc arenas: with one per thread (pools, scheduler, asio) freed tenant state stays
   // scattered over many arenas and less of it can be returned after passivation.
@@ -204,7 +211,7 @@ int serve(config::settings cfg) {
        static_cast<double>(cfg.rate_limit_address)});
   http::server srv(cfg.http_threads,
                    {cfg.body_limit, cfg.header_limit, cfg.header_timeout, cfg.idle_timeout,
-                    cfg.body_timeout, cfg.max_connections, cfg.access_log},
+                    cfg.body_timeout, cfg.max_connections, cfg.access_log, std::move(proxies)},
                    {cfg.jwt_secret,
                     &revoked,
                     {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts},

@@ -339,6 +339,10 @@ const std::vector<option>& options() {
            throw config_error("log-format: one of text, json: '" + v + "'");
          s.log_format = v;
        }},
+      {"trusted-proxies", "http", "trusted_proxies", "CARECRM_TRUSTED_PROXIES",
+       "addresses or CIDR blocks of the proxies whose X-Forwarded-For names the client (rate "
+       "limits, audit rows); empty (default): the header is ignored",
+       [](settings& s, const std::string& v) { s.trusted_proxies = v; }},
       {"access-log", "log", "access", "CARECRM_ACCESS_LOG",
        "one log line per request: request id, tenant, user, route, status, duration",
        [](settings& s, const std::string& v) { s.access_log = to_bool("access-log", v); }},

@@ -69,15 +69,16 @@ struct settings {
   double automation_poll = 1;
   double ai_timeout = 20;
   // [audit] (docs/compliance.md "Audit trail")
-  std::string audit_reads = "required"; // required | best_effort | off
-  double audit_flush_interval = 0.1;    // seconds: the most a crash can lose of read rows
-  double audit_chain_interval = 1;      // seconds between claims of the changes' rows
-  std::size_t audit_buffer = 65536;     // read rows buffered before reads answer 503
-  double audit_retention_days = 2192;   // 6 years
+  std::string audit_reads = "required";  // required | best_effort | off
+  double audit_flush_interval = 0.1;     // seconds: the most a crash can lose of read rows
+  double audit_chain_interval = 1;       // seconds between claims of the changes' rows
+  std::size_t audit_buffer = 65536;      // read rows buffered before reads answer 503
+  double audit_retention_days = 2192;    // 6 years
   bool audit_retention_override = false; // allows less than audit_retention_minimum_days
   // [log]
   std::string log_format = "text"; // text | json
   bool access_log = true;
+  std::string trusted_proxies; // net/trusted_proxies.hpp; empty: X-Forwarded-For ignored
   // mode
   bool dev = false;
   std::string config_file = "config/carecrm.toml";

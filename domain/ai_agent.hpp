@@ -6,6 +6,7 @@
 
 #include <boost/json/object.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,6 +45,11 @@ ai::agent_rules rules_of(const ai_agent& a);
 
 enum class document_kind : std::uint8_t { text, qa };
 const char* to_string(document_kind k);
+
+// Knowledge documents an agent, and a tenant, may hold (each up to 1 MiB of text, kept in
+// memory and indexed): beyond, a new one is 409 (docs/ai.md).
+inline constexpr std::size_t ai_documents_per_agent_max = 500;
+inline constexpr std::size_t ai_documents_per_tenant_max = 2000;
 
 struct ai_document {
   std::int64_t id = 0;

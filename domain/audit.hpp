@@ -102,6 +102,11 @@ extern const std::string audit_genesis;
 // the previous row's hash. The time at which the row was chained (a storage detail) is left out.
 std::string audit_hash(std::string_view previous_hash, std::int64_t seq, const audit_record& r);
 
+// One element of audit_blocks.events (migration 013): the event as a JSON array of its facts by
+// position, its hash last, then `true` for a sanitized row (migration 015).
+void append_stored_audit_event(std::string& out, std::int64_t seq, const audit_record& r,
+                               std::string_view hash);
+
 // The names of the fields a change altered: standard fields by name, custom fields as
 // "custom_fields.<key>".
 std::vector<std::string> changed_fields(const contact& before, const contact& after);

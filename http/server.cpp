@@ -28,13 +28,14 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
-namespace net = boost::asio;
-using tcp = net::ip::tcp;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
 namespace crm::http {
 namespace {
@@ -48,7 +49,7 @@ struct shared_context {
   server_limits limits;
   auth_inputs auth;
   http_metrics& metrics;
-  net::io_context& ioc;
+  asio::io_context& ioc;
   std::atomic<std::int64_t> in_flight{0};
   std::string id_prefix = domain::hex_encode(domain::random_token(6)).substr(0, 8);
   std::atomic<std::uint64_t> next_id{0};
@@ -81,19 +82,38 @@ public:
   virtual std::optional<domain::failure> charge(rate_class c, const principal* who) = 0;
 };
 
-class uncharged final : public origin {
+// A request another node forwarded: charged here, where its tenant runs, to the client the
+// forwarding node named; the RateLimit headers travel back with the answer.
+class forwarded_origin final : public origin {
 public:
-  std::optional<domain::failure> charge(rate_class, const principal*) override {
-    return std::nullopt;
+  forwarded_origin(shared_context& ctx, std::string client)
+      : ctx_(ctx), client_(std::move(client)) {}
+  std::optional<domain::failure> charge(rate_class c, const principal* who) override {
+    if (!ctx_.auth.rates) return std::nullopt;
+    auto v = ctx_.auth.rates->charge(c, who, client_);
+    std::lock_guard lock(mutex_);
+    headers_ = std::move(v.headers);
+    return std::move(v.refused);
   }
+  std::vector<std::pair<std::string, std::string>> headers() {
+    std::lock_guard lock(mutex_);
+    return headers_;
+  }
+
+private:
+  shared_context& ctx_;
+  std::string client_;
+  std::mutex mutex_;
+  std::vector<std::pair<std::string, std::string>> headers_;
 };
 
 void run_handler(shared_context& ctx, const exchange_ptr& ex, const route& rt);
 
 // Authentication, roles, rate limits and input checks of the matched route, then (in a
 // cluster, on the node holding the tenant's lease: http/placement.hpp) its handler.
-void dispatch(shared_context& ctx, origin& o, const exchange_ptr& ex, router::match_result& m,
-              bool forwarded = false) {
+void dispatch(shared_context& ctx, const std::shared_ptr<origin>& op, const exchange_ptr& ex,
+              router::match_result& m, bool forwarded = false) {
+  origin& o = *op;
   if (m.result != router::outcome::found) {
     if (auto refused = o.charge(rate_class::address, nullptr)) return ex->fail(*refused);
   }
@@ -126,14 +146,18 @@ void dispatch(shared_context& ctx, origin& o, const exchange_ptr& ex, router::ma
       ex->fail(*f);
       return;
     }
-    if (auto refused = o.charge(rate_class::user, &ex->who)) return ex->fail(*refused);
+    // In a cluster the node that runs the request charges it (below): a request forwarded to
+    // its tenant's owner is charged there, once, never here and again there.
+    if (!ctx.auth.placement)
+      if (auto refused = o.charge(rate_class::user, &ex->who)) return ex->fail(*refused);
     if (!domain::allows(ex->who.role, rt.perm)) {
       ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
                                    "your role does not allow this operation"));
       return;
     }
   }
-  if (rt.auth == access::open)
+  // Open routes count against the source address where the request arrived.
+  if (rt.auth == access::open && !forwarded)
     if (auto refused = o.charge(rt.limit, nullptr)) return ex->fail(*refused);
   if (auto bad = non_text_input(ex->req)) {
     ex->fail(domain::failure::invalid({std::move(*bad)}));
@@ -142,9 +166,12 @@ void dispatch(shared_context& ctx, origin& o, const exchange_ptr& ex, router::ma
   if (ctx.auth.placement && rt.auth == access::bearer) {
     // At once when this node holds the tenant; later (from a database thread, after the
     // lease was acquired) back on an asio thread; or forwarded to the owner.
-    ctx.auth.placement->route(
-        ex, ex->who.tenant_id, forwarded, [&ctx, ex, &rt] { run_handler(ctx, ex, rt); },
-        [&ctx, ex, &rt] { net::post(ctx.ioc, [&ctx, ex, &rt] { run_handler(ctx, ex, rt); }); });
+    auto run = [&ctx, op, ex, &rt] {
+      if (auto refused = op->charge(rate_class::user, &ex->who)) return ex->fail(*refused);
+      run_handler(ctx, ex, rt);
+    };
+    ctx.auth.placement->route(ex, ex->who.tenant_id, forwarded, run,
+                              [&ctx, run] { asio::post(ctx.ioc, run); });
     return;
   }
   run_handler(ctx, ex, rt);
@@ -185,7 +212,7 @@ public:
   session& operator=(const session&) = delete;
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->await_request(); });
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->await_request(); });
   }
 
 private:
@@ -270,8 +297,8 @@ private:
     } else if (ec == bhttp::error::body_limit) {
       reply_error(413, "request body is too large", "PAYLOAD_TOO_LARGE");
     } else if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
-               ec == net::error::connection_reset || ec == net::error::eof ||
-               ec == net::error::operation_aborted) {
+               ec == asio::error::connection_reset || ec == asio::error::eof ||
+               ec == asio::error::operation_aborted) {
       close();
     } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category()) {
       reply_error(400, "malformed HTTP request", "BAD_REQUEST");
@@ -292,6 +319,7 @@ private:
     keep_alive_ = false;
     request_id_ = ctx_.id_prefix + "-" + std::to_string(ctx_.next_id++);
     ++ctx_.in_flight;
+    client_.clear();                      // no request was read: the peer is all we know
     charge(rate_class::address, nullptr); // for the headers; the error is answered anyway
     write(std::move(r));
   }
@@ -322,7 +350,11 @@ private:
       auto ep = stream_.socket().remote_endpoint(ignored);
       if (!ignored) remote_ = ep.address().to_string();
     }
-    req.remote = remote_;
+    // Behind a trusted proxy the client is who X-Forwarded-For says (net/trusted_proxies.hpp).
+    req.remote = ctx_.limits.proxies.empty()
+                     ? remote_
+                     : ctx_.limits.proxies.client_of(remote_, req.header("x-forwarded-for"));
+    client_ = req.remote;
 
     ++ctx_.in_flight;
     auto m = router_.match(req.method, req.path);
@@ -331,15 +363,15 @@ private:
     route_ = m.result == router::outcome::found ? m.matched : nullptr;
     method_ = req.method;
     auto ex = std::make_shared<exchange>(std::move(req), [self = shared_from_this()](response r) {
-      net::post(self->stream_.get_executor(),
-                [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+      asio::post(self->stream_.get_executor(),
+                 [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
     });
     dispatch(ex, m);
   }
 
   void dispatch(const exchange_ptr& ex, router::match_result& m) {
     rate_headers_.clear();
-    http::dispatch(ctx_, *this, ex, m);
+    http::dispatch(ctx_, std::static_pointer_cast<origin>(shared_from_this()), ex, m);
   }
 
   // origin
@@ -351,7 +383,8 @@ private:
       auto ep = stream_.socket().remote_endpoint(ignored);
       if (!ignored) remote_ = ep.address().to_string();
     }
-    auto v = ctx_.auth.rates->charge(c, who, remote_);
+    // The client: the peer, or who a trusted proxy says it is (on_request).
+    auto v = ctx_.auth.rates->charge(c, who, client_.empty() ? remote_ : client_);
     rate_headers_ = std::move(v.headers);
     return std::move(v.refused);
   }
@@ -404,24 +437,24 @@ private:
   void next_chunk(chunk_source source, int status, bool keep) {
     auto self = shared_from_this();
     source([self, source, status, keep](std::optional<std::string> chunk) mutable {
-      net::post(self->stream_.get_executor(), [self, source = std::move(source), status, keep,
-                                               chunk = std::move(chunk)]() mutable {
+      asio::post(self->stream_.get_executor(), [self, source = std::move(source), status, keep,
+                                                chunk = std::move(chunk)]() mutable {
         self->stream_.expires_after(std::chrono::seconds(30));
         if (!chunk) {
-          net::async_write(self->stream_, bhttp::make_chunk_last(),
-                           [self, status, keep](beast::error_code ec, std::size_t) {
-                             self->finish(status, !ec && keep);
-                           });
+          asio::async_write(self->stream_, bhttp::make_chunk_last(),
+                            [self, status, keep](beast::error_code ec, std::size_t) {
+                              self->finish(status, !ec && keep);
+                            });
           return;
         }
         auto data = std::make_shared<std::string>(std::move(*chunk));
         if (data->empty()) return self->next_chunk(std::move(source), status, keep);
-        net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
-                         [self, data, source = std::move(source), status,
-                          keep](beast::error_code ec, std::size_t) mutable {
-                           if (ec) return self->finish(status, false);
-                           self->next_chunk(std::move(source), status, keep);
-                         });
+        asio::async_write(self->stream_, bhttp::make_chunk(asio::buffer(*data)),
+                          [self, data, source = std::move(source), status,
+                           keep](beast::error_code ec, std::size_t) mutable {
+                            if (ec) return self->finish(status, false);
+                            self->next_chunk(std::move(source), status, keep);
+                          });
       });
     });
   }
@@ -475,8 +508,8 @@ private:
 
   void discard(std::size_t total) {
     if (total > 16 * 1024 * 1024) return close();
-    stream_.async_read_some(net::buffer(drain_buffer_), [self = shared_from_this(), total](
-                                                            beast::error_code ec, std::size_t n) {
+    stream_.async_read_some(asio::buffer(drain_buffer_), [self = shared_from_this(), total](
+                                                             beast::error_code ec, std::size_t n) {
       if (ec) return self->close();
       self->discard(total + n);
     });
@@ -493,25 +526,26 @@ private:
   std::string request_id_;
   std::string remote_; // the peer's address, read once per connection
   std::vector<std::pair<std::string, std::string>> rate_headers_; // of the current request
+  std::string client_; // the current request's client (req.remote)
   std::size_t slot_ = 0;
   const route* route_ = nullptr; // of the current request, for the access line
   verb method_ = verb::other;
   std::int64_t tenant_ = 0;
   std::int64_t user_ = 0;
   int refused_in_a_row_ = 0; // answers of 429 in a row on this connection
-  std::optional<net::steady_timer> pause_;
+  std::optional<asio::steady_timer> pause_;
   std::chrono::steady_clock::time_point started_;
   std::shared_ptr<std::atomic<std::size_t>> open_;
 };
 
 class listener : public std::enable_shared_from_this<listener> {
 public:
-  listener(net::io_context& ioc, const tcp::endpoint& ep, shared_context& ctx, const router& r)
-      : ioc_(ioc), acceptor_(net::make_strand(ioc)), ctx_(ctx), router_(r) {
+  listener(asio::io_context& ioc, const tcp::endpoint& ep, shared_context& ctx, const router& r)
+      : ioc_(ioc), acceptor_(asio::make_strand(ioc)), ctx_(ctx), router_(r) {
     acceptor_.open(ep.protocol());
-    acceptor_.set_option(net::socket_base::reuse_address(true));
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
     acceptor_.bind(ep);
-    acceptor_.listen(net::socket_base::max_listen_connections);
+    acceptor_.listen(asio::socket_base::max_listen_connections);
   }
 
   tcp::endpoint local() const { return acceptor_.local_endpoint(); }
@@ -519,7 +553,7 @@ public:
   void run() { accept(); }
 
   void close() {
-    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+    asio::post(acceptor_.get_executor(), [self = shared_from_this()] {
       beast::error_code ec;
       self->acceptor_.close(ec);
     });
@@ -527,14 +561,14 @@ public:
 
 private:
   void accept() {
-    acceptor_.async_accept(net::make_strand(ioc_), [self = shared_from_this()](beast::error_code ec,
-                                                                               tcp::socket socket) {
-      if (ec == net::error::operation_aborted || !self->acceptor_.is_open()) return;
+    acceptor_.async_accept(asio::make_strand(ioc_), [self = shared_from_this()](
+                                                        beast::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
       if (ec) {
         // Out of file descriptors (or another transient failure): accepting again at once
         // would spin; try again shortly.
         log_warn("accept failed: {}", ec.message());
-        auto timer = std::make_shared<net::steady_timer>(self->acceptor_.get_executor());
+        auto timer = std::make_shared<asio::steady_timer>(self->acceptor_.get_executor());
         timer->expires_after(std::chrono::milliseconds(100));
         timer->async_wait([self, timer](beast::error_code) { self->accept(); });
         return;
@@ -560,15 +594,15 @@ private:
         "Retry-After: 1\r\nConnection: close\r\nContent-Length: 80\r\n\r\n"
         R"({"detail":"too many open connections, retry later","code":"SERVICE_UNAVAILABLE"})";
     auto sock = std::make_shared<tcp::socket>(std::move(socket));
-    net::async_write(*sock, net::buffer(busy.data(), busy.size()),
-                     [sock](beast::error_code, std::size_t) {
-                       beast::error_code ignored;
-                       sock->shutdown(tcp::socket::shutdown_both, ignored);
-                       sock->close(ignored);
-                     });
+    asio::async_write(*sock, asio::buffer(busy.data(), busy.size()),
+                      [sock](beast::error_code, std::size_t) {
+                        beast::error_code ignored;
+                        sock->shutdown(tcp::socket::shutdown_both, ignored);
+                        sock->close(ignored);
+                      });
   }
 
-  net::io_context& ioc_;
+  asio::io_context& ioc_;
   tcp::acceptor acceptor_;
   shared_context& ctx_;
   const router& router_;
@@ -584,7 +618,7 @@ tcp::endpoint parse_endpoint(const std::string& address) {
     host = host.substr(1, host.size() - 2);
   if (host.empty() || host == "localhost") host = "127.0.0.1";
   beast::error_code ec;
-  auto addr = net::ip::make_address(host, ec);
+  auto addr = asio::ip::make_address(host, ec);
   if (ec) throw std::runtime_error("invalid listen address: " + address);
   int port = 0;
   try {
@@ -601,11 +635,11 @@ tcp::endpoint parse_endpoint(const std::string& address) {
 struct server::impl {
   impl(int n, server_limits l, auth_inputs a, http_metrics& m)
       : threads(n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-        ioc(threads), work(net::make_work_guard(ioc)), ctx{l, std::move(a), m, ioc} {}
+        ioc(threads), work(asio::make_work_guard(ioc)), ctx{l, std::move(a), m, ioc} {}
 
   int threads;
-  net::io_context ioc;
-  net::executor_work_guard<net::io_context::executor_type> work;
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
   shared_context ctx;
   std::vector<std::shared_ptr<listener>> listeners;
   std::vector<std::thread> pool;
@@ -660,7 +694,7 @@ void collect(chunk_source source, std::shared_ptr<std::string> body,
 
 void server::serve_forwarded(const router& r, actors::forwarded_request in,
                              actors::forwarded_reply reply) {
-  net::post(impl_->ioc, [this, &r, in = std::move(in), reply = std::move(reply)]() mutable {
+  asio::post(impl_->ioc, [this, &r, in = std::move(in), reply = std::move(reply)]() mutable {
     request req;
     req.method = parse_verb(in.method);
     set_target(req, in.target);
@@ -674,10 +708,15 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
     // trusted to have checked it).
     bool too_large =
         req.body.size() > body_limit_of(r, impl_->ctx.limits.body_limit, req.method, req.target);
-    auto ex = std::make_shared<exchange>(std::move(req), [reply](response res) {
+    auto o = std::make_shared<forwarded_origin>(impl_->ctx, req.remote);
+    auto ex = std::make_shared<exchange>(std::move(req), [reply, o](response res) {
       actors::forwarded_response out;
       out.status = res.status;
       if (!res.content_type.empty()) out.headers = {"Content-Type", res.content_type};
+      for (auto& [k, v] : o->headers()) {
+        out.headers.push_back(k);
+        out.headers.push_back(std::move(v));
+      }
       for (auto& [k, v] : res.headers) {
         out.headers.push_back(k);
         out.headers.push_back(std::move(v));
@@ -695,7 +734,6 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
     if (too_large)
       return ex->fail(
           domain::failure::of(domain::errc::payload_too_large, "request body over the limit"));
-    uncharged o;
     dispatch(impl_->ctx, o, ex, m, true);
   });
 }

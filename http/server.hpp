@@ -3,6 +3,7 @@
 #pragma once
 #include "actors/cluster.hpp"
 #include "http/auth.hpp"
+#include "net/trusted_proxies.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -30,6 +31,8 @@ struct server_limits {
   std::size_t max_connections = 4096;
   // One log line per answered request (--access-log; persistence/log.hpp).
   bool access_log = false;
+  // Peers whose X-Forwarded-For names the client (--trusted-proxies).
+  net::trusted_proxies proxies;
 };
 
 // Authentication inputs the session applies to `bearer` routes before their handler.

@@ -79,37 +79,6 @@ constexpr const char* record_columns =
     "resource, resource_id, action, array_to_json(fields)::text, outcome, status, client_ip, "
     "user_agent, request_id, query, array_to_string(ids, ','), sanitized";
 
-// One element of audit_blocks.events: the event as a JSON array, its facts by position
-// (migration 013 names them: the view audit_log), about half the bytes of the object GET
-// /audit-log shows, which is what Postgres parses, compresses and logs.
-void append_stored_event(std::string& out, std::int64_t seq, const domain::audit_record& r,
-                         std::string_view hash) {
-  domain::json_writer w(out);
-  auto optional = [&](const std::optional<std::int64_t>& v) {
-    if (v)
-      w.value(*v);
-    else
-      w.null();
-  };
-  w.begin_array();
-  w.value(seq).value(r.at).value(r.actor_type);
-  optional(r.user_id);
-  w.value(r.role).value(r.actor_ref).value(r.resource);
-  optional(r.resource_id);
-  w.value(r.action);
-  w.begin_array();
-  for (auto& f : r.fields) w.value(f);
-  w.end_array();
-  w.value(r.outcome).value(static_cast<std::int64_t>(r.status)).value(r.client_ip);
-  w.value(r.user_agent).value(r.request_id).value(r.query);
-  w.begin_array();
-  for (auto id : r.ids) w.value(id);
-  w.end_array();
-  w.value(hash);
-  if (r.sanitized) w.value(true); // position 18, absent (false) on nearly every row
-  w.end_array();
-}
-
 std::optional<std::int64_t> optional_int(const pqxx::field& f) {
   if (f.is_null()) return std::nullopt;
   return f.as<std::int64_t>();
@@ -471,7 +440,7 @@ void audit_writer::loop() {
                   ++seq;
                   auto hash = domain::audit_hash(prev, seq, r);
                   if (i > start) events += ',';
-                  append_stored_event(events, seq, r, hash);
+                  domain::append_stored_audit_event(events, seq, r, hash);
                   if (r.resource_id) record_ids.push_back(*r.resource_id);
                   record_ids.insert(record_ids.end(), r.ids.begin(), r.ids.end());
                   first_at = std::min(first_at, r.at);

@@ -169,6 +169,10 @@ void append_keys_sql(sql_text& out, std::int64_t tenant,
                      const std::vector<idempotency_record>& keys) {
   auto& s = out.body();
   auto tid = std::to_string(tenant);
+  // Expired keys go with the next one stored (24 h, as they are answered).
+  if (!keys.empty())
+    s += "DELETE FROM idempotency_keys WHERE tenant_id = " + tid +
+         " AND created_at < now() - interval '24 hours';\n";
   for (auto& k : keys)
     s += "INSERT INTO idempotency_keys (tenant_id, key, request_hash, status, response) VALUES (" +
          tid + "," + out.quote(k.key) + "," + out.quote(k.request_hash) + "," +

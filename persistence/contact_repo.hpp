@@ -21,6 +21,20 @@ struct idempotency_record {
   std::int64_t created_at = 0; // microseconds
 };
 
+// Idempotency keys are kept 24 hours (docs/operations.md "Idempotency keys"), then forgotten in
+// memory and deleted in Postgres.
+inline constexpr std::int64_t idempotency_window_micros = 24LL * 3600 * 1'000'000;
+
+// The keys of `keys` older than the window, removed; at most once an hour (`last`: when it last
+// ran, updated), so a busy tenant does not walk its keys at every write.
+template <class Map>
+void forget_expired_keys(Map& keys, std::int64_t& last, std::int64_t now) {
+  if (now - last < 3600LL * 1'000'000) return;
+  last = now;
+  for (auto it = keys.begin(); it != keys.end();)
+    it = it->second.created_at < now - idempotency_window_micros ? keys.erase(it) : std::next(it);
+}
+
 struct contacts_snapshot {
   std::vector<domain::contact> contacts;
   std::vector<domain::company> companies;

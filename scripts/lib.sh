@@ -18,7 +18,7 @@ CRM_PACKAGES=(
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libhiredis-dev libpqxx-dev libsodium-dev
   libssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 redis-server
-  python3 python3-pytest python3-jsonschema wrk procps iproute2 curl iso-codes
+  python3 python3-pytest python3-jsonschema wrk procps iproute2 curl iso-codes openssl
   clang-14 libclang-rt-14-dev
   help2man lintian systemd prometheus chromium jq haproxy
 )
@@ -115,6 +115,25 @@ crm_build() {
     cmake --preset "$preset" || exit 1
     cmake "${args[@]}"
   )
+}
+
+# ---- test certificates -----------------------------------------------------------------------
+
+# cluster_pki DIR: a CA (DIR/ca.pem) and one certificate signed by it (DIR/node.pem,
+# DIR/node.key), kept when they exist: the TLS certificate the test cluster's HAProxy serves
+# (deploy/haproxy/carecrm.cfg), trusted by the tests' clients through the CA.
+cluster_pki() {
+  local dir=${1:?cluster_pki DIR}
+  [[ -s $dir/node.pem && -s $dir/node.key && -s $dir/ca.pem ]] && return 0
+  mkdir -p "$dir"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${ec[@]}" -keyout "$dir/ca.key" -out "$dir/ca.pem" -days 3650 \
+    -subj /CN=carecrm-cluster-ca >/dev/null 2>&1 || crm_die "cannot make the cluster CA"
+  openssl req "${ec[@]}" -keyout "$dir/node.key" -out "$dir/node.csr" \
+    -subj /CN=carecrm-node >/dev/null 2>&1 || crm_die "cannot make the node key"
+  openssl x509 -req -in "$dir/node.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -out "$dir/node.pem" -days 3650 >/dev/null 2>&1 ||
+    crm_die "cannot sign the node certificate"
 }
 
 # ---- ports -------------------------------------------------------------------------------

@@ -62,6 +62,32 @@ def require_env(name: str) -> str:
     return value
 
 
+_pki_lock = threading.Lock()
+_pki: dict[str, dict] = {}
+
+
+def cluster_pki(name: str = "cluster") -> dict:
+    """A CA and a certificate signed by it (scripts/lib.sh cluster_pki), made once per process
+    for each `name` (another name: another CA), for the TLS the shipped HAProxy terminates.
+    Paths: ca, cert, key, and pem (cert and key in one file, as HAProxy takes them)."""
+    with _pki_lock:
+        if name not in _pki:
+            d = tempfile.mkdtemp(prefix=f"carecrm-pki-{name}-")
+            atexit.register(shutil.rmtree, d, True)
+            lib = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "lib.sh")
+            r = subprocess.run(["bash", "-c", f'source "{lib}" && cluster_pki "{d}"'],
+                               capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            pem = os.path.join(d, "front.pem")
+            with open(pem, "w") as out:
+                for part in ("node.pem", "node.key"):
+                    with open(os.path.join(d, part)) as f:
+                        out.write(f.read())
+            _pki[name] = {"ca": os.path.join(d, "ca.pem"), "cert": os.path.join(d, "node.pem"),
+                          "key": os.path.join(d, "node.key"), "pem": pem}
+        return _pki[name]
+
+
 def carecrm_bin() -> str:
     path = require_env("CARECRM_BIN")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -413,9 +439,17 @@ class Response(NamedTuple):
 class Client:
     """One connection per request (keep-alive is tested separately with raw connections)."""
 
-    def __init__(self, host: str, port: int, timeout: float = 30.0, headers: dict | None = None):
+    def __init__(self, host: str, port: int, timeout: float = 30.0, headers: dict | None = None,
+                 tls_ca: str | None = None):
         self.host, self.port, self.timeout = host, port, timeout
         self.headers = dict(headers or {})
+        # HTTPS to a proxy whose certificate chains to `tls_ca` (its name is not checked: the
+        # test certificates are made for no host name).
+        self.tls = None
+        if tls_ca:
+            import ssl
+            self.tls = ssl.create_default_context(cafile=tls_ca)
+            self.tls.check_hostname = False
 
     def request(self, method: str, path: str, body: Any = None, *, token: str | None = None,
                 headers: dict | None = None, raw: bytes | str | None = None) -> Response:
@@ -430,7 +464,9 @@ class Client:
         if token is not None:
             hdrs["Authorization"] = f"Bearer {token}"
         hdrs.update(headers or {})
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        conn = (http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                            context=self.tls) if self.tls else
+                http.client.HTTPConnection(self.host, self.port, timeout=self.timeout))
         try:
             conn.request(method, path, body=data, headers=hdrs)
             resp = read_response(conn.getresponse())

@@ -2,6 +2,7 @@
 for any tenant (the owner's answer, forwarded over CAF's network layer), each tenant is held by
 exactly one node, a write under a lease the node no longer holds never lands, and a killed
 node's tenants are served by the survivors."""
+import http.client
 import json
 import os
 import pathlib
@@ -20,8 +21,10 @@ DEAD_AFTER = 2.0
 
 
 def node_env(node_id: str, **extra) -> dict:
+    """A member of the cluster, behind the test's HAProxy (127.0.0.1, a trusted proxy)."""
     env = {"CARECRM_NODE_ID": node_id, "CARECRM_CLUSTER_LISTEN": "127.0.0.1:0",
-           "CARECRM_HEARTBEAT_INTERVAL": HEARTBEAT, "CARECRM_DEAD_AFTER": DEAD_AFTER}
+           "CARECRM_HEARTBEAT_INTERVAL": HEARTBEAT, "CARECRM_DEAD_AFTER": DEAD_AFTER,
+           "CARECRM_TRUSTED_PROXIES": "127.0.0.1"}
     env.update(extra)
     return env
 
@@ -321,7 +324,7 @@ def test_a_paused_node_commits_nothing_for_its_old_tenants_and_rejoins(nodes, da
 
 def haproxy(front: str, nodes) -> subprocess.Popen:
     cfg = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "haproxy", "carecrm.cfg")
-    env = dict(os.environ, CARECRM_FRONT=front,
+    env = dict(os.environ, CARECRM_FRONT=front, CARECRM_TLS_PEM=crm.cluster_pki()["pem"],
                **{f"CARECRM_NODE{i + 1}": f"127.0.0.1:{n.port}" for i, n in enumerate(nodes)})
     proc = subprocess.Popen(["haproxy", "-db", "-f", cfg], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -351,9 +354,9 @@ class RetryingWriter(threading.Thread):
     many tries), then read back (a GET, retried the same way). A request that no retry could
     complete within 30 s is a failure the client would see."""
 
-    def __init__(self, host, port, token, tenant_id, name):
+    def __init__(self, host, port, token, tenant_id, name, tls_ca=None):
         super().__init__(daemon=True)
-        self.client = crm.Client(host, port, timeout=10)
+        self.client = crm.Client(host, port, timeout=10, tls_ca=tls_ca)
         self.token, self.tenant_id, self.name = token, tenant_id, name
         self.stop = threading.Event()
         self.acked: list[tuple[str, int]] = []
@@ -404,7 +407,8 @@ def test_a_rolling_restart_behind_haproxy_fails_no_request(nodes, database, cli_
     proxy = haproxy(f"127.0.0.1:{front_port}", nodes)
     writers = []
     try:
-        lb = crm.Client("127.0.0.1", front_port, timeout=10)
+        ca = crm.cluster_pki()["ca"]
+        lb = crm.Client("127.0.0.1", front_port, timeout=10, tls_ca=ca)
         def answers():
             if proxy.poll() is not None:
                 pytest.fail(f"haproxy exited: {proxy.stderr.read().decode()}")
@@ -417,7 +421,7 @@ def test_a_rolling_restart_behind_haproxy_fails_no_request(nodes, database, cli_
             t = crm.create_tenant(cli_env)
             token = crm.login(lb, t.admin_email, t.admin_password)["access_token"]
             writers.append(RetryingWriter("127.0.0.1", front_port, token, t.tenant_id,
-                                          f"w{k}-{crm.unique('r')}"))
+                                          f"w{k}-{crm.unique('r')}", tls_ca=ca))
         for w in writers:
             w.start()
         wait_for("every writer has acknowledged writes",
@@ -527,3 +531,65 @@ def test_a_revocation_made_while_redis_was_down_reaches_every_node(pg_dsn, tmp_p
             if r is not None:
                 r.stop()
         db.drop()
+
+
+def test_requests_are_charged_once_where_their_tenant_runs(database, redis_url, cli_env):
+    """In a cluster the node that runs a request charges it: a user's requests through two
+    nodes share the owner's bucket (6 a minute here), and the answers carry its headers."""
+    pair = [crm.start_server(database.url, redis_url,
+                             node_env(f"limited-{i}", CARECRM_RATE_LIMIT_USER="6"),
+                             label=f"carecrm[limited-{i}]") for i in range(2)]
+    try:
+        t = crm.create_tenant(cli_env)
+        a, b = pair[0].client(), pair[1].client()
+        token = crm.login(a, t.admin_email, t.admin_password)["access_token"]
+        statuses = []
+        for i in range(8):
+            r = (a if i % 2 == 0 else b).get("/api/v1/auth/me", token=token)
+            statuses.append(r.status)
+            if r.status == 200:
+                assert r.header("RateLimit"), r.describe()
+        assert statuses.count(200) == 6 and statuses[-2:] == [429, 429], statuses
+    finally:
+        for n in pair:
+            n.stop(check=True)
+            n.cleanup()
+
+
+def test_the_shipped_proxy_speaks_tls_and_passes_only_its_own_client_address(nodes, database,
+                                                                            cli_env):
+    """Clients reach the nodes over HTTPS; what a client writes in X-Forwarded-For is dropped,
+    so the audit trail records the address the proxy saw, not one the client chose."""
+    wait_for("three live members", lambda: members_live(database, 3))
+    front_port = crm.free_port()
+    proxy = haproxy(f"127.0.0.1:{front_port}", nodes)
+    try:
+        lb = crm.Client("127.0.0.1", front_port, timeout=10, tls_ca=crm.cluster_pki()["ca"])
+        wait_for("haproxy answers over TLS", lambda: _answers(lb), 10)
+        # Plain HTTP on the TLS port gets no answer from carecrm.
+        plain = crm.Client("127.0.0.1", front_port, timeout=5)
+        try:
+            assert plain.get("/healthz").status != 200
+        except (OSError, http.client.HTTPException):
+            pass
+        t = crm.create_tenant(cli_env)
+        token = crm.login(lb, t.admin_email, t.admin_password)["access_token"]
+        c = crm.create_contact(lb, token, first_name="Behind")
+        r = lb.get(crm.contact_url(c["id"]), token=token,
+                   headers={"X-Forwarded-For": "203.0.113.66"})
+        assert r.status == 200, r.describe()
+        assert r.header("Strict-Transport-Security"), r.describe()
+        rows = wait_for("the read is in the trail", lambda: crm.sql_rows(database, (
+            f"SELECT client_ip FROM audit_log WHERE tenant_id = {t.tenant_id} AND "
+            f"resource = 'contact' AND resource_id = {c['id']} AND action = 'read'")))
+        assert [x["client_ip"] for x in rows] == ["127.0.0.1"], rows
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+
+
+def _answers(client) -> bool:
+    try:
+        return client.get("/healthz").status == 200
+    except OSError:
+        return False

@@ -49,9 +49,10 @@ def routes_in_the_source() -> set[tuple[str, str]]:
         text = f.read_text()
         # Paths built from a named prefix: const std::string base = "/api/v1/...";
         names = dict(re.findall(r'const std::string (\w+) = "([^"]+)";', text))
-        calls = list(re.finditer(r"r\.add\(\s*\{\s*(?:\.method\s*=\s*)?verb::(\w+),\s*"
+        # r.add({verb::get, "/path", ...}) or r.add(wrapper({verb::get, "/path", ...})).
+        calls = list(re.finditer(r"r\.add\(\s*(?:\w+\(\s*)?\{\s*(?:\.method\s*=\s*)?verb::(\w+),\s*"
                                  r'(?:\.path\s*=\s*)?((?:\w+\s*\+\s*)?"[^"]*"|\w+)', text))
-        starts = re.findall(r"r\.add\(\s*\{\s*(?:\.method|verb::)", text)
+        starts = re.findall(r"r\.add\(\s*(?:\w+\(\s*)?\{\s*(?:\.method|verb::)", text)
         assert len(calls) == len(starts), f"{f.name}: an r.add this test cannot read"
         # A route built field by field, then added: rt.method = verb::get; rt.path = "...";
         fields = re.findall(r'(\w+)\.method = verb::(\w+);\s*\1\.path = "([^"]+)";', text)

@@ -61,3 +61,109 @@ def test_numbers_read_back_exactly_as_written(client, admin_token):
                                custom_fields={field["name"]: n})
         got = crm.get_contact(client, admin_token, c["id"])["custom_fields"][field["name"]]
         assert got == n and repr(got) == repr(n), (n, got)
+# ---- item 5: the client address behind a proxy -------------------------------------------------
+
+
+def test_x_forwarded_for_is_ignored_unless_the_peer_is_a_trusted_proxy(client, cli_env):
+    """Without --trusted-proxies (the default) a client cannot choose the address its audit rows
+    and rate limits are charged to."""
+    s = crm.tenant_session(client, cli_env)
+    c = crm.create_contact(client, s.admin, first_name="Direct")
+    client.get(crm.contact_url(c["id"]), token=s.admin,
+               headers={"X-Forwarded-For": "203.0.113.50"})
+    rows = crm.assert_json_response(client.get(crm.with_query(
+        "/api/v1/audit-log", {"resource": "contact", "resource_id": c["id"], "action": "read"}),
+        token=s.admin), 200)["items"]
+    assert rows and rows[0]["client_ip"] == "127.0.0.1", rows
+
+
+def test_behind_a_trusted_proxy_the_client_is_who_the_proxy_says(database, redis_url, migrated,
+                                                                cli_env):
+    server = crm.start_server(database.url, redis_url,
+                              {"CARECRM_TRUSTED_PROXIES": "127.0.0.0/8, ::1",
+                               "CARECRM_RATE_LIMIT_LOGIN": "3"}, label="behind-proxy")
+    try:
+        client = server.client()
+        s = crm.tenant_session(client, cli_env)
+        c = crm.create_contact(client, s.admin, first_name="Proxied")
+        # The proxy appends what it saw; what the client itself sent before it is not believed.
+        client.get(crm.contact_url(c["id"]), token=s.admin,
+                   headers={"X-Forwarded-For": "198.51.100.7, 203.0.113.9"})
+        rows = crm.assert_json_response(client.get(crm.with_query(
+            "/api/v1/audit-log", {"resource": "contact", "resource_id": c["id"],
+                                  "action": "read"}), token=s.admin), 200)["items"]
+        assert rows and rows[0]["client_ip"] == "203.0.113.9", rows
+        # Each client behind the proxy has its own sign-in bucket (3 a minute here).
+        def attempts(addr):
+            return [client.post("/api/v1/auth/login", {"email": crm.unique_email("x"),
+                                                       "password": "y" * 12},
+                                headers={"X-Forwarded-For": addr}).status for _ in range(4)]
+        assert attempts("192.0.2.1") == [401, 401, 401, 429]
+        assert attempts("192.0.2.2")[0] == 401
+    finally:
+        server.stop(check=True)
+        server.cleanup()
+
+
+def test_a_bad_trusted_proxies_setting_is_refused_at_start(database, redis_url, migrated):
+    env = crm.server_env(database.url, redis_url, {"CARECRM_TRUSTED_PROXIES": "10.0.0.0/33"})
+    r = subprocess.run([crm.carecrm_bin(), "serve"], env=env, capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "trusted-proxies" in r.stderr, r.stderr
+
+
+# ---- knowledge documents are bounded ----------------------------------------------------------
+
+
+def test_knowledge_documents_are_bounded_per_agent_with_a_clear_409(client, admin_token):
+    agent = crm.create_agent(client, admin_token)
+    url = f"/api/v1/ai/agents/{agent['id']}/knowledge"
+    ids = []
+    for i in range(500):
+        body = crm.assert_json_response(client.post(url, {"title": f"Doc {i}", "text": f"Fact {i}."},
+                                                    token=admin_token), 201)
+        ids.append(body["id"])
+    resp = client.post(url, {"title": "One more", "text": "Too many."}, token=admin_token)
+    crm.assert_error(resp, 409, "CONFLICT")
+    assert "500" in resp.json["detail"], resp.describe()
+    # Replacing one is allowed; after a delete, a new one fits again.
+    crm.assert_json_response(client.put(f"{url}/{ids[0]}", {"title": "Doc 0", "text": "New."},
+                                        token=admin_token), 200)
+    assert client.delete(f"{url}/{ids[1]}", token=admin_token).status == 204
+    crm.assert_json_response(client.post(url, {"title": "Fits", "text": "Again."},
+                                         token=admin_token), 201)
+
+
+# ---- idempotency keys expire and a request that changed nothing stores none ---------------
+
+
+def test_a_bulk_that_created_nothing_stores_no_answer_for_its_key(client, admin_token, database):
+    key = "bulk-" + crm.unique("k")
+    bad = {"contacts": [{"first_name": ""}, {"email": "not-an-email"}]}
+    first = client.post("/api/v1/contacts/bulk", bad, token=admin_token,
+                        headers={"Idempotency-Key": key})
+    assert first.status == 200 and all("errors" in r for r in first.json["results"]), \
+        first.describe()
+    assert database.query(f"SELECT count(*) FROM idempotency_keys WHERE key = '{key}'").strip() \
+        == "0"
+    # Corrected and sent again with the same key: a new request, not the refusal replayed.
+    fixed = {"contacts": [{"first_name": "Ana"}, {"first_name": "Bia"}]}
+    again = client.post("/api/v1/contacts/bulk", fixed, token=admin_token,
+                        headers={"Idempotency-Key": key})
+    assert again.status == 200 and all("id" in r for r in again.json["results"]), \
+        again.describe()
+
+
+def test_idempotency_keys_older_than_a_day_are_deleted(client, admin_token, database):
+    old = "old-" + crm.unique("k")
+    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "Old"},
+                                         token=admin_token, headers={"Idempotency-Key": old}),
+                             201)
+    database.query(f"UPDATE idempotency_keys SET created_at = now() - interval '25 hours' "
+                   f"WHERE key = '{old}'")
+    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "New"},
+                                         token=admin_token,
+                                         headers={"Idempotency-Key": "new-" + crm.unique("k")}),
+                             201)
+    assert crm.eventually(lambda: database.query(
+        f"SELECT count(*) FROM idempotency_keys WHERE key = '{old}'").strip() == "0", 5)

@@ -43,8 +43,8 @@ TEST(ParseJson, BoostsOwnParserMissesOneOfThem) {
   // Why this parser exists: were Boost's exact, this test would say so and it could go.
   int missed = 0;
   for (auto& [text, expected] : numbers)
-    missed += !same_bits(boost::json::parse(std::string("[") + text + "]").as_array()[0].as_double(),
-                         expected);
+    missed += !same_bits(
+        boost::json::parse(std::string("[") + text + "]").as_array()[0].as_double(), expected);
   EXPECT_GT(missed, 0);
 }
 
