@@ -88,6 +88,21 @@ def cluster_pki(name: str = "cluster") -> dict:
         return _pki[name]
 
 
+def audit_rows(client: "Client", token: str, **params) -> list[dict]:
+    """GET /api/v1/audit-log with `params` (200 required): its items, newest first."""
+    body = assert_json_response(client.get(with_query("/api/v1/audit-log", params), token=token),
+                                200)
+    return body["items"]
+
+
+def audit_verify(env: dict, tenant_id) -> tuple[int, dict]:
+    """`carecrm audit verify --tenant N`: its exit code and its JSON."""
+    r = subprocess.run([carecrm_bin(), "audit", "verify", "--tenant", str(tenant_id)], env=env,
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert not sanitizer_findings(r.stderr), r.stderr
+    return r.returncode, _json.loads(r.stdout.strip())
+
+
 def carecrm_bin() -> str:
     path = require_env("CARECRM_BIN")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):

@@ -19,9 +19,7 @@ UA = "audit-test-agent/1.0"
 MIGRATIONS = pathlib.Path(__file__).resolve().parents[2] / "persistence" / "migrations"
 
 
-def audit_rows(client, token, **params) -> list[dict]:
-    body = crm.assert_json_response(client.get(crm.with_query(AUDIT, params), token=token), 200)
-    return body["items"]
+audit_rows = crm.audit_rows
 
 
 @contextlib.contextmanager
@@ -45,12 +43,7 @@ def ok_soon(call, timeout: float = 10.0):
     return resp
 
 
-def verify(cli_env, tenant_id) -> tuple[int, dict]:
-    r = subprocess.run([crm.carecrm_bin(), "audit", "verify", "--tenant", str(tenant_id)],
-                       env=cli_env, capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
-    assert not crm.sanitizer_findings(r.stderr), r.stderr
-    return r.returncode, json.loads(r.stdout.strip())
+verify = crm.audit_verify
 
 
 def test_a_read_of_a_contact_records_who_what_when_and_where(client, sess):

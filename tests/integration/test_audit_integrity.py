@@ -19,17 +19,10 @@ import crm
 AUDIT = "/api/v1/audit-log"
 
 
-def audit_rows(client, token, **params) -> list[dict]:
-    body = crm.assert_json_response(client.get(crm.with_query(AUDIT, params), token=token), 200)
-    return body["items"]
+audit_rows = crm.audit_rows
 
 
-def verify(cli_env, tenant_id) -> tuple[int, dict]:
-    r = subprocess.run([crm.carecrm_bin(), "audit", "verify", "--tenant", str(tenant_id)],
-                       env=cli_env, capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
-    assert not crm.sanitizer_findings(r.stderr), r.stderr
-    return r.returncode, json.loads(r.stdout.strip())
+verify = crm.audit_verify
 
 
 def metrics(server) -> dict:
