@@ -238,8 +238,8 @@ struct webhook_credentials {
 // (which, when sent, is the only one checked: its timestamp must be fresh). A workflow without
 // a secret admits nobody: a webhook workflow always has one (ensure_webhook_secret).
 std::optional<std::string_view> webhook_refusal(const std::optional<std::string>& secret,
-                                                const webhook_credentials& c,
-                                                std::string_view body, std::int64_t now);
+                                                const webhook_credentials& c, std::string_view body,
+                                                std::int64_t now);
 // The refusal an unauthenticated caller gets for a wrong secret and for a workflow that does not
 // exist alike (ids are sequential: the answer must not tell which exist).
 inline constexpr std::string_view webhook_refused = "missing or wrong webhook secret or signature";
