@@ -8,7 +8,6 @@ import json
 import pathlib
 import subprocess
 import threading
-import time
 
 import pytest
 
@@ -34,6 +33,15 @@ def own_server(database, redis_url, cli_env, overrides: dict, label: str, first_
     finally:
         server.stop(check=True)
         server.cleanup()
+
+
+def wait_for_sign_in(database, s) -> None:
+    """Until the writer's flush has written the session's sign-in (and claimed, with it, the
+    tenant's change rows pending by then)."""
+    signed_in = crm.eventually(lambda: database.query(
+        f"SELECT count(*) FROM audit_log WHERE tenant_id = {s.tenant.tenant_id}"
+        " AND action = 'login'").strip() == "1", timeout=10)
+    assert signed_in, "the sign-in was not written by the writer's flush"
 
 
 def ok_soon(call, timeout: float = 10.0):
@@ -109,8 +117,8 @@ def test_a_change_row_reaches_its_chain_with_nobody_asking(database, redis_url, 
     GET /audit-log asks for it."""
     with own_server(database, redis_url, cli_env, {}, "audit-chain-sweep", "First") as (
             _, client, s, _first):
-        # Once the sign-ins' flushes are written, no read of this tenant brings the row along.
-        time.sleep(0.5)
+        # Once the sign-in's flush is written, no read of this tenant brings the row along.
+        wait_for_sign_in(database, s)
         c = crm.create_contact(client, s.admin, first_name="Chained")
         chained = crm.eventually(lambda: database.query(
             f"SELECT count(*) FROM audit_log WHERE resource = 'contact'"
@@ -127,9 +135,9 @@ def test_the_log_waits_for_a_claim_under_way_elsewhere(database, redis_url, migr
     the flush waits for that claim instead of skipping the row."""
     with own_server(database, redis_url, cli_env, {"CARECRM_AUDIT_CHAIN_INTERVAL": "60"},
                     "audit-chain-60", "First") as (_, client, s, _first):
-        # The writer's flushes of this tenant's sign-ins claim its pending rows with them: once
-        # they are written, a change with no read after it stays pending for the minute.
-        time.sleep(0.5)
+        # The writer's flush of this tenant's sign-in claims its pending rows with it: once that
+        # is written, a change with no read after it stays pending for the minute.
+        wait_for_sign_in(database, s)
         c = crm.create_contact(client, s.admin, first_name="Claimed")
         row = (f"SELECT id FROM audit_pending WHERE resource = 'contact'"
                f" AND resource_id = {c['id']}")
