@@ -76,8 +76,6 @@ constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;
 constexpr int id_block = 512;
 constexpr std::size_t max_batch = 2000;
-// What sealed custom-field values are bound to (domain/secret_keys.hpp), with the tenant.
-constexpr std::string_view sensitive_purpose = "contact.custom_field";
 constexpr std::int64_t idempotency_window = persistence::idempotency_window_micros;
 
 struct batch {
@@ -497,7 +495,9 @@ const domain::contact& shown(const contacts_state& st, const domain::contact& c,
     std::vector<std::string> opened;
     copy.custom_fields = domain::open_custom_values(
         c.custom_fields, st.sensitive,
-        [&](std::string_view sealed) { return st.data_key->open(sensitive_purpose, sealed); },
+        [&](std::string_view key, std::string_view sealed) {
+          return st.data_key->open(persistence::sealed::contact_field(c.id, key), sealed);
+        },
         opened);
     for (auto& k : opened) {
       auto name = "custom_fields." + k;
@@ -749,9 +749,11 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
       return out;
     }
     if (auto sealed =
-            domain::seal_custom_values(c.custom_fields, st.sensitive, [&](std::string_view v) {
-              return st.data_key->seal(sensitive_purpose, v);
-            }))
+            domain::seal_custom_values(c.custom_fields, st.sensitive,
+                                       [&](std::string_view key, std::string_view v) {
+                                         return st.data_key->seal(
+                                             persistence::sealed::contact_field(c.id, key), v);
+                                       }))
       c.custom_fields = std::move(*sealed);
   }
   return out;

@@ -320,10 +320,10 @@ bool may_hold_sealed(std::string_view custom_fields) {
 
 std::optional<std::string>
 seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
-                   const std::function<std::string(std::string_view)>& seal) {
-  return rewrite(text, keys, [&](const std::string&, boost::json::value& m) {
+                   const std::function<std::string(std::string_view, std::string_view)>& seal) {
+  return rewrite(text, keys, [&](const std::string& k, boost::json::value& m) {
     if (sealed_text(m)) return edit::none;
-    m = boost::json::object{{sealed_key, seal(boost::json::serialize(m))}};
+    m = boost::json::object{{sealed_key, seal(k, boost::json::serialize(m))}};
     return edit::changed;
   });
 }
@@ -345,15 +345,15 @@ std::string mask_custom_values(std::string_view text, const std::vector<std::str
   return out ? std::move(*out) : std::string(text);
 }
 
-std::string
-open_custom_values(std::string_view text, const std::vector<std::string>& keys,
-                   const std::function<std::optional<std::string>(std::string_view)>& open,
-                   std::vector<std::string>& opened) {
+std::string open_custom_values(
+    std::string_view text, const std::vector<std::string>& keys,
+    const std::function<std::optional<std::string>(std::string_view, std::string_view)>& open,
+    std::vector<std::string>& opened) {
   auto out = rewrite(text, keys, [&](const std::string& k, boost::json::value& m) {
     auto* sealed = sealed_text(m);
     if (!sealed) return edit::none;
     boost::json::error_code ec;
-    auto plain = open(std::string_view(sealed->data(), sealed->size()));
+    auto plain = open(k, std::string_view(sealed->data(), sealed->size()));
     auto value = plain ? crm::domain::parse_json(*plain, ec) : boost::json::value();
     if (!plain || ec) {
       m = boost::json::string(masked_value);
@@ -364,6 +364,26 @@ open_custom_values(std::string_view text, const std::vector<std::string>& keys,
     return edit::changed;
   });
   return out ? std::move(*out) : std::string(text);
+}
+
+std::optional<std::string> reseal_custom_values(
+    std::string_view text,
+    const std::function<std::optional<std::string>(std::string_view, std::string_view)>& reseal) {
+  if (!may_hold_sealed(text)) return std::nullopt;
+  boost::json::error_code ec;
+  auto v = crm::domain::parse_json(text, ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  bool changed = false;
+  for (auto& kv : v.as_object()) {
+    auto* sealed = sealed_text(kv.value());
+    if (!sealed) continue;
+    auto again = reseal(kv.key(), std::string_view(sealed->data(), sealed->size()));
+    if (!again) continue;
+    kv.value() = boost::json::object{{sealed_key, *again}};
+    changed = true;
+  }
+  if (!changed) return std::nullopt;
+  return boost::json::serialize(v);
 }
 
 } // namespace crm::domain

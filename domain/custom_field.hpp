@@ -77,23 +77,29 @@ struct field_definitions {
 inline constexpr std::string_view masked_value = "***";
 // A cheap test before any parsing: could the text hold a sealed value at all?
 bool may_hold_sealed(std::string_view custom_fields);
-// The text with the plain values of `keys` sealed (`seal` gets each value's JSON text);
-// nothing when no value needed it.
+// The text with the plain values of `keys` sealed (`seal` gets each value's key and JSON text,
+// so that it can bind the sealed value to its field); nothing when no value needed it.
 std::optional<std::string>
 seal_custom_values(std::string_view text, const std::vector<std::string>& keys,
-                   const std::function<std::string(std::string_view)>& seal);
+                   const std::function<std::string(std::string_view, std::string_view)>& seal);
 // The patch without the members of `keys` whose value is the mask "***" (written back by a
 // client that was shown it); nothing when it holds none.
 std::optional<std::string> drop_masked_values(std::string_view patch,
                                               const std::vector<std::string>& keys);
 // The text with each sealed value of `keys` replaced by "***".
 std::string mask_custom_values(std::string_view text, const std::vector<std::string>& keys);
-// The text with each sealed value of `keys` opened (`open` answers its JSON text, or nothing
-// when it does not open: then it stays masked); `opened` gets the names of those disclosed.
-std::string
-open_custom_values(std::string_view text, const std::vector<std::string>& keys,
-                   const std::function<std::optional<std::string>(std::string_view)>& open,
-                   std::vector<std::string>& opened);
+// The text with each sealed value of `keys` opened (`open` gets its key and sealed text and
+// answers its JSON text, or nothing when it does not open: then it stays masked); `opened` gets
+// the names of those disclosed.
+std::string open_custom_values(
+    std::string_view text, const std::vector<std::string>& keys,
+    const std::function<std::optional<std::string>(std::string_view, std::string_view)>& open,
+    std::vector<std::string>& opened);
+// The text with each sealed value, whatever its key, replaced by `reseal(key, sealed text)`
+// (nothing: left as it is); nothing when no value changed.
+std::optional<std::string> reseal_custom_values(
+    std::string_view text,
+    const std::function<std::optional<std::string>(std::string_view, std::string_view)>& reseal);
 
 // Checks a JSON object text of custom values against the definitions of `entity`:
 // - every key of `written` that names an inactive field → value_error;

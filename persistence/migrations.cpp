@@ -2,6 +2,7 @@
 
 #include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
+#include "persistence/secrets_repo.hpp"
 
 #include <pqxx/pqxx>
 
@@ -11,7 +12,13 @@
 namespace crm::persistence {
 
 namespace {
-constexpr int signed_heads_version = 16; // 016_audit_signed_heads.sql
+constexpr int signed_heads_version = 16;  // 016_audit_signed_heads.sql
+constexpr int bound_values_version = 17;  // 017_bound_sensitive_values.sql
+
+[[noreturn]] void needs_keys(const char* name, const char* what) {
+  throw std::runtime_error("migration " + std::string(name) + " " + what +
+                           ": --secret-keys is needed");
+}
 } // namespace
 
 int apply_migrations(const std::string& database_url, const domain::secret_keys* keys) {
@@ -41,8 +48,15 @@ int apply_migrations(const std::string& database_url, const domain::secret_keys*
         else if (!tx.exec("SELECT 1 FROM audit_heads UNION ALL SELECT 1 FROM audit_pruned "
                           "LIMIT 1")
                       .empty())
-          throw std::runtime_error("migration " + std::string(m.name) +
-                                   " signs the audit trail's heads: --secret-keys is needed");
+          needs_keys(m.name, "signs the audit trail's heads");
+      }
+      if (version == bound_values_version) {
+        if (keys) {
+          if (auto n = bind_sensitive_values(tx, *keys))
+            log_info("migration {}: the sensitive values of {} contacts bound to them", m.name, n);
+        } else if (!tx.exec("SELECT 1 FROM tenant_data_keys LIMIT 1").empty()) {
+          needs_keys(m.name, "binds sensitive values to their contact and field");
+        }
       }
       tx.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version,
                      std::string(m.name));

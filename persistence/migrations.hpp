@@ -18,8 +18,9 @@ struct migration_source {
 const std::vector<migration_source>& embedded_migrations();
 
 // Applies every migration not yet recorded; returns how many were applied. Throws on failure.
-// Migration 016 signs the audit heads stored before it with `keys` (in its own transaction),
-// so it is refused without them when there are some.
+// Migration 016 signs the audit heads stored before it with `keys`, and 017 seals sensitive
+// values again bound to their contact and field (each in its own transaction): each is refused
+// without keys when there is something for it to do.
 int apply_migrations(const std::string& database_url, const domain::secret_keys* keys);
 
 } // namespace crm::persistence

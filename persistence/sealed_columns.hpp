@@ -6,6 +6,7 @@
 
 #include <boost/json/object.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,18 @@ inline constexpr std::string_view http_header = "workflow.http_header";
 inline constexpr std::string_view subscription_secret = "webhook_subscription.secret";
 // ai_agents.api_key.
 inline constexpr std::string_view agent_api_key = "ai_agent.api_key";
+// contacts.custom_fields: the values of sensitive fields, sealed with the tenant's data key and
+// bound to their contact and field (a value copied to another record or field does not open).
+inline std::string contact_field(std::int64_t contact_id, std::string_view field) {
+  std::string out = "contact.custom_field.";
+  out += std::to_string(contact_id);
+  out += '.';
+  out += field;
+  return out;
+}
+// What they were bound to before migration 017 (the tenant's data key only): read by that
+// migration, which seals them again bound.
+inline constexpr std::string_view legacy_contact_field = "contact.custom_field";
 // tenant_data_keys.data_key: the key sealing the tenant's sensitive values (domain::data_key).
 inline constexpr std::string_view tenant_data_key = "tenant.data_key";
 

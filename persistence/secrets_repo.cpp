@@ -2,6 +2,7 @@
 // to do to each value given as a function.
 #include "persistence/secrets_repo.hpp"
 
+#include "domain/custom_field.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/workflow.hpp"
@@ -9,11 +10,13 @@
 #include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
+#include <sodium.h>
 #include <pqxx/pqxx>
 
 #include <functional>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 namespace json = boost::json;
 
@@ -235,6 +238,43 @@ std::vector<std::string> prepare_secrets(pg_conn& c) {
     for (auto& [key, n] : *m)
       if (!c.keys().has(key)) missing.insert(key);
   return {missing.begin(), missing.end()};
+}
+
+std::optional<std::string> bind_legacy_values(const domain::data_key& key,
+                                              std::int64_t contact_id,
+                                              std::string_view custom_fields) {
+  return domain::reseal_custom_values(
+      custom_fields,
+      [&](std::string_view field, std::string_view stored) -> std::optional<std::string> {
+        auto plain = key.open(sealed::legacy_contact_field, stored);
+        if (!plain) return std::nullopt; // bound already, or not this key's: left
+        auto bound = key.seal(sealed::contact_field(contact_id, field), *plain);
+        sodium_memzero(plain->data(), plain->size());
+        return bound;
+      });
+}
+
+std::int64_t bind_sensitive_values(pqxx::transaction_base& tx, const domain::secret_keys& keys) {
+  std::int64_t rebound = 0;
+  for (const auto& k : tx.exec("SELECT tenant_id, data_key FROM tenant_data_keys")) {
+    auto tenant = k[0].as<std::int64_t>();
+    auto key = domain::data_key::from_bytes(
+        keys.open(sealed::tenant_data_key, tenant, k[1].as<std::string>()));
+    if (!key)
+      throw std::runtime_error("tenant " + std::to_string(tenant) + "'s data key does not open");
+    auto rows = tx.exec_params("SELECT id, custom_fields::text FROM contacts WHERE tenant_id = $1"
+                               " AND custom_fields::text LIKE '%\"$sealed\"%' FOR UPDATE",
+                               tenant);
+    for (const auto& r : rows) {
+      auto id = r[0].as<std::int64_t>();
+      auto text = bind_legacy_values(*key, id, r[1].c_str());
+      if (!text) continue;
+      tx.exec_params("UPDATE contacts SET custom_fields = $3::jsonb WHERE tenant_id = $1 AND id = $2",
+                     tenant, id, *text);
+      ++rebound;
+    }
+  }
+  return rebound;
 }
 
 } // namespace crm::persistence

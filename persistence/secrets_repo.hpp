@@ -7,8 +7,18 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+namespace pqxx {
+class transaction_base;
+}
+namespace crm::domain {
+class secret_keys;
+class data_key;
+} // namespace crm::domain
 
 namespace crm::persistence {
 
@@ -35,5 +45,15 @@ reseal_result reseal_secrets(pg_conn& c, bool only_plaintext);
 // advisory lock, so one node of several does it), then checks that every key a stored secret
 // names is configured; returns the ids that are not (a server should not start without them).
 std::vector<std::string> prepare_secrets(pg_conn& c);
+
+// Migration 017, in its transaction: seals again every sensitive contact value sealed before
+// values were bound to their contact and field (sealed::legacy_contact_field), bound now.
+// Answers how many contacts changed; throws when a tenant's data key does not open.
+std::int64_t bind_sensitive_values(pqxx::transaction_base& tx, const domain::secret_keys& keys);
+// One contact's custom_fields with its values sealed before binding sealed again, bound;
+// nothing when it holds none.
+std::optional<std::string> bind_legacy_values(const domain::data_key& key,
+                                              std::int64_t contact_id,
+                                              std::string_view custom_fields);
 
 } // namespace crm::persistence

@@ -123,7 +123,10 @@ std::optional<std::string> export_contact(pg_conn& c, std::int64_t tenant_id,
   std::vector<std::string> opened;
   auto text = domain::open_custom_values(
       boost::json::serialize(*custom), names,
-      [&](std::string_view sealed) { return key->open("contact.custom_field", sealed); }, opened);
+      [&](std::string_view field, std::string_view sealed) {
+        return key->open(sealed::contact_field(contact_id, field), sealed);
+      },
+      opened);
   contact->as_object()["custom_fields"] = crm::domain::parse_json(text);
   return boost::json::serialize(v);
 }

@@ -105,3 +105,35 @@ def test_sealed_values_open_after_a_restart_and_in_the_subject_export(
     finally:
         other.stop(check=True)
         other.cleanup()
+
+
+def test_a_sealed_value_copied_to_another_contact_or_field_does_not_open_there(
+        client, sess, diagnosis, database, redis_url):
+    """Each sealed value is bound to its contact and field: someone who can write the database
+    cannot copy a patient's value into a record or field they are shown and read it there."""
+    other_field = crm.field_name("dy")
+    crm.create_field(client, sess.admin, "contact", name=other_field, field_type="text",
+                     sensitive=True)
+    value = "hiv-" + secrets.token_hex(5)
+    source = crm.create_contact(client, sess.admin, first_name="Source",
+                                custom_fields={diagnosis: value})
+    target = crm.create_contact(client, sess.admin, first_name="Target",
+                                custom_fields={diagnosis: "flu"})
+    database.query(f"UPDATE contacts t SET custom_fields = t.custom_fields || jsonb_build_object("
+                   f"'{diagnosis}', s.custom_fields->'{diagnosis}') FROM contacts s "
+                   f"WHERE s.id = {source['id']} AND t.id = {target['id']};"
+                   f"UPDATE contacts SET custom_fields = custom_fields || jsonb_build_object("
+                   f"'{other_field}', custom_fields->'{diagnosis}') WHERE id = {source['id']}")
+    fresh = crm.start_server(database.url, redis_url, {}, label="sensitive-3")
+    try:
+        c = fresh.client()
+        got = crm.get_contact(c, sess.admin, target["id"])["custom_fields"]
+        assert got[diagnosis] == "***", got
+        got = crm.get_contact(c, sess.admin, source["id"])["custom_fields"]
+        assert (got[diagnosis], got[other_field]) == (value, "***"), got
+        doc = crm.assert_json_response(c.get(f"{crm.contact_url(target['id'])}/export",
+                                             token=sess.admin), 200)
+        assert doc["contact"]["custom_fields"][diagnosis] == "***", doc["contact"]
+    finally:
+        fresh.stop(check=True)
+        fresh.cleanup()
