@@ -217,7 +217,8 @@ int serve(config::settings cfg) {
                     {cfg.metrics_token, cfg.metrics_require_token, cfg.metrics_hosts},
                     &rates,
                     &auditor,
-                    placement.get()},
+                    placement.get(),
+                    &pool},
                    metrics);
   auto api_at = srv.listen(cfg.listen, api);
   auto ops_at = srv.listen(cfg.metrics_listen, ops);

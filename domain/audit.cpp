@@ -25,6 +25,7 @@ std::string_view to_string(audit_actor a) {
   case audit_actor::agent: return "agent";
   case audit_actor::system: return "system";
   case audit_actor::anonymous: return "anonymous";
+  case audit_actor::api_key: return "api_key";
   }
   return "system";
 }

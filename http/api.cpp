@@ -11,7 +11,7 @@
 #include "actors/runtime.hpp"
 #include "http/json.hpp"
 #include "http/metrics.hpp"
-#include "http/webhook_gate.hpp"
+#include "http/secret_gate.hpp"
 #include "persistence/pg_pool.hpp"
 
 namespace crm::http {
@@ -21,6 +21,7 @@ router make_api_router(services& s) {
   add_health_routes(r, s);
   add_auth_routes(r, s);
   add_user_routes(r, s);
+  add_api_key_routes(r, s);
   add_contact_routes(r, s);
   add_company_routes(r, s);
   add_field_routes(r, s);
@@ -52,7 +53,7 @@ router make_ops_router(services& s) {
            res.content_type = "text/plain; version=0.0.4";
            s.metrics.write(res.body);
            actors::write_actor_metrics(res.body);
-           webhook_gate::write_metrics(res.body);
+           secret_gate::write_metrics(res.body);
            res.body += "# HELP carecrm_db_queue_depth Database jobs waiting for a connection.\n"
                        "# TYPE carecrm_db_queue_depth gauge\ncarecrm_db_queue_depth " +
                        std::to_string(s.pool.queue_depth()) +

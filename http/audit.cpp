@@ -38,6 +38,9 @@ const std::vector<table_row>& table() {
       {verb::post, "/api/v1/auth/refresh", rule(m::security, "session", "refresh", "")},
       {verb::post, "/api/v1/auth/logout", rule(m::security, "session", "logout", "")},
       {verb::get, "/api/v1/auth/me", rule(m::none, "session", "me", "")},
+      // API keys: created and revoked as security events of the tenant.
+      {verb::post, "/api/v1/api-keys", rule(m::change, "api_key", "create", "")},
+      {verb::del, "/api/v1/api-keys/{id}", rule(m::change, "api_key", "revoke")},
       // Contacts and their tags, consents, deals, exports.
       {verb::get, "/api/v1/contacts", rule(m::list, "contact", "list", "", "items")},
       {verb::post, "/api/v1/contacts", rule(m::change_in_tx, "contact", "create", "")},
@@ -203,7 +206,11 @@ void auditor::write_metrics(std::string& out) {
 
 domain::audit_context_ptr audit_context_of(const exchange& ex, bool signed_in) {
   auto ctx = std::make_shared<domain::audit_context>();
-  if (signed_in) {
+  if (signed_in && ex.who.api_key_id != 0) {
+    ctx->actor = domain::audit_actor::api_key;
+    ctx->role = std::string(domain::to_string(ex.who.role));
+    ctx->actor_ref = "api_key:" + std::to_string(ex.who.api_key_id);
+  } else if (signed_in) {
     ctx->actor = domain::audit_actor::user;
     ctx->user_id = ex.who.user_id;
     ctx->role = std::string(domain::to_string(ex.who.role));
@@ -246,7 +253,11 @@ void auditor::on_response(exchange& ex, response& r) {
   domain::audit_record row;
   row.tenant_id = tenant;
   row.at = domain::now_micros();
-  if (ex.who.user_id != 0) {
+  if (ex.who.api_key_id != 0) {
+    row.actor_type = "api_key";
+    row.role = domain::to_string(ex.who.role);
+    row.actor_ref = "api_key:" + std::to_string(ex.who.api_key_id);
+  } else if (ex.who.user_id != 0) {
     row.actor_type = "user";
     row.user_id = ex.who.user_id;
     row.role = domain::to_string(ex.who.role);

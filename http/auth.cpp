@@ -16,21 +16,28 @@
 
 namespace crm::http {
 
+std::optional<std::string_view> bearer_token(const request& req) {
+  auto h = req.header("authorization");
+  if (!h) return std::nullopt;
+  auto v = *h;
+  constexpr std::string_view scheme = "bearer ";
+  if (v.size() <= scheme.size()) return std::nullopt;
+  for (std::size_t i = 0; i < scheme.size(); ++i)
+    if (static_cast<char>(std::tolower(static_cast<unsigned char>(v[i]))) != scheme[i])
+      return std::nullopt;
+  return v.substr(scheme.size());
+}
+
 std::optional<domain::failure> authenticate(const request& req, std::string_view secret,
                                             const domain::revocation_list& revoked,
                                             principal& who) {
   auto unauthorized = [](const char* why) {
     return domain::failure::of(domain::errc::invalid_credentials, why);
   };
-  auto h = req.header("authorization");
-  if (!h) return unauthorized("not authenticated");
-  auto v = *h;
-  constexpr std::string_view scheme = "bearer ";
-  if (v.size() <= scheme.size()) return unauthorized("invalid authentication scheme");
-  for (std::size_t i = 0; i < scheme.size(); ++i)
-    if (static_cast<char>(std::tolower(static_cast<unsigned char>(v[i]))) != scheme[i])
-      return unauthorized("invalid authentication scheme");
-  auto token = v.substr(scheme.size());
+  if (!req.header("authorization")) return unauthorized("not authenticated");
+  auto bearer = bearer_token(req);
+  if (!bearer) return unauthorized("invalid authentication scheme");
+  auto token = *bearer;
   auto now = domain::now_seconds();
   // Clients send the same token for many requests: each thread remembers the access tokens it
   // verified (same secret), so a repeat costs a lookup instead of an HMAC, a base64 decode and

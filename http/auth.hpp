@@ -15,7 +15,10 @@ class revocation_list;
 
 namespace crm::http {
 
-// Fills `who` from the Authorization header, or returns the 401 failure.
+// The token of an `Authorization: Bearer <token>` header (scheme in any case), if there is one.
+std::optional<std::string_view> bearer_token(const request& req);
+
+// Fills `who` from the Authorization header (a JWT access token), or returns the 401 failure.
 std::optional<domain::failure> authenticate(const request& req, std::string_view secret,
                                             const domain::revocation_list& revoked, principal& who);
 

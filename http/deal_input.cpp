@@ -309,7 +309,7 @@ actors::stage_patch read_stage(const json::object& o, bool creating, std::vector
 }
 
 actors::deal_actor_ref who_of(const exchange_ptr& ex) {
-  return {ex->who.user_id, std::nullopt, 0};
+  return {ex->who.acting_user(), std::nullopt, 0};
 }
 
 std::optional<std::int64_t> query_id(const request& req, std::string_view name,

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,11 +20,17 @@ class auditor;
 
 // The authenticated caller, from a verified access token.
 struct principal {
-  std::int64_t user_id = 0;
+  std::int64_t user_id = 0; // 0 for an API key: it is no user
   std::int64_t tenant_id = 0;
   domain::role role = domain::role::viewer;
-  std::string sid;
-  std::int64_t token_exp = 0;
+  std::string sid;            // the session, or "ak:<id>" for an API key
+  std::int64_t token_exp = 0; // seconds; 0 for an API key that never expires
+  std::int64_t api_key_id = 0;
+  // The user acting, for what records one (a consent's recorded_by, a message's sender, a
+  // deal's history): nothing for an API key.
+  std::optional<std::int64_t> acting_user() const {
+    return user_id != 0 ? std::optional<std::int64_t>(user_id) : std::nullopt;
+  }
 };
 
 class exchange {

@@ -34,7 +34,9 @@ rate_limits::verdict rate_limits::charge(rate_class c, const principal* who,
   std::pair<domain::rate_limiter*, std::string> charged[2];
   int n = 0;
   if (c == rate_class::user && who) {
-    charged[n++] = {&user_, std::to_string(who->user_id)};
+    // An API key has a bucket of its own, as a user does.
+    charged[n++] = {&user_, who->api_key_id ? "k" + std::to_string(who->api_key_id)
+                                            : std::to_string(who->user_id)};
     charged[n++] = {&tenant_, std::to_string(who->tenant_id)};
   } else {
     auto* l = c == rate_class::login ? &login_ : c == rate_class::webhook ? &webhook_ : &address_;

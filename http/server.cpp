@@ -9,6 +9,7 @@
 #include "http/rate_limits.hpp"
 
 #include "domain/crypto.hpp"
+#include "http/api_key_auth.hpp"
 #include "http/auth.hpp"
 #include "http/metrics.hpp"
 #include "http/placement.hpp"
@@ -108,6 +109,8 @@ private:
 };
 
 void run_handler(shared_context& ctx, const exchange_ptr& ex, const route& rt);
+void authenticated(shared_context& ctx, const std::shared_ptr<origin>& op, const exchange_ptr& ex,
+                   const route& rt, bool forwarded);
 
 // Authentication, roles, rate limits and input checks of the matched route, then (in a
 // cluster, on the node holding the tenant's lease: http/placement.hpp) its handler.
@@ -140,21 +143,34 @@ void dispatch(shared_context& ctx, const std::shared_ptr<origin>& op, const exch
     }
   }
   if (rt.auth == access::bearer) {
+    auto token = bearer_token(ex->req);
+    if (token && ctx.auth.pool && is_api_key(*token)) {
+      // An API key: its owner is looked up through the gate, perhaps on a database thread;
+      // the request goes on back on an asio thread.
+      authenticate_api_key(
+          *ctx.auth.pool, *ctx.auth.revoked, *token,
+          [&ctx, op, ex, &rt, forwarded](std::optional<domain::failure> f, principal who) {
+            asio::post(ctx.ioc, [&ctx, op, ex, &rt, forwarded, f = std::move(f),
+                                 who = std::move(who)]() mutable {
+              if (f) {
+                if (auto refused = op->charge(rate_class::address, nullptr))
+                  return ex->fail(*refused);
+                return ex->fail(*f);
+              }
+              ex->who = std::move(who);
+              authenticated(ctx, op, ex, rt, forwarded);
+            });
+          });
+      return;
+    }
     if (auto f = authenticate(ex->req, ctx.auth.jwt_secret, *ctx.auth.revoked, ex->who)) {
       // Without a valid token the request counts against its source address.
       if (auto refused = o.charge(rate_class::address, nullptr)) return ex->fail(*refused);
       ex->fail(*f);
       return;
     }
-    // In a cluster the node that runs the request charges it (below): a request forwarded to
-    // its tenant's owner is charged there, once, never here and again there.
-    if (!ctx.auth.placement)
-      if (auto refused = o.charge(rate_class::user, &ex->who)) return ex->fail(*refused);
-    if (!domain::allows(ex->who.role, rt.perm)) {
-      ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
-                                   "your role does not allow this operation"));
-      return;
-    }
+    authenticated(ctx, op, ex, rt, forwarded);
+    return;
   }
   // Open routes count against the source address where the request arrived.
   if (rt.auth == access::open && !forwarded)
@@ -163,7 +179,27 @@ void dispatch(shared_context& ctx, const std::shared_ptr<origin>& op, const exch
     ex->fail(domain::failure::invalid({std::move(*bad)}));
     return;
   }
-  if (ctx.auth.placement && rt.auth == access::bearer) {
+  run_handler(ctx, ex, rt);
+}
+
+// The rest of dispatch for a request whose principal is known: its rate limits, its role, its
+// input, then its handler (in a cluster, where its tenant runs).
+void authenticated(shared_context& ctx, const std::shared_ptr<origin>& op, const exchange_ptr& ex,
+                   const route& rt, bool forwarded) {
+  // In a cluster the node that runs the request charges it (below): a request forwarded to
+  // its tenant's owner is charged there, once, never here and again there.
+  if (!ctx.auth.placement)
+    if (auto refused = op->charge(rate_class::user, &ex->who)) return ex->fail(*refused);
+  if (!domain::allows(ex->who.role, rt.perm)) {
+    ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
+                                 "your role does not allow this operation"));
+    return;
+  }
+  if (auto bad = non_text_input(ex->req)) {
+    ex->fail(domain::failure::invalid({std::move(*bad)}));
+    return;
+  }
+  if (ctx.auth.placement) {
     // At once when this node holds the tenant; later (from a database thread, after the
     // lease was acquired) back on an asio thread; or forwarded to the owner.
     auto run = [&ctx, op, ex, &rt] {

@@ -13,6 +13,10 @@ namespace crm::domain {
 class revocation_list;
 }
 
+namespace crm::persistence {
+class pg_pool;
+}
+
 namespace crm::http {
 
 class router;
@@ -44,6 +48,7 @@ struct auth_inputs {
   auditor* audit = nullptr;     // sees every answer of an audited route (http/audit.hpp)
   tenant_placement* placement =
       nullptr; // in a cluster: where a tenant's requests run (placement.hpp)
+  persistence::pg_pool* pool = nullptr; // API keys are looked up there (api_key_auth.hpp)
 };
 
 class server {

@@ -25,6 +25,8 @@ inline constexpr std::string_view workflow_webhook_secret = "workflow.webhook_se
 inline constexpr std::string_view http_header = "workflow.http_header";
 // webhook_subscriptions.secret.
 inline constexpr std::string_view subscription_secret = "webhook_subscription.secret";
+// api_keys.secret_hash: a keyed hash of an integrator's API key (only ever compared).
+inline constexpr std::string_view api_key_secret = "api_key.secret";
 // ai_agents.api_key.
 inline constexpr std::string_view agent_api_key = "ai_agent.api_key";
 // contacts.custom_fields: the values of sensitive fields, sealed with the tenant's data key and

@@ -112,11 +112,12 @@ std::int64_t visit_workflows(pqxx::work& tx, const char* lock, const visitor& f)
 
 // One column of single values: `table`.`column` with its purpose.
 std::int64_t visit_column(pqxx::work& tx, const char* table, const char* column,
-                          std::string_view purpose, const char* lock, const visitor& f) {
+                          std::string_view purpose, const char* lock, const visitor& f,
+                          bool hashed = false) {
   std::int64_t rows = 0;
   for (auto r : tx.exec(std::string("SELECT id, tenant_id, ") + column + " FROM " + table +
                         " WHERE " + column + " IS NOT NULL ORDER BY id" + lock)) {
-    auto next = visit_text(r[2], false, purpose, r[1].as<std::int64_t>(), f);
+    auto next = visit_text(r[2], hashed, purpose, r[1].as<std::int64_t>(), f);
     if (!next) continue;
     ++rows;
     tx.exec_params(std::string("UPDATE ") + table + " SET " + column + " = $2 WHERE id = $1",
@@ -144,6 +145,9 @@ void visit_all(pg_conn& c, bool all_runs, bool change, const visitor& f) {
   });
   in_tx([&](pqxx::work& tx) {
     visit_column(tx, "tenant_data_keys", "data_key", sealed::tenant_data_key, lock, f);
+  });
+  in_tx([&](pqxx::work& tx) {
+    visit_column(tx, "api_keys", "secret_hash", sealed::api_key_secret, lock, f, true);
   });
   for (std::int64_t after = 0;;) {
     bool more = false;

@@ -189,7 +189,18 @@ void rotate_and_issue(services& s, const exchange_ptr& ex, const domain::token_c
       });
 }
 
+// /auth/me and /auth/logout are about a person's session: an API key has neither (it is
+// described by GET /api-keys/{id} and revoked by DELETE /api-keys/{id}).
+bool refused_to_api_key(const exchange_ptr& ex) {
+  if (ex->who.api_key_id == 0) return false;
+  ex->fail(failure::of(errc::insufficient_permissions,
+                       "an API key has no user session: see /api/v1/api-keys/" +
+                           std::to_string(ex->who.api_key_id)));
+  return true;
+}
+
 void me(services& s, const exchange_ptr& ex) {
+  if (refused_to_api_key(ex)) return;
   actors::get_user(s.rt, ex->who.tenant_id, ex->who.user_id,
                    actors::callback<domain::user>([ex](domain::outcome<domain::user> u) {
                      if (!u) return ex->fail(u.error());
@@ -199,6 +210,7 @@ void me(services& s, const exchange_ptr& ex) {
 }
 
 void logout(services& s, const exchange_ptr& ex) {
+  if (refused_to_api_key(ex)) return;
   s.pool.run<bool>(
       [sid = ex->who.sid](persistence::pg_conn& c) { return persistence::revoke_session(c, sid); },
       [&s, ex](domain::outcome<bool> r) {

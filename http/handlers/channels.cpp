@@ -10,11 +10,11 @@
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
-#include "http/webhook_gate.hpp"
+#include "http/secret_gate.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/sealed_columns.hpp"
-#include "persistence/webhook_owners.hpp"
+#include "persistence/secret_owners.hpp"
 
 #include <boost/json.hpp>
 
@@ -25,8 +25,8 @@ namespace json = boost::json;
 namespace crm::http {
 namespace {
 
-webhook_gate& channel_gate() {
-  static webhook_gate gate("channel", &persistence::webhook_owner_of_channel);
+secret_gate& channel_gate() {
+  static secret_gate gate("channel", &persistence::webhook_owner_of_channel);
   return gate;
 }
 
@@ -155,18 +155,18 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
   };
   // The secret is checked here before the tenant is woken (the actor checks it again).
   auto shared = std::make_shared<actors::inbound_call>(std::move(call));
-  auto accepts = [&s, shared](const persistence::webhook_owner& o) {
+  auto accepts = [&s, shared](const persistence::secret_owner& o) {
     return s.pool.keys().verify(persistence::sealed::channel_webhook_secret, o.tenant_id,
                                 shared->secret,
                                 o.secret.value_or(std::string())) != domain::secret_keys::match::no;
   };
   channel_gate().admit(
       s.pool, *id, std::move(accepts),
-      [ex, deliver, shared](domain::outcome<webhook_gate::admission> r) mutable {
+      [ex, deliver, shared](domain::outcome<secret_gate::admission> r) mutable {
         if (!r) return ex->fail(r.error());
-        if (r->v == webhook_gate::verdict::unknown)
+        if (r->v == secret_gate::verdict::unknown)
           return ex->fail(failure::of(domain::errc::not_found, "channel not found"));
-        if (r->v == webhook_gate::verdict::refused)
+        if (r->v == secret_gate::verdict::refused)
           return ex->fail(
               failure::of(domain::errc::invalid_credentials, "missing or wrong webhook secret"));
         deliver(r->tenant, std::move(*shared));

@@ -53,7 +53,7 @@ void record(services& s, const exchange_ptr& ex) {
   if (auto evidence = body.nullable_text("evidence", evidence_rule)) c.evidence = *evidence;
   if (!body.finish()) return ex->fail(body.failure());
   c.contact_id = *id;
-  c.recorded_by = ex->who.user_id;
+  c.recorded_by = ex->who.acting_user();
   auto location = "/api/v1/contacts/" + std::to_string(*id) + "/consents/";
   with_contact(s.rt, ex, *id, [&s, ex, c = std::move(c), location]() mutable {
     actors::record_consent(s.rt, ex->who.tenant_id, std::move(c), created_reply(ex, location));

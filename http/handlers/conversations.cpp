@@ -123,7 +123,7 @@ void post_message(services& s, const exchange_ptr& ex) {
   req.conversation_id = *id;
   req.text = *text;
   if (purpose) req.purpose = domain::parse_consent_purpose(*purpose).value_or(req.purpose);
-  req.sender_user_id = ex->who.user_id;
+  req.sender_user_id = ex->who.acting_user();
   actors::send_message(
       s.rt, ex->who.tenant_id, std::move(req),
       created_reply(ex, "/api/v1/conversations/" + std::to_string(*id) + "/messages/"));

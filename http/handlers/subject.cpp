@@ -99,7 +99,7 @@ void erase_contact(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
   auto tenant = ex->who.tenant_id;
-  auto user = ex->who.user_id;
+  auto user = ex->who.acting_user();
   auto who = domain::current_audit_context();
   actors::get_contact(
       s.rt, tenant, *id,

@@ -15,10 +15,10 @@
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
-#include "http/webhook_gate.hpp"
+#include "http/secret_gate.hpp"
 #include "persistence/automation_repo.hpp"
 #include "persistence/pg_pool.hpp"
-#include "persistence/webhook_owners.hpp"
+#include "persistence/secret_owners.hpp"
 
 #include <boost/json.hpp>
 
@@ -31,8 +31,8 @@ namespace json = boost::json;
 namespace crm::http {
 namespace {
 
-webhook_gate& workflow_gate() {
-  static webhook_gate gate("workflow", &persistence::webhook_owner_of_workflow);
+secret_gate& workflow_gate() {
+  static secret_gate gate("workflow", &persistence::webhook_owner_of_workflow);
   return gate;
 }
 
@@ -237,13 +237,13 @@ void inbound(services& s, const exchange_ptr& ex) {
   // The secret is checked here before the tenant is woken; a workflow that does not exist is
   // refused like a wrong secret (ids are sequential: the answer must not tell which exist).
   auto shared = std::make_shared<actors::webhook_call>(std::move(call));
-  auto accepts = [shared](const persistence::webhook_owner& o) {
+  auto accepts = [shared](const persistence::secret_owner& o) {
     return !domain::webhook_refusal(o.secret, shared->creds, shared->body, domain::now_seconds());
   };
   workflow_gate().admit(s.pool, *id, std::move(accepts),
-                        [ex, deliver, shared](domain::outcome<webhook_gate::admission> r) mutable {
+                        [ex, deliver, shared](domain::outcome<secret_gate::admission> r) mutable {
                           if (!r) return ex->fail(r.error());
-                          if (r->v != webhook_gate::verdict::admitted)
+                          if (r->v != secret_gate::verdict::admitted)
                             return ex->fail(failure::of(domain::errc::invalid_credentials,
                                                         std::string(domain::webhook_refused)));
                           deliver(r->tenant, std::move(*shared));

@@ -1,4 +1,4 @@
-// Inbound webhooks (a workflow's, a channel's) carry a secret, not a token. The gate checks it
+// Inbound webhooks (a workflow's, a channel's) and API keys carry a secret, not a token. The gate checks it
 // before the tenant is woken (issue 31): a caller with a wrong secret, or naming an id that does
 // not exist, costs a look-up in memory, or at most one Postgres round trip per id a second,
 // never the tenant's actors. It keeps each id's owner and secret (a workflow's opened, a
@@ -7,7 +7,7 @@
 // here within a second; the tenant's actor checks the current one again all the same.
 #pragma once
 #include "domain/failure.hpp"
-#include "persistence/webhook_owners.hpp"
+#include "persistence/secret_owners.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -24,22 +24,27 @@ class pg_pool;
 
 namespace crm::http {
 
-class webhook_gate {
+class secret_gate {
 public:
-  using lookup_fn = std::optional<persistence::webhook_owner> (*)(persistence::pg_conn&,
+  using lookup_fn = std::optional<persistence::secret_owner> (*)(persistence::pg_conn&,
                                                                   std::int64_t);
   // Whether the call's credentials match the owner's secret (false when it has none).
-  using accepts_fn = std::function<bool(const persistence::webhook_owner&)>;
+  using accepts_fn = std::function<bool(const persistence::secret_owner&)>;
   enum class verdict : std::uint8_t { admitted, refused, unknown };
   struct admission {
     verdict v = verdict::unknown;
-    std::int64_t tenant = 0; // admitted
+    std::int64_t tenant = 0;       // admitted
+    persistence::secret_owner who; // admitted: the owner as read (an API key's role, expiry)
   };
   using done_fn = std::function<void(domain::outcome<admission>)>;
 
   // `kind` labels carecrm_webhook_gate_total{kind, verdict} and
   // carecrm_owner_lookups_total{kind, source}.
-  webhook_gate(const char* kind, lookup_fn lookup);
+  // `trust_match`: how long a cached owner a call matched admits the next calls before it is
+  // read again (forever for webhooks, whose tenant's actor checks the secret again; seconds for
+  // API keys, so a key revoked on another node stops here too).
+  secret_gate(const char* kind, lookup_fn lookup,
+              std::chrono::seconds trust_match = std::chrono::seconds::max());
 
   // `done` runs on the caller's thread when the cache answers, else on a pool thread.
   void admit(persistence::pg_pool& pool, std::int64_t id, accepts_fn accepts, done_fn done);
@@ -51,13 +56,14 @@ public:
 private:
   using clock = std::chrono::steady_clock;
   struct entry {
-    std::optional<persistence::webhook_owner> owner; // nothing: no such id
+    std::optional<persistence::secret_owner> owner; // nothing: no such id
     clock::time_point fetched;
   };
-  admission judge(const std::optional<persistence::webhook_owner>& owner, bool matches);
+  admission judge(const std::optional<persistence::secret_owner>& owner, bool matches);
 
   const char* kind_;
   lookup_fn lookup_;
+  clock::duration trust_match_;
   std::mutex mutex_;
   std::unordered_map<std::int64_t, entry> entries_;
   std::atomic<std::uint64_t> counts_[3] = {};
@@ -66,7 +72,7 @@ private:
 
 // `reply` of a create, first forgetting the ids `g` holds as unknown.
 template <class Callback>
-Callback forgetting_unknown(webhook_gate& g, Callback reply) {
+Callback forgetting_unknown(secret_gate& g, Callback reply) {
   return Callback([&g, reply](auto r) {
     if (r) g.forget_unknown();
     reply(std::move(r));

@@ -1,4 +1,4 @@
-#include "persistence/webhook_owners.hpp"
+#include "persistence/secret_owners.hpp"
 
 #include "domain/secret_keys.hpp"
 #include "persistence/pg_pool.hpp"
@@ -10,12 +10,12 @@ namespace crm::persistence {
 
 namespace {
 
-std::optional<webhook_owner> owner_of(pg_conn& c, const char* table, std::int64_t id) {
+std::optional<secret_owner> owner_of(pg_conn& c, const char* table, std::int64_t id) {
   pqxx::read_transaction tx(c.raw());
   auto r = tx.exec_params(
       std::string("SELECT tenant_id, webhook_secret FROM ") + table + " WHERE id = $1", id);
   if (r.empty()) return std::nullopt;
-  webhook_owner o;
+  secret_owner o;
   o.tenant_id = r.front()[0].as<std::int64_t>();
   if (!r.front()[1].is_null()) o.secret = r.front()[1].as<std::string>();
   return o;
@@ -23,14 +23,14 @@ std::optional<webhook_owner> owner_of(pg_conn& c, const char* table, std::int64_
 
 } // namespace
 
-std::optional<webhook_owner> webhook_owner_of_workflow(pg_conn& c, std::int64_t id) {
+std::optional<secret_owner> webhook_owner_of_workflow(pg_conn& c, std::int64_t id) {
   auto o = owner_of(c, "workflows", id);
   if (o && o->secret)
     o->secret = c.keys().open(sealed::workflow_webhook_secret, o->tenant_id, *o->secret);
   return o;
 }
 
-std::optional<webhook_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id) {
+std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id) {
   return owner_of(c, "channels", id);
 }
 

@@ -1,4 +1,4 @@
-#include "http/webhook_gate.hpp"
+#include "http/secret_gate.hpp"
 
 #include "persistence/pg_pool.hpp"
 
@@ -15,21 +15,26 @@ constexpr auto unknown_for = std::chrono::seconds(5);
 constexpr std::size_t max_entries = 20'000;
 
 std::mutex registry_mutex;
-std::vector<const webhook_gate*>& registry() {
-  static std::vector<const webhook_gate*> all;
+std::vector<const secret_gate*>& registry() {
+  static std::vector<const secret_gate*> all;
   return all;
 }
 
 } // namespace
 
-webhook_gate::webhook_gate(const char* kind, lookup_fn lookup) : kind_(kind), lookup_(lookup) {
+secret_gate::secret_gate(const char* kind, lookup_fn lookup, std::chrono::seconds trust_match)
+    : kind_(kind), lookup_(lookup),
+      trust_match_(trust_match == std::chrono::seconds::max()
+                       ? clock::duration::max()
+                       : std::chrono::duration_cast<clock::duration>(trust_match)) {
   std::lock_guard lock(registry_mutex);
   registry().push_back(this);
 }
 
-void webhook_gate::write_metrics(std::string& out) {
-  out += "# HELP carecrm_webhook_gate_total Inbound webhook calls judged before their tenant is "
-         "woken: admitted, refused (wrong or missing secret) or unknown (no such id).\n"
+void secret_gate::write_metrics(std::string& out) {
+  out += "# HELP carecrm_webhook_gate_total Calls carrying a secret (inbound webhooks, API keys) "
+         "judged before their tenant is woken: admitted, refused (wrong or missing secret) or "
+         "unknown (no such id).\n"
          "# TYPE carecrm_webhook_gate_total counter\n";
   static constexpr const char* names[] = {"admitted", "refused", "unknown"};
   std::lock_guard lock(registry_mutex);
@@ -37,8 +42,8 @@ void webhook_gate::write_metrics(std::string& out) {
     for (int i = 0; i < 3; ++i)
       out += "carecrm_webhook_gate_total{kind=\"" + std::string(g->kind_) + "\",verdict=\"" +
              names[i] + "\"} " + std::to_string(g->counts_[i].load()) + "\n";
-  out += "# HELP carecrm_owner_lookups_total Owners and secrets of webhook-reached ids, read from "
-         "Postgres or found in memory.\n"
+  out += "# HELP carecrm_owner_lookups_total Owners and secrets of the ids calls with a secret "
+         "name, read from Postgres or found in memory.\n"
          "# TYPE carecrm_owner_lookups_total counter\n";
   for (auto* g : registry()) {
     out += "carecrm_owner_lookups_total{kind=\"" + std::string(g->kind_) +
@@ -48,7 +53,7 @@ void webhook_gate::write_metrics(std::string& out) {
   }
 }
 
-webhook_gate::admission webhook_gate::judge(const std::optional<persistence::webhook_owner>& owner,
+secret_gate::admission secret_gate::judge(const std::optional<persistence::secret_owner>& owner,
                                             bool matches) {
   admission a;
   if (!owner) {
@@ -56,6 +61,7 @@ webhook_gate::admission webhook_gate::judge(const std::optional<persistence::web
   } else if (matches) {
     a.v = verdict::admitted;
     a.tenant = owner->tenant_id;
+    a.who = *owner;
   } else {
     a.v = verdict::refused;
   }
@@ -63,31 +69,32 @@ webhook_gate::admission webhook_gate::judge(const std::optional<persistence::web
   return a;
 }
 
-void webhook_gate::admit(persistence::pg_pool& pool, std::int64_t id, accepts_fn accepts,
+void secret_gate::admit(persistence::pg_pool& pool, std::int64_t id, accepts_fn accepts,
                          done_fn done) {
-  std::optional<std::optional<persistence::webhook_owner>> cached;
-  bool fresh = false;
+  std::optional<std::optional<persistence::secret_owner>> cached;
+  bool fresh = false, trusted = false;
   {
     std::lock_guard lock(mutex_);
     if (auto it = entries_.find(id); it != entries_.end()) {
       cached = it->second.owner;
       auto age = clock::now() - it->second.fetched;
       fresh = age < (cached->has_value() ? refresh_after : unknown_for);
+      trusted = age < trust_match_;
     }
   }
   if (cached) {
-    // A match is admitted at once; a refusal stands while the entry is fresh.
+    // A match is admitted at once while trusted; a refusal stands while the entry is fresh.
     bool matches = *cached && (*cached)->secret && accepts(**cached);
-    if (matches || fresh) {
+    if ((matches && trusted) || (!matches && fresh)) {
       from_memory_.fetch_add(1, std::memory_order_relaxed);
       return done(judge(*cached, matches));
     }
   }
   from_db_.fetch_add(1, std::memory_order_relaxed);
-  pool.run<std::optional<persistence::webhook_owner>>(
+  pool.run<std::optional<persistence::secret_owner>>(
       [lookup = lookup_, id](persistence::pg_conn& c) { return lookup(c, id); },
       [this, id, accepts = std::move(accepts),
-       done = std::move(done)](domain::outcome<std::optional<persistence::webhook_owner>> r) {
+       done = std::move(done)](domain::outcome<std::optional<persistence::secret_owner>> r) {
         if (!r) return done(r.error());
         {
           std::lock_guard lock(mutex_);
@@ -99,12 +106,12 @@ void webhook_gate::admit(persistence::pg_pool& pool, std::int64_t id, accepts_fn
       });
 }
 
-void webhook_gate::forget_unknown() {
+void secret_gate::forget_unknown() {
   std::lock_guard lock(mutex_);
   std::erase_if(entries_, [](auto& kv) { return !kv.second.owner; });
 }
 
-void webhook_gate::forget(std::int64_t id) {
+void secret_gate::forget(std::int64_t id) {
   std::lock_guard lock(mutex_);
   entries_.erase(id);
 }
