@@ -101,6 +101,7 @@ const std::map<std::string, std::string>& tag_descriptions() {
   static const std::map<std::string, std::string> all = {
       {"auth", "Sign-in, token refresh with rotation, sign-out"},
       {"users", "The tenant's staff and their roles"},
+      {"api-keys", "Keys for integrators: a role and an optional expiry, shown once, revocable"},
       {"contacts", "Patients and other contacts, with custom fields and tags"},
       {"companies", "Organisations contacts belong to"},
       {"tags", "Tags across the tenant's contacts"},
