@@ -179,25 +179,20 @@ void revoke(services& s, const exchange_ptr& ex) {
 void add_api_key_routes(router& r, services& s) {
   using domain::permission;
   using namespace schema;
-  define(r, "ApiKey",
-         object({{"id", id()},
-                 {"name", text(name_rule)},
-                 {"role", one_of(roles)},
-                 {"prefix", text({.min = 1})},
-                 {"created_by", nullable(id())},
-                 {"created_at", timestamp()},
-                 {"expires_at", nullable(timestamp())},
-                 {"revoked_at", nullable(timestamp())}}));
-  define(r, "ApiKeyCreated",
-         object({{"id", id()},
-                 {"name", text(name_rule)},
-                 {"role", one_of(roles)},
-                 {"prefix", text({.min = 1})},
-                 {"created_by", nullable(id())},
-                 {"created_at", timestamp()},
-                 {"expires_at", nullable(timestamp())},
-                 {"revoked_at", nullable(timestamp())},
-                 {"key", text({.min = 1})}}));
+  auto key = object({{"id", id()},
+                     {"name", text(name_rule)},
+                     {"role", one_of(roles)},
+                     {"prefix", text({.min = 1})},
+                     {"created_by", nullable(id())},
+                     {"created_at", timestamp()},
+                     {"expires_at", nullable(timestamp())},
+                     {"revoked_at", nullable(timestamp())}});
+  // The answer to a creation: the same, and the key, shown this once.
+  auto created = key;
+  created["properties"].as_object()["key"] = text({.min = 1});
+  created["required"].as_array().emplace_back("key");
+  define(r, "ApiKey", std::move(key));
+  define(r, "ApiKeyCreated", std::move(created));
   define(r, "ApiKeyPage", page_of("ApiKey"));
   define(r, "ApiKeyCreate",
          object({{"name", text(name_rule)},

@@ -6,6 +6,7 @@
 #include "domain/secret_keys.hpp"
 #include "persistence/sealed_columns.hpp"
 #include "persistence/secrets_repo.hpp"
+#include "pg_env.hpp"
 
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
@@ -18,12 +19,6 @@
 
 namespace crm::persistence {
 namespace {
-
-std::string dsn() {
-  const char* v = std::getenv("CARECRM_TEST_PG_DSN");
-  if (!v || !*v) throw std::runtime_error("CARECRM_TEST_PG_DSN is not set (run scripts/test)");
-  return v;
-}
 
 std::string sealed_member(std::string_view stored) {
   boost::json::object o{{"$sealed", stored}};
@@ -40,17 +35,22 @@ std::optional<std::string> open_member(const domain::data_key& key, std::string_
   return key.open(purpose, std::string_view(s.data(), s.size()));
 }
 
-TEST(BoundValues, ValuesSealedBeforeBindingAreSealedAgainBoundToTheirContactAndField) {
-  auto keys = domain::secret_keys::generate("k1");
-  auto key = domain::data_key::generate();
-  pqxx::connection c(dsn());
-  pqxx::work tx(c);
-  // Temporary tables come first in the search path: the migration's statements find them.
+// Tenant 7's data key `key`, sealed by `keys`, in temporary tables of the transaction's own,
+// which come first in the search path: the migration's statements find them.
+void temp_tables(pqxx::work& tx, const domain::secret_keys& keys, const domain::data_key& key) {
   tx.exec("CREATE TEMP TABLE tenant_data_keys (tenant_id bigint, data_key text) ON COMMIT DROP;"
           "CREATE TEMP TABLE contacts (id bigint, tenant_id bigint, custom_fields jsonb)"
           " ON COMMIT DROP");
   tx.exec_params("INSERT INTO tenant_data_keys VALUES (7, $1)",
                  keys.seal(sealed::tenant_data_key, 7, key.bytes()));
+}
+
+TEST(BoundValues, ValuesSealedBeforeBindingAreSealedAgainBoundToTheirContactAndField) {
+  auto keys = domain::secret_keys::generate("k1");
+  auto key = domain::data_key::generate();
+  pqxx::connection c(test_dsn());
+  pqxx::work tx(c);
+  temp_tables(tx, keys, key);
   auto legacy = key.seal(sealed::legacy_contact_field, "\"asthma\"");
   auto bound = key.seal(sealed::contact_field(42, "dx"), "\"gout\"");
   tx.exec_params("INSERT INTO contacts VALUES"
@@ -78,14 +78,9 @@ TEST(BoundValues, ValuesSealedBeforeBindingAreSealedAgainBoundToTheirContactAndF
 }
 
 TEST(BoundValues, ADataKeyTheConfiguredKeysDoNotOpenStopsTheMigration) {
-  auto key = domain::data_key::generate();
-  pqxx::connection c(dsn());
+  pqxx::connection c(test_dsn());
   pqxx::work tx(c);
-  tx.exec("CREATE TEMP TABLE tenant_data_keys (tenant_id bigint, data_key text) ON COMMIT DROP;"
-          "CREATE TEMP TABLE contacts (id bigint, tenant_id bigint, custom_fields jsonb)"
-          " ON COMMIT DROP");
-  tx.exec_params("INSERT INTO tenant_data_keys VALUES (7, $1)",
-                 domain::secret_keys::generate("k1").seal(sealed::tenant_data_key, 7, key.bytes()));
+  temp_tables(tx, domain::secret_keys::generate("k1"), domain::data_key::generate());
   EXPECT_THROW(bind_sensitive_values(tx, domain::secret_keys::generate("k1")), std::exception);
 }
 

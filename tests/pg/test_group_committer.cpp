@@ -4,6 +4,7 @@
 #include "domain/errc.hpp"
 #include "persistence/group_committer.hpp"
 #include "persistence/pg_pool.hpp"
+#include "pg_env.hpp"
 
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
@@ -17,12 +18,6 @@
 
 namespace crm::persistence {
 namespace {
-
-std::string dsn() {
-  const char* v = std::getenv("CARECRM_TEST_PG_DSN");
-  if (!v || !*v) throw std::runtime_error("CARECRM_TEST_PG_DSN is not set (run scripts/test)");
-  return v;
-}
 
 // One row into the probe table; `text` is quoted by the connection.
 struct probe_batch final : tx_batch {
@@ -43,20 +38,20 @@ class committer_test : public ::testing::Test {
 protected:
   void SetUp() override {
     table = "committer_probe_" + std::to_string(::getpid());
-    pqxx::connection c(dsn());
+    pqxx::connection c(test_dsn());
     pqxx::work w(c);
     w.exec("DROP TABLE IF EXISTS " + table);
     w.exec("CREATE TABLE " + table + " (tenant bigint PRIMARY KEY, v text NOT NULL)");
     w.commit();
   }
   void TearDown() override {
-    pqxx::connection c(dsn());
+    pqxx::connection c(test_dsn());
     pqxx::work w(c);
     w.exec("DROP TABLE IF EXISTS " + table);
     w.commit();
   }
   std::vector<std::int64_t> stored() {
-    pqxx::connection c(dsn());
+    pqxx::connection c(test_dsn());
     pqxx::work w(c);
     std::vector<std::int64_t> out;
     for (auto row : w.exec("SELECT tenant FROM " + table + " ORDER BY tenant"))
@@ -66,7 +61,7 @@ protected:
   // Submits every batch while the only transaction slot is held by a first, slow batch, so
   // they all ride in one merged transaction; returns each one's outcome code (0 for success).
   std::vector<int> commit_together(std::vector<std::shared_ptr<const tx_batch>> batches) {
-    pg_pool pool(dsn(), 1);
+    pg_pool pool(test_dsn(), 1);
     auto committer = std::make_shared<group_committer>(pool, 1);
     std::promise<void> hold;
     auto held = hold.get_future().share();
