@@ -123,8 +123,8 @@ void escape_text(std::string& s) {
   s = std::move(out);
 }
 
-template <class F>
-void each_text(audit_record& r, F f) {
+template <class Record, class F>
+void each_text(Record& r, F f) {
   f(r.actor_type, audit_text_max);
   f(r.role, audit_text_max);
   f(r.actor_ref, audit_text_max);
@@ -139,6 +139,14 @@ void each_text(audit_record& r, F f) {
 }
 
 } // namespace
+
+bool is_storable(const audit_record& r) {
+  if (r.fields.size() > audit_fields_max) return false;
+  bool ok = true;
+  each_text(
+      r, [&](const std::string& s, std::size_t max) { ok = ok && s.size() <= max && is_text(s); });
+  return ok;
+}
 
 void make_storable(audit_record& r) {
   if (r.fields.size() > audit_fields_max) r.fields.resize(audit_fields_max);

@@ -86,6 +86,8 @@ inline constexpr std::size_t audit_field_name_max = 128;
 // before it is buffered or staged, so no request can make the writer's COPY or the audit_log
 // view's jsonb cast fail.
 void make_storable(audit_record& r);
+// Whether make_storable would leave `r` as it is (no copy needed to store it).
+bool is_storable(const audit_record& r);
 // The last resort for a row PostgreSQL refused all the same: every byte outside printable
 // ASCII becomes \xNN. Sets `r.sanitized`.
 void quarantine(audit_record& r);

@@ -118,8 +118,9 @@ std::vector<std::string> recovery_codes(int n) {
   for (int i = 0; i < n; ++i) {
     std::array<unsigned char, 7> raw{};
     randombytes_buf(raw.data(), raw.size());
-    auto text = base32_encode(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()))
-                    .substr(0, 10);
+    auto text =
+        base32_encode(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()))
+            .substr(0, 10);
     for (auto& c : text) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     out.push_back(text.substr(0, 5) + "-" + text.substr(5));
   }

@@ -29,13 +29,18 @@ bool base64url_char(char c) {
 } // namespace
 
 secret_gate& api_key_gate() {
-  static secret_gate gate("api_key", &persistence::secret_owner_of_api_key, std::chrono::seconds(10));
+  static secret_gate gate("api_key", &persistence::secret_owner_of_api_key,
+                          std::chrono::seconds(10));
   return gate;
 }
 
-std::string api_key_sid(std::int64_t id) { return "ak:" + std::to_string(id); }
+std::string api_key_sid(std::int64_t id) {
+  return "ak:" + std::to_string(id);
+}
 
-bool is_api_key(std::string_view token) { return token.substr(0, api_key_scheme.size()) == api_key_scheme; }
+bool is_api_key(std::string_view token) {
+  return token.substr(0, api_key_scheme.size()) == api_key_scheme;
+}
 
 void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_list& revoked,
                           std::string_view token, api_key_done done) {
@@ -43,7 +48,8 @@ void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_l
   auto rest = token.substr(api_key_scheme.size());
   auto sep = rest.find('_');
   std::int64_t id = 0;
-  if (sep == std::string_view::npos || sep == 0 || sep > 18) return done(invalid("invalid API key"), {});
+  if (sep == std::string_view::npos || sep == 0 || sep > 18)
+    return done(invalid("invalid API key"), {});
   auto [end, ec] = std::from_chars(rest.data(), rest.data() + sep, id);
   auto secret = rest.substr(sep + 1);
   if (ec != std::errc() || end != rest.data() + sep || id <= 0 ||
@@ -55,8 +61,8 @@ void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_l
   api_key_gate().admit(
       pool, id,
       [&keys, rehash, presented = std::string(secret)](const persistence::secret_owner& o) {
-        auto m = keys.verify(persistence::sealed::api_key_secret, o.tenant_id, presented,
-                             *o.secret);
+        auto m =
+            keys.verify(persistence::sealed::api_key_secret, o.tenant_id, presented, *o.secret);
         if (m == domain::secret_keys::match::yes_rehash) rehash->store(true);
         return m != domain::secret_keys::match::no;
       },

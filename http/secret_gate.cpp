@@ -54,7 +54,7 @@ void secret_gate::write_metrics(std::string& out) {
 }
 
 secret_gate::admission secret_gate::judge(const std::optional<persistence::secret_owner>& owner,
-                                            bool matches) {
+                                          bool matches) {
   admission a;
   if (!owner) {
     a.v = verdict::unknown;
@@ -70,7 +70,7 @@ secret_gate::admission secret_gate::judge(const std::optional<persistence::secre
 }
 
 void secret_gate::admit(persistence::pg_pool& pool, std::int64_t id, accepts_fn accepts,
-                         done_fn done) {
+                        done_fn done) {
   std::optional<std::optional<persistence::secret_owner>> cached;
   bool fresh = false, trusted = false;
   {

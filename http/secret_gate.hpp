@@ -1,7 +1,7 @@
-// Inbound webhooks (a workflow's, a channel's) and API keys carry a secret, not a token. The gate checks it
-// before the tenant is woken (issue 31): a caller with a wrong secret, or naming an id that does
-// not exist, costs a look-up in memory, or at most one Postgres round trip per id a second,
-// never the tenant's actors. It keeps each id's owner and secret (a workflow's opened, a
+// Inbound webhooks (a workflow's, a channel's) and API keys carry a secret, not a token. The gate
+// checks it before the tenant is woken (issue 31): a caller with a wrong secret, or naming an id
+// that does not exist, costs a look-up in memory, or at most one Postgres round trip per id a
+// second, never the tenant's actors. It keeps each id's owner and secret (a workflow's opened, a
 // channel's keyed hash) in a small cross-tenant cache. A cached secret that a call does not
 // match is read again once it is a second old, so a secret changed on another node is in force
 // here within a second; the tenant's actor checks the current one again all the same.
@@ -27,7 +27,7 @@ namespace crm::http {
 class secret_gate {
 public:
   using lookup_fn = std::optional<persistence::secret_owner> (*)(persistence::pg_conn&,
-                                                                  std::int64_t);
+                                                                 std::int64_t);
   // Whether the call's credentials match the owner's secret (false when it has none).
   using accepts_fn = std::function<bool(const persistence::secret_owner&)>;
   enum class verdict : std::uint8_t { admitted, refused, unknown };

@@ -58,9 +58,8 @@ std::optional<api_key_row> insert_api_key(pg_conn& c, const new_api_key& k,
                   " created_by, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7::bigint,"
                   " timestamptz 'epoch' + $8::bigint * interval '1 microsecond') RETURNING ") +
           columns,
-      id, k.tenant_id, k.name, k.role,
-      c.keys().hash(sealed::api_key_secret, k.tenant_id, k.secret), prefix,
-      by ? by->c_str() : nullptr, expires ? expires->c_str() : nullptr);
+      id, k.tenant_id, k.name, k.role, c.keys().hash(sealed::api_key_secret, k.tenant_id, k.secret),
+      prefix, by ? by->c_str() : nullptr, expires ? expires->c_str() : nullptr);
   tx.commit();
   return to_row(r.front());
 }
@@ -94,9 +93,9 @@ std::optional<api_key_row> revoke_api_key(pg_conn& c, std::int64_t tenant, std::
   tx.exec_params("UPDATE api_keys SET revoked_at = now(), revoked_by = $3::bigint"
                  " WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
                  tenant, id, who ? who->c_str() : nullptr);
-  auto r = tx.exec_params(
-      std::string("SELECT ") + columns + " FROM api_keys WHERE tenant_id = $1 AND id = $2",
-      tenant, id);
+  auto r = tx.exec_params(std::string("SELECT ") + columns +
+                              " FROM api_keys WHERE tenant_id = $1 AND id = $2",
+                          tenant, id);
   tx.commit();
   if (r.empty()) return std::nullopt;
   return to_row(r.front());

@@ -56,8 +56,14 @@ void append_insert(std::string& out, const std::vector<domain::audit_record>& ro
   for (std::size_t i = 0; i < rows.size(); ++i) {
     // Whoever made the row, its texts are made storable here: a change is never refused, nor
     // its audit row lost, for the bytes of a header or a body key.
-    auto r = rows[i];
-    domain::make_storable(r);
+    const domain::audit_record* row = &rows[i];
+    std::optional<domain::audit_record> fixed;
+    if (!domain::is_storable(*row)) {
+      fixed = *row;
+      domain::make_storable(*fixed);
+      row = &*fixed;
+    }
+    const auto& r = *row;
     if (i) out += ',';
     out += '(';
     out += std::to_string(r.tenant_id) + ',' + quote(domain::format_rfc3339(r.at)) + ',' +
@@ -203,6 +209,16 @@ bool audit_head_signed(const domain::secret_keys& keys, std::int64_t tenant, std
   return keys.verify(anchor ? anchor_purpose : head_purpose, tenant, head_message(seq, hash),
                      signature) != domain::secret_keys::match::no;
 }
+
+namespace {
+// A head the writer may extend and verify may trust: signed by the keys, or the genesis head the
+// writer inserts for a new chain (seq 0, logged_at '-infinity', `placeholder`), signed by nobody.
+bool head_trusted(const domain::secret_keys& keys, std::int64_t tenant, std::int64_t seq,
+                  const std::string& hash, const char* signature, bool placeholder) {
+  if (seq == 0 && hash == domain::audit_genesis && placeholder) return true;
+  return audit_head_signed(keys, tenant, seq, hash, signature);
+}
+} // namespace
 
 void sign_audit_heads(pqxx::transaction_base& tx, const domain::secret_keys& keys) {
   for (const char* table : {"audit_heads", "audit_pruned"}) {
@@ -411,10 +427,9 @@ void audit_writer::loop() {
                                [](auto* a, auto* b) { return a->at < b->at; });
               // A head this writer did not sign (rewound, replaced) is extended all the same, so
               // the trail goes on, but the chain itself records it first, for verify to report.
-              bool fresh = seq == 0 && prev == domain::audit_genesis && head[5].as<bool>();
-              if (opts_.keys && !fresh &&
-                  !audit_head_signed(*opts_.keys, tenant, seq, prev,
-                                     head[4].is_null() ? "" : head[4].c_str())) {
+              if (opts_.keys &&
+                  !head_trusted(*opts_.keys, tenant, seq, prev,
+                                head[4].is_null() ? "" : head[4].c_str(), head[5].as<bool>())) {
                 auto& r = unverified.emplace_back(domain::make_audit(
                     nullptr, tenant, "audit_log", std::nullopt, audit_head_unverified));
                 r.outcome = "failure";
@@ -813,8 +828,7 @@ audit_verification verify_audit_chain(pg_conn& c, std::int64_t tenant,
   }
   auto head_seq = head[0][0].as<std::int64_t>();
   auto head_hash = head[0][1].as<std::string>();
-  bool fresh = head_seq == 0 && head_hash == domain::audit_genesis && head[0][3].as<bool>();
-  if (!fresh && !audit_head_signed(keys, tenant, head_seq, head_hash, head[0][2].c_str()))
+  if (!head_trusted(keys, tenant, head_seq, head_hash, head[0][2].c_str(), head[0][3].as<bool>()))
     return fail(head_seq, "the chain's head (row " + std::to_string(head_seq) +
                               ") is not signed by carecrm's keys: it was set by hand");
   if (head_seq != expected - 1)

@@ -10,8 +10,8 @@
 #include "persistence/sealed_columns.hpp"
 
 #include <boost/json.hpp>
-#include <sodium.h>
 #include <pqxx/pqxx>
+#include <sodium.h>
 
 #include <functional>
 #include <optional>
@@ -244,8 +244,7 @@ std::vector<std::string> prepare_secrets(pg_conn& c) {
   return {missing.begin(), missing.end()};
 }
 
-std::optional<std::string> bind_legacy_values(const domain::data_key& key,
-                                              std::int64_t contact_id,
+std::optional<std::string> bind_legacy_values(const domain::data_key& key, std::int64_t contact_id,
                                               std::string_view custom_fields) {
   return domain::reseal_custom_values(
       custom_fields,
@@ -273,8 +272,9 @@ std::int64_t bind_sensitive_values(pqxx::transaction_base& tx, const domain::sec
       auto id = r[0].as<std::int64_t>();
       auto text = bind_legacy_values(*key, id, r[1].c_str());
       if (!text) continue;
-      tx.exec_params("UPDATE contacts SET custom_fields = $3::jsonb WHERE tenant_id = $1 AND id = $2",
-                     tenant, id, *text);
+      tx.exec_params(
+          "UPDATE contacts SET custom_fields = $3::jsonb WHERE tenant_id = $1 AND id = $2", tenant,
+          id, *text);
       ++rebound;
     }
   }

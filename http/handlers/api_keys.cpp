@@ -88,9 +88,9 @@ void create(services& s, const exchange_ptr& ex) {
       [ex, secret = k.secret](domain::outcome<std::optional<persistence::api_key_row>> r) {
         if (!r) return ex->fail(r.error());
         if (!*r)
-          return ex->fail(failure::of(errc::conflict,
-                                      "the tenant has " + std::to_string(max_active_keys) +
-                                          " API keys in force: revoke one first"));
+          return ex->fail(failure::of(errc::conflict, "the tenant has " +
+                                                          std::to_string(max_active_keys) +
+                                                          " API keys in force: revoke one first"));
         auto o = key_object(**r);
         // Shown once: only its keyed hash is kept.
         o["key"] = std::string(api_key_scheme) + std::to_string((*r)->id) + "_" + secret;

@@ -135,7 +135,9 @@ TEST(AuditStorable, ReplacesBytesThatAreNotTextInEveryFieldAndFlagsTheRow) {
   r.fields = {std::string("\0", 1), std::string("ok\xc3\x28", 4)};
   r.actor_ref = std::string("POST /x\xc0\xaf", 9); // an overlong '/'
   r.query = "q=\xed\xa0\x80";                      // a surrogate
+  EXPECT_FALSE(crm::domain::is_storable(r));
   crm::domain::make_storable(r);
+  EXPECT_TRUE(crm::domain::is_storable(r));
   EXPECT_TRUE(r.sanitized);
   EXPECT_EQ(r.user_agent, "ua\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(r.request_id, "r\xEF\xBF\xBD"
@@ -149,12 +151,18 @@ TEST(AuditStorable, ReplacesBytesThatAreNotTextInEveryFieldAndFlagsTheRow) {
 TEST(AuditStorable, LeavesTextAloneAndCutsAtACharacterBoundary) {
   auto r = sample();
   r.user_agent = "café ☕";
+  EXPECT_TRUE(crm::domain::is_storable(r)); // stored as it is, not copied
   crm::domain::make_storable(r);
   EXPECT_FALSE(r.sanitized);
   EXPECT_EQ(r.user_agent, "café ☕");
   r.user_agent = std::string(crm::domain::audit_text_max - 1, 'a') + "é"; // é straddles the cut
+  EXPECT_FALSE(crm::domain::is_storable(r));
+  r.user_agent = "short";
   r.fields.assign(crm::domain::audit_fields_max + 5, "f");
+  EXPECT_FALSE(crm::domain::is_storable(r));
+  r.user_agent = std::string(crm::domain::audit_text_max - 1, 'a') + "é";
   crm::domain::make_storable(r);
+  EXPECT_TRUE(crm::domain::is_storable(r));
   EXPECT_EQ(r.user_agent, std::string(crm::domain::audit_text_max - 1, 'a'));
   EXPECT_EQ(r.fields.size(), crm::domain::audit_fields_max);
   EXPECT_FALSE(r.sanitized); // cut, not replaced

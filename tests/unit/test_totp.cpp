@@ -23,11 +23,10 @@ TEST(Totp, TotpMatchesRfc6238AppendixBForSha1) {
     std::int64_t t;
     const char* code;
   };
-  for (auto v : {vec{59, "94287082"}, vec{1111111109, "07081804"}, vec{1111111111, "14050471"},
-                 vec{1234567890, "89005924"}, vec{2000000000, "69279037"},
-                 vec{20000000000, "65353130"}})
-    EXPECT_EQ(totp::hotp(rfc_key, static_cast<std::uint64_t>(v.t / totp::step_seconds), 8),
-              v.code)
+  for (auto v :
+       {vec{59, "94287082"}, vec{1111111109, "07081804"}, vec{1111111111, "14050471"},
+        vec{1234567890, "89005924"}, vec{2000000000, "69279037"}, vec{20000000000, "65353130"}})
+    EXPECT_EQ(totp::hotp(rfc_key, static_cast<std::uint64_t>(v.t / totp::step_seconds), 8), v.code)
         << v.t;
 }
 
