@@ -17,6 +17,7 @@ enum class errc : std::uint8_t {
   rate_limited,             // 429 (carries retry_after)
   service_unavailable,      // 503
   internal,                 // 500
+  second_factor_required,   // 401: the password was right, a one-time code is needed
 };
 
 } // namespace crm::domain

@@ -128,6 +128,10 @@ jwt_result verify(std::string_view token, std::string_view secret, std::int64_t 
   const json::string* jti = string_claim(*payload, "jti");
   const std::int64_t* iat = int_claim(*payload, "iat");
   const json::string* iss = string_claim(*payload, "iss");
+  const json::value* scp = payload->if_contains("scp");
+  if (scp != nullptr && !scp->is_string()) {
+    return fail(jwt_error::malformed);
+  }
   if (sub == nullptr || tid == nullptr || role == nullptr || typ == nullptr || sid == nullptr ||
       jti == nullptr || iat == nullptr || iss == nullptr) {
     return fail(jwt_error::malformed);
@@ -159,6 +163,7 @@ jwt_result verify(std::string_view token, std::string_view secret, std::int64_t 
   claims.jti = std::string(jti->subview());
   claims.iat = *iat;
   claims.exp = exp_value->get_int64();
+  if (scp != nullptr) claims.scope = std::string(scp->get_string().subview());
   return {std::move(claims), jwt_error::malformed};
 }
 
@@ -175,6 +180,7 @@ std::string sign_jwt(const token_claims& claims, std::string_view secret) {
   payload["iat"] = claims.iat;
   payload["exp"] = claims.exp;
   payload["iss"] = issuer;
+  if (!claims.scope.empty()) payload["scp"] = claims.scope;
 
   std::string token = base64url_encode(header_json);
   token.push_back('.');

@@ -21,7 +21,11 @@ struct token_claims {
   std::string jti; // token id
   std::int64_t iat = 0;
   std::int64_t exp = 0;
+  // `scp`, only when not empty: "enroll" for a session that may only set up two-factor
+  // sign-in (its tenant requires it and the user has none yet).
+  std::string scope;
 };
+inline constexpr std::string_view enroll_scope = "enroll";
 
 // Header {"alg":"HS256","typ":"JWT"}, payload with every claim plus `iss` = "carecrm".
 std::string sign_jwt(const token_claims& claims, std::string_view secret);

@@ -22,6 +22,7 @@ router make_api_router(services& s) {
   add_auth_routes(r, s);
   add_user_routes(r, s);
   add_api_key_routes(r, s);
+  add_totp_routes(r, s);
   add_contact_routes(r, s);
   add_company_routes(r, s);
   add_field_routes(r, s);

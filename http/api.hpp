@@ -26,6 +26,7 @@ inline handler_fn bind(services& s, void (*f)(services&, const exchange_ptr&)) {
 void add_auth_routes(router& r, services& s);
 void add_user_routes(router& r, services& s);
 void add_api_key_routes(router& r, services& s);
+void add_totp_routes(router& r, services& s);
 void add_contact_routes(router& r, services& s);
 void add_company_routes(router& r, services& s);
 void add_field_routes(router& r, services& s);

@@ -38,6 +38,12 @@ const std::vector<table_row>& table() {
       {verb::post, "/api/v1/auth/refresh", rule(m::security, "session", "refresh", "")},
       {verb::post, "/api/v1/auth/logout", rule(m::security, "session", "logout", "")},
       {verb::get, "/api/v1/auth/me", rule(m::none, "session", "me", "")},
+      // Two-factor sign-in: set up, turned on and off, reset by an admin, required.
+      {verb::post, "/api/v1/auth/totp/setup", rule(m::security, "session", "totp_setup", "")},
+      {verb::post, "/api/v1/auth/totp/enable", rule(m::security, "session", "totp_enable", "")},
+      {verb::post, "/api/v1/auth/totp/disable", rule(m::security, "session", "totp_disable", "")},
+      {verb::put, "/api/v1/auth/totp/policy", rule(m::security, "tenant", "totp_policy", "")},
+      {verb::del, "/api/v1/users/{id}/totp", rule(m::security, "user", "totp_reset")},
       // API keys: created and revoked as security events of the tenant.
       {verb::post, "/api/v1/api-keys", rule(m::change, "api_key", "create", "")},
       {verb::del, "/api/v1/api-keys/{id}", rule(m::change, "api_key", "revoke")},

@@ -54,6 +54,7 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
     std::int64_t exp = 0;
     domain::role role = domain::role::viewer;
     std::pmr::string sid;
+    bool enroll_only = false;
   };
   struct token_cache {
     std::pmr::unsynchronized_pool_resource pool;
@@ -82,8 +83,13 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
     auto role = domain::parse_role(r.claims->role);
     if (!role) return unauthorized("invalid token");
     if (cache.verified.size() >= 4096) cache.verified.clear();
-    cached entry{r.claims->user_id, r.claims->tenant_id, r.claims->exp, *role,
-                 std::pmr::string(r.claims->sid, &cache.pool)};
+    cached entry{r.claims->user_id,
+                 r.claims->tenant_id,
+                 r.claims->exp,
+                 *role,
+                 std::pmr::string(r.claims->sid, &cache.pool),
+                 r.claims->scope == domain::enroll_scope};
+    if (!r.claims->scope.empty() && !entry.enroll_only) return unauthorized("invalid token");
     found = &cache.verified.emplace(std::pmr::string(token, &cache.pool), std::move(entry))
                  .first->second;
   }
@@ -94,6 +100,7 @@ std::optional<domain::failure> authenticate(const request& req, std::string_view
   who.role = c.role;
   who.sid.assign(c.sid.data(), c.sid.size());
   who.token_exp = c.exp;
+  who.enroll_only = c.enroll_only;
   return std::nullopt;
 }
 

@@ -25,6 +25,7 @@ constexpr error_info describe(domain::errc e) {
   case errc::rate_limited: return {429, "RATE_LIMITED"};
   case errc::service_unavailable: return {503, "SERVICE_UNAVAILABLE"};
   case errc::internal: return {500, "INTERNAL_ERROR"};
+  case errc::second_factor_required: return {401, "TOTP_REQUIRED"};
   }
   return {500, "INTERNAL_ERROR"};
 }

@@ -26,6 +26,9 @@ struct principal {
   std::string sid;            // the session, or "ak:<id>" for an API key
   std::int64_t token_exp = 0; // seconds; 0 for an API key that never expires
   std::int64_t api_key_id = 0;
+  // A session that may only set up two-factor sign-in (its tenant requires it and the user has
+  // none yet): every route but those of http/totp_routes answers 403 (docs/operations.md).
+  bool enroll_only = false;
   // The user acting, for what records one (a consent's recorded_by, a message's sender, a
   // deal's history): nothing for an API key.
   std::optional<std::int64_t> acting_user() const {

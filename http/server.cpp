@@ -14,6 +14,7 @@
 #include "http/metrics.hpp"
 #include "http/placement.hpp"
 #include "http/router.hpp"
+#include "http/totp_routes.hpp"
 #include "persistence/log.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -193,6 +194,12 @@ void authenticated(shared_context& ctx, const std::shared_ptr<origin>& op, const
   if (!domain::allows(ex->who.role, rt.perm)) {
     ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
                                  "your role does not allow this operation"));
+    return;
+  }
+  if (ex->who.enroll_only && !open_to_enrollment(rt)) {
+    ex->fail(domain::failure::of(domain::errc::insufficient_permissions,
+                                 "your tenant requires two-factor sign-in: set it up with POST "
+                                 "/api/v1/auth/totp/setup and /enable, then sign in again"));
     return;
   }
   if (auto bad = non_text_input(ex->req)) {

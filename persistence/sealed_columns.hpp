@@ -27,6 +27,10 @@ inline constexpr std::string_view http_header = "workflow.http_header";
 inline constexpr std::string_view subscription_secret = "webhook_subscription.secret";
 // api_keys.secret_hash: a keyed hash of an integrator's API key (only ever compared).
 inline constexpr std::string_view api_key_secret = "api_key.secret";
+// user_totp.secret and user_totp.pending_secret: a user's TOTP secret (raw bytes).
+inline constexpr std::string_view user_totp_secret = "user.totp_secret";
+// user_totp.recovery_codes: keyed hashes of the recovery codes (only ever compared).
+inline constexpr std::string_view user_recovery_code = "user.recovery_code";
 // ai_agents.api_key.
 inline constexpr std::string_view agent_api_key = "ai_agent.api_key";
 // contacts.custom_fields: the values of sensitive fields, sealed with the tenant's data key and

@@ -149,6 +149,10 @@ void visit_all(pg_conn& c, bool all_runs, bool change, const visitor& f) {
   in_tx([&](pqxx::work& tx) {
     visit_column(tx, "api_keys", "secret_hash", sealed::api_key_secret, lock, f, true);
   });
+  in_tx([&](pqxx::work& tx) {
+    visit_column(tx, "user_totp", "secret", sealed::user_totp_secret, lock, f);
+    visit_column(tx, "user_totp", "pending_secret", sealed::user_totp_secret, lock, f);
+  });
   for (std::int64_t after = 0;;) {
     bool more = false;
     in_tx([&](pqxx::work& tx) {

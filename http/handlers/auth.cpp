@@ -11,6 +11,7 @@
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/placement.hpp"
+#include "http/totp_routes.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/revocations.hpp"
@@ -29,7 +30,8 @@ failure invalid_credentials(const char* why = "incorrect e-mail or password") {
   return failure::of(errc::invalid_credentials, why);
 }
 
-std::string token_pair(const services& s, const domain::user& u, const std::string& sid) {
+std::string token_pair(const services& s, const domain::user& u, const std::string& sid,
+                       const std::string& scope = {}) {
   auto now = domain::now_seconds();
   domain::token_claims c;
   c.user_id = u.id;
@@ -40,6 +42,7 @@ std::string token_pair(const services& s, const domain::user& u, const std::stri
   c.typ = domain::token_type::access;
   c.jti = domain::random_token(12);
   c.exp = now + domain::access_token_seconds;
+  c.scope = scope;
   auto access = domain::sign_jwt(c, s.cfg.jwt_secret);
   c.typ = domain::token_type::refresh;
   c.jti = domain::random_token(12);
@@ -60,16 +63,16 @@ const std::string& decoy_hash() {
   return h;
 }
 
-void start_session(services& s, const exchange_ptr& ex, domain::user u) {
+void start_session(services& s, const exchange_ptr& ex, domain::user u, std::string scope = {}) {
   auto sid = domain::random_token(16);
   s.pool.run<domain::done>(
       [sid, uid = u.id, tid = u.tenant_id](persistence::pg_conn& c) {
         persistence::insert_session(c, sid, uid, tid);
         return domain::done{};
       },
-      [&s, ex, u = std::move(u), sid](domain::outcome<domain::done> r) {
+      [&s, ex, u = std::move(u), sid, scope](domain::outcome<domain::done> r) {
         if (!r) return ex->fail(r.error());
-        ex->json(200, token_pair(s, u, sid));
+        ex->json(200, token_pair(s, u, sid, scope));
       });
 }
 
@@ -77,28 +80,86 @@ void start_session(services& s, const exchange_ptr& ex, domain::user u) {
 // no e-mail, and is not sent to Redis as a key. Also the OpenAPI schemas (add_auth_routes).
 constexpr text_rule login_email_rule{.min = 1, .max = 320};
 constexpr text_rule login_password_rule{.min = 0, .max = 1024};
+constexpr text_rule login_code_rule{.min = 1, .max = 32, .trim = true};
+
+// The second step of a sign-in whose password was right (http/totp_routes.hpp): a code or a
+// recovery code is consumed (good once, whatever runs at the same time) before the session
+// starts; a wrong one counts as a failed login for the throttle.
+void second_step(services& s, const exchange_ptr& ex, const std::string& email, domain::user u,
+                 const persistence::totp_state& state, const std::optional<std::string>& code,
+                 const std::optional<std::string>& recovery) {
+  auto f =
+      judge_second_factor(s.pool.keys(), u.tenant_id, state, code, recovery, domain::now_seconds());
+  using verdict = second_factor::verdict;
+  switch (f.v) {
+  case verdict::none_needed:
+    s.throttle.finish(email, true);
+    return start_session(s, ex, std::move(u));
+  case verdict::enroll_only:
+    s.throttle.finish(email, true);
+    return start_session(s, ex, std::move(u), std::string(domain::enroll_scope));
+  case verdict::refused:
+    s.throttle.finish(email, f.failure.code == errc::second_factor_required
+                                 ? std::nullopt
+                                 : std::optional<bool>(false));
+    return ex->fail(f.failure);
+  case verdict::code:
+  case verdict::recovery_code: break;
+  }
+  if (f.v == verdict::recovery_code) ex->audit_action = "login_recovery_code";
+  s.pool.run<bool>(
+      [f, user = u.id](persistence::pg_conn& c) {
+        return f.v == verdict::code ? persistence::consume_totp_step(c, user, f.step)
+                                    : persistence::consume_recovery_code(c, user, f.stored);
+      },
+      [&s, ex, email, u = std::move(u)](domain::outcome<bool> used) mutable {
+        if (!used) {
+          s.throttle.finish(email, std::nullopt);
+          return ex->fail(used.error());
+        }
+        if (!*used) {
+          s.throttle.finish(email, false);
+          return ex->fail(invalid_credentials("incorrect or used one-time code"));
+        }
+        s.throttle.finish(email, true);
+        start_session(s, ex, std::move(u));
+      });
+}
 
 void login(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   auto email = body.text("email", true, login_email_rule);
   auto password = body.text("password", true, login_password_rule);
+  auto code = body.text("totp_code", false, login_code_rule);
+  auto recovery = body.text("recovery_code", false, login_code_rule);
   if (!body.finish()) return ex->fail(body.failure());
 
-  s.throttle.admit(*email, [&s, ex, email = *email, password = *password](int retry_after) {
+  s.throttle.admit(*email, [&s, ex, email = *email, password = *password, code,
+                            recovery](int retry_after) {
     if (retry_after > 0) {
       auto f = failure::of(errc::rate_limited, "too many failed logins; try again later");
       f.retry_after = retry_after;
       return ex->fail(f);
     }
-    s.pool.run<std::optional<domain::user>>(
-        [email](persistence::pg_conn& c) { return persistence::find_user_by_email(c, email); },
-        [&s, ex, email, password](domain::outcome<std::optional<domain::user>> found) {
+    struct account {
+      std::optional<domain::user> user;
+      persistence::totp_state totp;
+    };
+    s.pool.run<account>(
+        [email](persistence::pg_conn& c) {
+          account a;
+          a.user = persistence::find_user_by_email(c, email);
+          if (a.user) a.totp = persistence::load_totp(c, a.user->tenant_id, a.user->id);
+          return a;
+        },
+        [&s, ex, email, password, code, recovery](domain::outcome<account> found) {
           if (!found) {
             s.throttle.finish(email, std::nullopt);
             return ex->fail(found.error());
           }
-          auto user = std::move(*found);
-          bool queued = s.hashing.try_submit([&s, ex, email, password, user]() mutable {
+          auto user = std::move(found->user);
+          bool queued = s.hashing.try_submit([&s, ex, email, password, user, code, recovery,
+                                              totp = std::move(found->totp)]() mutable {
             bool ok = domain::verify_password(user ? user->password_hash : decoy_hash(), password);
             if (user) {
               // The audit row of the attempt goes to the account's tenant (http/audit.hpp).
@@ -110,8 +171,7 @@ void login(services& s, const exchange_ptr& ex) {
               s.throttle.finish(email, false);
               return ex->fail(invalid_credentials());
             }
-            s.throttle.finish(email, true);
-            start_session(s, ex, std::move(*user));
+            second_step(s, ex, email, std::move(*user), totp, code, recovery);
           });
           if (!queued) {
             s.throttle.finish(email, std::nullopt);
@@ -176,15 +236,19 @@ void rotate_and_issue(services& s, const exchange_ptr& ex, const domain::token_c
               if (!live)
                 return s.revocations.unrotate(claims.jti, [ex, f = live.error()] { ex->fail(f); });
               if (!*live) return ex->fail(invalid_credentials("session revoked"));
-              actors::get_user(
-                  s.rt, claims.tenant_id, claims.user_id,
-                  actors::callback<domain::user>([&s, ex, sid = claims.sid, jti = claims.jti](
-                                                     domain::outcome<domain::user> u) {
-                    if (!u && u.error().code == errc::service_unavailable)
-                      return s.revocations.unrotate(jti, [ex, f = u.error()] { ex->fail(f); });
-                    if (!u || !u->is_active) return ex->fail(invalid_credentials("user inactive"));
-                    ex->json(200, token_pair(s, *u, sid));
-                  }));
+              actors::get_user(s.rt, claims.tenant_id, claims.user_id,
+                               // A session that may only enroll stays one: signing in again with
+                               // the new second factor makes a full one.
+                               actors::callback<domain::user>(
+                                   [&s, ex, sid = claims.sid, jti = claims.jti,
+                                    scope = claims.scope](domain::outcome<domain::user> u) {
+                                     if (!u && u.error().code == errc::service_unavailable)
+                                       return s.revocations.unrotate(
+                                           jti, [ex, f = u.error()] { ex->fail(f); });
+                                     if (!u || !u->is_active)
+                                       return ex->fail(invalid_credentials("user inactive"));
+                                     ex->json(200, token_pair(s, *u, sid, scope));
+                                   }));
             });
       });
 }
@@ -226,7 +290,10 @@ void logout(services& s, const exchange_ptr& ex) {
 void add_auth_routes(router& r, services& s) {
   using namespace schema;
   define(r, "LoginRequest",
-         object({{"email", text(login_email_rule)}, {"password", text(login_password_rule)}}));
+         object({{"email", text(login_email_rule)},
+                 {"password", text(login_password_rule)},
+                 {"totp_code", text(login_code_rule), false},
+                 {"recovery_code", text(login_code_rule), false}}));
   define(r, "RefreshRequest", object({{"refresh_token", text({})}}));
   define(r, "TokenPair",
          object({{"access_token", text({.min = 1})},

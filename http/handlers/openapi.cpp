@@ -128,7 +128,8 @@ json::array error_codes() {
   for (auto e :
        {errc::invalid_credentials, errc::insufficient_permissions, errc::not_found,
         errc::method_not_allowed, errc::duplicate_email, errc::conflict, errc::payload_too_large,
-        errc::validation, errc::rate_limited, errc::service_unavailable, errc::internal})
+        errc::validation, errc::rate_limited, errc::service_unavailable, errc::internal,
+        errc::second_factor_required})
     if (!describe(e).code.empty()) out.emplace_back(describe(e).code);
   return out;
 }
@@ -200,7 +201,10 @@ json::object components(const std::set<std::string>& secret_headers) {
     return headers;
   };
   json::object responses{
-      {"Unauthorized", error_response("INVALID_CREDENTIALS: no valid token (or secret)", "Error")},
+      {"Unauthorized", error_response("INVALID_CREDENTIALS: no valid token (or secret); at "
+                                      "sign-in, TOTP_REQUIRED: the password was right and the "
+                                      "account's one-time code is needed",
+                                      "Error")},
       {"Forbidden",
        error_response("INSUFFICIENT_PERMISSIONS: the role does not allow it", "Error")},
       {"NotFound", error_response("NOT_FOUND: no such resource", "Error")},

@@ -25,6 +25,7 @@ TEST(error_map, maps_every_errc_to_the_contract_status_and_code) {
       {errc::rate_limited, 429, "RATE_LIMITED"},
       {errc::service_unavailable, 503, "SERVICE_UNAVAILABLE"},
       {errc::internal, 500, "INTERNAL_ERROR"},
+      {errc::second_factor_required, 401, "TOTP_REQUIRED"},
   };
   for (auto& r : table) {
     EXPECT_EQ(describe(r.e).status, r.status) << r.code;
