@@ -280,6 +280,7 @@ second_factor judge_second_factor(const domain::secret_keys& keys, std::int64_t 
 
 void add_totp_routes(router& r, services& s) {
   using domain::permission;
+  const std::string base = "/api/v1/auth/totp";
   using namespace schema;
   define(r, "TotpStatus",
          object({{"enabled", boolean()},
@@ -292,26 +293,26 @@ void add_totp_routes(router& r, services& s) {
   define(r, "TotpDisable",
          object({{"code", text(code_rule), false}, {"recovery_code", text(recovery_rule), false}}));
   define(r, "TotpPolicy", object({{"required", boolean()}}));
-  r.add({verb::get, std::string(totp_path), access::bearer, permission::read_records,
+  r.add({verb::get, base, access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { status(s, ex); }, "Your two-factor sign-in", "auth"},
         {"", "TotpStatus"});
-  r.add({verb::post, std::string(totp_path) + "/setup", access::bearer, permission::read_records,
+  r.add({verb::post, base + "/setup", access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { setup(s, ex); },
          "Set up an authenticator (confirm it with /enable)", "auth"},
-        route_doc("", "TotpSetup").fails_with({409}));
-  r.add({verb::post, std::string(totp_path) + "/enable", access::bearer, permission::read_records,
+        route_doc("", "TotpSetup").without_body().fails_with({409}));
+  r.add({verb::post, base + "/enable", access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { enable(s, ex); },
          "Turn two-factor sign-in on with a first code (recovery codes shown once)", "auth"},
         route_doc("TotpCode", "TotpRecoveryCodes").fails_with({409}));
-  r.add({verb::post, std::string(totp_path) + "/disable", access::bearer, permission::read_records,
+  r.add({verb::post, base + "/disable", access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { disable(s, ex); },
          "Turn two-factor sign-in off (with a code or a recovery code)", "auth", 204},
         route_doc("TotpDisable", "").fails_with({409}));
-  r.add({verb::get, std::string(totp_path) + "/policy", access::bearer, permission::read_records,
+  r.add({verb::get, base + "/policy", access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { policy(s, ex); },
          "Whether the tenant requires two-factor sign-in", "auth"},
         {"", "TotpPolicy"});
-  r.add({verb::put, std::string(totp_path) + "/policy", access::bearer, permission::administer,
+  r.add({verb::put, base + "/policy", access::bearer, permission::administer,
          [&s](const exchange_ptr& ex) { set_policy(s, ex); },
          "Require two-factor sign-in of every user of the tenant (or not)", "auth"},
         {"TotpPolicy", "TotpPolicy"});
