@@ -9,9 +9,12 @@
 #include "persistence/pg_pool.hpp"
 #include "persistence/sealed_columns.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <memory>
+#include <unordered_map>
 
 namespace crm::http {
 
@@ -93,6 +96,47 @@ void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_l
         who.api_key_id = id;
         done(std::nullopt, std::move(who));
       });
+}
+
+namespace {
+
+struct remembered {
+  principal who;
+  std::chrono::steady_clock::time_point at;
+};
+struct key_memory {
+  std::unordered_map<std::string, remembered> keys;
+};
+constexpr auto remember_for = std::chrono::seconds(10);
+constexpr std::size_t remember_at_most = 1024;
+
+key_memory& memory() {
+  thread_local key_memory m;
+  return m;
+}
+
+} // namespace
+
+bool recall_api_key(const domain::revocation_list& revoked, std::string_view token,
+                    principal& who) {
+  auto& m = memory();
+  auto it = m.keys.find(std::string(token));
+  if (it == m.keys.end()) return false;
+  auto& r = it->second;
+  if (std::chrono::steady_clock::now() - r.at >= remember_for ||
+      (r.who.token_exp != 0 && r.who.token_exp <= domain::now_seconds()) ||
+      revoked.is_revoked(r.who.sid)) {
+    m.keys.erase(it); // the gate answers, with the reason
+    return false;
+  }
+  who = r.who;
+  return true;
+}
+
+void remember_api_key(std::string_view token, const principal& who) {
+  auto& m = memory();
+  if (m.keys.size() >= remember_at_most) m.keys.clear();
+  m.keys.insert_or_assign(std::string(token), remembered{who, std::chrono::steady_clock::now()});
 }
 
 } // namespace crm::http

@@ -42,4 +42,12 @@ using api_key_done = std::function<void(std::optional<domain::failure>, principa
 void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_list& revoked,
                           std::string_view token, api_key_done done);
 
+// Each asio thread remembers the keys it admitted in the last 10 s (as it remembers verified
+// access tokens), so a repeat costs a lookup instead of the gate's lock, a keyed hash and a hop
+// through the scheduler. Expiry and revocation are still checked on every request; after 10 s
+// the key goes through the gate (and so Postgres) again.
+bool recall_api_key(const domain::revocation_list& revoked, std::string_view token,
+                    principal& who);
+void remember_api_key(std::string_view token, const principal& who);
+
 } // namespace crm::http

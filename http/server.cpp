@@ -146,8 +146,10 @@ void dispatch(shared_context& ctx, const std::shared_ptr<origin>& op, const exch
   if (rt.auth == access::bearer) {
     auto token = bearer_token(ex->req);
     if (token && ctx.auth.pool && is_api_key(*token)) {
-      // An API key: its owner is looked up through the gate, perhaps on a database thread;
-      // the request goes on back on an asio thread.
+      if (recall_api_key(*ctx.auth.revoked, *token, ex->who))
+        return authenticated(ctx, op, ex, rt, forwarded);
+      // Its owner is looked up through the gate, perhaps on a database thread; the request
+      // goes on back on an asio thread, which remembers the key.
       authenticate_api_key(
           *ctx.auth.pool, *ctx.auth.revoked, *token,
           [&ctx, op, ex, &rt, forwarded](std::optional<domain::failure> f, principal who) {
@@ -158,6 +160,7 @@ void dispatch(shared_context& ctx, const std::shared_ptr<origin>& op, const exch
                   return ex->fail(*refused);
                 return ex->fail(*f);
               }
+              if (auto t = bearer_token(ex->req)) remember_api_key(*t, who);
               ex->who = std::move(who);
               authenticated(ctx, op, ex, rt, forwarded);
             });

@@ -13,6 +13,7 @@
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/revocations.hpp"
 #include "persistence/sealed_columns.hpp"
 #include "persistence/totp_repo.hpp"
 #include "persistence/user_repo.hpp"
@@ -151,6 +152,8 @@ void enable(services& s, const exchange_ptr& ex) {
       });
 }
 
+// Wrong codes here count as failed sign-ins of the account (the login throttle): a stolen
+// access token cannot try the million codes to turn the second factor off.
 void disable(services& s, const exchange_ptr& ex) {
   if (refused_to_api_key(ex)) return;
   body_reader body(ex->req.body);
@@ -160,26 +163,47 @@ void disable(services& s, const exchange_ptr& ex) {
     body.add({"body", "code"}, "a one-time code or a recovery code is required", "missing");
   if (!body.finish()) return ex->fail(body.failure());
   enum class result : std::uint8_t { ok, not_on, bad_code };
-  on_pool<result>(
-      s, ex,
-      [tenant = ex->who.tenant_id, user = ex->who.user_id, code,
-       recovery](persistence::pg_conn& c) {
-        auto st = persistence::load_totp(c, tenant, user);
-        if (!st.secret) return result::not_on;
-        auto f = judge_second_factor(c.keys(), tenant, st, code, recovery, domain::now_seconds());
-        bool ok = (f.v == second_factor::verdict::code &&
-                   persistence::consume_totp_step(c, user, f.step)) ||
-                  (f.v == second_factor::verdict::recovery_code &&
-                   persistence::consume_recovery_code(c, user, f.stored));
-        if (!ok) return result::bad_code;
-        persistence::disable_totp(c, tenant, user);
-        return result::ok;
-      },
-      [ex](result r) {
-        if (r == result::not_on)
-          return ex->fail(failure::of(errc::conflict, "two-factor sign-in is not on"));
-        if (r == result::bad_code) return ex->fail(bad_code());
-        ex->no_content();
+  auto tenant = ex->who.tenant_id;
+  auto user = ex->who.user_id;
+  auto check = [&s, ex, tenant, user, code, recovery](const std::string& email) {
+    s.pool.run<result>(
+        [tenant, user, code, recovery](persistence::pg_conn& c) {
+          auto st = persistence::load_totp(c, tenant, user);
+          if (!st.secret) return result::not_on;
+          auto f = judge_second_factor(c.keys(), tenant, st, code, recovery, domain::now_seconds());
+          bool ok = (f.v == second_factor::verdict::code &&
+                     persistence::consume_totp_step(c, user, f.step)) ||
+                    (f.v == second_factor::verdict::recovery_code &&
+                     persistence::consume_recovery_code(c, user, f.stored));
+          if (!ok) return result::bad_code;
+          persistence::disable_totp(c, tenant, user);
+          return result::ok;
+        },
+        [&s, ex, email](domain::outcome<result> r) {
+          if (!r) {
+            s.throttle.finish(email, std::nullopt);
+            return ex->fail(r.error());
+          }
+          if (*r == result::not_on) {
+            s.throttle.finish(email, std::nullopt);
+            return ex->fail(failure::of(errc::conflict, "two-factor sign-in is not on"));
+          }
+          s.throttle.finish(email, *r == result::ok);
+          if (*r == result::bad_code) return ex->fail(bad_code());
+          ex->no_content();
+        });
+  };
+  on_pool<std::string>(
+      s, ex, [user](persistence::pg_conn& c) { return persistence::user_email(c, user); },
+      [&s, ex, check](std::string email) {
+        s.throttle.admit(email, [ex, email, check](int retry_after) {
+          if (retry_after > 0) {
+            auto f = failure::of(errc::rate_limited, "too many wrong codes; try again later");
+            f.retry_after = retry_after;
+            return ex->fail(f);
+          }
+          check(email);
+        });
       });
 }
 
@@ -307,7 +331,7 @@ void add_totp_routes(router& r, services& s) {
   r.add({verb::post, base + "/disable", access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { disable(s, ex); },
          "Turn two-factor sign-in off (with a code or a recovery code)", "auth", 204},
-        route_doc("TotpDisable", "").fails_with({409}));
+        route_doc("TotpDisable", "").fails_with({409, 429}));
   r.add({verb::get, base + "/policy", access::bearer, permission::read_records,
          [&s](const exchange_ptr& ex) { policy(s, ex); },
          "Whether the tenant requires two-factor sign-in", "auth"},

@@ -156,3 +156,18 @@ def test_an_admin_resets_a_lost_second_factor(client, sess, sess_b):
                           action="totp_reset")
     assert [(r["user_id"], r["outcome"]) for r in rows] == [
         (sess.tenant.admin_id, "success"), (sess.users["manager"]["id"], "denied")], rows
+
+
+def test_a_stolen_session_cannot_guess_its_way_to_turning_totp_off(client, sess):
+    """Turning the second factor off takes a code: wrong codes there count as failed sign-ins
+    of the account, so a stolen access token cannot try the million codes."""
+    _, email, password = crm.create_user(client, sess.admin, "agent")
+    token = crm.login(client, email, password)["access_token"]
+    secret, _, _ = enroll(client, token)
+    right = {code_at(secret, time.time() + d) for d in (-30, 0, 30, 60)}
+    wrong = next(f"{n:06d}" for n in range(1000) if f"{n:06d}" not in right)
+    statuses = [client.post(f"{TOTP}/disable", {"code": wrong}, token=token).status
+                for _ in range(7)]
+    assert statuses[:5] == [422] * 5 and 429 in statuses[5:], statuses
+    status = crm.assert_json_response(client.get(TOTP, token=token), 200)
+    assert status["enabled"] is True, status
