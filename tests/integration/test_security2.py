@@ -32,12 +32,24 @@ def test_a_rate_limit_of_zero_means_off_as_help_says(database, redis_url, migrat
                               {f"CARECRM_RATE_LIMIT_{name.upper()}": "0"},
                               label=f"rate-{name}-off")
     try:
-        resp = server.client().get("/api/v1/contacts")  # no token: the address policy
-        policy = resp.header("RateLimit-Policy") or ""
-        if name == "address":
-            assert '"address"' not in policy, policy
-        else:
-            assert '"address"' in policy, policy
+        c = server.client()
+        # A request of each kind, and the policies its answer names: the one turned off never,
+        # the others still.
+        token = crm.tenant_session(c, crm.server_env(database.url, redis_url)).admin
+        charged = {
+            "address": c.get("/api/v1/contacts"),  # no token
+            "user": c.get("/api/v1/contacts", token=token),
+            "login": c.post("/api/v1/auth/login", {"email": "nobody@example.org",
+                                                   "password": "wrong-password"}),
+            "webhook": c.post("/api/v1/webhooks/999999999", {}),
+        }
+        charged["tenant"] = charged["user"]
+        for policy_name, resp in charged.items():
+            policy = resp.header("RateLimit-Policy") or ""
+            if policy_name == name:
+                assert f'"{name}"' not in policy, (name, resp.describe())
+            else:
+                assert f'"{policy_name}"' in policy, (policy_name, resp.describe())
     finally:
         server.stop(check=True)
         server.cleanup()
