@@ -3,7 +3,7 @@
 // tenant, audited as actor `api_key` with `actor_ref` "api_key:<id>". Its secret is compared
 // with the stored keyed hash through the secret gate (http/secret_gate.hpp), so a wrong or
 // unknown key costs at most one Postgres round trip per id a second and never wakes a tenant;
-// a key that matched is read again after 10 s, and a revocation is refused at once on the node
+// a key that matched is read again within 10 s, and a revocation is refused at once on the node
 // that made it and, through the revocation feed, on every other one.
 #pragma once
 #include "domain/failure.hpp"
@@ -42,10 +42,10 @@ using api_key_done = std::function<void(std::optional<domain::failure>, principa
 void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_list& revoked,
                           std::string_view token, api_key_done done);
 
-// Each asio thread remembers the keys it admitted in the last 10 s (as it remembers verified
+// Each asio thread remembers the keys it admitted in the last 5 s (as it remembers verified
 // access tokens), so a repeat costs a lookup instead of the gate's lock, a keyed hash and a hop
-// through the scheduler. Expiry and revocation are still checked on every request; after 10 s
-// the key goes through the gate (and so Postgres) again.
+// through the scheduler. Expiry and revocation are still checked on every request; after 5 s
+// the key goes through the gate again (which reads Postgres once its match is 5 s old).
 bool recall_api_key(const domain::revocation_list& revoked, std::string_view token,
                     principal& who);
 void remember_api_key(std::string_view token, const principal& who);

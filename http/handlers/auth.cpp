@@ -15,6 +15,7 @@
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/revocations.hpp"
+#include "persistence/totp_repo.hpp"
 #include "persistence/user_repo.hpp"
 #include "persistence/worker_pool.hpp"
 
@@ -227,28 +228,40 @@ void rotate_and_issue(services& s, const exchange_ptr& ex, const domain::token_c
         }
         if (r == rotation::revoked) return ex->fail(invalid_credentials("session revoked"));
 
-        s.pool.run<bool>(
-            [sid = claims.sid](persistence::pg_conn& c) {
-              return persistence::touch_session(c, sid);
+        // The tenant's two-factor requirement holds at each refresh: a session of a user without
+        // a second factor becomes one that may only enroll (one open when the requirement was
+        // switched on, or after an admin reset the user's factor); one that may only enroll
+        // stays one while the requirement holds (signing in again with a code makes a full one).
+        struct refreshed {
+          bool live = false;
+          bool enroll_only = false;
+        };
+        s.pool.run<refreshed>(
+            [sid = claims.sid, tenant = claims.tenant_id, user = claims.user_id,
+             was_enroll = claims.scope == domain::enroll_scope](persistence::pg_conn& c) {
+              refreshed r;
+              r.live = persistence::touch_session(c, sid);
+              if (r.live) {
+                auto t = persistence::load_totp(c, tenant, user);
+                r.enroll_only = t.required && (was_enroll || !t.secret);
+              }
+              return r;
             },
-            [&s, ex, claims](domain::outcome<bool> live) {
+            [&s, ex, claims](domain::outcome<refreshed> live) {
               // No new pair was issued: the same refresh token may be presented again.
               if (!live)
                 return s.revocations.unrotate(claims.jti, [ex, f = live.error()] { ex->fail(f); });
-              if (!*live) return ex->fail(invalid_credentials("session revoked"));
-              actors::get_user(s.rt, claims.tenant_id, claims.user_id,
-                               // A session that may only enroll stays one: signing in again with
-                               // the new second factor makes a full one.
-                               actors::callback<domain::user>(
-                                   [&s, ex, sid = claims.sid, jti = claims.jti,
-                                    scope = claims.scope](domain::outcome<domain::user> u) {
-                                     if (!u && u.error().code == errc::service_unavailable)
-                                       return s.revocations.unrotate(
-                                           jti, [ex, f = u.error()] { ex->fail(f); });
-                                     if (!u || !u->is_active)
-                                       return ex->fail(invalid_credentials("user inactive"));
-                                     ex->json(200, token_pair(s, *u, sid, scope));
-                                   }));
+              if (!live->live) return ex->fail(invalid_credentials("session revoked"));
+              auto scope = live->enroll_only ? std::string(domain::enroll_scope) : std::string();
+              actors::get_user(
+                  s.rt, claims.tenant_id, claims.user_id,
+                  actors::callback<domain::user>([&s, ex, sid = claims.sid, jti = claims.jti,
+                                                  scope](domain::outcome<domain::user> u) {
+                    if (!u && u.error().code == errc::service_unavailable)
+                      return s.revocations.unrotate(jti, [ex, f = u.error()] { ex->fail(f); });
+                    if (!u || !u->is_active) return ex->fail(invalid_credentials("user inactive"));
+                    ex->json(200, token_pair(s, *u, sid, scope));
+                  }));
             });
       });
 }

@@ -208,9 +208,16 @@ void disable(services& s, const exchange_ptr& ex) {
 }
 
 // DELETE /users/{id}/totp (admin): a user who lost their authenticator and their codes.
+// Not with an API key (a leaked admin key must not strip a person's second factor), nor on the
+// admin's own account (that is /disable, which asks for a code).
 void reset(services& s, const exchange_ptr& ex) {
+  if (refused_to_api_key(ex)) return;
   auto id = id_param(ex);
   if (!id) return;
+  if (*id == ex->who.user_id)
+    return ex->fail(failure::of(errc::insufficient_permissions,
+                                "your own second factor is turned off with POST "
+                                "/api/v1/auth/totp/disable and a code"));
   on_pool<std::optional<std::int64_t>>(
       s, ex, [id = *id](persistence::pg_conn& c) { return persistence::tenant_of_user(c, id); },
       [&s, ex, id = *id](std::optional<std::int64_t> tenant) {

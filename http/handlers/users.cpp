@@ -49,6 +49,15 @@ void with_hash(services& s, const exchange_ptr& ex, std::string password,
     ex->fail(failure::of(errc::service_unavailable, "too many password changes at once"));
 }
 
+// A person's credentials are set by a person: an admin API key may not create a user (with a
+// password) nor set one's password, or a leaked key would sign in as anyone and mint keys.
+bool refused_credentials_to_api_key(const exchange_ptr& ex) {
+  if (ex->who.api_key_id == 0) return false;
+  ex->fail(failure::of(errc::insufficient_permissions,
+                       "an API key may not set a person's password: sign in as an admin"));
+  return true;
+}
+
 void list(services& s, const exchange_ptr& ex) {
   std::vector<domain::issue> issues;
   auto page = query_int(ex->req, "page", 1, 1, paging_rules::page_max, issues);
@@ -64,6 +73,7 @@ void list(services& s, const exchange_ptr& ex) {
 }
 
 void create(services& s, const exchange_ptr& ex) {
+  if (refused_credentials_to_api_key(ex)) return;
   body_reader body(ex->req.body);
   auto email = read_email(body);
   auto full_name = body.text("full_name", true, full_name_rule);
@@ -126,6 +136,7 @@ void update(services& s, const exchange_ptr& ex) {
   auto password = body.text("password", false, password_rule);
   if (!body.finish()) return ex->fail(body.failure());
   if (!password) return apply_patch(s, ex, *id, std::move(patch), false);
+  if (refused_credentials_to_api_key(ex)) return;
   with_hash(s, ex, *password, [&s, ex, id = *id, patch](std::string hash) mutable {
     patch.password_hash = std::move(hash);
     apply_patch(s, ex, id, std::move(patch), false);

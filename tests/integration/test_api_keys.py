@@ -98,14 +98,27 @@ def test_a_key_stops_at_its_expiry(client, sess):
     assert "expired" in resp.json["detail"], resp.describe()
 
 
-def test_a_key_cannot_manage_keys_nor_act_as_a_session(client, sess):
+def test_a_key_cannot_manage_keys_nor_credentials_nor_act_as_a_session(client, sess):
+    """A leaked admin key must not mint keys, nor become a person (set a password, create a
+    user, strip a second factor) who then could."""
     admin_key = create_key(client, sess.admin, role="admin")["key"]
     crm.assert_json_response(client.get("/api/v1/users", token=admin_key), 200)
+    victim = sess.users["agent"]["id"]
     for resp in (client.post(KEYS, {"name": "more", "role": "admin"}, token=admin_key),
                  client.get(KEYS, token=admin_key),
                  client.get("/api/v1/auth/me", token=admin_key),
-                 client.post("/api/v1/auth/logout", {}, token=admin_key)):
+                 client.post("/api/v1/auth/logout", {}, token=admin_key),
+                 client.patch(f"/api/v1/users/{victim}", {"password": "taken-over-123"},
+                              token=admin_key),
+                 client.post("/api/v1/users", {"email": crm.unique_email("k"),
+                                               "full_name": "By Key", "role": "admin",
+                                               "password": "by-key-password-1"},
+                             token=admin_key),
+                 client.delete(f"/api/v1/users/{victim}/totp", token=admin_key)):
         crm.assert_error(resp, 403, "INSUFFICIENT_PERMISSIONS")
+    # Other user changes stay open to it (a role, a name).
+    crm.assert_json_response(client.patch(f"/api/v1/users/{victim}", {"full_name": "Renamed"},
+                                          token=admin_key), 200)
     # The refused logout did not revoke it.
     crm.assert_json_response(client.get("/api/v1/users", token=admin_key), 200)
 

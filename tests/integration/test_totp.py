@@ -109,12 +109,19 @@ def test_wrong_codes_count_as_failed_sign_ins(client, sess):
 def test_a_tenant_that_requires_totp_lets_a_user_without_it_only_enroll(client, cli_env):
     s = crm.tenant_session(client, cli_env)
     _, email, password = crm.create_user(client, s.admin, "manager")
+    _, early_email, early_password = crm.create_user(client, s.admin, "viewer")
+    early = crm.login(client, early_email, early_password)  # open before the requirement
     crm.assert_error(client.put(f"{TOTP}/policy", {"required": True},
                                 token=crm.login(client, email, password)["access_token"]),
                      403, "INSUFFICIENT_PERMISSIONS")
     got = crm.assert_json_response(client.put(f"{TOTP}/policy", {"required": True},
                                               token=s.admin), 200)
     assert got == {"required": True}
+    # A session open before: from its next refresh on, it may only enroll.
+    again = crm.assert_json_response(client.post("/api/v1/auth/refresh", {
+        "refresh_token": early["refresh_token"]}), 200)
+    crm.assert_error(client.get(crm.CONTACTS, token=again["access_token"]), 403,
+                     "INSUFFICIENT_PERMISSIONS")
     limited = crm.login(client, email, password)["access_token"]
     crm.assert_error(client.get(crm.CONTACTS, token=limited), 403, "INSUFFICIENT_PERMISSIONS")
     crm.assert_json_response(client.get("/api/v1/auth/me", token=limited), 200)
@@ -150,6 +157,9 @@ def test_an_admin_resets_a_lost_second_factor(client, sess, sess_b):
                      "INSUFFICIENT_PERMISSIONS")
     crm.assert_error(client.delete(f"/api/v1/users/{user['id']}/totp",
                                    token=sess.tokens["manager"]), 403, "INSUFFICIENT_PERMISSIONS")
+    # Not an admin's own: that is /disable, with a code.
+    crm.assert_error(client.delete(f"/api/v1/users/{sess.tenant.admin_id}/totp", token=sess.admin),
+                     403, "INSUFFICIENT_PERMISSIONS")
     assert client.delete(f"/api/v1/users/{user['id']}/totp", token=sess.admin).status == 204
     crm.assert_json_response(login(client, email, password), 200)
     rows = crm.audit_rows(client, sess.admin, resource="user", resource_id=user["id"],
