@@ -748,12 +748,10 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
                             "value_error"});
       return out;
     }
-    if (auto sealed =
-            domain::seal_custom_values(c.custom_fields, st.sensitive,
-                                       [&](std::string_view key, std::string_view v) {
-                                         return st.data_key->seal(
-                                             persistence::sealed::contact_field(c.id, key), v);
-                                       }))
+    if (auto sealed = domain::seal_custom_values(
+            c.custom_fields, st.sensitive, [&](std::string_view key, std::string_view v) {
+              return st.data_key->seal(persistence::sealed::contact_field(c.id, key), v);
+            }))
       c.custom_fields = std::move(*sealed);
   }
   return out;

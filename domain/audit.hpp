@@ -19,9 +19,17 @@ namespace crm::domain {
 struct contact;
 struct company;
 
-// Who acted: a signed-in user, an integrator's API key, or carecrm on someone's behalf (an inbound webhook of a channel
-// or workflow, a workflow run, an AI agent), or carecrm itself (`system`).
-enum class audit_actor : std::uint8_t { user, webhook, workflow, agent, system, anonymous, api_key };
+// Who acted: a signed-in user, an integrator's API key, or carecrm on someone's behalf (an inbound
+// webhook of a channel or workflow, a workflow run, an AI agent), or carecrm itself (`system`).
+enum class audit_actor : std::uint8_t {
+  user,
+  webhook,
+  workflow,
+  agent,
+  system,
+  anonymous,
+  api_key
+};
 std::string_view to_string(audit_actor a);
 
 struct audit_context {

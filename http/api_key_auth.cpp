@@ -47,6 +47,12 @@ bool is_api_key(std::string_view token) {
   return token.substr(0, api_key_scheme.size()) == api_key_scheme;
 }
 
+bool refused_to_api_key(const exchange_ptr& ex, std::string_view why) {
+  if (ex->who.api_key_id == 0) return false;
+  ex->fail(domain::failure::of(domain::errc::insufficient_permissions, std::string(why)));
+  return true;
+}
+
 void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_list& revoked,
                           std::string_view token, api_key_done done) {
   // ck_<id>_<secret>

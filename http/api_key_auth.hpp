@@ -36,6 +36,10 @@ std::string api_key_sid(std::int64_t id);
 // Whether the bearer token is an API key (else a JWT access token).
 bool is_api_key(std::string_view token);
 
+// What only a person may do (manage keys, credentials, a second factor, a session): true, with
+// the 403 answered saying `why`, when `ex` was made with an API key.
+bool refused_to_api_key(const exchange_ptr& ex, std::string_view why);
+
 // `done(nullopt, who)` for a key that matches and is in force, else `done(401 failure, {})`:
 // on the caller's thread when memory answers, else on a database thread.
 using api_key_done = std::function<void(std::optional<domain::failure>, principal)>;
@@ -46,8 +50,7 @@ void authenticate_api_key(persistence::pg_pool& pool, const domain::revocation_l
 // access tokens), so a repeat costs a lookup instead of the gate's lock, a keyed hash and a hop
 // through the scheduler. Expiry and revocation are still checked on every request; after 5 s
 // the key goes through the gate again (which reads Postgres once its match is 5 s old).
-bool recall_api_key(const domain::revocation_list& revoked, std::string_view token,
-                    principal& who);
+bool recall_api_key(const domain::revocation_list& revoked, std::string_view token, principal& who);
 void remember_api_key(std::string_view token, const principal& who);
 
 } // namespace crm::http

@@ -57,8 +57,7 @@ response error_response(const domain::failure& f) {
     return r;
   }
   r.body = encode_error(f.detail, info.code);
-  if (f.code == domain::errc::invalid_credentials ||
-      f.code == domain::errc::second_factor_required)
+  if (f.code == domain::errc::invalid_credentials || f.code == domain::errc::second_factor_required)
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
   if (f.code == domain::errc::rate_limited && f.retry_after > 0)
     r.headers.emplace_back("Retry-After", std::to_string(f.retry_after));

@@ -12,8 +12,8 @@
 namespace crm::persistence {
 
 namespace {
-constexpr int signed_heads_version = 16;  // 016_audit_signed_heads.sql
-constexpr int bound_values_version = 17;  // 017_bound_sensitive_values.sql
+constexpr int signed_heads_version = 16; // 016_audit_signed_heads.sql
+constexpr int bound_values_version = 17; // 017_bound_sensitive_values.sql
 
 [[noreturn]] void needs_keys(const char* name, const char* what) {
   throw std::runtime_error("migration " + std::string(name) + " " + what +

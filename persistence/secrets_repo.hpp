@@ -52,8 +52,7 @@ std::vector<std::string> prepare_secrets(pg_conn& c);
 std::int64_t bind_sensitive_values(pqxx::transaction_base& tx, const domain::secret_keys& keys);
 // One contact's custom_fields with its values sealed before binding sealed again, bound;
 // nothing when it holds none.
-std::optional<std::string> bind_legacy_values(const domain::data_key& key,
-                                              std::int64_t contact_id,
+std::optional<std::string> bind_legacy_values(const domain::data_key& key, std::int64_t contact_id,
                                               std::string_view custom_fields);
 
 } // namespace crm::persistence

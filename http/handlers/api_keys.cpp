@@ -47,10 +47,8 @@ json::object key_object(const persistence::api_key_row& k) {
 }
 
 bool refused_to_api_key(const exchange_ptr& ex) {
-  if (ex->who.api_key_id == 0) return false;
-  ex->fail(failure::of(errc::insufficient_permissions,
-                       "API keys are managed by a signed-in admin, not with an API key"));
-  return true;
+  return http::refused_to_api_key(ex,
+                                  "API keys are managed by a signed-in admin, not with an API key");
 }
 
 void create(services& s, const exchange_ptr& ex) {

@@ -2,6 +2,7 @@
 // me, logout. Password checks run on the hashing pool; database and Redis work on their own
 // threads; the asio thread only parses, validates and hands on.
 #include "http/api.hpp"
+#include "http/api_key_auth.hpp"
 
 #include "actors/users.hpp"
 #include "config/settings.hpp"
@@ -269,11 +270,8 @@ void rotate_and_issue(services& s, const exchange_ptr& ex, const domain::token_c
 // /auth/me and /auth/logout are about a person's session: an API key has neither (it is
 // described by GET /api-keys/{id} and revoked by DELETE /api-keys/{id}).
 bool refused_to_api_key(const exchange_ptr& ex) {
-  if (ex->who.api_key_id == 0) return false;
-  ex->fail(failure::of(errc::insufficient_permissions,
-                       "an API key has no user session: see /api/v1/api-keys/" +
-                           std::to_string(ex->who.api_key_id)));
-  return true;
+  return http::refused_to_api_key(ex, "an API key has no user session: see /api/v1/api-keys/" +
+                                          std::to_string(ex->who.api_key_id));
 }
 
 void me(services& s, const exchange_ptr& ex) {

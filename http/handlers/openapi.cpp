@@ -125,11 +125,10 @@ const std::map<std::string, std::string>& tag_descriptions() {
 json::array error_codes() {
   using domain::errc;
   json::array out;
-  for (auto e :
-       {errc::invalid_credentials, errc::insufficient_permissions, errc::not_found,
-        errc::method_not_allowed, errc::duplicate_email, errc::conflict, errc::payload_too_large,
-        errc::validation, errc::rate_limited, errc::service_unavailable, errc::internal,
-        errc::second_factor_required})
+  for (auto e : {errc::invalid_credentials, errc::insufficient_permissions, errc::not_found,
+                 errc::method_not_allowed, errc::duplicate_email, errc::conflict,
+                 errc::payload_too_large, errc::validation, errc::rate_limited,
+                 errc::service_unavailable, errc::internal, errc::second_factor_required})
     if (!describe(e).code.empty()) out.emplace_back(describe(e).code);
   return out;
 }

@@ -9,6 +9,7 @@
 #include "domain/secret_keys.hpp"
 #include "domain/totp.hpp"
 #include "http/api.hpp"
+#include "http/api_key_auth.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
@@ -38,10 +39,7 @@ constexpr text_rule code_rule{.min = 1, .max = 16, .trim = true};
 constexpr text_rule recovery_rule{.min = 1, .max = 32, .trim = true};
 
 bool refused_to_api_key(const exchange_ptr& ex) {
-  if (ex->who.api_key_id == 0) return false;
-  ex->fail(failure::of(errc::insufficient_permissions,
-                       "an API key has no user: two-factor sign-in is for people"));
-  return true;
+  return http::refused_to_api_key(ex, "an API key has no user: two-factor sign-in is for people");
 }
 
 // Runs `work(conn)` on the database pool and answers with `answer(result)`.

@@ -1,6 +1,7 @@
 // Users of the caller's tenant (contract §3), admin only. The tenant comes from the token,
 // never from the request; ids of other tenants' users are 403, unknown ids 404.
 #include "http/api.hpp"
+#include "http/api_key_auth.hpp"
 
 #include "actors/users.hpp"
 #include "domain/crypto.hpp"
@@ -52,10 +53,7 @@ void with_hash(services& s, const exchange_ptr& ex, std::string password,
 // A person's credentials are set by a person: an admin API key may not create a user (with a
 // password) nor set one's password, or a leaked key would sign in as anyone and mint keys.
 bool refused_credentials_to_api_key(const exchange_ptr& ex) {
-  if (ex->who.api_key_id == 0) return false;
-  ex->fail(failure::of(errc::insufficient_permissions,
-                       "an API key may not set a person's password: sign in as an admin"));
-  return true;
+  return refused_to_api_key(ex, "an API key may not set a person's password: sign in as an admin");
 }
 
 void list(services& s, const exchange_ptr& ex) {
