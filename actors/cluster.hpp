@@ -12,6 +12,12 @@
 namespace crm::actors {
 
 class runtime;
+struct cluster_tls;
+
+// Throws std::invalid_argument naming what is wrong when the files of `tls` cannot serve mutual
+// TLS: one missing or unreadable, a key that is not the certificate's, a certificate the CA did
+// not sign or that is not valid now.
+void check_cluster_tls(const cluster_tls& tls);
 
 struct forwarded_request {
   std::string method;

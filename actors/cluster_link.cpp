@@ -10,8 +10,14 @@
 #include "persistence/log.hpp"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 
 #include <map>
+#include <stdexcept>
 
 namespace crm::actors {
 
@@ -188,7 +194,7 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
         if (waiting.size() > 1) return;
         auto host = waiting.front().host;
         auto port = static_cast<std::uint16_t>(waiting.front().port);
-        self->request(self->system().middleman().actor_handle(), std::chrono::seconds(5),
+        self->request(self->system().openssl_manager().actor_handle(), std::chrono::seconds(5),
                       caf::connect_atom::value, host, port)
             .then(
                 [self, key](const caf::node_id&, caf::strong_actor_ptr& p,
@@ -298,14 +304,60 @@ caf::behavior gateway(caf::event_based_actor* self, runtime::impl* rt,
   };
 }
 
+std::string openssl_errors() {
+  std::string out;
+  while (auto e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    out += out.empty() ? "" : "; ";
+    out += buf;
+  }
+  return out;
+}
+
 } // namespace
+
+void check_cluster_tls(const cluster_tls& tls) {
+  ERR_clear_error();
+  auto fail = [](const std::string& what) {
+    auto why = openssl_errors();
+    throw std::invalid_argument(what + (why.empty() ? "" : " (" + why + ")"));
+  };
+  if (tls.certificate.empty() || tls.key.empty() || tls.ca.empty())
+    throw std::invalid_argument("cluster TLS needs a certificate, its key and the cluster's CA");
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), SSL_CTX_free);
+  if (!ctx) fail("cluster TLS: cannot make an OpenSSL context");
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), tls.certificate.c_str()) != 1)
+    fail("cluster-cert: cannot read a certificate from " + tls.certificate);
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1)
+    fail("cluster-key: cannot use " + tls.key + " as the key of " + tls.certificate);
+  if (SSL_CTX_check_private_key(ctx.get()) != 1)
+    fail("cluster-key: cannot use " + tls.key + " as the key of " + tls.certificate);
+  if (SSL_CTX_load_verify_locations(ctx.get(), tls.ca.c_str(), nullptr) != 1)
+    fail("cluster-ca: cannot read a CA certificate from " + tls.ca);
+  // This node's own certificate must pass the check every peer makes of it.
+  STACK_OF(X509)* chain = nullptr;
+  SSL_CTX_get0_chain_certs(ctx.get(), &chain);
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> check(X509_STORE_CTX_new(),
+                                                                        X509_STORE_CTX_free);
+  if (!check || X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(ctx.get()),
+                                    SSL_CTX_get0_certificate(ctx.get()), chain) != 1)
+    fail("cluster TLS: cannot check the certificate");
+  if (X509_verify_cert(check.get()) != 1)
+    throw std::invalid_argument(
+        "cluster-cert: " + tls.certificate + " does not verify against cluster-ca " + tls.ca +
+        ": " + X509_verify_cert_error_string(X509_STORE_CTX_get_error(check.get())));
+  ERR_clear_error();
+}
 
 int publish_gateway(runtime& rt, const std::string& host, int port, forward_handler handler) {
   auto& impl = rt.internals();
   impl.gateway =
       impl.system->spawn(gateway, &impl, std::make_shared<forward_handler>(std::move(handler)));
-  auto bound = impl.system->middleman().publish(impl.gateway, static_cast<std::uint16_t>(port),
-                                                host.empty() ? nullptr : host.c_str(), true);
+  // Over TLS: a peer that shows no certificate signed by the cluster's CA is refused in the
+  // handshake, before any BASP message (actors/runtime.cpp loads the OpenSSL module).
+  auto bound = caf::openssl::publish(impl.gateway, static_cast<std::uint16_t>(port),
+                                     host.empty() ? nullptr : host.c_str(), true);
   if (!bound)
     throw std::runtime_error("cluster: cannot publish the gateway on " + host + ":" +
                              std::to_string(port) + ": " + impl.system->render(bound.error()));

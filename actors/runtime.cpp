@@ -1,11 +1,13 @@
 #include "actors/system.hpp"
 
+#include "actors/cluster.hpp"
 #include "actors/meters.hpp"
 #include "cluster/membership.hpp"
 #include "persistence/group_committer.hpp"
 #include "persistence/log.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include <malloc.h>
 
@@ -34,8 +36,16 @@ runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
   // woken by the next enqueue, instead of polling with 50 us sleeps: on two cores each sleep is
   // a context switch on the request path (measured: about +15 % GET requests/s; RESULTS.md).
   cfg.set("work-stealing.moderate-poll-attempts", 0);
-  // A cluster's nodes talk through CAF's network layer (actors/cluster_link.cpp).
-  if (opts.cluster) cfg.load<caf::io::middleman>();
+  // A cluster's nodes talk through CAF's network layer over mutual TLS (actors/cluster_link.cpp):
+  // a peer's certificate must be signed by the cluster's CA, on both sides of each connection.
+  if (opts.cluster) {
+    check_cluster_tls(opts.tls); // CAF reads the files per connection and throws there
+    cfg.load<caf::io::middleman>();
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = opts.tls.certificate;
+    cfg.openssl_key = opts.tls.key;
+    cfg.openssl_cafile = opts.tls.ca;
+  }
   system = std::make_unique<caf::actor_system>(cfg);
   housekeeping = std::thread([this] {
     name_this_thread("crm.housekeep");

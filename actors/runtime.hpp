@@ -20,6 +20,14 @@ class membership;
 
 namespace crm::actors {
 
+// Mutual TLS between a cluster's nodes (CAF's OpenSSL module): PEM files, read again for each
+// new connection (a certificate replaced by a rename is used from the next one).
+struct cluster_tls {
+  std::string certificate; // this node's certificate (and chain)
+  std::string key;         // its private key
+  std::string ca;          // the CA that signs every node's certificate
+};
+
 struct runtime_options {
   int threads = 0;                  // scheduler threads; 0: one per core
   double tenant_idle_timeout = 300; // seconds without a message before a tenant passivates
@@ -34,6 +42,8 @@ struct runtime_options {
   // second keeps one slow batch (a lock wait, a large import) from stalling every other
   // tenant's commits. Nodes sharing one machine's cores may take one each (docs/cluster.md).
   int commits_in_flight = 2;
+  // With `cluster`: how nodes authenticate each other (all three files required).
+  cluster_tls tls;
 };
 
 class runtime {

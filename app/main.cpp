@@ -169,7 +169,13 @@ int serve(config::settings cfg) {
   // In a cluster (docs/cluster.md) the lease book decides which tenants run here, and fences
   // every write of theirs.
   std::unique_ptr<cluster::membership> members;
+  actors::cluster_tls tls{cfg.cluster_cert, cfg.cluster_key, cfg.cluster_ca};
   if (!cfg.cluster_node_id.empty()) {
+    try {
+      actors::check_cluster_tls(tls);
+    } catch (const std::invalid_argument& e) {
+      throw config::config_error(e.what());
+    }
     cluster::options co;
     co.node_id = cfg.cluster_node_id;
     co.heartbeat_interval = cfg.heartbeat_interval;
@@ -178,7 +184,7 @@ int serve(config::settings cfg) {
     persistence::install_lease_source(&members->book());
   }
   actors::runtime rt({cfg.actor_threads, cfg.tenant_idle_timeout, &audit_writer, members.get(),
-                      cfg.commits_in_flight},
+                      cfg.commits_in_flight, tls},
                      pool);
   http::http_metrics metrics;
   http::auditor auditor(audit_writer, cfg.audit_reads == "off" ? http::auditor::read_policy::off

@@ -282,11 +282,21 @@ const std::vector<option>& options() {
       {"cluster-listen", "cluster", "listen", "CARECRM_CLUSTER_LISTEN",
        "address:port other nodes reach this node's actors at (port 0: any free port)",
        [](settings& s, const std::string& v) { s.cluster_listen = v; }},
+      {"cluster-cert", "cluster", "cert", "CARECRM_CLUSTER_CERT",
+       "PEM file: this node's certificate (and chain) for TLS between nodes; required with "
+       "node-id",
+       [](settings& s, const std::string& v) { s.cluster_cert = v; }},
+      {"cluster-key", "cluster", "key", "CARECRM_CLUSTER_KEY",
+       "PEM file: the private key of cluster-cert",
+       [](settings& s, const std::string& v) { s.cluster_key = v; }},
+      {"cluster-ca", "cluster", "ca", "CARECRM_CLUSTER_CA",
+       "PEM file: the CA that signs every node's certificate (a CA for the cluster alone); a "
+       "peer without a certificate it signed is refused",
+       [](settings& s, const std::string& v) { s.cluster_ca = v; }},
       {"heartbeat-interval", "cluster", "heartbeat_interval", "CARECRM_HEARTBEAT_INTERVAL",
        "seconds between a node's heartbeats",
-       [](settings& s, const std::string& v) {
-         s.heartbeat_interval = to_seconds("heartbeat-interval", v);
-       }},
+       [](settings& s,
+          const std::string& v) { s.heartbeat_interval = to_seconds("heartbeat-interval", v); }},
       {"dead-after", "cluster", "dead_after", "CARECRM_DEAD_AFTER",
        "seconds without a heartbeat before a node is declared dead and its tenants taken over",
        [](settings& s, const std::string& v) { s.dead_after = to_seconds("dead-after", v); }},
@@ -487,6 +497,10 @@ void require_serveable(settings& s) {
   require_legal_retention(s);
   if (!s.cluster_node_id.empty() && s.dead_after < 2 * s.heartbeat_interval)
     throw config_error("dead-after must be at least twice heartbeat-interval");
+  if (!s.cluster_node_id.empty() &&
+      (s.cluster_cert.empty() || s.cluster_key.empty() || s.cluster_ca.empty()))
+    throw config_error("a cluster node needs cluster-cert, cluster-key and cluster-ca: nodes "
+                       "talk over mutual TLS only (docs/cluster.md)");
   if (s.jwt_secret.size() >= 32) return;
   if (!s.dev)
     throw config_error("a JWT secret of at least 32 bytes is required (CARECRM_JWT_SECRET or "

@@ -56,6 +56,9 @@ struct settings {
   // [cluster] (docs/cluster.md)
   std::string cluster_node_id; // empty: no cluster
   std::string cluster_listen = "127.0.0.1:0";
+  // Mutual TLS between nodes: this node's certificate chain and key, and the CA that signs every
+  // node's certificate (a CA for the cluster alone: any certificate it signed is a node).
+  std::string cluster_cert, cluster_key, cluster_ca;
   double heartbeat_interval = 1;
   double dead_after = 5;
   double shutdown_grace = 0; // seconds /readyz answers 503 before a stopping node stops accepting

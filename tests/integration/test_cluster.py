@@ -25,6 +25,9 @@ def node_env(node_id: str, **extra) -> dict:
     env = {"CARECRM_NODE_ID": node_id, "CARECRM_CLUSTER_LISTEN": "127.0.0.1:0",
            "CARECRM_HEARTBEAT_INTERVAL": HEARTBEAT, "CARECRM_DEAD_AFTER": DEAD_AFTER,
            "CARECRM_TRUSTED_PROXIES": "127.0.0.1"}
+    pki = crm.cluster_pki("cluster")  # nodes talk over mutual TLS (test_cluster_tls.py)
+    env.update(CARECRM_CLUSTER_CERT=pki["cert"], CARECRM_CLUSTER_KEY=pki["key"],
+               CARECRM_CLUSTER_CA=pki["ca"])
     env.update(extra)
     return env
 
