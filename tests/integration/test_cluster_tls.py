@@ -70,7 +70,9 @@ def handshake(port: int, cert: dict | None) -> bytes | str:
             with ctx.wrap_socket(raw) as tls:
                 # TLS 1.3: the server judges the client's certificate after the client's side of
                 # the handshake is done, so a refusal shows on the first read.
-                return tls.recv(64) or "closed"
+                first = tls.recv(64) or "closed"
+                assert tls.version() == "TLSv1.3", tls.version()
+                return first
         except (ssl.SSLError, ConnectionError, socket.timeout) as e:
             return f"refused: {e}"
 
