@@ -17,6 +17,7 @@
 #include "actors/contacts.hpp"
 #include "actors/system.hpp"
 #include "actors/workflows.hpp"
+#include "actors/writer.hpp"
 #include "domain/clock.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/page_json.hpp"
@@ -189,25 +190,6 @@ void load(agents_actor* self) {
       });
 }
 
-// ---- writes, one at a time -------------------------------------------------------------------
-
-void write_serial(agents_actor* self, continuation k) {
-  self->state.writes.run(std::move(k));
-}
-
-void write_done(agents_actor* self) {
-  self->state.writes.done();
-}
-
-// A reply that also ends the write in progress.
-template <class T>
-callback<T> ending_write(agents_actor* self, callback<T> reply) {
-  return callback<T>([self, reply](domain::outcome<T> r) {
-    write_done(self);
-    reply(std::move(r));
-  });
-}
-
 template <class T>
 void missing_agent(agents_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
@@ -295,17 +277,16 @@ void announce_channels(agents_actor* self) {
                   std::vector<std::int64_t>(channels.begin(), channels.end()));
 }
 
-// Inside write_serial(): the channels and the assignee are checked in Postgres, then the
-// agent is merged again with the state as it is now and saved.
+// In its turn among the writes (actors/writer.hpp): the channels and the assignee are checked in
+// Postgres, then the agent is merged again with the state as it is now and saved.
 void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch p,
                 callback<std::string> reply_to) {
   auto& st = self->state;
   if (id && !st.agents.count(*id)) {
-    write_done(self);
     return missing_agent(self, *id, reply_to);
   }
   // Made only now: a callback dropped unanswered answers 503.
-  auto reply = ending_write(self, reply_to);
+  const auto& reply = reply_to;
   std::vector<std::int64_t> channels = p.channel_ids.value_or(std::vector<std::int64_t>{});
   std::optional<std::int64_t> assignee;
   if (p.handoff_assignee_id && *p.handoff_assignee_id) assignee = **p.handoff_assignee_id;
@@ -362,10 +343,9 @@ void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch 
 void remove_agent(agents_actor* self, std::int64_t id, callback<domain::done> reply_to) {
   auto& st = self->state;
   if (!st.agents.count(id)) {
-    write_done(self);
     return missing_agent(self, id, reply_to);
   }
-  auto reply = ending_write(self, reply_to);
+  const auto& reply = reply_to;
   db<domain::done>(
       self,
       [tid = st.env.tenant_id, id](persistence::pg_conn& c) {
@@ -391,12 +371,11 @@ void remove_agent(agents_actor* self, std::int64_t id, callback<domain::done> re
       });
 }
 
-// Inside write_serial().
+// In its turn among the writes.
 void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std::int64_t> doc_id,
                     document_input in, callback<std::string> reply_to) {
   auto& st = self->state;
   if (!st.agents.count(agent_id)) {
-    write_done(self);
     return missing_agent(self, agent_id, reply_to);
   }
   persistence::document_write w;
@@ -404,7 +383,6 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
   if (doc_id) {
     auto it = st.documents.find(*doc_id);
     if (it == st.documents.end() || it->second.agent_id != agent_id) {
-      write_done(self);
       return missing_document(self, *doc_id, reply_to, it != st.documents.end());
     }
     w.doc = it->second;
@@ -416,7 +394,6 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
     for (auto& [id, d] : st.documents) of_agent += d.agent_id == agent_id ? 1 : 0;
     if (of_agent >= domain::ai_documents_per_agent_max ||
         st.documents.size() >= domain::ai_documents_per_tenant_max) {
-      write_done(self);
       return reply_to(failure::of(
           errc::conflict,
           of_agent >= domain::ai_documents_per_agent_max
@@ -433,7 +410,7 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
   w.doc.kind = in.kind;
   w.content = std::move(in.content);
   w.passages = std::move(in.passages);
-  auto reply = ending_write(self, reply_to);
+  const auto& reply = reply_to;
   auto texts = w.passages;
   db<persistence::document_written>(
       self,
@@ -456,14 +433,12 @@ void remove_document(agents_actor* self, std::int64_t agent_id, std::int64_t doc
   auto& st = self->state;
   auto it = st.documents.find(doc_id);
   if (!st.agents.count(agent_id)) {
-    write_done(self);
     return missing_agent(self, agent_id, reply_to);
   }
   if (it == st.documents.end() || it->second.agent_id != agent_id) {
-    write_done(self);
     return missing_document(self, doc_id, reply_to, it != st.documents.end());
   }
-  auto reply = ending_write(self, reply_to);
+  const auto& reply = reply_to;
   db<std::vector<std::int64_t>>(
       self,
       [tid = st.env.tenant_id, doc_id](persistence::pg_conn& c) {
@@ -990,19 +965,25 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
       [self, measure](create_atom, agent_patch& p, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, p, reply] {
-          write_serial(self, [self, p, reply] { save_agent(self, std::nullopt, p, reply); });
+          write_in_turn(self, reply, [self, p](callback<std::string> reply) {
+            save_agent(self, std::nullopt, p, reply);
+          });
         });
       },
       [self, measure](update_atom, std::int64_t id, agent_patch& p, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p, reply] {
-          write_serial(self, [self, id, p, reply] { save_agent(self, id, p, reply); });
+          write_in_turn(self, reply, [self, id, p](callback<std::string> reply) {
+            save_agent(self, id, p, reply);
+          });
         });
       },
       [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, reply] {
-          write_serial(self, [self, id, reply] { remove_agent(self, id, reply); });
+          write_in_turn(self, reply, [self, id](callback<domain::done> reply) {
+            remove_agent(self, id, reply);
+          });
         });
       },
       [self, measure](doc_atom, list_atom, std::int64_t agent_id, int page, int per_page,
@@ -1046,16 +1027,18 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
         auto _ = measure();
         when_loaded(self, fail_with(reply),
                     [self, agent_id, doc_id, in = std::move(in), reply]() mutable {
-                      write_serial(self, [self, agent_id, doc_id, in = std::move(in), reply] {
-                        store_document(self, agent_id, doc_id, in, reply);
-                      });
+                      write_in_turn(self, reply,
+                                    [self, agent_id, doc_id,
+                                     in = std::move(in)](callback<std::string> reply) {
+                                      store_document(self, agent_id, doc_id, in, reply);
+                                    });
                     });
       },
       [self, measure](doc_atom, delete_atom, std::int64_t agent_id, std::int64_t doc_id,
                       callback<domain::done>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, agent_id, doc_id, reply] {
-          write_serial(self, [self, agent_id, doc_id, reply] {
+          write_in_turn(self, reply, [self, agent_id, doc_id](callback<domain::done> reply) {
             remove_document(self, agent_id, doc_id, reply);
           });
         });

@@ -28,6 +28,18 @@ public:
   // Who asked (null: carecrm itself, or no request).
   const domain::audit_context* who() const { return state_ ? state_->who.get() : nullptr; }
 
+  // A reply that answers through this one, then calls `after()` (also when it is dropped
+  // unanswered and answers 503 itself, on whichever thread drops it). It keeps who asked.
+  template <class F>
+  callback and_then(F after) const {
+    callback out([first = *this, after = std::move(after)](domain::outcome<T> v) mutable {
+      first(std::move(v));
+      after();
+    });
+    if (state_) out.state_->who = state_->who;
+    return out;
+  }
+
 private:
   struct state {
     explicit state(fn_type f) : fn(std::move(f)) {}

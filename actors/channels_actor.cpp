@@ -20,6 +20,7 @@
 #include "actors/group_batch.hpp"
 #include "actors/system.hpp"
 #include "actors/workflows.hpp"
+#include "actors/writer.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/json_parse.hpp"
@@ -134,6 +135,8 @@ struct channels_state {
   // new, unread count, last message time, status) from the state the previous one left, and
   // the first message of a new sender has its contact and identity in place before the next.
   one_at_a_time conv;
+  // The channels' own writes (create, update, delete, a secret's rehash): actors/writer.hpp.
+  one_at_a_time writes;
 
   // Inbound group commit (docs/channels.md): messages are staged into `open` while `in_flight`
   // commits; the conversations and identities they change are overlaid (`staged`) until their
@@ -169,7 +172,8 @@ bool inbound_drained(const channels_state& st) {
 
 void settle(ch_actor* self) {
   auto& st = self->state;
-  if (st.stopping && st.pending_io == 0 && !st.loading && inbound_drained(st)) self->quit();
+  if (st.stopping && st.pending_io == 0 && !st.loading && !st.writes.busy() && inbound_drained(st))
+    self->quit();
 }
 
 std::string public_url(const channels_state& st) {
@@ -328,16 +332,22 @@ std::optional<std::string> hashed_secret(ch_actor* self, const std::optional<std
 // the current key when it is next presented, the one moment its plaintext is at hand. The row
 // changes only if it still holds the old hash, so a secret changed meanwhile is never undone.
 void rehash_secret(ch_actor* self, std::int64_t id, std::string old_hash, std::string new_hash) {
-  db<bool>(
-      self,
-      [tid = self->state.env.tenant_id, id, old_hash, new_hash](persistence::pg_conn& c) {
-        return persistence::replace_channel_secret(c, tid, id, old_hash, new_hash);
-      },
-      [self, id, old_hash, new_hash](domain::outcome<bool> r) {
-        if (!r || !*r) return;
-        auto it = self->state.channels.find(id);
-        if (it != self->state.channels.end() && it->second.webhook_secret == old_hash)
-          it->second.webhook_secret = new_hash;
+  // One of the channels' writes, so a PATCH planned before it cannot write the old hash back.
+  write_in_turn(
+      self, callback<domain::done>([](domain::outcome<domain::done>) {}),
+      [self, id, old_hash, new_hash](callback<domain::done> end) {
+        db<bool>(
+            self,
+            [tid = self->state.env.tenant_id, id, old_hash, new_hash](persistence::pg_conn& c) {
+              return persistence::replace_channel_secret(c, tid, id, old_hash, new_hash);
+            },
+            [self, id, old_hash, new_hash, end](domain::outcome<bool> r) {
+              auto it = self->state.channels.find(id);
+              if (r && *r && it != self->state.channels.end() &&
+                  it->second.webhook_secret == old_hash)
+                it->second.webhook_secret = new_hash;
+              end(domain::done{});
+            });
       });
 }
 
@@ -1234,60 +1244,66 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       [self, measure](create_atom, domain::channel& c, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, c = std::move(c), reply]() mutable {
-          c.id = 0;
-          c.tenant_id = self->state.env.tenant_id;
-          c.created_at = c.updated_at = domain::now_micros();
-          c.webhook_secret = hashed_secret(self, c.webhook_secret);
-          save_channel(self, std::move(c), reply);
+          write_in_turn(self, reply, [self, c = std::move(c)](callback<std::string> reply) mutable {
+            c.id = 0;
+            c.tenant_id = self->state.env.tenant_id;
+            c.created_at = c.updated_at = domain::now_micros();
+            c.webhook_secret = hashed_secret(self, c.webhook_secret);
+            save_channel(self, std::move(c), reply);
+          });
         });
       },
       [self, measure](update_atom, std::int64_t id, channel_patch& p,
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply] {
-          auto& st = self->state;
-          auto it = st.channels.find(id);
-          if (it == st.channels.end()) return missing_channel(self, id, reply);
-          auto next = it->second;
-          if (p.type && *p.type != next.type)
-            return reply(failure::of(errc::conflict, "a channel's type cannot change"));
-          if (p.config) {
-            std::vector<domain::issue> issues;
-            auto cfg = domain::parse_channel_config(next.type, *p.config, &next.config, issues);
-            if (!cfg) return reply(failure::invalid(std::move(issues)));
-            next.config = std::move(*cfg);
-          }
-          if (p.name) next.name = *p.name;
-          if (p.webhook_secret) next.webhook_secret = hashed_secret(self, *p.webhook_secret);
-          if (p.is_active) next.is_active = *p.is_active;
-          next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
-          save_channel(self, std::move(next), reply);
+          write_in_turn(self, reply, [self, id, p](callback<std::string> reply) {
+            auto& st = self->state;
+            auto it = st.channels.find(id);
+            if (it == st.channels.end()) return missing_channel(self, id, reply);
+            auto next = it->second;
+            if (p.type && *p.type != next.type)
+              return reply(failure::of(errc::conflict, "a channel's type cannot change"));
+            if (p.config) {
+              std::vector<domain::issue> issues;
+              auto cfg = domain::parse_channel_config(next.type, *p.config, &next.config, issues);
+              if (!cfg) return reply(failure::invalid(std::move(issues)));
+              next.config = std::move(*cfg);
+            }
+            if (p.name) next.name = *p.name;
+            if (p.webhook_secret) next.webhook_secret = hashed_secret(self, *p.webhook_secret);
+            if (p.is_active) next.is_active = *p.is_active;
+            next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
+            save_channel(self, std::move(next), reply);
+          });
         });
       },
       [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, reply] {
-          if (!self->state.channels.count(id)) return missing_channel(self, id, reply);
-          db<domain::done>(
-              self,
-              [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
-                persistence::delete_channel(c, tid, id);
-                return domain::done{};
-              },
-              [self, id, reply](domain::outcome<domain::done> r) {
-                auto& st = self->state;
-                if (r) {
-                  st.channels.erase(id);
-                  std::erase_if(st.conversations,
-                                [id](auto& kv) { return kv.second.channel_id == id; });
-                  for (auto& [contact, ids] : st.by_contact)
-                    std::erase_if(ids,
-                                  [&st](std::int64_t c) { return !st.conversations.count(c); });
-                  std::erase_if(st.identities, [id](auto& kv) { return kv.first.first == id; });
-                  std::erase_if(st.chats, [id](auto& kv) { return kv.first.first == id; });
-                }
-                reply(std::move(r));
-              });
+          write_in_turn(self, reply, [self, id](callback<domain::done> reply) {
+            if (!self->state.channels.count(id)) return missing_channel(self, id, reply);
+            db<domain::done>(
+                self,
+                [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
+                  persistence::delete_channel(c, tid, id);
+                  return domain::done{};
+                },
+                [self, id, reply](domain::outcome<domain::done> r) {
+                  auto& st = self->state;
+                  if (r) {
+                    st.channels.erase(id);
+                    std::erase_if(st.conversations,
+                                  [id](auto& kv) { return kv.second.channel_id == id; });
+                    for (auto& [contact, ids] : st.by_contact)
+                      std::erase_if(ids,
+                                    [&st](std::int64_t c) { return !st.conversations.count(c); });
+                    std::erase_if(st.identities, [id](auto& kv) { return kv.first.first == id; });
+                    std::erase_if(st.chats, [id](auto& kv) { return kv.first.first == id; });
+                  }
+                  reply(std::move(r));
+                });
+          });
         });
       },
       [self, measure](inbound_atom, std::int64_t channel_id, inbound_call& call,
