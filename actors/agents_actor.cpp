@@ -193,7 +193,7 @@ void load(agents_actor* self) {
 template <class T>
 void missing_agent(agents_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool,
+      *self->state.env.pool, self->state.env.tenant_id,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_agent(c, id); },
       failure::of(errc::not_found, "agent not found"), std::move(reply));
 }
@@ -203,7 +203,7 @@ template <class T>
 void missing_document(agents_actor* self, std::int64_t id, callback<T> reply, bool ours) {
   if (ours) return reply(failure::of(errc::not_found, "document not found"));
   reply_not_held(
-      *self->state.env.pool,
+      *self->state.env.pool, self->state.env.tenant_id,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_document(c, id); },
       failure::of(errc::not_found, "document not found"), std::move(reply));
 }
@@ -901,7 +901,7 @@ void summarize(agents_actor* self, std::int64_t contact_id, callback<std::string
         if (!r) return reply(r.error());
         if (r->empty())
           return reply_not_held(
-              *self->state.env.pool,
+              *self->state.env.pool, self->state.env.tenant_id,
               [contact_id](persistence::pg_conn& c) {
                 return persistence::tenant_of(c, persistence::record_kind::contact, contact_id);
               },

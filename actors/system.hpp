@@ -177,17 +177,19 @@ private:
 
 caf::actor spawn_tenant_supervisor(caf::actor_system& sys, const tenant_env& env);
 
-// Answers for a record id this tenant does not hold (architecture rule 8): 403 when
-// `owner_of` finds it in another tenant, else `missing` (404). The lookup runs on a pool thread.
+// Answers for a record id tenant `tenant` does not hold (architecture rule 8): 403 when
+// `owner_of` finds it in another tenant, else `missing` (404), also when the row is this
+// tenant's own (a delete not yet committed, or a row the actor no longer holds). The lookup
+// runs on a pool thread.
 template <class T, class Lookup>
-void reply_not_held(persistence::pg_pool& pool, Lookup owner_of, domain::failure missing,
-                    callback<T> reply) {
+void reply_not_held(persistence::pg_pool& pool, std::int64_t tenant, Lookup owner_of,
+                    domain::failure missing, callback<T> reply) {
   pool.run<std::optional<std::int64_t>>(
-      std::move(owner_of),
-      [reply, missing = std::move(missing)](domain::outcome<std::optional<std::int64_t>> r) {
+      std::move(owner_of), [tenant, reply, missing = std::move(missing)](
+                               domain::outcome<std::optional<std::int64_t>> r) {
         if (!r)
           reply(r.error());
-        else if (*r)
+        else if (*r && **r != tenant)
           reply(domain::failure::of(domain::errc::insufficient_permissions,
                                     "the record belongs to another tenant"));
         else

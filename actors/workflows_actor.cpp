@@ -1158,7 +1158,7 @@ std::string public_url(const workflows_state& st) {
 template <class T>
 void reply_missing_workflow(wf_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool,
+      *self->state.env.pool, self->state.env.tenant_id,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_workflow(c, id); },
       failure::of(errc::not_found, "workflow not found"), std::move(reply));
 }
@@ -1166,7 +1166,7 @@ void reply_missing_workflow(wf_actor* self, std::int64_t id, callback<T> reply) 
 template <class T>
 void reply_missing_subscription(wf_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool,
+      *self->state.env.pool, self->state.env.tenant_id,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_subscription(c, id); },
       failure::of(errc::not_found, "webhook subscription not found"), std::move(reply));
 }
@@ -1522,11 +1522,12 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
             [tid = st.env.tenant_id, id](persistence::pg_conn& c) {
               return persistence::run_json(c, tid, id);
             },
-            [pool, id, reply](domain::outcome<std::optional<std::string>> r) {
+            [pool, tid = st.env.tenant_id, id,
+             reply](domain::outcome<std::optional<std::string>> r) {
               if (!r) return reply(r.error());
               if (*r) return reply(std::move(**r));
               reply_not_held(
-                  *pool,
+                  *pool, tid,
                   [id](persistence::pg_conn& c) { return persistence::tenant_of_run(c, id); },
                   failure::of(errc::not_found, "workflow run not found"), reply);
             });

@@ -11,19 +11,33 @@ import crm
 ROUNDS = 8
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def admin(server, cli_env):
+    """A tenant of the test's own (a required field made by one test binds no other)."""
     t = crm.create_tenant(cli_env)
     client = server.client()
     return client, crm.login(client, t.admin_email, t.admin_password)["access_token"]
 
 
-# Each area: how to make a record, where it lives, and its GET (checked against the schema).
+# Each area: how to make a record (its id), where it lives, and two changes of different fields.
 AREAS = {
-    "channels": (crm.create_channel, crm.channel_url),
-    "workflows": (crm.create_workflow, crm.workflow_url),
-    "agents": (crm.create_agent, crm.agent_url),
+    "channels": (lambda c, t: crm.create_channel(c, t)["id"], crm.channel_url,
+                 "name", {"is_active": False}),
+    "workflows": (lambda c, t: crm.create_workflow(c, t)["id"], crm.workflow_url,
+                  "name", {"is_active": False}),
+    "agents": (lambda c, t: crm.create_agent(c, t)["id"], crm.agent_url,
+               "name", {"is_active": False}),
+    "contacts": (lambda c, t: crm.create_contact(c, t)["id"], crm.contact_url,
+                 "first_name", {"last_name": "Second"}),
+    "deals": (lambda c, t: crm.create_deal(c, t)["id"], crm.deal_url,
+              "title", {"expected_close_date": "2027-01-31"}),
+    "fields": (lambda c, t: crm.create_field(c, t)["field_id"],
+               lambda i: crm.field_url("contact", i), "label", {"required": True}),
 }
+# Custom fields change by PUT (with any subset of their fields), and their DELETE keeps the
+# definition, deactivated (API-CONTRACT.md): they race in the first test only.
+CHANGE = {"fields": "put"}
+DELETED_FOR_GOOD = sorted(set(AREAS) - {"fields"})
 
 
 def at_once(*calls):
@@ -45,31 +59,33 @@ def at_once(*calls):
 
 @pytest.mark.parametrize("area", sorted(AREAS))
 def test_two_patches_of_different_fields_both_stick(server, admin, area):
-    create, url_of = AREAS[area]
+    create, url_of, key, other = AREAS[area]
     client, token = admin
     for round_ in range(ROUNDS):
-        record = create(client, token)
-        url = url_of(record["id"])
-        name = f"renamed {round_} {record['id']}"
-        renamed, deactivated = at_once(
-            lambda: server.client().patch(url, {"name": name}, token=token),
-            lambda: server.client().patch(url, {"is_active": False}, token=token))
+        record_id = create(client, token)
+        url = url_of(record_id)
+        name = f"renamed {round_} {record_id}"
+        change = CHANGE.get(area, "patch")
+        renamed, changed = at_once(
+            lambda: getattr(server.client(), change)(url, {key: name}, token=token),
+            lambda: getattr(server.client(), change)(url, other, token=token))
         assert renamed.status == 200, renamed.describe()
-        assert deactivated.status == 200, deactivated.describe()
+        assert changed.status == 200, changed.describe()
         got = crm.assert_json_response(client.get(url, token=token), 200)
-        assert (got["name"], got["is_active"]) == (name, False), (round_, got)
+        assert got[key] == name, (round_, got)
+        for k, v in other.items():
+            assert got[k] == v, (round_, got)
 
 
-@pytest.mark.parametrize("area", sorted(AREAS))
+@pytest.mark.parametrize("area", DELETED_FOR_GOOD)
 def test_a_delete_racing_a_patch_never_fails_and_stays_deleted(server, admin, area):
-    create, url_of = AREAS[area]
+    create, url_of, key, _ = AREAS[area]
     client, token = admin
     for round_ in range(ROUNDS):
-        record = create(client, token)
-        url = url_of(record["id"])
+        url = url_of(create(client, token))
         # The PATCH first in half the rounds, the DELETE first in the other half.
         calls = [lambda: server.client().delete(url, token=token),
-                 lambda: server.client().patch(url, {"name": f"late {round_}"}, token=token)]
+                 lambda: server.client().patch(url, {key: f"late {round_}"}, token=token)]
         if round_ % 2:
             calls.reverse()
         answers = at_once(*calls)
