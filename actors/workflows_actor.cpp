@@ -2,8 +2,8 @@
 // workflows, runs and webhook subscriptions.
 //
 // - Definitions load on first use and are served from memory. Changes, and taking events from
-//   the outbox, run one at a time ("serial"), so a batch of events is matched against the
-//   definitions as they were committed before it.
+//   the outbox, run one at a time (`writes`, actors/writer.hpp), so a batch of events is matched
+//   against the definitions as they were committed before it.
 // - Runs step one action at a time: the outcome of each step is written before the next
 //   starts, so a restart resumes at the first unfinished step. Delays are stored resume times.
 // - Deliveries are read from Postgres when due (a receiver that is down for a day must not
@@ -15,6 +15,7 @@
 #include "actors/async_io.hpp"
 #include "actors/channels.hpp"
 #include "actors/system.hpp"
+#include "actors/writer.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/json_check.hpp"
@@ -117,8 +118,9 @@ struct workflows_state {
   std::size_t running = 0;
   std::set<std::int64_t> firing; // schedule workflows whose run is being stored
 
-  bool serial_busy = false; // a definition change or an outbox dispatch is committing
-  std::deque<continuation> serial;
+  // The definitions' writes and the outbox dispatches, one at a time (actors/writer.hpp): a
+  // batch of events is matched against the definitions as the changes before it left them.
+  one_at_a_time writes;
   bool dispatch_wanted = false;
   bool dispatch_timer = false; // a delayed dispatch is scheduled
   bool dispatch_retry = false; // the last dispatch failed: again on the next tick
@@ -165,11 +167,15 @@ void arm_tick(wf_actor* self) {
   self->delayed_send(self, tick_every, tick_atom::value);
 }
 
-// After each result of work started outside: quit when stopping and nothing is out, else
-// keep the tick going if something waits on time.
+void dispatch(wf_actor* self);
+
+// After each result of work started outside: quit when stopping and nothing is out; else take
+// the events that arrived while a write was under way once none is, and keep the tick going if
+// something waits on time.
 void settle(wf_actor* self) {
   auto& st = self->state;
-  if (st.stopping && st.pending_io == 0 && !st.serial_busy && !st.loading) return self->quit();
+  if (st.stopping && st.pending_io == 0 && !st.writes.busy() && !st.loading) return self->quit();
+  if (st.dispatch_wanted && !st.writes.busy()) dispatch(self);
   arm_tick(self);
 }
 
@@ -191,33 +197,7 @@ std::string to_text(const failure& f) {
   return out.empty() ? f.detail : out;
 }
 
-// ---- serial work and loading -------------------------------------------------------------
-
-void serial(wf_actor* self, continuation k) {
-  auto& st = self->state;
-  if (!st.serial_busy) {
-    st.serial_busy = true;
-    k();
-  } else {
-    st.serial.push_back(std::move(k));
-  }
-}
-
-void dispatch(wf_actor* self);
-
-void serial_done(wf_actor* self) {
-  auto& st = self->state;
-  st.serial_busy = false;
-  if (!st.serial.empty()) {
-    auto k = std::move(st.serial.front());
-    st.serial.pop_front();
-    st.serial_busy = true;
-    k();
-    return;
-  }
-  if (st.dispatch_wanted) dispatch(self);
-  settle(self);
-}
+// ---- loading -------------------------------------------------------------
 
 void tell_listeners(wf_actor* self);
 void start_ready(wf_actor* self);
@@ -923,7 +903,7 @@ void request_dispatch(wf_actor* self) {
 void dispatch(wf_actor* self) {
   auto& st = self->state;
   if (!st.loaded || st.stopping) return;
-  if (st.serial_busy) {
+  if (st.writes.busy()) {
     st.dispatch_wanted = true;
     return;
   }
@@ -934,7 +914,7 @@ void dispatch(wf_actor* self) {
     if (w.is_active && domain::is_record_event(w.trigger)) to.workflows.push_back(w);
   for (auto& [id, s] : st.subs)
     if (s.is_active) to.subscriptions.push_back(s);
-  serial(self, [self, to = std::move(to)] {
+  st.writes.run([self, to = std::move(to)] {
     db<persistence::dispatch_result>(
         self,
         [tid = self->state.env.tenant_id, to](persistence::pg_conn& c) {
@@ -951,7 +931,7 @@ void dispatch(wf_actor* self) {
             if (r->deliveries) st.delivery_poked = true, st.next_delivery_at = domain::now_micros();
             if (r->events == dispatch_limit) st.dispatch_wanted = true;
           }
-          serial_done(self);
+          st.writes.done();
           start_ready(self);
           pump_deliveries(self);
         });
@@ -1171,10 +1151,10 @@ void reply_missing_subscription(wf_actor* self, std::int64_t id, callback<T> rep
       failure::of(errc::not_found, "webhook subscription not found"), std::move(reply));
 }
 
-// Stores `w` and answers it. Runs inside serial(): the caller took the current definition in
-// the same continuation, so concurrent changes never overwrite each other. `write_schedule`:
-// next_run_at is written too (re-planned); otherwise the stored one stays, as a schedule that
-// fires meanwhile moves it.
+// Stores `w` and answers it. Runs in its turn among the writes: the caller took the current
+// definition in the same continuation, so concurrent changes never overwrite each other.
+// `write_schedule`: next_run_at is written too (re-planned); otherwise the stored one stays, as a
+// schedule that fires meanwhile moves it.
 void save_workflow(wf_actor* self, domain::workflow w, bool write_schedule,
                    callback<std::string> reply) {
   // A webhook workflow always has a secret: one drawn here is shown in this answer, never again.
@@ -1195,7 +1175,6 @@ void save_workflow(wf_actor* self, domain::workflow w, bool write_schedule,
         } else {
           reply(r.error());
         }
-        serial_done(self);
       });
 }
 
@@ -1205,7 +1184,8 @@ std::int64_t plan(const domain::workflow& w) {
   return domain::next_schedule_time(w.trigger_config, domain::now_micros());
 }
 
-// Applies `p` to the current definition (inside serial()); answers a 422 or stores the result.
+// Applies `p` to the current definition (in its turn among the writes); answers a 422 or stores the
+// result.
 void do_update(wf_actor* self, const domain::workflow& cur, const workflow_patch& p,
                callback<std::string> reply) {
   auto next = cur;
@@ -1222,10 +1202,7 @@ void do_update(wf_actor* self, const domain::workflow& cur, const workflow_patch
     // A new trigger type without a new config starts from an empty one.
     if (p.trigger && *p.trigger != cur.trigger && !p.trigger_config) cfg = json::object();
     auto parsed = domain::parse_trigger_config(next.trigger, cfg, issues);
-    if (!issues.empty()) {
-      reply(failure::invalid(std::move(issues)));
-      return serial_done(self);
-    }
+    if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
     next.trigger_config = *parsed;
   }
   bool replan = p.trigger || p.trigger_config || (p.is_active && *p.is_active != cur.is_active);
@@ -1234,19 +1211,16 @@ void do_update(wf_actor* self, const domain::workflow& cur, const workflow_patch
   save_workflow(self, std::move(next), replan, std::move(reply));
 }
 
-// Stores `s` and answers it; runs inside serial() (see save_workflow).
+// Stores `s` and answers it, in its turn among the writes (see save_workflow).
 void save_subscription(wf_actor* self, domain::webhook_subscription s,
                        std::optional<std::string> shown_secret, callback<std::string> reply);
 
-// Applies `p` to the subscription as the changes before it left it (inside serial()).
+// Applies `p` to the subscription as the changes before it left it (in its turn).
 void update_subscription_now(wf_actor* self, std::int64_t id, const subscription_patch& p,
                              callback<std::string> reply) {
   auto& subs = self->state.subs;
   auto it = subs.find(id);
-  if (it == subs.end()) {
-    reply_missing_subscription(self, id, reply);
-    return serial_done(self);
-  }
+  if (it == subs.end()) return reply_missing_subscription(self, id, reply);
   auto next = it->second;
   if (p.url) next.url = *p.url;
   if (p.events) next.events = *p.events;
@@ -1275,7 +1249,6 @@ void save_subscription(wf_actor* self, domain::webhook_subscription s,
         } else {
           reply(r.error());
         }
-        serial_done(self);
       });
 }
 
@@ -1383,21 +1356,20 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           w.tenant_id = self->state.env.tenant_id;
           w.created_at = w.updated_at = domain::now_micros();
           w.next_run_at = plan(w);
-          serial(self, [self, w = std::move(w), reply] { save_workflow(self, w, true, reply); });
+          write_in_turn(self, reply, [self, w = std::move(w)](callback<std::string> reply) {
+            save_workflow(self, w, true, reply);
+          });
         });
       },
       [self, measure](update_atom, std::int64_t id, workflow_patch& p,
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply]() mutable {
-          serial(self, [self, id, p, reply] {
+          write_in_turn(self, reply, [self, id, p](callback<std::string> reply) {
             // The definition as the changes before this one left it.
             auto& st = self->state;
             auto it = st.workflows.find(id);
-            if (it == st.workflows.end()) {
-              reply_missing_workflow(self, id, reply);
-              return serial_done(self);
-            }
+            if (it == st.workflows.end()) return reply_missing_workflow(self, id, reply);
             do_update(self, it->second, p, reply);
           });
         });
@@ -1405,9 +1377,8 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
       [self, measure](delete_atom, std::int64_t id, callback<domain::done>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, reply] {
-          auto& st = self->state;
-          if (!st.workflows.count(id)) return reply_missing_workflow(self, id, reply);
-          serial(self, [self, id, reply] {
+          write_in_turn(self, reply, [self, id](callback<domain::done> reply) {
+            if (!self->state.workflows.count(id)) return reply_missing_workflow(self, id, reply);
             db<domain::done>(
                 self,
                 [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
@@ -1432,7 +1403,6 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                   }
                   reply(r ? domain::outcome<domain::done>(domain::done{})
                           : domain::outcome<domain::done>(r.error()));
-                  serial_done(self);
                 });
           });
         });
@@ -1561,7 +1531,7 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
           s.created_at = s.updated_at = domain::now_micros();
           std::optional<std::string> shown;
           if (generated) shown = s.secret;
-          serial(self, [self, s = std::move(s), shown, reply] {
+          write_in_turn(self, reply, [self, s = std::move(s), shown](callback<std::string> reply) {
             save_subscription(self, s, shown, reply);
           });
         });
@@ -1570,14 +1540,16 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                       callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, p = std::move(p), reply] {
-          serial(self, [self, id, p, reply] { update_subscription_now(self, id, p, reply); });
+          write_in_turn(self, reply, [self, id, p](callback<std::string> reply) {
+            update_subscription_now(self, id, p, reply);
+          });
         });
       },
       [self, measure](sub_atom, delete_atom, std::int64_t id, callback<domain::done>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, id, reply] {
-          if (!self->state.subs.count(id)) return reply_missing_subscription(self, id, reply);
-          serial(self, [self, id, reply] {
+          write_in_turn(self, reply, [self, id](callback<domain::done> reply) {
+            if (!self->state.subs.count(id)) return reply_missing_subscription(self, id, reply);
             db<domain::done>(
                 self,
                 [tid = self->state.env.tenant_id, id](persistence::pg_conn& c) {
@@ -1590,7 +1562,6 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
                     tell_listeners(self);
                   }
                   reply(std::move(r));
-                  serial_done(self);
                 });
           });
         });

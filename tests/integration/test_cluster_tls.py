@@ -40,20 +40,12 @@ def pair(database, redis_url, migrated):
         s.cleanup()
 
 
-def wait_for(what, check, limit=15.0, step=0.1):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"timed out waiting until {what}")
-
-
 def gateway_port(database, node_id: str) -> int:
-    return int(wait_for(f"{node_id} is a live member", lambda: database.query(
+    port = crm.eventually(lambda: database.query(
         f"SELECT actor_port FROM cluster_nodes WHERE node_id = '{node_id}' AND state = 'live'"
-    ).strip()))
+    ).strip(), timeout=15)
+    assert port, f"{node_id} is not a live member"
+    return int(port)
 
 
 def handshake(port: int, cert: dict | None) -> bytes | str:
