@@ -9,7 +9,20 @@
 #include "domain/failure.hpp"
 #include "persistence/pg_pool.hpp"
 
-#include <caf/all.hpp>
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/behavior.hpp>
+#include <caf/error.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+#include <caf/scheduled_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
 
 #include <array>
 #include <atomic>
