@@ -193,7 +193,7 @@ void load(agents_actor* self) {
 template <class T>
 void missing_agent(agents_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_agent(c, id); },
       failure::of(errc::not_found, "agent not found"), std::move(reply));
 }
@@ -203,7 +203,7 @@ template <class T>
 void missing_document(agents_actor* self, std::int64_t id, callback<T> reply, bool ours) {
   if (ours) return reply(failure::of(errc::not_found, "document not found"));
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_document(c, id); },
       failure::of(errc::not_found, "document not found"), std::move(reply));
 }
@@ -280,13 +280,9 @@ void announce_channels(agents_actor* self) {
 // In its turn among the writes (actors/writer.hpp): the channels and the assignee are checked in
 // Postgres, then the agent is merged again with the state as it is now and saved.
 void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch p,
-                callback<std::string> reply_to) {
+                callback<std::string> reply) {
   auto& st = self->state;
-  if (id && !st.agents.count(*id)) {
-    return missing_agent(self, *id, reply_to);
-  }
-  // Made only now: a callback dropped unanswered answers 503.
-  const auto& reply = reply_to;
+  if (id && !st.agents.count(*id)) return missing_agent(self, *id, reply);
   std::vector<std::int64_t> channels = p.channel_ids.value_or(std::vector<std::int64_t>{});
   std::optional<std::int64_t> assignee;
   if (p.handoff_assignee_id && *p.handoff_assignee_id) assignee = **p.handoff_assignee_id;
@@ -340,12 +336,9 @@ void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch 
       });
 }
 
-void remove_agent(agents_actor* self, std::int64_t id, callback<domain::done> reply_to) {
+void remove_agent(agents_actor* self, std::int64_t id, callback<domain::done> reply) {
   auto& st = self->state;
-  if (!st.agents.count(id)) {
-    return missing_agent(self, id, reply_to);
-  }
-  const auto& reply = reply_to;
+  if (!st.agents.count(id)) return missing_agent(self, id, reply);
   db<domain::done>(
       self,
       [tid = st.env.tenant_id, id](persistence::pg_conn& c) {
@@ -373,18 +366,15 @@ void remove_agent(agents_actor* self, std::int64_t id, callback<domain::done> re
 
 // In its turn among the writes.
 void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std::int64_t> doc_id,
-                    document_input in, callback<std::string> reply_to) {
+                    document_input in, callback<std::string> reply) {
   auto& st = self->state;
-  if (!st.agents.count(agent_id)) {
-    return missing_agent(self, agent_id, reply_to);
-  }
+  if (!st.agents.count(agent_id)) return missing_agent(self, agent_id, reply);
   persistence::document_write w;
   auto now = domain::now_micros();
   if (doc_id) {
     auto it = st.documents.find(*doc_id);
-    if (it == st.documents.end() || it->second.agent_id != agent_id) {
-      return missing_document(self, *doc_id, reply_to, it != st.documents.end());
-    }
+    if (it == st.documents.end() || it->second.agent_id != agent_id)
+      return missing_document(self, *doc_id, reply, it != st.documents.end());
     w.doc = it->second;
     w.doc.updated_at = std::max(now, w.doc.updated_at + 1);
   } else {
@@ -394,7 +384,7 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
     for (auto& [id, d] : st.documents) of_agent += d.agent_id == agent_id ? 1 : 0;
     if (of_agent >= domain::ai_documents_per_agent_max ||
         st.documents.size() >= domain::ai_documents_per_tenant_max) {
-      return reply_to(failure::of(
+      return reply(failure::of(
           errc::conflict,
           of_agent >= domain::ai_documents_per_agent_max
               ? "this agent has " + std::to_string(domain::ai_documents_per_agent_max) +
@@ -410,7 +400,6 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
   w.doc.kind = in.kind;
   w.content = std::move(in.content);
   w.passages = std::move(in.passages);
-  const auto& reply = reply_to;
   auto texts = w.passages;
   db<persistence::document_written>(
       self,
@@ -429,16 +418,12 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
 }
 
 void remove_document(agents_actor* self, std::int64_t agent_id, std::int64_t doc_id,
-                     callback<domain::done> reply_to) {
+                     callback<domain::done> reply) {
   auto& st = self->state;
   auto it = st.documents.find(doc_id);
-  if (!st.agents.count(agent_id)) {
-    return missing_agent(self, agent_id, reply_to);
-  }
-  if (it == st.documents.end() || it->second.agent_id != agent_id) {
-    return missing_document(self, doc_id, reply_to, it != st.documents.end());
-  }
-  const auto& reply = reply_to;
+  if (!st.agents.count(agent_id)) return missing_agent(self, agent_id, reply);
+  if (it == st.documents.end() || it->second.agent_id != agent_id)
+    return missing_document(self, doc_id, reply, it != st.documents.end());
   db<std::vector<std::int64_t>>(
       self,
       [tid = st.env.tenant_id, doc_id](persistence::pg_conn& c) {
@@ -901,7 +886,7 @@ void summarize(agents_actor* self, std::int64_t contact_id, callback<std::string
         if (!r) return reply(r.error());
         if (r->empty())
           return reply_not_held(
-              *self->state.env.pool, self->state.env.tenant_id,
+              self->state.env,
               [contact_id](persistence::pg_conn& c) {
                 return persistence::tenant_of(c, persistence::record_kind::contact, contact_id);
               },

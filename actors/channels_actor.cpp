@@ -288,7 +288,7 @@ void read_messaging(ch_actor* self) {
 
 template <class T, class Lookup>
 void reply_missing(ch_actor* self, Lookup lookup, const char* what, callback<T> reply) {
-  reply_not_held(*self->state.env.pool, self->state.env.tenant_id, std::move(lookup),
+  reply_not_held(self->state.env, std::move(lookup),
                  failure::of(errc::not_found, std::string(what) + " not found"), std::move(reply));
 }
 

@@ -366,7 +366,7 @@ template <class T>
 void reply_missing(contacts_actor* self, persistence::record_kind kind, std::int64_t id,
                    callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
       kind == persistence::record_kind::contact ? missing_contact() : missing_company(),
       std::move(reply));

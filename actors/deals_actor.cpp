@@ -187,7 +187,7 @@ template <class T>
 void reply_missing(deals_actor* self, persistence::pipeline_record kind, std::int64_t id,
                    const char* what, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
       missing(what), std::move(reply));
 }

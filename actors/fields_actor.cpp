@@ -120,7 +120,7 @@ const domain::custom_field* find(const fields_state& st, std::int64_t id) {
 template <class T>
 void reply_missing(fields_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_field(c, id); },
       failure::of(errc::not_found, "custom field not found"), std::move(reply));
 }

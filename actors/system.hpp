@@ -210,6 +210,14 @@ void reply_not_held(persistence::pg_pool& pool, std::int64_t tenant, Lookup owne
       });
 }
 
+// The same, for the tenant of a child actor's `env`.
+template <class T, class Lookup>
+void reply_not_held(const tenant_env& env, Lookup owner_of, domain::failure missing,
+                    callback<T> reply) {
+  reply_not_held(*env.pool, env.tenant_id, std::move(owner_of), std::move(missing),
+                 std::move(reply));
+}
+
 // Sets up the metrics of a child actor of kind `k`: its type's meter, its instance count, and
 // the mailbox slot /actors shows. Returns the factory of the per-message `metered` guard. The
 // exit functor keeps its own reference to the stats: it may run after the state is gone.

@@ -116,7 +116,7 @@ void commit(users_actor* self, Work work, Apply apply) {
 template <class T>
 void reply_missing(users_actor* self, std::int64_t user_id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [user_id](persistence::pg_conn& c) { return persistence::tenant_of_user(c, user_id); },
       not_found(), std::move(reply));
 }

@@ -197,7 +197,7 @@ std::string to_text(const failure& f) {
   return out.empty() ? f.detail : out;
 }
 
-// ---- loading -------------------------------------------------------------
+// ---- loading -------------------------------------------------------------------------------
 
 void tell_listeners(wf_actor* self);
 void start_ready(wf_actor* self);
@@ -1138,7 +1138,7 @@ std::string public_url(const workflows_state& st) {
 template <class T>
 void reply_missing_workflow(wf_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_workflow(c, id); },
       failure::of(errc::not_found, "workflow not found"), std::move(reply));
 }
@@ -1146,7 +1146,7 @@ void reply_missing_workflow(wf_actor* self, std::int64_t id, callback<T> reply) 
 template <class T>
 void reply_missing_subscription(wf_actor* self, std::int64_t id, callback<T> reply) {
   reply_not_held(
-      *self->state.env.pool, self->state.env.tenant_id,
+      self->state.env,
       [id](persistence::pg_conn& c) { return persistence::tenant_of_subscription(c, id); },
       failure::of(errc::not_found, "webhook subscription not found"), std::move(reply));
 }
