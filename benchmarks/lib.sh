@@ -48,6 +48,8 @@ bench_start() {
   "$bin" migrate >/dev/null
 }
 
+# Stops what bench_start started; BENCH_KEEP_TMP=1 keeps the temporary directory (the nodes' and
+# servers' logs) for a look afterwards.
 bench_cleanup() {
   local pid
   for pid in "${bench_pids[@]}" "$server_pid"; do
@@ -56,7 +58,7 @@ bench_cleanup() {
   done
   redis_stop "$tmp/redis" "$redis_port" || true
   pg_stop "$tmp/pg" || true
-  rm -rf "$tmp"
+  if [[ ${BENCH_KEEP_TMP:-0} == 1 ]]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
 
 # bench_serve [FLAG...]: `carecrm serve` on http_port and metrics_port with the flags given
