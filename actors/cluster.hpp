@@ -65,6 +65,8 @@ struct forwarding_stats {
   std::uint64_t failed = 0;    // unreachable, gone or too slow: answered 503 here
   double seconds = 0;          // total time of the answered ones
   std::uint64_t served = 0;    // forwarded here by other nodes and answered
+  std::uint64_t resent = 0;    // sent again on a new connection after the link dropped
+  std::uint64_t repeated = 0;  // copies sent here again, answered without running twice
 };
 forwarding_stats forwarding(runtime& rt);
 

@@ -4,6 +4,13 @@
 // middleman actor (asynchronously: no scheduler thread waits on a connect), monitors each, and
 // keeps the requests in flight by id. Deadlines are a periodic sweep, not a CAF request timeout
 // per message (docs/STACK-NOTES: those cost throughput and memory in 0.17).
+//
+// A link that drops does not fail the requests on it: the forwarder connects again and sends
+// them again under the same ids, and the owner's gateway answers each id once (it runs a request
+// the first time it sees its id and keeps the answer for the copies that follow). CAF 0.17 drops
+// both connections when two nodes dial each other at the same moment (each closes the one it
+// dialled as redundant, having kept the other's), so without this a write in flight then was
+// answered 503 although nothing was wrong with either node.
 #include "actors/cluster.hpp"
 #include "actors/system.hpp"
 
@@ -17,6 +24,8 @@
 #include <openssl/x509_vfy.h>
 
 #include <map>
+#include <optional>
+#include <random>
 #include <stdexcept>
 
 namespace crm::actors {
@@ -57,19 +66,33 @@ private:
   std::shared_ptr<state> s_;
 };
 
+// How often a request is sent again after its link dropped, and the longest pause before a try
+// (random below it, doubling from 50 ms: two nodes that lost their link at once do not dial each
+// other at the same moment again).
+constexpr int max_resends = 4;
+
 struct forward_job {
   std::string host;
   int port = 0;
   forwarded_request req;
   std::chrono::steady_clock::time_point deadline;
   reply_once done;
+  std::uint64_t id = 0; // set when sent before: the same id again, so the owner runs it once
+  int resends = 0;
 };
 
 struct in_flight {
   reply_once done;
   std::chrono::steady_clock::time_point started, deadline;
-  std::string key;
+  std::string host;
+  int port = 0;
+  forwarded_request req; // kept to send again if the link drops
+  int resends = 0;
 };
+
+std::string gateway_key(const std::string& host, int port) {
+  return host + ":" + std::to_string(port);
+}
 
 // What the forwarder and the threads that forward share: the gateways connected (host:port ->
 // gateway) and the requests in flight. A request to a connected gateway is sent from the
@@ -78,27 +101,31 @@ struct in_flight {
 struct link_state {
   std::mutex mutex;
   std::map<std::string, caf::actor> gateways;
-  std::map<std::uint64_t, in_flight> flights;
+  std::map<std::uint64_t, in_flight> flights; // by id: the first is the oldest in flight
   std::uint64_t next_id = 0;
 
-  // Registers a flight and returns its id (with `mutex` held by the caller).
-  std::uint64_t fly(std::string key, std::chrono::steady_clock::time_point deadline,
-                    reply_once done) {
-    auto id = ++next_id;
-    flights.emplace(
-        id, in_flight{std::move(done), std::chrono::steady_clock::now(), deadline, std::move(key)});
+  // Registers a flight (under `id` when it was sent before) and returns its id, with `mutex`
+  // held by the caller.
+  std::uint64_t fly(const forward_job& j, reply_once done) {
+    auto id = j.id != 0 ? j.id : ++next_id;
+    flights.emplace(id, in_flight{std::move(done), std::chrono::steady_clock::now(), j.deadline,
+                                  j.host, j.port, j.req, j.resends});
     return id;
   }
-  // The flights to `key` (all with an empty key) whose deadline is before `until`, removed.
-  std::vector<in_flight> take(const std::string* key, std::chrono::steady_clock::time_point until) {
-    std::vector<in_flight> out;
+  // Every id below this one is answered or given up (with `mutex` held): the owner forgets them.
+  std::uint64_t floor() const { return flights.empty() ? next_id + 1 : flights.begin()->first; }
+  // The flights to host:port (all with no key) whose deadline is before `until`, removed.
+  std::vector<std::pair<std::uint64_t, in_flight>>
+  take(const std::string* key, std::chrono::steady_clock::time_point until) {
+    std::vector<std::pair<std::uint64_t, in_flight>> out;
     std::lock_guard lock(mutex);
     for (auto it = flights.begin(); it != flights.end();) {
-      if ((key && it->second.key != *key) || it->second.deadline > until) {
+      if ((key && gateway_key(it->second.host, it->second.port) != *key) ||
+          it->second.deadline > until) {
         ++it;
         continue;
       }
-      out.push_back(std::move(it->second));
+      out.emplace_back(it->first, std::move(it->second));
       it = flights.erase(it);
     }
     return out;
@@ -110,6 +137,8 @@ struct link_state {
 namespace caf {
 template <>
 struct allowed_unsafe_message_type<crm::actors::forward_job> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::vector<crm::actors::forward_job>> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -121,26 +150,33 @@ using fwd_reply_atom = caf::atom_constant<caf::atom("fwdreply")>;
 using sweep_atom = caf::atom_constant<caf::atom("fwdsweep")>;
 using forget_atom = caf::atom_constant<caf::atom("fwdforget")>;
 using later_atom = caf::atom_constant<caf::atom("fwdlater")>;
+using resend_atom = caf::atom_constant<caf::atom("fwdresend")>;
 
+// The request goes with the lowest id its forwarder still waits for (the owner forgets the
+// answers below it) and how long the forwarder waits for this one (the owner keeps its answer
+// as long).
 void send_request(const caf::actor& from, const caf::actor& gw, std::uint64_t id,
+                  std::uint64_t floor, std::chrono::steady_clock::time_point deadline,
                   forwarded_request& r) {
-  caf::send_as(from, gw, fwd_atom::value, id, std::move(r.method), std::move(r.target),
-               std::move(r.headers), std::move(r.body), std::move(r.remote),
-               std::move(r.request_id));
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
+  caf::send_as(from, gw, fwd_atom::value, id, floor, static_cast<std::int64_t>(wait),
+               std::move(r.method), std::move(r.target), std::move(r.headers), std::move(r.body),
+               std::move(r.remote), std::move(r.request_id));
 }
 
-// Sends `req` at once, from `from`'s address, when the gateway at `key` is connected; false
-// (nothing taken) when it is not yet.
-bool send_if_connected(link_state& link, const caf::actor& from, const std::string& key,
-                       std::chrono::steady_clock::time_point until, reply_once& done,
-                       forwarded_request& req) {
+// Sends `j` at once, from `from`'s address, when its gateway is connected; false (nothing taken)
+// when it is not yet.
+bool send_if_connected(link_state& link, const caf::actor& from, forward_job& j) {
   std::unique_lock lock(link.mutex);
-  auto it = link.gateways.find(key);
+  auto it = link.gateways.find(gateway_key(j.host, j.port));
   if (it == link.gateways.end()) return false;
   auto gw = it->second;
-  auto id = link.fly(key, until, std::move(done));
+  auto id = link.fly(j, std::move(j.done));
+  auto floor = link.floor();
   lock.unlock();
-  send_request(from, gw, id, req);
+  send_request(from, gw, id, floor, j.deadline, j.req);
   return true;
 }
 
@@ -148,13 +184,16 @@ struct forwarder_state {
   runtime::impl* rt = nullptr;
   std::shared_ptr<link_state> link;
   std::map<std::string, std::vector<forward_job>> connecting; // waiting for a connect
+  std::minstd_rand jitter{std::random_device{}()};
   static inline const char* name = "cluster_forwarder";
 };
+using forwarder_actor = caf::stateful_actor<forwarder_state>;
 
-void fail(runtime::impl& rt, std::vector<in_flight> flights, const std::string& why) {
+void fail(runtime::impl& rt, std::vector<std::pair<std::uint64_t, in_flight>> flights,
+          const std::string& why) {
   for (auto& f : flights) {
     ++rt.forwards_failed;
-    f.done(unavailable(why));
+    f.second.done(unavailable(why));
   }
 }
 
@@ -162,10 +201,61 @@ void fail_key(forwarder_state& st, const std::string& key, const std::string& wh
   fail(*st.rt, st.link->take(&key, std::chrono::steady_clock::time_point::max()), why);
 }
 
-caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::impl* rt,
+// Answers the jobs that waited for a connect that failed: those sent before may have reached
+// the owner ("sent"), the others never left.
+void give_up(forwarder_state& st, std::vector<forward_job>& jobs, const std::string& why) {
+  for (auto& j : jobs) {
+    ++st.rt->forwards_failed;
+    j.done(unavailable(why, j.id != 0));
+  }
+}
+
+// Connects to the job's gateway if no connect is under way, then sends every job that waited.
+void connect_and_send(forwarder_actor* self, forward_job j) {
+  auto& st = self->state;
+  // Connected since the caller looked.
+  if (send_if_connected(*st.link, self, j)) return;
+  auto key = gateway_key(j.host, j.port);
+  auto& waiting = st.connecting[key];
+  waiting.push_back(std::move(j));
+  if (waiting.size() > 1) return;
+  auto host = waiting.front().host;
+  auto port = static_cast<std::uint16_t>(waiting.front().port);
+  self->request(self->system().openssl_manager().actor_handle(), std::chrono::seconds(5),
+                caf::connect_atom::value, host, port)
+      .then(
+          [self, key](const caf::node_id&, caf::strong_actor_ptr& p, const std::set<std::string>&) {
+            auto& st = self->state;
+            auto jobs = std::move(st.connecting[key]);
+            st.connecting.erase(key);
+            if (!p) return give_up(st, jobs, "the node owning this tenant has no gateway; retry");
+            auto gw = caf::actor_cast<caf::actor>(p);
+            self->monitor(gw);
+            std::vector<std::uint64_t> ids;
+            std::uint64_t floor = 0;
+            {
+              std::lock_guard lock(st.link->mutex);
+              st.link->gateways[key] = gw;
+              for (auto& j : jobs) ids.push_back(st.link->fly(j, std::move(j.done)));
+              floor = st.link->floor();
+            }
+            for (std::size_t i = 0; i < jobs.size(); ++i)
+              send_request(self, gw, ids[i], floor, jobs[i].deadline, jobs[i].req);
+          },
+          [self, key](caf::error& e) {
+            auto& st = self->state;
+            log_warn("cluster: cannot reach the gateway at {}: {}", key, self->system().render(e));
+            auto jobs = std::move(st.connecting[key]);
+            st.connecting.erase(key);
+            give_up(st, jobs, "the node owning this tenant cannot be reached; retry");
+          });
+}
+
+caf::behavior forwarder(forwarder_actor* self, runtime::impl* rt,
                         std::shared_ptr<link_state> link) {
   self->state.rt = rt;
   self->state.link = std::move(link);
+  // The link to a gateway dropped: its requests go again on a new one, after a pause.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     std::string key;
@@ -179,61 +269,33 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
       }
     }
     if (key.empty()) return;
-    log_warn("cluster: lost the connection to the gateway at {}", key);
-    fail_key(st, key, "the node owning this tenant went away; retry");
+    auto flights = st.link->take(&key, std::chrono::steady_clock::time_point::max());
+    log_warn("cluster: lost the connection to the gateway at {} ({} requests in flight)", key,
+             flights.size());
+    std::vector<forward_job> again;
+    int resends = 0;
+    for (auto& [id, f] : flights) {
+      if (f.resends >= max_resends) {
+        ++st.rt->forwards_failed;
+        f.done(unavailable("the node owning this tenant went away; retry"));
+        continue;
+      }
+      resends = std::max(resends, f.resends + 1);
+      again.push_back(forward_job{std::move(f.host), f.port, std::move(f.req), f.deadline,
+                                  std::move(f.done), id, f.resends + 1});
+    }
+    if (again.empty()) return;
+    st.rt->forwards_resent += again.size();
+    auto most = 50 << (resends - 1);
+    auto pause = std::uniform_int_distribution<int>(most / 5, most)(st.jitter);
+    self->delayed_send(self, std::chrono::milliseconds(pause), resend_atom::value,
+                       std::move(again));
   });
   self->delayed_send(self, std::chrono::milliseconds(250), sweep_atom::value);
   return {
-      [self](forward_job& j) {
-        auto& st = self->state;
-        auto key = j.host + ":" + std::to_string(j.port);
-        // Connected since forward_to looked.
-        if (send_if_connected(*st.link, self, key, j.deadline, j.done, j.req)) return;
-        auto& waiting = st.connecting[key];
-        waiting.push_back(std::move(j));
-        if (waiting.size() > 1) return;
-        auto host = waiting.front().host;
-        auto port = static_cast<std::uint16_t>(waiting.front().port);
-        self->request(self->system().openssl_manager().actor_handle(), std::chrono::seconds(5),
-                      caf::connect_atom::value, host, port)
-            .then(
-                [self, key](const caf::node_id&, caf::strong_actor_ptr& p,
-                            const std::set<std::string>&) {
-                  auto& st = self->state;
-                  auto jobs = std::move(st.connecting[key]);
-                  st.connecting.erase(key);
-                  if (!p) {
-                    for (auto& j : jobs) {
-                      ++st.rt->forwards_failed;
-                      j.done(
-                          unavailable("the node owning this tenant has no gateway; retry", false));
-                    }
-                    return;
-                  }
-                  auto gw = caf::actor_cast<caf::actor>(p);
-                  self->monitor(gw);
-                  std::vector<std::uint64_t> ids;
-                  {
-                    std::lock_guard lock(st.link->mutex);
-                    st.link->gateways[key] = gw;
-                    for (auto& j : jobs)
-                      ids.push_back(st.link->fly(key, j.deadline, std::move(j.done)));
-                  }
-                  for (std::size_t i = 0; i < jobs.size(); ++i)
-                    send_request(self, gw, ids[i], jobs[i].req);
-                },
-                [self, key](caf::error& e) {
-                  auto& st = self->state;
-                  log_warn("cluster: cannot reach the gateway at {}: {}", key,
-                           self->system().render(e));
-                  auto jobs = std::move(st.connecting[key]);
-                  st.connecting.erase(key);
-                  for (auto& j : jobs) {
-                    ++st.rt->forwards_failed;
-                    j.done(
-                        unavailable("the node owning this tenant cannot be reached; retry", false));
-                  }
-                });
+      [self](forward_job& j) { connect_and_send(self, std::move(j)); },
+      [self](resend_atom, std::vector<forward_job>& jobs) {
+        for (auto& j : jobs) connect_and_send(self, std::move(j));
       },
       [self](fwd_reply_atom, std::uint64_t id, int status, std::vector<std::string>& headers,
              std::string& body) {
@@ -245,7 +307,7 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
           if (it == st.link->flights.end()) return; // answered 503 already (deadline)
           // An answer counts only from the gateway the request went to: another peer that
           // guessed an id cannot answer for it.
-          auto gw = st.link->gateways.find(it->second.key);
+          auto gw = st.link->gateways.find(gateway_key(it->second.host, it->second.port));
           if (gw == st.link->gateways.end() ||
               gw->second.address() != caf::actor_cast<caf::actor_addr>(self->current_sender())) {
             log_warn("cluster: an answer to request {} came from a node it was not sent to "
@@ -284,22 +346,93 @@ caf::behavior forwarder(caf::stateful_actor<forwarder_state>* self, runtime::imp
   };
 }
 
+// What a gateway remembers of the requests it was sent, by sender and id, so that a copy sent
+// again after a dropped link is answered without running it twice.
+struct served_key {
+  caf::node_id node;
+  caf::actor_id from = 0;
+  std::uint64_t id = 0;
+  bool operator<(const served_key& o) const {
+    return std::tie(node, from, id) < std::tie(o.node, o.from, o.id);
+  }
+};
+struct served {
+  std::chrono::steady_clock::time_point until; // the sender gives up then
+  caf::actor back;                             // where the answer goes: the latest copy's sender
+  std::optional<forwarded_response> answer;
+};
+struct served_book {
+  std::mutex mutex;
+  std::map<served_key, served> requests;
+
+  // Forgets the answers of `sender` below `floor` (it has them) and, now and then, every answer
+  // whose sender gave up waiting.
+  void prune(const served_key& sender, std::uint64_t floor) {
+    requests.erase(requests.lower_bound({sender.node, sender.from, 0}),
+                   requests.lower_bound({sender.node, sender.from, floor}));
+  }
+  void expire(std::chrono::steady_clock::time_point now) {
+    std::lock_guard lock(mutex);
+    for (auto it = requests.begin(); it != requests.end();)
+      it = it->second.until < now ? requests.erase(it) : std::next(it);
+  }
+};
+
+void answer(const caf::actor& me, const caf::actor& back, std::uint64_t id, forwarded_response r) {
+  caf::send_as(me, back, fwd_reply_atom::value, id, r.status, std::move(r.headers),
+               std::move(r.body));
+}
+
 caf::behavior gateway(caf::event_based_actor* self, runtime::impl* rt,
                       std::shared_ptr<forward_handler> handler) {
+  auto book = std::make_shared<served_book>();
+  self->delayed_send(self, std::chrono::seconds(1), sweep_atom::value);
   return {
-      [self, rt, handler](fwd_atom, std::uint64_t id, std::string& method, std::string& target,
-                          std::vector<std::string>& headers, std::string& body, std::string& remote,
-                          std::string& request_id) {
-        auto back = caf::actor_cast<caf::actor>(self->current_sender());
+      [self, rt, handler, book](fwd_atom, std::uint64_t id, std::uint64_t floor, std::int64_t wait,
+                                std::string& method, std::string& target,
+                                std::vector<std::string>& headers, std::string& body,
+                                std::string& remote, std::string& request_id) {
+        auto sender = self->current_sender();
+        if (!sender) return;
+        auto back = caf::actor_cast<caf::actor>(sender);
         // Answered as the gateway (not anonymously): the forwarder checks who answers.
         auto me = caf::actor_cast<caf::actor>(self);
+        served_key key{sender->node(), sender->id(), id};
+        {
+          std::unique_lock lock(book->mutex);
+          book->prune(key, floor);
+          auto [it, fresh] = book->requests.try_emplace(key);
+          it->second.back = back;
+          if (!fresh) {
+            // A copy sent again: answered once the first is (or now, if it was).
+            ++rt->forwards_repeated;
+            if (!it->second.answer) return;
+            auto r = *it->second.answer;
+            lock.unlock();
+            return answer(me, back, id, std::move(r));
+          }
+          it->second.until = std::chrono::steady_clock::now() +
+                             std::chrono::milliseconds(std::max<std::int64_t>(wait, 0)) +
+                             std::chrono::seconds(1);
+        }
         (*handler)(forwarded_request{std::move(method), std::move(target), std::move(headers),
                                      std::move(body), std::move(remote), std::move(request_id)},
-                   [back, me, id, rt](forwarded_response r) {
+                   [book, key, back, me, id, rt](forwarded_response r) {
                      ++rt->forwards_served;
-                     caf::send_as(me, back, fwd_reply_atom::value, id, r.status,
-                                  std::move(r.headers), std::move(r.body));
+                     auto to = back;
+                     {
+                       std::lock_guard lock(book->mutex);
+                       if (auto it = book->requests.find(key); it != book->requests.end()) {
+                         to = it->second.back;
+                         it->second.answer = r;
+                       }
+                     }
+                     answer(me, to, id, std::move(r));
                    });
+      },
+      [self, book](sweep_atom) {
+        book->expire(std::chrono::steady_clock::now());
+        self->delayed_send(self, std::chrono::seconds(1), sweep_atom::value);
       },
   };
 }
@@ -370,19 +503,16 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
                 std::chrono::milliseconds deadline, forwarded_reply done) {
   auto& impl = rt.internals();
   if (!impl.forwarder) return done(unavailable("this node forwards to no other node", false));
-  auto until = std::chrono::steady_clock::now() + deadline;
-  reply_once once(std::move(done));
-  if (send_if_connected(*impl.link, impl.forwarder, host + ":" + std::to_string(port), until, once,
-                        req))
-    return;
+  forward_job j{host, port, std::move(req), std::chrono::steady_clock::now() + deadline,
+                reply_once(std::move(done))};
+  if (send_if_connected(*impl.link, impl.forwarder, j)) return;
   // Not connected yet: the forwarder connects, then sends.
-  caf::anon_send(impl.forwarder, forward_job{host, port, std::move(req), until, std::move(once)});
+  caf::anon_send(impl.forwarder, std::move(j));
 }
 
 void forget_gateway(runtime& rt, const std::string& host, int port) {
   auto& impl = rt.internals();
-  if (impl.forwarder)
-    caf::anon_send(impl.forwarder, forget_atom::value, host + ":" + std::to_string(port));
+  if (impl.forwarder) caf::anon_send(impl.forwarder, forget_atom::value, gateway_key(host, port));
 }
 
 void after(runtime& rt, std::chrono::milliseconds delay, std::function<void()> f) {
@@ -393,8 +523,12 @@ void after(runtime& rt, std::chrono::milliseconds delay, std::function<void()> f
 
 forwarding_stats forwarding(runtime& rt) {
   auto& impl = rt.internals();
-  return {impl.forwards_ok.load(), impl.forwards_failed.load(),
-          static_cast<double>(impl.forward_nanos.load()) / 1e9, impl.forwards_served.load()};
+  return {impl.forwards_ok.load(),
+          impl.forwards_failed.load(),
+          static_cast<double>(impl.forward_nanos.load()) / 1e9,
+          impl.forwards_served.load(),
+          impl.forwards_resent.load(),
+          impl.forwards_repeated.load()};
 }
 
 } // namespace crm::actors

@@ -162,7 +162,7 @@ struct runtime::impl {
   caf::actor forwarder;
   std::shared_ptr<link_state> link;
   std::atomic<std::uint64_t> forwards_ok{0}, forwards_failed{0}, forward_nanos{0},
-      forwards_served{0};
+      forwards_served{0}, forwards_resent{0}, forwards_repeated{0};
 
   // Freed tenant state goes back to the OS: glibc keeps freed memory in its arenas, so after a
   // passivation the housekeeping thread asks it to return free pages (malloc_trim).

@@ -282,6 +282,10 @@ const std::vector<option>& options() {
       {"cluster-listen", "cluster", "listen", "CARECRM_CLUSTER_LISTEN",
        "address:port other nodes reach this node's actors at (port 0: any free port)",
        [](settings& s, const std::string& v) { s.cluster_listen = v; }},
+      {"cluster-advertise", "cluster", "advertise", "CARECRM_CLUSTER_ADVERTISE",
+       "host:port other nodes dial to reach this node's actors when that is not cluster-listen "
+       "(NAT, a container's port mapping, a TCP proxy); none: cluster-listen with its bound port",
+       [](settings& s, const std::string& v) { s.cluster_advertise = v; }},
       {"cluster-cert", "cluster", "cert", "CARECRM_CLUSTER_CERT",
        "PEM file: this node's certificate (and chain) for TLS between nodes; required with "
        "node-id",

@@ -56,6 +56,9 @@ struct settings {
   // [cluster] (docs/cluster.md)
   std::string cluster_node_id; // empty: no cluster
   std::string cluster_listen = "127.0.0.1:0";
+  // Where other nodes dial this node's gateway when that is not the listen address (NAT, a
+  // container's port mapping, a TCP proxy); empty: the listen address with the bound port.
+  std::string cluster_advertise;
   // Mutual TLS between nodes: this node's certificate chain and key, and the CA that signs every
   // node's certificate (a CA for the cluster alone: any certificate it signed is a node).
   std::string cluster_cert, cluster_key, cluster_ca;

@@ -192,6 +192,11 @@ void tenant_placement::write_metrics(std::string& out) const {
        "Time the answered forwarded requests took, end to end.", f.seconds);
   line("carecrm_cluster_forwards_served_total", "counter",
        "Requests other nodes forwarded here and this node answered.", f.served);
+  line("carecrm_cluster_forwards_resent_total", "counter",
+       "Forwarded requests sent again on a new connection after their link dropped.", f.resent);
+  line("carecrm_cluster_forwards_repeated_total", "counter",
+       "Copies of a forwarded request sent here again, answered without running it twice.",
+       f.repeated);
   line("carecrm_cluster_held_total", "counter",
        "Waits of a request for a moving tenant or a dead owner's takeover (150 ms each).",
        held_.load());
