@@ -1221,15 +1221,17 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       [self, measure](list_atom, channel_filter& f, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, f, reply] {
-          std::vector<json::value> all;
           auto& st = self->state;
-          for (auto it = st.channels.rbegin(); it != st.channels.rend(); ++it) {
-            auto& c = it->second;
-            if (f.type && c.type != *f.type) continue;
-            if (f.is_active && c.is_active != *f.is_active) continue;
-            all.emplace_back(domain::channel_to_json(c, public_url(st)));
-          }
-          reply(domain::render_page_of(std::move(all), f.page, f.per_page));
+          reply(domain::render_newest_first(
+              st.channels,
+              [&f](const domain::channel& c) {
+                return (!f.type || c.type == *f.type) &&
+                       (!f.is_active || c.is_active == *f.is_active);
+              },
+              [&st](const domain::channel& c) {
+                return domain::channel_to_json(c, public_url(st));
+              },
+              f.page, f.per_page));
         });
       },
       [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {

@@ -1312,15 +1312,17 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
       [self, measure](list_atom, workflow_filter& f, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, f, reply] {
-          std::vector<json::value> all;
           auto& st = self->state;
-          for (auto it = st.workflows.rbegin(); it != st.workflows.rend(); ++it) {
-            auto& w = it->second;
-            if (f.trigger && w.trigger != *f.trigger) continue;
-            if (f.is_active && w.is_active != *f.is_active) continue;
-            all.emplace_back(domain::workflow_to_json(w, public_url(st)));
-          }
-          reply(domain::render_page_of(std::move(all), f.page, f.per_page));
+          reply(domain::render_newest_first(
+              st.workflows,
+              [&f](const domain::workflow& w) {
+                return (!f.trigger || w.trigger == *f.trigger) &&
+                       (!f.is_active || w.is_active == *f.is_active);
+              },
+              [&st](const domain::workflow& w) {
+                return domain::workflow_to_json(w, public_url(st));
+              },
+              f.page, f.per_page));
         });
       },
       [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
@@ -1506,11 +1508,10 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
       [self, measure](sub_atom, list_atom, int page, int per_page, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, page, per_page, reply] {
-          std::vector<json::value> all;
-          auto& subs = self->state.subs;
-          for (auto it = subs.rbegin(); it != subs.rend(); ++it)
-            all.emplace_back(domain::subscription_to_json(it->second));
-          reply(domain::render_page_of(std::move(all), page, per_page));
+          reply(domain::render_newest_first(
+              self->state.subs, [](const domain::webhook_subscription&) { return true; },
+              [](const domain::webhook_subscription& s) { return domain::subscription_to_json(s); },
+              page, per_page));
         });
       },
       [self, measure](sub_atom, get_atom, std::int64_t id, callback<std::string>& reply) {
