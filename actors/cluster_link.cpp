@@ -72,8 +72,7 @@ private:
 constexpr int max_resends = 4;
 
 struct forward_job {
-  std::string host;
-  int port = 0;
+  std::string key; // the gateway's host:port
   forwarded_request req;
   std::chrono::steady_clock::time_point deadline;
   reply_once done;
@@ -84,8 +83,7 @@ struct forward_job {
 struct in_flight {
   reply_once done;
   std::chrono::steady_clock::time_point started, deadline;
-  std::string host;
-  int port = 0;
+  std::string key;       // the gateway's host:port
   forwarded_request req; // kept to send again if the link drops
   int resends = 0;
 };
@@ -109,19 +107,18 @@ struct link_state {
   std::uint64_t fly(const forward_job& j, reply_once done) {
     auto id = j.id != 0 ? j.id : ++next_id;
     flights.emplace(id, in_flight{std::move(done), std::chrono::steady_clock::now(), j.deadline,
-                                  j.host, j.port, j.req, j.resends});
+                                  j.key, j.req, j.resends});
     return id;
   }
   // Every id below this one is answered or given up (with `mutex` held): the owner forgets them.
   std::uint64_t floor() const { return flights.empty() ? next_id + 1 : flights.begin()->first; }
-  // The flights to host:port (all with no key) whose deadline is before `until`, removed.
+  // The flights to `key` (all with no key) whose deadline is before `until`, removed.
   std::vector<std::pair<std::uint64_t, in_flight>>
   take(const std::string* key, std::chrono::steady_clock::time_point until) {
     std::vector<std::pair<std::uint64_t, in_flight>> out;
     std::lock_guard lock(mutex);
     for (auto it = flights.begin(); it != flights.end();) {
-      if ((key && gateway_key(it->second.host, it->second.port) != *key) ||
-          it->second.deadline > until) {
+      if ((key && it->second.key != *key) || it->second.deadline > until) {
         ++it;
         continue;
       }
@@ -170,7 +167,7 @@ void send_request(const caf::actor& from, const caf::actor& gw, std::uint64_t id
 // when it is not yet.
 bool send_if_connected(link_state& link, const caf::actor& from, forward_job& j) {
   std::unique_lock lock(link.mutex);
-  auto it = link.gateways.find(gateway_key(j.host, j.port));
+  auto it = link.gateways.find(j.key);
   if (it == link.gateways.end()) return false;
   auto gw = it->second;
   auto id = link.fly(j, std::move(j.done));
@@ -215,12 +212,13 @@ void connect_and_send(forwarder_actor* self, forward_job j) {
   auto& st = self->state;
   // Connected since the caller looked.
   if (send_if_connected(*st.link, self, j)) return;
-  auto key = gateway_key(j.host, j.port);
+  auto key = j.key;
   auto& waiting = st.connecting[key];
   waiting.push_back(std::move(j));
   if (waiting.size() > 1) return;
-  auto host = waiting.front().host;
-  auto port = static_cast<std::uint16_t>(waiting.front().port);
+  auto colon = key.rfind(':');
+  auto host = key.substr(0, colon);
+  auto port = static_cast<std::uint16_t>(std::stoi(key.substr(colon + 1)));
   self->request(self->system().openssl_manager().actor_handle(), std::chrono::seconds(5),
                 caf::connect_atom::value, host, port)
       .then(
@@ -281,8 +279,8 @@ caf::behavior forwarder(forwarder_actor* self, runtime::impl* rt,
         continue;
       }
       resends = std::max(resends, f.resends + 1);
-      again.push_back(forward_job{std::move(f.host), f.port, std::move(f.req), f.deadline,
-                                  std::move(f.done), id, f.resends + 1});
+      again.push_back(forward_job{std::move(f.key), std::move(f.req), f.deadline, std::move(f.done),
+                                  id, f.resends + 1});
     }
     if (again.empty()) return;
     st.rt->forwards_resent += again.size();
@@ -307,7 +305,7 @@ caf::behavior forwarder(forwarder_actor* self, runtime::impl* rt,
           if (it == st.link->flights.end()) return; // answered 503 already (deadline)
           // An answer counts only from the gateway the request went to: another peer that
           // guessed an id cannot answer for it.
-          auto gw = st.link->gateways.find(gateway_key(it->second.host, it->second.port));
+          auto gw = st.link->gateways.find(it->second.key);
           if (gw == st.link->gateways.end() ||
               gw->second.address() != caf::actor_cast<caf::actor_addr>(self->current_sender())) {
             log_warn("cluster: an answer to request {} came from a node it was not sent to "
@@ -503,8 +501,8 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
                 std::chrono::milliseconds deadline, forwarded_reply done) {
   auto& impl = rt.internals();
   if (!impl.forwarder) return done(unavailable("this node forwards to no other node", false));
-  forward_job j{host, port, std::move(req), std::chrono::steady_clock::now() + deadline,
-                reply_once(std::move(done))};
+  forward_job j{gateway_key(host, port), std::move(req),
+                std::chrono::steady_clock::now() + deadline, reply_once(std::move(done))};
   if (send_if_connected(*impl.link, impl.forwarder, j)) return;
   // Not connected yet: the forwarder connects, then sends.
   caf::anon_send(impl.forwarder, std::move(j));

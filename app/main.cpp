@@ -93,21 +93,6 @@ domain::secret_keys load_secret_keys(const config::settings& cfg, bool draw) {
   }
 }
 
-// "host:port" of the setting `name`, or a config_error naming it.
-std::pair<std::string, int> host_and_port(const char* name, const std::string& v) {
-  auto colon = v.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw config::config_error(std::string(name) + ": needs host:port: '" + v + "'");
-  try {
-    std::size_t used = 0;
-    auto port = std::stoi(v.substr(colon + 1), &used);
-    if (used == v.size() - colon - 1 && port >= 0 && port <= 65535)
-      return {v.substr(0, colon), port};
-  } catch (const std::exception&) {
-  }
-  throw config::config_error(std::string(name) + ": not a port: '" + v + "'");
-}
-
 std::string joined(const std::vector<std::string>& xs) {
   std::string out;
   for (auto& x : xs) out += (out.empty() ? "" : ", ") + x;
@@ -273,14 +258,13 @@ int serve(config::settings cfg) {
   actors::start_automation(rt, std::move(automation));
   if (members) {
     // Other nodes forward requests of the tenants held here to this gateway.
-    auto [host, port] = host_and_port("cluster-listen", cfg.cluster_listen);
-    // What the others dial: the listen address, or the one advertised in front of it.
-    auto [dial_host, dial_port] = cfg.cluster_advertise.empty()
-                                      ? std::pair{host, 0}
-                                      : host_and_port("cluster-advertise", cfg.cluster_advertise);
-    if (!cfg.cluster_advertise.empty() && dial_port == 0)
-      throw config::config_error("cluster-advertise: needs a port other nodes can dial: '" +
-                                 cfg.cluster_advertise + "'");
+    auto [host, port] = config::host_and_port("cluster-listen", cfg.cluster_listen);
+    // What the others dial: the listen address, or the one advertised in front of it (checked
+    // when the settings were read).
+    auto [dial_host, dial_port] =
+        cfg.cluster_advertise.empty()
+            ? std::pair{host, 0}
+            : config::host_and_port("cluster-advertise", cfg.cluster_advertise);
     port = actors::publish_gateway(
         rt, host, port, [&srv, &api](actors::forwarded_request req, actors::forwarded_reply reply) {
           srv.serve_forwarded(api, std::move(req), std::move(reply));

@@ -285,7 +285,11 @@ const std::vector<option>& options() {
       {"cluster-advertise", "cluster", "advertise", "CARECRM_CLUSTER_ADVERTISE",
        "host:port other nodes dial to reach this node's actors when that is not cluster-listen "
        "(NAT, a container's port mapping, a TCP proxy); none: cluster-listen with its bound port",
-       [](settings& s, const std::string& v) { s.cluster_advertise = v; }},
+       [](settings& s, const std::string& v) {
+         if (host_and_port("cluster-advertise", v).second == 0)
+           throw config_error("cluster-advertise: needs a port other nodes can dial: '" + v + "'");
+         s.cluster_advertise = v;
+       }},
       {"cluster-cert", "cluster", "cert", "CARECRM_CLUSTER_CERT",
        "PEM file: this node's certificate (and chain) for TLS between nodes; required with "
        "node-id",
@@ -569,6 +573,20 @@ std::string help_text() {
     os << "\n";
   }
   return os.str();
+}
+
+std::pair<std::string, int> host_and_port(const std::string& name, const std::string& value) {
+  auto colon = value.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw config_error(name + ": needs host:port: '" + value + "'");
+  try {
+    std::size_t used = 0;
+    auto port = std::stoi(value.substr(colon + 1), &used);
+    if (used == value.size() - colon - 1 && port >= 0 && port <= 65535)
+      return {value.substr(0, colon), port};
+  } catch (const std::exception&) {
+  }
+  throw config_error(name + ": not a port: '" + value + "'");
 }
 
 } // namespace crm::config

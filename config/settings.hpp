@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crm::config {
@@ -112,5 +113,9 @@ void require_legal_retention(const settings& s);
 void require_serveable(settings& s);
 
 std::string help_text();
+
+// The host and port of "host:port" (`value` of setting `name`), port 0 to 65535; a config_error
+// naming the setting when it is not that.
+std::pair<std::string, int> host_and_port(const std::string& name, const std::string& value);
 
 } // namespace crm::config

@@ -41,7 +41,12 @@ class CuttingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()  # A is not listening (yet): the dialling node tries again
+                continue
             for src, dst, way in ((client, upstream, "request"), (upstream, client, "answer")):
                 threading.Thread(target=self._pipe, args=(src, dst, way, (client, upstream)),
                                  daemon=True).start()

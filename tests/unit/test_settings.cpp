@@ -116,3 +116,15 @@ TEST(settings, takes_the_audit_chain_interval_in_seconds_from_a_hundredth_to_a_m
   expect_refused(
       {"--audit-chain-interval=0.001", "--audit-chain-interval=61", "--audit-chain-interval=soon"});
 }
+
+TEST(settings, takes_a_cluster_address_to_advertise_only_with_a_port_to_dial) {
+  const char* env[] = {nullptr};
+  const char* argv[] = {"carecrm", "serve", "--cluster-advertise=node-2.internal:7400"};
+  EXPECT_EQ(load(3, argv, env).values.cluster_advertise, "node-2.internal:7400");
+  auto [host, port] = crm::config::host_and_port("cluster-listen", "[::1]:0");
+  EXPECT_EQ(host, "[::1]");
+  EXPECT_EQ(port, 0);
+  expect_refused({"--cluster-advertise=node-2", "--cluster-advertise=:7400",
+                  "--cluster-advertise=node-2:0", "--cluster-advertise=node-2:74x",
+                  "--cluster-advertise=node-2:70000"});
+}
