@@ -13,17 +13,7 @@ namespace crm::actors {
 
 class runtime;
 
-struct field_patch {
-  std::optional<std::string> name;
-  std::optional<std::string> label;
-  std::optional<domain::field_type> type;
-  std::optional<std::vector<std::string>> options;
-  std::optional<bool> required;
-  std::optional<bool> is_active;
-  std::optional<bool> sensitive; // fixed at creation: a change is 409
-  // Syntax issues the HTTP layer found: the actor adds its own and answers one 422.
-  std::vector<domain::issue> issues;
-};
+using field_patch = domain::field_patch;
 
 void list_fields(runtime& rt, std::int64_t tenant, domain::field_entity entity,
                  bool include_inactive, callback<std::vector<domain::custom_field>> reply);

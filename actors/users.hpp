@@ -14,12 +14,7 @@ namespace crm::actors {
 
 class runtime;
 
-struct user_patch {
-  std::optional<std::string> full_name;
-  std::optional<domain::role> role;
-  std::optional<bool> is_active;
-  std::optional<std::string> password_hash;
-};
+using user_patch = domain::user_patch;
 
 struct user_change {
   domain::user user;

@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <set>
@@ -274,6 +275,102 @@ std::vector<std::string> field_definitions::sensitive(field_entity e) const {
   for (auto& f : fields)
     if (f.entity == e && f.sensitive) out.push_back(f.name);
   return out;
+}
+
+const custom_field* field_definitions::by_id(std::int64_t id) const {
+  for (auto& f : fields)
+    if (f.id == id) return &f;
+  return nullptr;
+}
+
+outcome<custom_field> field_definitions::get(field_entity e, std::int64_t id) const {
+  auto f = by_id(id);
+  if (!f) return failure::of(errc::not_found, "custom field not found");
+  if (f->entity != e) return failure::of(errc::not_found, "custom field not found for this entity");
+  return *f;
+}
+
+std::vector<custom_field> field_definitions::of(field_entity e, bool include_inactive) const {
+  std::vector<custom_field> out;
+  for (auto& f : fields)
+    if (f.entity == e && (include_inactive || f.is_active)) out.push_back(f);
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return out;
+}
+
+outcome<custom_field> field_definitions::plan_create(custom_field f, std::int64_t tenant,
+                                                     std::int64_t now) const {
+  if (find(f.entity, f.name))
+    return failure::of(errc::conflict, "a custom field with this name exists for this entity");
+  f.id = 0;
+  f.tenant_id = tenant;
+  f.created_at = f.updated_at = now;
+  return f;
+}
+
+outcome<custom_field> field_definitions::plan_update(field_entity e, std::int64_t id, field_patch p,
+                                                     std::int64_t now) const {
+  if (!p.issues.empty() && !by_id(id)) return failure::invalid(std::move(p.issues));
+  auto found = get(e, id);
+  if (!found) return found;
+  const auto& cur = *found;
+  auto next = cur;
+  auto issues = std::move(p.issues);
+  auto type = p.type.value_or(cur.type);
+  if (p.options && !has_options(type))
+    issues.push_back({{"body", "options"},
+                      "options are only allowed for select and multiselect",
+                      "value_error"});
+  if (!issues.empty()) return failure::invalid(std::move(issues));
+  if (p.name && *p.name != cur.name)
+    return failure::of(errc::conflict, "a custom field's name cannot change");
+  // Values stored sealed (or not) stay as they are: a field changes sensitivity by being
+  // replaced (docs/compliance.md "Sensitive fields").
+  if (p.sensitive && *p.sensitive != cur.sensitive)
+    return failure::of(errc::conflict,
+                       "a field's sensitivity cannot change; create a new field instead");
+  if (type != cur.type && !widening(cur.type, type))
+    return failure::of(errc::conflict, "this type change could invalidate stored values; "
+                                       "create a new field instead");
+  next.type = type;
+  if (p.options) {
+    for (auto& o : cur.options)
+      if (std::find(p.options->begin(), p.options->end(), o) == p.options->end())
+        return failure::of(errc::conflict, "options cannot be removed: stored values may use them");
+    next.options = *p.options;
+  }
+  if (p.label) next.label = *p.label;
+  if (p.required) next.required = *p.required;
+  if (p.is_active) next.is_active = *p.is_active;
+  next.updated_at = std::max(now, cur.updated_at + 1);
+  return next;
+}
+
+outcome<custom_field> field_definitions::plan_deactivate(field_entity e, std::int64_t id,
+                                                         std::int64_t now) const {
+  auto found = get(e, id);
+  if (!found) return found;
+  auto next = *found;
+  next.is_active = false;
+  next.updated_at = std::max(now, found->updated_at + 1);
+  return next;
+}
+
+void field_definitions::put(const custom_field& f, std::int64_t committed_version,
+                            const std::string& data_key) {
+  auto it = std::find_if(fields.begin(), fields.end(),
+                         [&](const custom_field& d) { return d.id == f.id; });
+  if (it == fields.end())
+    fields.push_back(f);
+  else
+    *it = f;
+  version = std::max(version, committed_version);
+  if (!data_key.empty()) sealed_data_key = data_key;
+}
+
+void field_definitions::erase(std::int64_t id, std::int64_t committed_version) {
+  std::erase_if(fields, [&](const custom_field& d) { return d.id == id; });
+  version = std::max(version, committed_version);
 }
 
 namespace {

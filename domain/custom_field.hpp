@@ -57,8 +57,22 @@ struct custom_field {
   std::int64_t updated_at = 0;
 };
 
-// The definitions of one tenant, as every record actor sees them. `version` grows with each
-// committed change, so a newer snapshot always wins over an older one.
+// A change of a definition as a client asks for it (PATCH); absent members stay as they are.
+struct field_patch {
+  std::optional<std::string> name;
+  std::optional<std::string> label;
+  std::optional<field_type> type;
+  std::optional<std::vector<std::string>> options;
+  std::optional<bool> required;
+  std::optional<bool> is_active;
+  std::optional<bool> sensitive; // fixed at creation: a change is 409
+  // Syntax issues the HTTP layer found: the rules add their own and answer one 422.
+  std::vector<issue> issues;
+};
+
+// The definitions of one tenant, as every record actor sees them, and the rules of their
+// changes (the fields actor's store, docs/aggregates.md). `version` grows with each committed
+// change, so a newer snapshot always wins over an older one.
 struct field_definitions {
   std::int64_t version = 0;
   std::vector<custom_field> fields;
@@ -67,8 +81,29 @@ struct field_definitions {
   std::string sealed_data_key;
 
   const custom_field* find(field_entity e, std::string_view name) const;
+  const custom_field* by_id(std::int64_t id) const;
   // The names of the sensitive fields of `e`, active or not (inactive fields keep their values).
   std::vector<std::string> sensitive(field_entity e) const;
+
+  // Field `id` of `e`; not_found when the tenant holds no such field, or holds it for another
+  // entity.
+  outcome<custom_field> get(field_entity e, std::int64_t id) const;
+  // The fields of `e` by id; the inactive ones too with `include_inactive`.
+  std::vector<custom_field> of(field_entity e, bool include_inactive) const;
+
+  // What a change would store, or why it may not (pure: nothing changes here).
+  // A new field of `tenant` at `now`: a name taken for its entity, active or not, is 409.
+  outcome<custom_field> plan_create(custom_field f, std::int64_t tenant, std::int64_t now) const;
+  // Syntax issues are 422 whatever the id; then renames, sensitivity changes, narrowing type
+  // changes and removed options are 409, options on a type without them 422.
+  outcome<custom_field> plan_update(field_entity e, std::int64_t id, field_patch p,
+                                    std::int64_t now) const;
+  // A soft delete: the field kept inactive, its values too.
+  outcome<custom_field> plan_deactivate(field_entity e, std::int64_t id, std::int64_t now) const;
+
+  // Committed changes, applied to memory.
+  void put(const custom_field& f, std::int64_t committed_version, const std::string& data_key);
+  void erase(std::int64_t id, std::int64_t committed_version);
 };
 
 // Sensitive values live sealed inside a record's custom_fields, in memory as in Postgres:

@@ -37,6 +37,8 @@ struct failure {
 template <class T>
 class outcome {
 public:
+  using value_type = T;
+
   outcome(T value) : value_(std::move(value)) {}
   outcome(failure f) : failure_(std::move(f)) {}
 

@@ -1,6 +1,10 @@
 // Users, roles and the permission matrix of contract §3.
 #pragma once
+#include "domain/failure.hpp"
+#include "domain/page.hpp"
+
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +45,35 @@ struct user {
   std::int64_t created_at = 0; // microseconds since the Unix epoch, UTC
   std::int64_t updated_at = 0;
   std::string password_hash; // Argon2id encoded string; never serialised to clients
+};
+
+// A change of a user as an admin (or the user, for the password) asks for it; absent members
+// stay. Password hashes arrive already computed (hashing runs on the hashing pool).
+struct user_patch {
+  std::optional<std::string> full_name;
+  std::optional<domain::role> role;
+  std::optional<bool> is_active;
+  std::optional<std::string> password_hash;
+};
+
+// What a patch stores, and whether the user's sessions end with it (a role, password or
+// deactivation change).
+struct user_update {
+  user next;
+  bool revoke = false;
+};
+
+// The users of one tenant and the rules that span them (the users actor's store,
+// docs/aggregates.md).
+struct user_directory {
+  std::map<std::int64_t, user> users; // by id, the list order
+
+  outcome<user> get(std::int64_t id) const;
+  page<user> list(int number, int per_page) const;
+  std::size_t active_admins() const;
+  // The tenant's last active admin cannot be demoted or deactivated (409).
+  outcome<user_update> plan_update(std::int64_t id, const user_patch& p) const;
+  void put(const user& u) { users[u.id] = u; }
 };
 
 } // namespace crm::domain

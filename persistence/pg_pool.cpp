@@ -58,6 +58,9 @@ pg_pool::pg_pool(std::string url, int size, std::size_t queue_limit,
     });
 }
 
+pg_pool::pg_pool(run_inline_t, std::string url, const domain::secret_keys* keys)
+    : url_(std::move(url)), keys_(keys), inline_conn_(std::make_unique<pg_conn>(url_, keys)) {}
+
 const domain::secret_keys& pg_pool::keys() const {
   if (!keys_) throw std::logic_error("no secret keys were given to this pool");
   return *keys_;
@@ -68,6 +71,10 @@ pg_pool::~pg_pool() {
 }
 
 void pg_pool::submit(job j) {
+  if (inline_conn_) {
+    if (!run_guarded("a postgres job", [&] { j(*inline_conn_); })) inline_conn_->reset();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(j));
@@ -76,6 +83,10 @@ void pg_pool::submit(job j) {
 }
 
 bool pg_pool::try_submit(job j) {
+  if (inline_conn_) {
+    submit(std::move(j));
+    return true;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (queue_limit_ > 0 && queue_.size() >= queue_limit_) {

@@ -66,6 +66,11 @@ public:
   // `keys`: what the connections seal secrets with (outlives the pool).
   pg_pool(std::string url, int size, std::size_t queue_limit = 0,
           const domain::secret_keys* keys = nullptr);
+  // A pool of no threads for deterministic tests (tests/actors): each job runs at once on the
+  // caller's thread, on one connection to `url` (made only when a job uses it).
+  struct run_inline_t {};
+  static constexpr run_inline_t run_inline{};
+  pg_pool(run_inline_t, std::string url, const domain::secret_keys* keys = nullptr);
   ~pg_pool();
   pg_pool(const pg_pool&) = delete;
   pg_pool& operator=(const pg_pool&) = delete;
@@ -125,6 +130,7 @@ private:
   std::atomic<std::uint64_t> refused_{0};
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  std::unique_ptr<pg_conn> inline_conn_; // only in a pool made with run_inline
 };
 
 } // namespace crm::persistence

@@ -3,10 +3,7 @@
 // is a list of completions the test releases one at a time, so each interleaving is chosen
 // here, not left to the scheduler.
 #include "actors/writer.hpp"
-
-#include <caf/all.hpp>
-
-#include <gtest/gtest.h>
+#include "tests/actors/coordinated.hpp"
 
 #include <map>
 #include <string>
@@ -72,25 +69,13 @@ caf::behavior store(store_actor* self, std::string first) {
   };
 }
 
-class writer_test : public ::testing::Test {
+class writer_test : public coordinated {
 protected:
-  writer_test()
-      : sys(testing(cfg)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
+  writer_test() {
     // With an argument: CAF 0.17 dereferences a null tuple when a function actor takes none.
     actor = sys.spawn(store, std::string("a"));
     sched.run();
   }
-  ~writer_test() override {
-    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-    sched.run();
-  }
-
-  static caf::actor_system_config& testing(caf::actor_system_config& c) {
-    c.set("scheduler.policy", caf::atom("testing"));
-    c.set("logger.verbosity", caf::atom("quiet"));
-    return c;
-  }
-
   // Answers land here, in the order they were given.
   template <class T>
   callback<T> record(std::vector<std::string>& answers) {
@@ -104,18 +89,12 @@ protected:
     });
   }
 
-  store_state& state() {
-    return static_cast<store_actor*>(caf::actor_cast<caf::abstract_actor*>(actor))->state;
-  }
+  store_state& state() { return state_of<store_actor>(); }
   void release() {
     caf::anon_send(actor, release_atom::value);
     sched.run();
   }
 
-  caf::actor_system_config cfg; // before sys: sys is made from it
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  caf::actor actor;
 };
 
 TEST_F(writer_test, a_second_write_waits_for_the_first_and_starts_from_what_it_left) {

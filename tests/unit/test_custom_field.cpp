@@ -109,3 +109,91 @@ TEST(custom_field, filter_equality_follows_the_stored_type) {
   EXPECT_FALSE(value_equals(R"({"s":"Gold"})", "s", "gold"));
   EXPECT_FALSE(value_equals(R"({"s":"Gold"})", "other", "Gold"));
 }
+
+// The fields actor's rules, planned from the store without an actor (domain::field_definitions).
+namespace {
+
+field_definitions store_of_two() {
+  auto a = def("insurer", field_type::select, false, true, {"a", "b"});
+  a.id = 1;
+  a.updated_at = 100;
+  auto b = def("insurer", field_type::text);
+  b.id = 2;
+  b.entity = field_entity::deal;
+  return defs_with({a, b});
+}
+
+errc code_of(const outcome<custom_field>& r) {
+  return r ? errc::internal : r.error().code;
+}
+
+} // namespace
+
+TEST(field_store, a_name_taken_for_the_entity_is_a_conflict_even_when_inactive) {
+  auto s = store_of_two();
+  s.fields[0].is_active = false;
+  EXPECT_EQ(code_of(s.plan_create(def("insurer", field_type::text), 9, 5)), errc::conflict);
+  auto other = def("insurer", field_type::text);
+  other.entity = field_entity::company;
+  auto ok = s.plan_create(other, 9, 5);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->tenant_id, 9);
+  EXPECT_EQ(ok->created_at, 5);
+}
+
+TEST(field_store, a_field_of_another_entity_is_not_found) {
+  auto s = store_of_two();
+  EXPECT_TRUE(s.get(field_entity::contact, 1));
+  EXPECT_EQ(code_of(s.get(field_entity::contact, 2)), errc::not_found);
+  EXPECT_EQ(code_of(s.get(field_entity::contact, 3)), errc::not_found);
+}
+
+TEST(field_store, an_update_keeps_names_sensitivity_narrow_types_and_options) {
+  auto s = store_of_two();
+  field_patch rename;
+  rename.name = "payer";
+  EXPECT_EQ(code_of(s.plan_update(field_entity::contact, 1, rename, 200)), errc::conflict);
+  field_patch seal;
+  seal.sensitive = true;
+  EXPECT_EQ(code_of(s.plan_update(field_entity::contact, 1, seal, 200)), errc::conflict);
+  field_patch narrow;
+  narrow.type = field_type::integer;
+  EXPECT_EQ(code_of(s.plan_update(field_entity::contact, 1, narrow, 200)), errc::conflict);
+  field_patch drop;
+  drop.options = std::vector<std::string>{"a"};
+  EXPECT_EQ(code_of(s.plan_update(field_entity::contact, 1, drop, 200)), errc::conflict);
+  field_patch add;
+  add.options = std::vector<std::string>{"a", "b", "c"};
+  add.label = "Insurer";
+  auto ok = s.plan_update(field_entity::contact, 1, add, 50);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->options.size(), 3u);
+  EXPECT_EQ(ok->label, "Insurer");
+  EXPECT_EQ(ok->updated_at, 101);            // never earlier than the stored one
+  EXPECT_EQ(s.fields[0].options.size(), 2u); // planning changes nothing
+}
+
+TEST(field_store, syntax_issues_are_422_whatever_the_id_and_options_need_a_select) {
+  auto s = store_of_two();
+  field_patch bad;
+  bad.issues.push_back({{"body", "label"}, "too long", "value_error"});
+  EXPECT_EQ(code_of(s.plan_update(field_entity::contact, 99, bad, 1)), errc::validation);
+  field_patch text_options;
+  text_options.type = field_type::text;
+  text_options.options = std::vector<std::string>{"a", "b"};
+  EXPECT_EQ(code_of(s.plan_update(field_entity::contact, 1, text_options, 1)), errc::validation);
+}
+
+TEST(field_store, committed_changes_raise_the_version_and_never_lower_it) {
+  auto s = store_of_two();
+  auto f = *s.plan_deactivate(field_entity::contact, 1, 300);
+  EXPECT_FALSE(f.is_active);
+  s.put(f, 7, "");
+  EXPECT_EQ(s.version, 7);
+  EXPECT_FALSE(s.by_id(1)->is_active);
+  s.erase(2, 5);
+  EXPECT_EQ(s.version, 7);
+  EXPECT_EQ(s.by_id(2), nullptr);
+  EXPECT_TRUE(s.of(field_entity::contact, false).empty());
+  EXPECT_EQ(s.of(field_entity::contact, true).size(), 1u);
+}
