@@ -8,6 +8,7 @@
 #include "actors/async_io.hpp"
 #include "actors/deals.hpp"
 #include "actors/group_batch.hpp"
+#include "actors/notes.hpp"
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
@@ -1102,6 +1103,7 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
       self,
       [self, id, reply] {
         contact_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        forget_contact_notes(*self->state.env.rt->owner, self->state.env.tenant_id, id);
         reply(domain::done{});
       },
       fail_with(reply));

@@ -27,17 +27,9 @@ using domain::outcome;
 
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 
-struct fields_aggregate {
-  static constexpr child_kind kind = child_kind::fields;
-  static constexpr const char* name = "fields";
-  using store = domain::field_definitions;
-  static store load(persistence::pg_conn& c, std::int64_t tenant) {
-    return persistence::load_fields(c, tenant);
-  }
-  static std::optional<std::int64_t> owner_of(persistence::pg_conn& c, std::int64_t id) {
-    return persistence::tenant_of_field(c, id);
-  }
-};
+using fields_aggregate =
+    aggregate<child_kind::fields, domain::field_definitions, &persistence::load_fields,
+              &persistence::tenant_of_field>;
 
 using fields_actor = record_actor<fields_aggregate>;
 

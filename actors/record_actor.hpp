@@ -7,11 +7,10 @@
 //
 // An aggregate `A` is a struct with
 //   static constexpr child_kind kind;          // its entry in CRM_TENANT_CHILDREN
-//   static constexpr const char* name;         // the actor's name ("fields")
 //   using store = ...;                         // its state, indexes and rules (domain/)
 //   static store load(persistence::pg_conn&, std::int64_t tenant);
 //   static std::optional<std::int64_t> owner_of(persistence::pg_conn&, std::int64_t id);
-// and its handlers are functions `void(record_actor<A>* self, <message...>)`, given to
+// (`aggregate<...>` below makes one of a repository's two functions) and its handlers are functions `void(record_actor<A>* self, <message...>)`, given to
 // `record_behavior`, each calling `read`, `read_in_turn`, `change` or `write` below.
 #pragma once
 #include "actors/writer.hpp"
@@ -21,6 +20,18 @@
 #include <type_traits>
 
 namespace crm::actors {
+
+// An aggregate whose repository loads its store and finds a row's tenant as they are.
+template <child_kind K, class Store, Store (*Load)(persistence::pg_conn&, std::int64_t),
+          std::optional<std::int64_t> (*OwnerOf)(persistence::pg_conn&, std::int64_t)>
+struct aggregate {
+  static constexpr child_kind kind = K;
+  using store = Store;
+  static store load(persistence::pg_conn& c, std::int64_t tenant) { return Load(c, tenant); }
+  static std::optional<std::int64_t> owner_of(persistence::pg_conn& c, std::int64_t id) {
+    return OwnerOf(c, id);
+  }
+};
 
 template <class A>
 struct record_state {
@@ -34,7 +45,7 @@ struct record_state {
   int pending_io = 0;   // work started outside the actor (actors/async_io.hpp)
   std::int64_t published_mailbox = 0;
   actor_meter* meter = nullptr;
-  const char* name = A::name;
+  const char* name = child_name(A::kind);
 };
 
 template <class A>

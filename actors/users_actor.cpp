@@ -21,7 +21,6 @@ using domain::user;
 
 struct users_aggregate {
   static constexpr child_kind kind = child_kind::users;
-  static constexpr const char* name = "users";
   using store = domain::user_directory;
   static store load(persistence::pg_conn& c, std::int64_t tenant) {
     store s;

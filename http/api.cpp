@@ -34,6 +34,7 @@ router make_api_router(services& s) {
   add_deal_routes(r, s);
   add_ai_routes(r, s);
   add_consent_routes(r, s);
+  add_note_routes(r, s);
   add_fhir_routes(r, s);
   add_subject_routes(r, s);
   add_audit_routes(r, s);

@@ -38,6 +38,7 @@ void add_pipeline_routes(router& r, services& s);
 void add_deal_routes(router& r, services& s);
 void add_ai_routes(router& r, services& s);
 void add_consent_routes(router& r, services& s);
+void add_note_routes(router& r, services& s);
 void add_fhir_routes(router& r, services& s);
 void add_subject_routes(router& r, services& s);
 void add_audit_routes(router& r, services& s);

@@ -47,7 +47,10 @@ const std::vector<table_row>& table() {
       // API keys: created and revoked as security events of the tenant.
       {verb::post, "/api/v1/api-keys", rule(m::change, "api_key", "create", "")},
       {verb::del, "/api/v1/api-keys/{id}", rule(m::change, "api_key", "revoke")},
-      // Contacts and their tags, consents, deals, exports.
+      // Contacts and their tags, consents, notes, deals, exports. A row's listed ids are ids of
+      // its resource (contacts here): the lists of a contact's consents, notes and deals name
+      // the contact alone, or a consent id equal to another contact's id would put the row in
+      // that patient's access log (GET /contacts/{id}/export).
       {verb::get, "/api/v1/contacts", rule(m::list, "contact", "list", "", "items")},
       {verb::post, "/api/v1/contacts", rule(m::change_in_tx, "contact", "create", "")},
       {verb::post, "/api/v1/contacts/bulk", rule(m::change_in_tx, "contact", "bulk_create", "")},
@@ -62,14 +65,19 @@ const std::vector<table_row>& table() {
       {verb::put, "/api/v1/tags/{name}", rule(m::change_in_tx, "contact", "rename_tag", "")},
       {verb::get, "/api/v1/tags", rule(m::none, "tag", "list", "")},
       {verb::post, "/api/v1/contacts/{id}/ai/summary", rule(m::read, "contact", "ai_summary")},
-      {verb::get, "/api/v1/contacts/{id}/consents",
-       rule(m::list, "contact", "list_consents", "id", "items")},
+      {verb::get, "/api/v1/contacts/{id}/consents", rule(m::list, "contact", "list_consents")},
       {verb::post, "/api/v1/contacts/{id}/consents",
        rule(m::change_in_tx, "contact", "record_consent")},
       {verb::get, "/api/v1/contacts/{id}/consents/{consent_id}",
        rule(m::read, "contact", "read_consent")},
-      {verb::get, "/api/v1/contacts/{id}/deals",
-       rule(m::list, "contact", "list_deals", "id", "items")},
+      {verb::get, "/api/v1/contacts/{id}/notes", rule(m::list, "contact", "list_notes")},
+      {verb::post, "/api/v1/contacts/{id}/notes", rule(m::change_in_tx, "contact", "create_note")},
+      {verb::get, "/api/v1/contacts/{id}/notes/{note_id}", rule(m::read, "contact", "read_note")},
+      {verb::patch, "/api/v1/contacts/{id}/notes/{note_id}",
+       rule(m::change_in_tx, "contact", "update_note")},
+      {verb::del, "/api/v1/contacts/{id}/notes/{note_id}",
+       rule(m::change_in_tx, "contact", "delete_note")},
+      {verb::get, "/api/v1/contacts/{id}/deals", rule(m::list, "contact", "list_deals")},
       {verb::get, "/api/v1/contacts/{id}/export", rule(m::read, "contact", "export")},
       {verb::post, "/api/v1/contacts/{id}/erase", rule(m::change_in_tx, "contact", "erase")},
       // FHIR Patient: contacts by another name.

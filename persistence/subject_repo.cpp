@@ -75,6 +75,12 @@ SELECT json_build_object(
       'recorded_at', to_char(k.recorded_at AT TIME ZONE 'UTC', $3),
       'recorded_by', k.recorded_by) ORDER BY k.id), '[]')
     FROM consents k WHERE k.tenant_id = c.tenant_id AND k.contact_id = c.id),
+  'notes', (
+    SELECT coalesce(json_agg(json_build_object(
+      'id', n.id, 'body', n.body, 'pinned', n.pinned, 'author_id', n.author_id,
+      'created_at', to_char(n.created_at AT TIME ZONE 'UTC', $3),
+      'updated_at', to_char(n.updated_at AT TIME ZONE 'UTC', $3)) ORDER BY n.id), '[]')
+    FROM notes n WHERE n.tenant_id = c.tenant_id AND n.contact_id = c.id),
   'ai_decisions', (
     SELECT coalesce(json_agg(json_build_object(
       'id', a.id, 'agent_id', a.agent_id, 'conversation_id', a.conversation_id,

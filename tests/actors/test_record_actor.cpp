@@ -34,7 +34,6 @@ table db_table;
 
 struct notes_aggregate {
   static constexpr child_kind kind = child_kind::users; // any registered kind: only metrics
-  static constexpr const char* name = "notes-test";
   struct store {
     std::map<std::int64_t, note> notes;
     domain::outcome<note> get(std::int64_t id) const {

@@ -19,6 +19,13 @@ def admin(server, cli_env):
     return client, crm.login(client, t.admin_email, t.admin_password)["access_token"]
 
 
+def new_note(client, token) -> tuple:
+    contact = crm.create_contact(client, token)
+    note = crm.assert_json_response(client.post(f"{crm.contact_url(contact['id'])}/notes",
+                                                {"body": "first"}, token=token), 201)
+    return contact["id"], note["id"]
+
+
 # Each area: how to make a record (its id), where it lives, and two changes of different fields.
 AREAS = {
     "channels": (lambda c, t: crm.create_channel(c, t)["id"], crm.channel_url,
@@ -31,6 +38,9 @@ AREAS = {
                  "first_name", {"last_name": "Second"}),
     "deals": (lambda c, t: crm.create_deal(c, t)["id"], crm.deal_url,
               "title", {"expected_close_date": "2027-01-31"}),
+    # A note lives under its contact: its "id" is the pair.
+    "notes": (lambda c, t: new_note(c, t), lambda p: f"{crm.contact_url(p[0])}/notes/{p[1]}",
+              "body", {"pinned": True}),
     "fields": (lambda c, t: crm.create_field(c, t)["field_id"],
                lambda i: crm.field_url("contact", i), "label", {"required": True}),
 }

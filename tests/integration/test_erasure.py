@@ -43,6 +43,9 @@ def test_erasure_reaches_every_table_and_keeps_only_the_audit_trail(client, sess
             "purpose": "marketing", "granted": True, "source": "form",
             "evidence": "signed by " + name}, token=t), 201)
         deal = crm.create_deal(client, t, contact_id=cid, amount="90.00")
+        # A note goes with its contact (ON DELETE CASCADE): its text is checked for below.
+        crm.assert_json_response(client.post(f"{crm.contact_url(cid)}/notes", {
+            "body": "called back about " + said}, token=t), 201)
         rcv.wait_for(3, 20)
         crm.eventually(lambda: name in crm.dump_database(database), timeout=10)
         assert name in crm.dump_database(database) and phone in crm.dump_database(database)
