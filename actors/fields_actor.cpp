@@ -27,9 +27,8 @@ using domain::outcome;
 
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 
-using fields_aggregate =
-    aggregate<child_kind::fields, domain::field_definitions, &persistence::load_fields,
-              &persistence::tenant_of_field>;
+using fields_aggregate = aggregate<child_kind::fields, domain::field_definitions,
+                                   &persistence::load_fields, &persistence::tenant_of_field>;
 
 using fields_actor = record_actor<fields_aggregate>;
 

@@ -50,10 +50,10 @@ std::vector<domain::audit_record> audit(const callback<std::string>& reply, std:
 }
 
 // A committed note: memory, then the answer.
-auto stored = [](notes_actor* self, note saved) {
+std::string stored(notes_actor* self, note saved) {
   self->state.store.put(saved);
   return render(saved);
-};
+}
 
 caf::behavior notes_behavior(notes_actor* self, tenant_env env) {
   return record_behavior(

@@ -10,8 +10,9 @@
 //   using store = ...;                         // its state, indexes and rules (domain/)
 //   static store load(persistence::pg_conn&, std::int64_t tenant);
 //   static std::optional<std::int64_t> owner_of(persistence::pg_conn&, std::int64_t id);
-// (`aggregate<...>` below makes one of a repository's two functions) and its handlers are functions `void(record_actor<A>* self, <message...>)`, given to
-// `record_behavior`, each calling `read`, `read_in_turn`, `change` or `write` below.
+// (`aggregate<...>` below makes one of a repository's two functions) and its handlers are functions
+// `void(record_actor<A>* self, <message...>)`, given to `record_behavior`, each calling `read`,
+// `read_in_turn`, `change` or `write` below.
 #pragma once
 #include "actors/writer.hpp"
 

@@ -5,6 +5,7 @@
 
 #include "actors/notes.hpp"
 #include "domain/note.hpp"
+#include "domain/validation.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
@@ -46,8 +47,12 @@ void list(services& s, const exchange_ptr& ex) {
                             paging_rules::per_page_max, issues);
   std::string q;
   if (auto v = ex->req.query_value("q")) {
-    if (v->empty() || v->size() > query_rule.max)
-      issues.push_back({{"query", "q"}, "String should have 1 to 200 characters", "value_error"});
+    auto chars = domain::utf8_length(*v);
+    if (chars < query_rule.min || chars > query_rule.max)
+      issues.push_back({{"query", "q"},
+                        "String should have " + std::to_string(query_rule.min) + " to " +
+                            std::to_string(query_rule.max) + " characters",
+                        "value_error"});
     else
       q = std::string(*v);
   }

@@ -94,7 +94,6 @@ protected:
     caf::anon_send(actor, release_atom::value);
     sched.run();
   }
-
 };
 
 TEST_F(writer_test, a_second_write_waits_for_the_first_and_starts_from_what_it_left) {

@@ -50,6 +50,10 @@ def test_notes_are_kept_pinned_first_then_newest_first(client, sess):
     assert [n["body"] for n in page["items"]] == ["Prefers mornings"], page
     assert bodies(client, agent, c, q="FASTING") == ["Asked about the fasting rules"]
     assert bodies(client, agent, c, q="nothing like it") == []
+    # The search text is counted in characters: 200 accented letters (400 bytes) are allowed.
+    assert bodies(client, agent, c, q="ç" * 200) == []
+    crm.assert_validation_locs(client.get(crm.with_query(notes_url(c), {"q": "x" * 201}),
+                                          token=agent), ("query", "q"))
     got = crm.assert_json_response(client.get(notes_url(c, first["id"]), token=agent), 200)
     assert got == pinned
     # Gone for good once deleted.
