@@ -9,6 +9,7 @@
 #include "actors/deals.hpp"
 #include "actors/group_batch.hpp"
 #include "actors/notes.hpp"
+#include "actors/schedule.hpp"
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"
@@ -1104,6 +1105,7 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
       [self, id, reply] {
         contact_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
         forget_contact_notes(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        forget_contact_appointments(*self->state.env.rt->owner, self->state.env.tenant_id, id);
         reply(domain::done{});
       },
       fail_with(reply));

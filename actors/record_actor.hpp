@@ -10,6 +10,8 @@
 //   using store = ...;                         // its state, indexes and rules (domain/)
 //   static store load(persistence::pg_conn&, std::int64_t tenant);
 //   static std::optional<std::int64_t> owner_of(persistence::pg_conn&, std::int64_t id);
+//     (or owner_of(conn, id, what): `what` is the detail of the not_found, for an aggregate
+//     that holds several kinds of record)
 // (`aggregate<...>` below makes one of a repository's two functions) and its handlers are functions
 // `void(record_actor<A>* self, <message...>)`, given to `record_behavior`, each calling `read`,
 // `read_in_turn`, `change` or `write` below.
@@ -17,6 +19,7 @@
 #include "actors/writer.hpp"
 
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 
@@ -84,10 +87,16 @@ void load(record_actor<A>* self) {
 template <class A, class T>
 void answer(record_actor<A>* self, std::int64_t id, domain::outcome<T> r,
             const callback<T>& reply) {
-  if (!r && r.error().code == domain::errc::not_found && id > 0)
-    return reply_not_held(
-        self->state.env, [id](persistence::pg_conn& c) { return A::owner_of(c, id); },
-        std::move(r.error()), reply);
+  if (!r && r.error().code == domain::errc::not_found && id > 0) {
+    // An aggregate of several kinds of record tells them apart by what was not found.
+    auto owner = [id, what = r.error().detail](persistence::pg_conn& c) {
+      if constexpr (requires { A::owner_of(c, id, std::string_view(what)); })
+        return A::owner_of(c, id, std::string_view(what));
+      else
+        return A::owner_of(c, id);
+    };
+    return reply_not_held(self->state.env, std::move(owner), std::move(r.error()), reply);
+  }
   reply(std::move(r));
 }
 

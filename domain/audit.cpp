@@ -395,13 +395,14 @@ private:
 };
 
 // The "id" member of the object starting here (the scanner ends after the object).
-bool object_id(scanner& s, std::string_view nested, std::vector<std::int64_t>& out) {
+bool object_id(scanner& s, std::string_view nested, std::vector<std::int64_t>& out,
+               std::string_view member = "id") {
   if (!s.eat('{')) return s.skip();
   if (s.eat('}')) return true;
   do {
     auto key = s.string();
     if (!key || !s.eat(':')) return false;
-    if (nested.empty() && *key == "id") {
+    if (nested.empty() && *key == member) {
       if (auto v = s.id())
         out.push_back(*v);
       else if (!s.skip())
@@ -417,8 +418,15 @@ bool object_id(scanner& s, std::string_view nested, std::vector<std::int64_t>& o
 
 } // namespace
 
+std::optional<std::int64_t> member_id(std::string_view body, std::string_view member) {
+  std::vector<std::int64_t> out;
+  scanner s(body);
+  if (!object_id(s, {}, out, member) || out.empty()) return std::nullopt;
+  return out.front();
+}
+
 std::vector<std::int64_t> list_ids(std::string_view body, std::string_view array_key,
-                                   std::string_view nested) {
+                                   std::string_view nested, std::string_view member) {
   std::vector<std::int64_t> out;
   scanner s(body);
   if (!s.eat('{') || s.eat('}')) return out;
@@ -429,7 +437,7 @@ std::vector<std::int64_t> list_ids(std::string_view body, std::string_view array
       s.eat('[');
       if (s.eat(']')) return out;
       do {
-        if (!object_id(s, nested, out)) return out;
+        if (!object_id(s, nested, out, member)) return out;
       } while (s.eat(','));
       return out;
     }

@@ -125,11 +125,13 @@ std::vector<std::string> changed_custom_fields(std::string_view before, std::str
 // Every field a record has (a create or a delete names them all).
 std::vector<std::string> contact_field_names(const contact& c);
 
-// The ids of a list response body: the "id" member of each object in the top-level array
+// The ids of a list response body: the `member` ("id") of each object in the top-level array
 // member `array_key`, or of its `nested` member's object when `nested` is given (FHIR bundles:
 // entry[].resource.id). Numbers and digit strings are taken; anything else is skipped. A scan,
 // not a parse: it runs on every audited list.
 std::vector<std::int64_t> list_ids(std::string_view body, std::string_view array_key,
-                                   std::string_view nested = {});
+                                   std::string_view nested = {}, std::string_view member = "id");
+// The top-level member `member` of an object body, when it is an id (a number or digits).
+std::optional<std::int64_t> member_id(std::string_view body, std::string_view member);
 
 } // namespace crm::domain

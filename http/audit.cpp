@@ -25,7 +25,14 @@ using m = audit_mode;
 
 audit_rule rule(m mode, const char* resource, const char* action, const char* id = "id",
                 const char* list_key = "", const char* nested = "") {
-  return {mode, resource, action, id, list_key, nested};
+  return {mode, resource, action, id, list_key, nested, ""};
+}
+
+// A route about a patient's appointment: recorded as a touch of the patient's record, whose
+// id the answer names (contact_id); a failed change names none (its path id is the
+// appointment's, never a contact's).
+audit_rule of_patient(m mode, const char* action, const char* list_key = "") {
+  return {mode, "contact", action, "", list_key, "", "contact_id"};
 }
 
 // Every route that touches health data, and the security events. Routes of configuration
@@ -78,6 +85,8 @@ const std::vector<table_row>& table() {
       {verb::del, "/api/v1/contacts/{id}/notes/{note_id}",
        rule(m::change_in_tx, "contact", "delete_note")},
       {verb::get, "/api/v1/contacts/{id}/deals", rule(m::list, "contact", "list_deals")},
+      {verb::get, "/api/v1/contacts/{id}/appointments",
+       rule(m::list, "contact", "list_appointments")},
       {verb::get, "/api/v1/contacts/{id}/export", rule(m::read, "contact", "export")},
       {verb::post, "/api/v1/contacts/{id}/erase", rule(m::change_in_tx, "contact", "erase")},
       // FHIR Patient: contacts by another name.
@@ -114,6 +123,15 @@ const std::vector<table_row>& table() {
       {verb::post, "/api/v1/deals/{id}/move", rule(m::change_in_tx, "deal", "move")},
       {verb::get, "/api/v1/deals/{id}/history", rule(m::read, "deal", "read_history")},
       {verb::get, "/api/v1/pipelines/{id}/board", rule(m::list, "pipeline", "board")},
+      // Appointments: touches of their patients' records.
+      {verb::get, "/api/v1/appointments", of_patient(m::list, "list_appointments", "items")},
+      {verb::post, "/api/v1/appointments", of_patient(m::change_in_tx, "book_appointment")},
+      {verb::get, "/api/v1/appointments/{id}", of_patient(m::read, "read_appointment")},
+      {verb::patch, "/api/v1/appointments/{id}", of_patient(m::change_in_tx, "update_appointment")},
+      {verb::post, "/api/v1/appointments/{id}/reschedule",
+       of_patient(m::change_in_tx, "reschedule_appointment")},
+      {verb::post, "/api/v1/appointments/{id}/cancel",
+       of_patient(m::change_in_tx, "cancel_appointment")},
       // What agents answered patients.
       {verb::get, "/api/v1/ai/agents/{id}/replies",
        rule(m::list, "agent", "list_replies", "id", "items")},
@@ -285,6 +303,8 @@ void auditor::on_response(exchange& ex, response& r) {
     std::int64_t n = 0;
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
     if (ec == std::errc() && end == v.data() + v.size()) row.resource_id = n;
+  } else if (mode == audit_mode::read && success && !rule.answer_id.empty() && !r.stream) {
+    row.resource_id = domain::member_id(r.body, rule.answer_id);
   }
   row.action = ex.audit_action.empty() ? rule.action : ex.audit_action;
   row.client_ip = ex.req.remote;
@@ -295,7 +315,8 @@ void auditor::on_response(exchange& ex, response& r) {
   if (mode == audit_mode::list) {
     row.query = std::string(query_of(ex.req).substr(0, 2048));
     if (success && !rule.list_key.empty() && !r.stream)
-      row.ids = domain::list_ids(r.body, rule.list_key, rule.nested);
+      row.ids = domain::list_ids(r.body, rule.list_key, rule.nested,
+                                 rule.answer_id.empty() ? "id" : rule.answer_id);
   }
   if (mode == audit_mode::change || (mode == audit_mode::change_in_tx && !success))
     row.fields = body_fields(ex.req);

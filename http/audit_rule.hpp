@@ -14,6 +14,9 @@ struct audit_rule {
   std::string id_param = "id"; // the path parameter naming the record ("" for none)
   std::string list_key;        // list: the array of the body whose objects carry the ids
   std::string nested;          // list: the member of each object that carries the id
+  // The member naming the record when the path does not (id_param ""): read: of the answer;
+  // list: of each listed object (instead of "id"). An appointment names its patient so.
+  std::string answer_id;
 };
 
 } // namespace crm::http

@@ -2759,3 +2759,83 @@ def wait_reply_for(client: Client, token: str, agent_id, message_id,
                              f"{timeout:.0f} s: {last['items']}")
     assert len(found) == 1, f"more than one decision on message {message_id}: {found}"
     return found[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Calendars, services and appointments (contract §10)
+
+CALENDARS = "/api/v1/calendars"
+SERVICES = "/api/v1/services"
+APPOINTMENTS = "/api/v1/appointments"
+AVAILABILITY = "/api/v1/availability"
+CALENDAR_KEYS = {"id", "name", "kind", "user_id", "time_zone", "working_hours",
+                 "slot_step_minutes", "is_active", "created_at", "updated_at"}
+SERVICE_KEYS = {"id", "name", "duration_minutes", "buffer_minutes", "calendar_ids", "price",
+                "currency", "reminders", "is_active", "created_at", "updated_at"}
+APPOINTMENT_KEYS = {"id", "contact_id", "service_id", "calendar_id", "start", "end", "status",
+                    "notes", "source", "cancel_reason", "created_at", "updated_at"}
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def calendar_url(calendar_id) -> str:
+    return f"{CALENDARS}/{calendar_id}"
+
+
+def service_url(service_id) -> str:
+    return f"{SERVICES}/{service_id}"
+
+
+def appointment_url(appointment_id, action: str | None = None) -> str:
+    base = f"{APPOINTMENTS}/{appointment_id}"
+    return base if action is None else f"{base}/{action}"
+
+
+def every_day(*spans) -> dict:
+    """working_hours open every day of the week with these [start, end] spans."""
+    return {d: [list(s) for s in spans] for d in WEEKDAYS}
+
+
+def create_calendar(client: Client, token: str, **fields) -> dict:
+    """POST /calendars (201 + Location); defaults: UTC, open 08:00-12:00 every day."""
+    fields.setdefault("name", unique("Dr. "))
+    fields.setdefault("time_zone", "UTC")
+    fields.setdefault("working_hours", every_day(("08:00", "12:00")))
+    resp = client.post(CALENDARS, fields, token=token)
+    body = assert_json_response(resp, 201)
+    assert set(body) == CALENDAR_KEYS, body
+    assert resp.header("Location") == calendar_url(body["id"]), resp.describe()
+    return body
+
+
+def create_service(client: Client, token: str, calendar_ids: list, **fields) -> dict:
+    """POST /services (201 + Location); defaults: 30 minutes, no buffer."""
+    fields.setdefault("name", unique("Service "))
+    fields.setdefault("duration_minutes", 30)
+    resp = client.post(SERVICES, {"calendar_ids": calendar_ids, **fields}, token=token)
+    body = assert_json_response(resp, 201)
+    assert set(body) == SERVICE_KEYS, body
+    assert resp.header("Location") == service_url(body["id"]), resp.describe()
+    return body
+
+
+def book(client: Client, token: str, contact_id, service_id, calendar_id, start: str,
+         **fields) -> Response:
+    return client.post(APPOINTMENTS, {"contact_id": contact_id, "service_id": service_id,
+                                      "calendar_id": calendar_id, "start": start, **fields},
+                       token=token)
+
+
+def booked(client: Client, token: str, contact_id, service_id, calendar_id, start: str,
+           **fields) -> dict:
+    resp = book(client, token, contact_id, service_id, calendar_id, start, **fields)
+    body = assert_json_response(resp, 201)
+    assert set(body) == APPOINTMENT_KEYS, body
+    assert resp.header("Location") == appointment_url(body["id"]), resp.describe()
+    return body
+
+
+def free_slots(client: Client, token: str, service_id, start: str, end: str, **params) -> list:
+    """GET /availability: the slots as (calendar_id, start, end)."""
+    body = assert_json_response(client.get(with_query(AVAILABILITY, {
+        "service_id": service_id, "from": start, "to": end, **params}), token=token), 200)
+    return [(s["calendar_id"], s["start"], s["end"]) for s in body["slots"]]

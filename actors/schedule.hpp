@@ -1,0 +1,65 @@
+// Calendars, services and appointments of a tenant (contract §10, docs/appointments.md), owned
+// by the tenant's schedule actor: the only writer of its bookings, so two bookings of one slot
+// are decided in its mailbox (and by the database's exclusion constraint behind it). Answers
+// are the JSON the API returns.
+#pragma once
+#include "actors/callback.hpp"
+#include "domain/schedule.hpp"
+
+#include <optional>
+#include <string>
+
+namespace crm::actors {
+
+class runtime;
+
+void list_calendars(runtime& rt, std::int64_t tenant, int page, int per_page,
+                    callback<std::string> reply);
+void get_calendar(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void create_calendar(runtime& rt, std::int64_t tenant, domain::calendar c,
+                     callback<std::string> reply);
+void update_calendar(runtime& rt, std::int64_t tenant, std::int64_t id, domain::calendar_patch p,
+                     callback<std::string> reply);
+// 409 while appointments name it.
+void delete_calendar(runtime& rt, std::int64_t tenant, std::int64_t id,
+                     callback<domain::done> reply);
+
+void list_closures(runtime& rt, std::int64_t tenant, std::int64_t calendar, int page, int per_page,
+                   callback<std::string> reply);
+void add_closure(runtime& rt, std::int64_t tenant, domain::closure c, callback<std::string> reply);
+void remove_closure(runtime& rt, std::int64_t tenant, std::int64_t calendar, std::int64_t id,
+                    callback<domain::done> reply);
+
+void list_services(runtime& rt, std::int64_t tenant, int page, int per_page,
+                   callback<std::string> reply);
+void get_service(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void create_service(runtime& rt, std::int64_t tenant, domain::service s,
+                    callback<std::string> reply);
+void update_service(runtime& rt, std::int64_t tenant, std::int64_t id, domain::service_patch p,
+                    callback<std::string> reply);
+void delete_service(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply);
+
+// {"slots": [...]} of `service` with start in [from, to).
+void find_availability(runtime& rt, std::int64_t tenant, std::int64_t service, std::int64_t from,
+                       std::int64_t to, std::optional<std::int64_t> calendar,
+                       callback<std::string> reply);
+
+void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q, int page,
+                       int per_page, callback<std::string> reply);
+void get_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                     callback<std::string> reply);
+void book_appointment(runtime& rt, std::int64_t tenant, domain::booking b,
+                      callback<std::string> reply);
+void reschedule_appointment(runtime& rt, std::int64_t tenant, std::int64_t id, std::int64_t start,
+                            std::optional<std::int64_t> calendar, callback<std::string> reply);
+void cancel_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                        std::optional<std::string> reason, callback<std::string> reply);
+void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                        std::optional<domain::appointment_status> status,
+                        std::optional<std::string> notes, callback<std::string> reply);
+
+// The contact was deleted or erased, and its appointments with it (told by the contacts actor).
+void forget_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t contact);
+
+} // namespace crm::actors

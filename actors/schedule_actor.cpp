@@ -1,0 +1,462 @@
+// The schedule actor of one tenant, on the record kernel (actors/record_actor.hpp): calendars,
+// closures, services and appointments in one store (domain::schedule_store), because a booking
+// is checked against all four at once. Every change is planned from memory in arrival order,
+// so two bookings of one slot never both pass the plan; the exclusion constraint of migration
+// 021 refuses what another process might still write. Changes of appointments are audited in
+// their own transaction as touches of the patient's record.
+#include "actors/schedule.hpp"
+
+#include "actors/record_actor.hpp"
+#include "domain/clock.hpp"
+#include "domain/page_json.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/schedule_repo.hpp"
+
+#include <boost/json.hpp>
+
+namespace crm::actors {
+namespace {
+
+// Message payloads with optional parts (CAF 0.17 carries them as opaque values).
+struct availability_query {
+  std::int64_t service = 0;
+  std::int64_t from = 0;
+  std::int64_t to = 0;
+  std::optional<std::int64_t> calendar;
+};
+struct reschedule_request {
+  std::int64_t start = 0;
+  std::optional<std::int64_t> calendar;
+};
+struct cancel_request {
+  std::optional<std::string> reason;
+};
+struct status_request {
+  std::optional<domain::appointment_status> status;
+  std::optional<std::string> notes;
+};
+
+} // namespace
+} // namespace crm::actors
+
+namespace caf {
+#define CRM_OPAQUE(T)                                                                              \
+  template <>                                                                                      \
+  struct allowed_unsafe_message_type<T> : std::true_type {};
+CRM_OPAQUE(crm::domain::calendar)
+CRM_OPAQUE(crm::domain::calendar_patch)
+CRM_OPAQUE(crm::domain::closure)
+CRM_OPAQUE(crm::domain::service)
+CRM_OPAQUE(crm::domain::service_patch)
+CRM_OPAQUE(crm::domain::booking)
+CRM_OPAQUE(crm::domain::appointment_query)
+CRM_OPAQUE(crm::actors::availability_query)
+CRM_OPAQUE(crm::actors::reschedule_request)
+CRM_OPAQUE(crm::actors::cancel_request)
+CRM_OPAQUE(crm::actors::status_request)
+#undef CRM_OPAQUE
+} // namespace caf
+
+namespace crm::actors {
+namespace {
+
+namespace json = boost::json;
+using domain::appointment;
+using domain::calendar;
+using domain::closure;
+using domain::service;
+
+using cal_list_atom = caf::atom_constant<caf::atom("cal_list")>;
+using cal_get_atom = caf::atom_constant<caf::atom("cal_get")>;
+using cal_new_atom = caf::atom_constant<caf::atom("cal_new")>;
+using cal_set_atom = caf::atom_constant<caf::atom("cal_set")>;
+using cal_del_atom = caf::atom_constant<caf::atom("cal_del")>;
+using clo_list_atom = caf::atom_constant<caf::atom("clo_list")>;
+using clo_new_atom = caf::atom_constant<caf::atom("clo_new")>;
+using clo_del_atom = caf::atom_constant<caf::atom("clo_del")>;
+using svc_list_atom = caf::atom_constant<caf::atom("svc_list")>;
+using svc_get_atom = caf::atom_constant<caf::atom("svc_get")>;
+using svc_new_atom = caf::atom_constant<caf::atom("svc_new")>;
+using svc_set_atom = caf::atom_constant<caf::atom("svc_set")>;
+using svc_del_atom = caf::atom_constant<caf::atom("svc_del")>;
+using avail_atom = caf::atom_constant<caf::atom("avail")>;
+using apt_list_atom = caf::atom_constant<caf::atom("apt_list")>;
+using apt_get_atom = caf::atom_constant<caf::atom("apt_get")>;
+using apt_book_atom = caf::atom_constant<caf::atom("apt_book")>;
+using apt_move_atom = caf::atom_constant<caf::atom("apt_move")>;
+using apt_stop_atom = caf::atom_constant<caf::atom("apt_cancel")>;
+using apt_set_atom = caf::atom_constant<caf::atom("apt_set")>;
+using gone_atom = caf::atom_constant<caf::atom("gone")>;
+
+struct schedule_aggregate {
+  static constexpr child_kind kind = child_kind::schedule;
+  using store = domain::schedule_store;
+  static store load(persistence::pg_conn& c, std::int64_t tenant) {
+    return persistence::load_schedule(c, tenant);
+  }
+  static std::optional<std::int64_t> owner_of(persistence::pg_conn& c, std::int64_t id,
+                                              std::string_view what) {
+    return persistence::owner_of_schedule_row(c, id, what);
+  }
+};
+
+using schedule_actor = record_actor<schedule_aggregate>;
+using store = schedule_aggregate::store;
+
+template <class T, class ToJson>
+domain::outcome<std::string> rendered(domain::outcome<T> r, ToJson to_json) {
+  if (!r) return r.error();
+  return json::serialize(to_json(*r));
+}
+
+template <class T, class ToJson>
+std::string page_json(const domain::page<T>& p, ToJson to_json) {
+  json::array items;
+  for (auto& x : p.items) items.push_back(to_json(x));
+  return domain::render_page(std::move(items), p.total, p.number, p.per_page);
+}
+
+// Committed: into memory, then the answer.
+template <class T, class ToJson>
+auto stored(ToJson to_json) {
+  return [to_json](schedule_actor* self, T saved) {
+    self->state.store.put(saved);
+    return json::serialize(to_json(saved));
+  };
+}
+
+// The audit row of a change of an appointment: a touch of its patient's record.
+std::vector<domain::audit_record> audit(const domain::audit_context* who, std::int64_t tenant,
+                                        const appointment& a, const char* action,
+                                        std::vector<std::string> fields, int status) {
+  auto row = domain::make_audit(who, tenant, "contact", a.contact_id, action);
+  row.fields = std::move(fields);
+  row.status = status;
+  return {std::move(row)};
+}
+
+// Writes appointment `a` (planned from memory) with its audit row; memory after COMMIT.
+auto save_appointment(callback<std::string> reply, const char* action,
+                      std::vector<std::string> fields, int status) {
+  return [reply, action, fields = std::move(fields), status](persistence::pg_conn& c,
+                                                             const appointment& a) {
+    auto rows = audit(reply.who(), a.tenant_id, a, action, fields, status);
+    return a.id == 0 ? persistence::insert_appointment(c, a, rows)
+                     : persistence::update_appointment(c, a, rows);
+  };
+}
+
+caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
+  auto now = [] { return domain::now_micros(); };
+  return record_behavior(
+      self, env,
+      // Calendars.
+      [](schedule_actor* self, cal_list_atom, int page, int per_page,
+         callback<std::string>& reply) {
+        read(self, 0, reply, [=](const store& s) -> domain::outcome<std::string> {
+          return page_json(s.list_calendars(page, per_page), domain::calendar_to_json);
+        });
+      },
+      [](schedule_actor* self, cal_get_atom, std::int64_t id, callback<std::string>& reply) {
+        read(self, id, reply, [=](const store& s) {
+          return rendered(s.get_calendar(id), domain::calendar_to_json);
+        });
+      },
+      [now](schedule_actor* self, cal_new_atom, calendar& c, callback<std::string>& reply) {
+        auto tenant = self->state.env.tenant_id;
+        change(
+            self, 0, reply,
+            [c = std::move(c), tenant, now](const store& s) {
+              return domain::outcome<calendar>(s.plan_create_calendar(c, tenant, now()));
+            },
+            persistence::insert_calendar, stored<calendar>(domain::calendar_to_json));
+      },
+      [now](schedule_actor* self, cal_set_atom, std::int64_t id, domain::calendar_patch& p,
+            callback<std::string>& reply) {
+        change(
+            self, id, reply,
+            [id, p = std::move(p), now](const store& s) {
+              return s.plan_update_calendar(id, p, now());
+            },
+            persistence::update_calendar, stored<calendar>(domain::calendar_to_json));
+      },
+      [](schedule_actor* self, cal_del_atom, std::int64_t id, callback<domain::done>& reply) {
+        change(
+            self, id, reply, [id](const store& s) { return s.plan_delete_calendar(id); },
+            persistence::delete_calendar,
+            [](schedule_actor* self, calendar gone) {
+              self->state.store.erase_calendar(gone.id);
+              return domain::done{};
+            });
+      },
+      // Closures.
+      [](schedule_actor* self, clo_list_atom, std::int64_t calendar_id, int page, int per_page,
+         callback<std::string>& reply) {
+        read(self, calendar_id, reply, [=](const store& s) -> domain::outcome<std::string> {
+          auto p = s.list_closures(calendar_id, page, per_page);
+          if (!p) return p.error();
+          return page_json(*p, domain::closure_to_json);
+        });
+      },
+      [now](schedule_actor* self, clo_new_atom, closure& c, callback<std::string>& reply) {
+        auto tenant = self->state.env.tenant_id;
+        auto calendar_id = c.calendar_id;
+        change(
+            self, calendar_id, reply,
+            [c = std::move(c), tenant, now](const store& s) {
+              return s.plan_add_closure(c, tenant, now());
+            },
+            persistence::insert_closure, stored<closure>(domain::closure_to_json));
+      },
+      [](schedule_actor* self, clo_del_atom, std::int64_t calendar_id, std::int64_t id,
+         callback<domain::done>& reply) {
+        change(
+            self, id, reply,
+            [calendar_id, id](const store& s) { return s.plan_remove_closure(calendar_id, id); },
+            persistence::delete_closure,
+            [](schedule_actor* self, closure gone) {
+              self->state.store.erase_closure(gone.id);
+              return domain::done{};
+            });
+      },
+      // Services.
+      [](schedule_actor* self, svc_list_atom, int page, int per_page,
+         callback<std::string>& reply) {
+        read(self, 0, reply, [=](const store& s) -> domain::outcome<std::string> {
+          return page_json(s.list_services(page, per_page), domain::service_to_json);
+        });
+      },
+      [](schedule_actor* self, svc_get_atom, std::int64_t id, callback<std::string>& reply) {
+        read(self, id, reply,
+             [=](const store& s) { return rendered(s.get_service(id), domain::service_to_json); });
+      },
+      [now](schedule_actor* self, svc_new_atom, service& v, callback<std::string>& reply) {
+        auto tenant = self->state.env.tenant_id;
+        change(
+            self, 0, reply,
+            [v = std::move(v), tenant, now](const store& s) {
+              return s.plan_create_service(v, tenant, now());
+            },
+            persistence::insert_service, stored<service>(domain::service_to_json));
+      },
+      [now](schedule_actor* self, svc_set_atom, std::int64_t id, domain::service_patch& p,
+            callback<std::string>& reply) {
+        change(
+            self, id, reply,
+            [id, p = std::move(p), now](const store& s) {
+              return s.plan_update_service(id, p, now());
+            },
+            persistence::update_service, stored<service>(domain::service_to_json));
+      },
+      [](schedule_actor* self, svc_del_atom, std::int64_t id, callback<domain::done>& reply) {
+        change(
+            self, id, reply, [id](const store& s) { return s.plan_delete_service(id); },
+            persistence::delete_service,
+            [](schedule_actor* self, service gone) {
+              self->state.store.erase_service(gone.id);
+              return domain::done{};
+            });
+      },
+      // Availability: from memory, after the bookings that arrived before it.
+      [now](schedule_actor* self, avail_atom, availability_query& q, callback<std::string>& reply) {
+        read_in_turn(self, 0, reply, [q, now](const store& s) -> domain::outcome<std::string> {
+          auto slots = s.availability(q.service, q.from, q.to, q.calendar, now());
+          if (!slots) return slots.error();
+          std::string out = "{\"slots\":[";
+          bool first = true;
+          for (auto& x : *slots) {
+            if (!first) out += ',';
+            first = false;
+            out += "{\"calendar_id\":" + std::to_string(x.calendar_id) + ",\"start\":\"" +
+                   domain::format_rfc3339(x.start) + "\",\"end\":\"" +
+                   domain::format_rfc3339(x.end) + "\"}";
+          }
+          return out + "]}";
+        });
+      },
+      // Appointments.
+      [](schedule_actor* self, apt_list_atom, domain::appointment_query& q, int page, int per_page,
+         callback<std::string>& reply) {
+        read(self, 0, reply, [q, page, per_page](const store& s) -> domain::outcome<std::string> {
+          return page_json(s.list_appointments(q, page, per_page), domain::appointment_to_json);
+        });
+      },
+      [](schedule_actor* self, apt_get_atom, std::int64_t id, callback<std::string>& reply) {
+        read(self, id, reply, [=](const store& s) {
+          return rendered(s.get_appointment(id), domain::appointment_to_json);
+        });
+      },
+      [now](schedule_actor* self, apt_book_atom, domain::booking& b, callback<std::string>& reply) {
+        auto tenant = self->state.env.tenant_id;
+        std::vector<std::string> fields{"contact_id", "service_id", "calendar_id", "start"};
+        if (!b.notes.empty()) fields.emplace_back("notes");
+        change(
+            self, 0, reply,
+            [b = std::move(b), tenant, now](const store& s) {
+              return s.plan_book(b, tenant, now());
+            },
+            save_appointment(reply, "book_appointment", std::move(fields), 201),
+            stored<appointment>(domain::appointment_to_json));
+      },
+      [now](schedule_actor* self, apt_move_atom, std::int64_t id, reschedule_request& r,
+            callback<std::string>& reply) {
+        std::vector<std::string> fields{"start"};
+        if (r.calendar) fields.emplace_back("calendar_id");
+        change(
+            self, id, reply,
+            [id, r, now](const store& s) {
+              return s.plan_reschedule(id, r.start, r.calendar, now());
+            },
+            save_appointment(reply, "reschedule_appointment", std::move(fields), 200),
+            stored<appointment>(domain::appointment_to_json));
+      },
+      [now](schedule_actor* self, apt_stop_atom, std::int64_t id, cancel_request& r,
+            callback<std::string>& reply) {
+        std::vector<std::string> fields;
+        if (r.reason) fields.emplace_back("reason");
+        change(
+            self, id, reply,
+            [id, r = std::move(r), now](const store& s) {
+              return s.plan_cancel(id, r.reason, domain::appointment_source::staff, now());
+            },
+            save_appointment(reply, "cancel_appointment", std::move(fields), 200),
+            stored<appointment>(domain::appointment_to_json));
+      },
+      [now](schedule_actor* self, apt_set_atom, std::int64_t id, status_request& r,
+            callback<std::string>& reply) {
+        std::vector<std::string> fields;
+        if (r.status) fields.emplace_back("status");
+        if (r.notes) fields.emplace_back("notes");
+        change(
+            self, id, reply,
+            [id, r = std::move(r), now](const store& s) {
+              return s.plan_status(id, r.status, r.notes, now());
+            },
+            save_appointment(reply, "update_appointment", std::move(fields), 200),
+            stored<appointment>(domain::appointment_to_json));
+      },
+      // Not loaded: nothing to forget (a load now finds the rows gone). Loading: forgotten
+      // after the load, which may have read them before the delete committed.
+      [](schedule_actor* self, gone_atom, std::int64_t contact) {
+        auto& st = self->state;
+        if (!st.loaded && !st.loading) return;
+        when_loaded(
+            self, [](const domain::failure&) {},
+            [self, contact] { self->state.store.forget_contact(contact); });
+      });
+}
+
+} // namespace
+
+caf::actor spawn_schedule(caf::event_based_actor* parent, const tenant_env& env) {
+  return parent->spawn<caf::monitored + caf::linked>(schedule_behavior, env);
+}
+
+void list_calendars(runtime& rt, std::int64_t tenant, int page, int per_page,
+                    callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, cal_list_atom::value, page, per_page, std::move(reply));
+}
+
+void get_calendar(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, cal_get_atom::value, id, std::move(reply));
+}
+
+void create_calendar(runtime& rt, std::int64_t tenant, calendar c, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, cal_new_atom::value, std::move(c), std::move(reply));
+}
+
+void update_calendar(runtime& rt, std::int64_t tenant, std::int64_t id, domain::calendar_patch p,
+                     callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, cal_set_atom::value, id, std::move(p), std::move(reply));
+}
+
+void delete_calendar(runtime& rt, std::int64_t tenant, std::int64_t id,
+                     callback<domain::done> reply) {
+  tell<child_kind::schedule>(rt, tenant, cal_del_atom::value, id, std::move(reply));
+}
+
+void list_closures(runtime& rt, std::int64_t tenant, std::int64_t calendar, int page, int per_page,
+                   callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, clo_list_atom::value, calendar, page, per_page,
+                             std::move(reply));
+}
+
+void add_closure(runtime& rt, std::int64_t tenant, closure c, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, clo_new_atom::value, std::move(c), std::move(reply));
+}
+
+void remove_closure(runtime& rt, std::int64_t tenant, std::int64_t calendar, std::int64_t id,
+                    callback<domain::done> reply) {
+  tell<child_kind::schedule>(rt, tenant, clo_del_atom::value, calendar, id, std::move(reply));
+}
+
+void list_services(runtime& rt, std::int64_t tenant, int page, int per_page,
+                   callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, svc_list_atom::value, page, per_page, std::move(reply));
+}
+
+void get_service(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, svc_get_atom::value, id, std::move(reply));
+}
+
+void create_service(runtime& rt, std::int64_t tenant, service s, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, svc_new_atom::value, std::move(s), std::move(reply));
+}
+
+void update_service(runtime& rt, std::int64_t tenant, std::int64_t id, domain::service_patch p,
+                    callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, svc_set_atom::value, id, std::move(p), std::move(reply));
+}
+
+void delete_service(runtime& rt, std::int64_t tenant, std::int64_t id,
+                    callback<domain::done> reply) {
+  tell<child_kind::schedule>(rt, tenant, svc_del_atom::value, id, std::move(reply));
+}
+
+void find_availability(runtime& rt, std::int64_t tenant, std::int64_t service, std::int64_t from,
+                       std::int64_t to, std::optional<std::int64_t> calendar,
+                       callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, avail_atom::value,
+                             availability_query{service, from, to, calendar}, std::move(reply));
+}
+
+void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q, int page,
+                       int per_page, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_list_atom::value, std::move(q), page, per_page,
+                             std::move(reply));
+}
+
+void get_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                     callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_get_atom::value, id, std::move(reply));
+}
+
+void book_appointment(runtime& rt, std::int64_t tenant, domain::booking b,
+                      callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_book_atom::value, std::move(b), std::move(reply));
+}
+
+void reschedule_appointment(runtime& rt, std::int64_t tenant, std::int64_t id, std::int64_t start,
+                            std::optional<std::int64_t> calendar, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_move_atom::value, id,
+                             reschedule_request{start, calendar}, std::move(reply));
+}
+
+void cancel_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                        std::optional<std::string> reason, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_stop_atom::value, id,
+                             cancel_request{std::move(reason)}, std::move(reply));
+}
+
+void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                        std::optional<domain::appointment_status> status,
+                        std::optional<std::string> notes, callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_set_atom::value, id,
+                             status_request{status, std::move(notes)}, std::move(reply));
+}
+
+void forget_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t contact) {
+  tell<child_kind::schedule>(rt, tenant, gone_atom::value, contact);
+}
+
+} // namespace crm::actors

@@ -1,0 +1,296 @@
+// Calendars, services and appointments (contract §10, docs/appointments.md): who can be booked,
+// for what, and when. The schedule actor's store: every rule of a booking (working hours in the
+// calendar's own time zone, the slot grid, closures, buffers, no overlap) is here, pure and
+// unit-tested; time zones come from the system's tz database through Howard Hinnant's date/tz
+// (Debian's libhowardhinnant-date-dev), never from a table of offsets.
+#pragma once
+#include "domain/failure.hpp"
+#include "domain/page.hpp"
+
+#include <boost/json/fwd.hpp>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crm::domain {
+
+enum class calendar_kind : std::uint8_t { practitioner, room, equipment };
+enum class appointment_status : std::uint8_t {
+  booked,
+  confirmed,
+  arrived,
+  completed,
+  cancelled,
+  no_show
+};
+enum class appointment_source : std::uint8_t { staff, patient_reply, ai, api };
+
+inline constexpr std::array<std::string_view, 3> calendar_kinds{"practitioner", "room",
+                                                                "equipment"};
+inline constexpr std::array<std::string_view, 6> appointment_statuses{
+    "booked", "confirmed", "arrived", "completed", "cancelled", "no_show"};
+inline constexpr std::array<std::string_view, 4> appointment_sources{"staff", "patient_reply", "ai",
+                                                                     "api"};
+// The keys of working_hours, Monday first.
+inline constexpr std::array<std::string_view, 7> weekday_keys{"mon", "tue", "wed", "thu",
+                                                              "fri", "sat", "sun"};
+
+std::string_view to_string(calendar_kind k);
+std::string_view to_string(appointment_status s);
+std::string_view to_string(appointment_source s);
+std::optional<calendar_kind> parse_calendar_kind(std::string_view s);
+std::optional<appointment_status> parse_appointment_status(std::string_view s);
+std::optional<appointment_source> parse_appointment_source(std::string_view s);
+
+// Booked, confirmed or arrived: it can still be moved along, cancelled or (not arrived)
+// rescheduled.
+bool is_live(appointment_status s);
+// Live or completed: it holds its slot (cancelled and no-show appointments free theirs).
+bool holds_slot(appointment_status s);
+
+// The bounds of every field, named once for the readers and the OpenAPI schema.
+namespace schedule_rules {
+inline constexpr std::size_t name_max = 200;
+inline constexpr int step_min = 5, step_max = 240, step_default = 15;
+inline constexpr int duration_min = 5, duration_max = 720;
+inline constexpr int buffer_min = 0, buffer_max = 240;
+inline constexpr int range_max_days = 31;
+inline constexpr std::size_t spans_per_day_max = 12;
+inline constexpr std::size_t calendars_per_service_max = 100;
+inline constexpr std::size_t reminders_max = 5;
+inline constexpr int before_min = 5, before_max = 60 * 24 * 30; // minutes before the start
+inline constexpr std::size_t reminder_text_max = 1000;
+inline constexpr std::size_t notes_max = 2000;
+inline constexpr std::size_t reason_max = 500;
+inline constexpr std::size_t time_zone_max = 64;
+} // namespace schedule_rules
+
+// Local time within a day, in minutes from midnight: [start, end), 0 ≤ start < end ≤ 1440.
+struct day_span {
+  int start = 0;
+  int end = 0;
+  bool operator==(const day_span&) const = default;
+};
+// Monday first; a day without spans is closed.
+using working_week = std::array<std::vector<day_span>, 7>;
+
+// working_hours as the API writes it: {"mon": [["08:00", "12:00"], ...], ...}. Every failing
+// entry is reported under `at` (spans that end before they start, overlap, or are out of order
+// are errors; a day may be absent).
+std::optional<working_week> read_working_hours(const boost::json::value& v,
+                                               std::vector<loc_part> at,
+                                               std::vector<issue>& issues);
+boost::json::object working_hours_to_json(const working_week& w);
+std::string working_hours_text(const working_week& w);
+// A stored working_hours text (written by working_hours_text); closed all week when unreadable.
+working_week parse_working_hours_text(std::string_view text);
+
+// The system's tz database knows this IANA name ("America/Sao_Paulo"; "UTC").
+bool is_time_zone(std::string_view name);
+
+struct calendar {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  std::string name;
+  calendar_kind kind = calendar_kind::practitioner;
+  std::optional<std::int64_t> user_id;
+  std::string time_zone = "UTC";
+  working_week hours;
+  int slot_step = schedule_rules::step_default; // minutes
+  bool is_active = true;
+  std::int64_t created_at = 0; // µs
+  std::int64_t updated_at = 0;
+};
+
+// A time a calendar cannot be booked (holidays, leave): [start, end), µs.
+struct closure {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  std::int64_t calendar_id = 0;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  std::string reason;
+  std::int64_t created_at = 0;
+};
+
+// A message sent to the patient `before_minutes` before the start, through a channel.
+struct reminder_rule {
+  int before_minutes = 0;
+  std::int64_t channel_id = 0;
+  std::string text;
+  bool operator==(const reminder_rule&) const = default;
+};
+
+struct service {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  std::string name;
+  int duration = 30; // minutes
+  int buffer = 0;    // minutes kept free after each appointment
+  std::vector<std::int64_t> calendar_ids;
+  std::optional<std::int64_t> price_cents;
+  std::optional<std::string> currency;
+  std::vector<reminder_rule> reminders;
+  bool is_active = true;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+struct appointment {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  std::int64_t contact_id = 0;
+  std::int64_t service_id = 0;
+  std::int64_t calendar_id = 0;
+  std::int64_t start = 0;         // µs
+  std::int64_t end = 0;           // start + the service's duration
+  std::int64_t blocked_until = 0; // end + the service's buffer: the slot it holds
+  appointment_status status = appointment_status::booked;
+  std::string notes;
+  appointment_source source = appointment_source::staff;
+  std::optional<std::string> cancel_reason;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+boost::json::object calendar_to_json(const calendar& c);
+boost::json::object closure_to_json(const closure& c);
+boost::json::object service_to_json(const service& s);
+boost::json::object appointment_to_json(const appointment& a);
+boost::json::array reminders_to_json(const std::vector<reminder_rule>& rs);
+// The stored reminders text (reminders_to_json serialised); none when unreadable.
+std::vector<reminder_rule> parse_reminders_text(std::string_view text);
+
+struct slot {
+  std::int64_t calendar_id = 0;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  bool operator==(const slot&) const = default;
+};
+
+// A change of a calendar or a service: what is set is changed.
+struct calendar_patch {
+  std::optional<std::string> name;
+  std::optional<calendar_kind> kind;
+  std::optional<std::optional<std::int64_t>> user_id;
+  std::optional<std::string> time_zone;
+  std::optional<working_week> hours;
+  std::optional<int> slot_step;
+  std::optional<bool> is_active;
+};
+
+struct service_patch {
+  std::optional<std::string> name;
+  std::optional<int> duration;
+  std::optional<int> buffer;
+  std::optional<std::vector<std::int64_t>> calendar_ids;
+  std::optional<std::optional<std::int64_t>> price_cents;
+  std::optional<std::optional<std::string>> currency;
+  std::optional<std::vector<reminder_rule>> reminders;
+  std::optional<bool> is_active;
+};
+
+struct booking {
+  std::int64_t contact_id = 0;
+  std::int64_t service_id = 0;
+  std::int64_t calendar_id = 0;
+  std::int64_t start = 0;
+  std::string notes;
+  appointment_source source = appointment_source::staff;
+};
+
+struct appointment_query {
+  std::optional<std::int64_t> calendar_id;
+  std::optional<std::int64_t> contact_id;
+  std::optional<appointment_status> status;
+  std::optional<std::int64_t> from; // start ≥ from
+  std::optional<std::int64_t> to;   // start < to
+};
+
+struct schedule_store {
+  std::map<std::int64_t, calendar> calendars;
+  std::map<std::int64_t, service> services;
+  std::map<std::int64_t, closure> closures;
+  std::map<std::int64_t, appointment> appointments;
+  // calendar → start → id of the appointments that hold a slot (they never overlap: the
+  // database's exclusion constraint says so too).
+  std::map<std::int64_t, std::map<std::int64_t, std::int64_t>> held;
+  std::map<std::int64_t, std::set<std::pair<std::int64_t, std::int64_t>>>
+      by_calendar;                                                                    // (start, id)
+  std::map<std::int64_t, std::set<std::pair<std::int64_t, std::int64_t>>> by_contact; // (start, id)
+  std::set<std::pair<std::int64_t, std::int64_t>> by_start;                           // (start, id)
+  std::map<std::int64_t, std::set<std::int64_t>> closures_of; // calendar → closure ids
+
+  outcome<calendar> get_calendar(std::int64_t id) const;
+  outcome<service> get_service(std::int64_t id) const;
+  outcome<appointment> get_appointment(std::int64_t id) const;
+  page<calendar> list_calendars(int number, int per_page) const;
+  page<service> list_services(int number, int per_page) const;
+  outcome<page<closure>> list_closures(std::int64_t calendar, int number, int per_page) const;
+  // Ordered by start, then id.
+  page<appointment> list_appointments(const appointment_query& q, int number, int per_page) const;
+
+  // Free slots of `service` with start in [from, to) and not before `now`, ordered by start then
+  // calendar (contract §10). The service must be the tenant's (not_found), and so must
+  // `calendar` when given.
+  outcome<std::vector<slot>> availability(std::int64_t service, std::int64_t from, std::int64_t to,
+                                          std::optional<std::int64_t> calendar,
+                                          std::int64_t now) const;
+
+  // What a change would store, or why it may not (pure: nothing changes here). A calendar or
+  // service a body names that the tenant does not hold is a validation error at that field.
+  calendar plan_create_calendar(calendar c, std::int64_t tenant, std::int64_t now) const;
+  outcome<calendar> plan_update_calendar(std::int64_t id, const calendar_patch& p,
+                                         std::int64_t now) const;
+  // 409 while appointments name it (deactivate it instead).
+  outcome<calendar> plan_delete_calendar(std::int64_t id) const;
+  outcome<closure> plan_add_closure(closure c, std::int64_t tenant, std::int64_t now) const;
+  outcome<closure> plan_remove_closure(std::int64_t calendar, std::int64_t id) const;
+  outcome<service> plan_create_service(service s, std::int64_t tenant, std::int64_t now) const;
+  outcome<service> plan_update_service(std::int64_t id, const service_patch& p,
+                                       std::int64_t now) const;
+  outcome<service> plan_delete_service(std::int64_t id) const;
+  // The appointment a booking makes: 409 naming why the start is not a free slot, 422 for a
+  // start off the calendar's grid or a calendar or service the tenant does not hold.
+  outcome<appointment> plan_book(const booking& b, std::int64_t tenant, std::int64_t now) const;
+  // A new start (and calendar) for a booked or confirmed appointment: the same rules, its own
+  // slot counted free. It is booked again (a confirmation was for the old time).
+  outcome<appointment> plan_reschedule(std::int64_t id, std::int64_t start,
+                                       std::optional<std::int64_t> calendar,
+                                       std::int64_t now) const;
+  outcome<appointment> plan_cancel(std::int64_t id, std::optional<std::string> reason,
+                                   appointment_source by, std::int64_t now) const;
+  // Along booked → confirmed → arrived → completed; booked|confirmed → no_show once started;
+  // live → cancelled. `notes` replaces the notes when set.
+  outcome<appointment> plan_status(std::int64_t id, std::optional<appointment_status> to,
+                                   std::optional<std::string> notes, std::int64_t now) const;
+
+  // Committed changes, applied to memory.
+  void put(const calendar& c);
+  void erase_calendar(std::int64_t id);
+  void put(const closure& c);
+  void erase_closure(std::int64_t id);
+  void put(const service& s);
+  void erase_service(std::int64_t id);
+  void put(const appointment& a);
+  // A contact deleted or erased: its appointments went with it (ON DELETE CASCADE).
+  void forget_contact(std::int64_t contact);
+
+private:
+  void unindex(const appointment& a);
+  // Why `start` on calendar `c` is not a free slot for `s` (nullopt: it is), ignoring
+  // appointment `ignore`; an off-grid start is a validation failure, the rest conflicts.
+  std::optional<failure> refuse(const calendar& c, const service& s, std::int64_t start,
+                                std::int64_t ignore, std::int64_t now, const char* field) const;
+  bool overlaps_held(std::int64_t calendar, std::int64_t from, std::int64_t until,
+                     std::int64_t ignore) const;
+  bool closed(std::int64_t calendar, std::int64_t from, std::int64_t until) const;
+};
+
+} // namespace crm::domain

@@ -1,0 +1,409 @@
+#include "persistence/schedule_repo.hpp"
+
+#include "domain/clock.hpp"
+#include "persistence/audit_repo.hpp"
+#include "persistence/fence.hpp"
+#include "persistence/pg_pool.hpp"
+#include "persistence/row_values.hpp"
+
+#include <pqxx/pqxx>
+
+#include <charconv>
+
+namespace crm::persistence {
+namespace {
+
+using domain::failure;
+
+// The SQLSTATE of an exclusion constraint's refusal.
+constexpr std::string_view exclusion_violation = "23P01";
+
+#define CRM_MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
+
+constexpr const char* calendar_columns =
+    "id, tenant_id, name, kind, user_id, time_zone, working_hours::text, slot_step_minutes, "
+    "is_active, " CRM_MICROS("created_at") ", " CRM_MICROS("updated_at");
+constexpr const char* closure_columns = "id, tenant_id, calendar_id, " CRM_MICROS(
+    "starts_at") ", " CRM_MICROS("ends_at") ", reason, " CRM_MICROS("created_at");
+constexpr const char* service_columns =
+    "id, tenant_id, name, duration_minutes, buffer_minutes, array_to_string(calendar_ids, ','), "
+    "price_cents, currency, reminders::text, is_active, " CRM_MICROS("created_at") ", " CRM_MICROS(
+        "updated_at");
+constexpr const char* appointment_columns =
+    "id, tenant_id, contact_id, service_id, calendar_id, " CRM_MICROS("starts_at") ", " CRM_MICROS(
+        "ends_at") ", " CRM_MICROS("blocked_until") ", status, notes, source, cancel_reason, "
+                                                    "" CRM_MICROS("created_at") ", " CRM_MICROS(
+                                                        "updated_at");
+
+#undef CRM_MICROS
+
+domain::calendar to_calendar(const pqxx::row& r) {
+  domain::calendar c;
+  c.id = r[0].as<std::int64_t>();
+  c.tenant_id = r[1].as<std::int64_t>();
+  c.name = r[2].as<std::string>();
+  c.kind = domain::parse_calendar_kind(r[3].as<std::string>())
+               .value_or(domain::calendar_kind::practitioner);
+  c.user_id = opt_int(r[4]);
+  c.time_zone = r[5].as<std::string>();
+  c.hours = domain::parse_working_hours_text(r[6].as<std::string>());
+  c.slot_step = r[7].as<int>();
+  c.is_active = r[8].as<bool>();
+  c.created_at = r[9].as<std::int64_t>();
+  c.updated_at = r[10].as<std::int64_t>();
+  return c;
+}
+
+domain::closure to_closure(const pqxx::row& r) {
+  domain::closure c;
+  c.id = r[0].as<std::int64_t>();
+  c.tenant_id = r[1].as<std::int64_t>();
+  c.calendar_id = r[2].as<std::int64_t>();
+  c.start = r[3].as<std::int64_t>();
+  c.end = r[4].as<std::int64_t>();
+  c.reason = r[5].as<std::string>();
+  c.created_at = r[6].as<std::int64_t>();
+  return c;
+}
+
+std::vector<std::int64_t> ids_of(std::string_view csv) {
+  std::vector<std::int64_t> out;
+  while (!csv.empty()) {
+    auto comma = csv.find(',');
+    auto item = csv.substr(0, comma);
+    std::int64_t v = 0;
+    if (std::from_chars(item.data(), item.data() + item.size(), v).ec == std::errc())
+      out.push_back(v);
+    if (comma == std::string_view::npos) break;
+    csv.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string array_text(const std::vector<std::int64_t>& ids) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  return out + "}";
+}
+
+domain::service to_service(const pqxx::row& r) {
+  domain::service s;
+  s.id = r[0].as<std::int64_t>();
+  s.tenant_id = r[1].as<std::int64_t>();
+  s.name = r[2].as<std::string>();
+  s.duration = r[3].as<int>();
+  s.buffer = r[4].as<int>();
+  s.calendar_ids = ids_of(r[5].as<std::string>());
+  s.price_cents = opt_int(r[6]);
+  s.currency = opt_text(r[7]);
+  s.reminders = domain::parse_reminders_text(r[8].as<std::string>());
+  s.is_active = r[9].as<bool>();
+  s.created_at = r[10].as<std::int64_t>();
+  s.updated_at = r[11].as<std::int64_t>();
+  return s;
+}
+
+domain::appointment to_appointment(const pqxx::row& r) {
+  domain::appointment a;
+  a.id = r[0].as<std::int64_t>();
+  a.tenant_id = r[1].as<std::int64_t>();
+  a.contact_id = r[2].as<std::int64_t>();
+  a.service_id = r[3].as<std::int64_t>();
+  a.calendar_id = r[4].as<std::int64_t>();
+  a.start = r[5].as<std::int64_t>();
+  a.end = r[6].as<std::int64_t>();
+  a.blocked_until = r[7].as<std::int64_t>();
+  a.status = domain::parse_appointment_status(r[8].as<std::string>())
+                 .value_or(domain::appointment_status::cancelled);
+  a.notes = r[9].as<std::string>();
+  a.source = domain::parse_appointment_source(r[10].as<std::string>())
+                 .value_or(domain::appointment_source::staff);
+  a.cancel_reason = opt_text(r[11]);
+  a.created_at = r[12].as<std::int64_t>();
+  a.updated_at = r[13].as<std::int64_t>();
+  return a;
+}
+
+std::string ts(std::int64_t us) {
+  return domain::format_rfc3339(us);
+}
+
+const char* opt_param(const std::optional<std::string>& s) {
+  return s ? s->c_str() : nullptr;
+}
+
+failure gone(const char* what) {
+  return failure::of(domain::errc::not_found, what);
+}
+
+failure invalid(std::vector<domain::loc_part> loc, std::string msg) {
+  return failure::invalid({domain::issue{std::move(loc), std::move(msg), "value_error"}});
+}
+
+failure taken() {
+  return failure::of(domain::errc::conflict,
+                     "the slot is taken: another appointment (or its buffer) overlaps it");
+}
+
+// A user_id, when set, must name a user of the tenant.
+bool user_is_tenants(pqxx::work& tx, const domain::calendar& cal) {
+  if (!cal.user_id) return true;
+  return !tx.exec_params("SELECT 1 FROM users WHERE tenant_id = $1 AND id = $2", cal.tenant_id,
+                         *cal.user_id)
+              .empty();
+}
+
+// Every reminder's channel must be the tenant's.
+std::optional<failure> unknown_channels(pqxx::work& tx, const domain::service& s) {
+  std::vector<domain::issue> issues;
+  for (std::size_t i = 0; i < s.reminders.size(); ++i)
+    if (tx.exec_params("SELECT 1 FROM channels WHERE tenant_id = $1 AND id = $2", s.tenant_id,
+                       s.reminders[i].channel_id)
+            .empty())
+      issues.push_back({{std::string("body"), std::string("reminders"),
+                         static_cast<std::int64_t>(i), std::string("channel_id")},
+                        "channel not found in this tenant",
+                        "value_error"});
+  if (issues.empty()) return std::nullopt;
+  return failure::invalid(std::move(issues));
+}
+
+std::string reminders_text(const domain::service& s) {
+  return boost::json::serialize(domain::reminders_to_json(s.reminders));
+}
+
+std::optional<std::string> price_text(const domain::service& s) {
+  if (!s.price_cents) return std::nullopt;
+  return std::to_string(*s.price_cents);
+}
+
+} // namespace
+
+domain::schedule_store load_schedule(pg_conn& c, std::int64_t tenant_id) {
+  pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c.raw());
+  domain::schedule_store s;
+  auto all = [&](const char* columns, const char* table) {
+    return tx.exec_params(std::string("SELECT ") + columns + " FROM " + table +
+                              " WHERE tenant_id = $1 ORDER BY id",
+                          tenant_id);
+  };
+  for (auto r : all(calendar_columns, "calendars")) s.put(to_calendar(r));
+  for (auto r : all(closure_columns, "calendar_closures")) s.put(to_closure(r));
+  for (auto r : all(service_columns, "services")) s.put(to_service(r));
+  for (auto r : all(appointment_columns, "appointments")) s.put(to_appointment(r));
+  return s;
+}
+
+std::optional<std::int64_t> owner_of_schedule_row(pg_conn& c, std::int64_t id,
+                                                  std::string_view what) {
+  const char* table = nullptr;
+  if (what.starts_with("calendar"))
+    table = "calendars";
+  else if (what.starts_with("closure"))
+    table = "calendar_closures";
+  else if (what.starts_with("service"))
+    table = "services";
+  else if (what.starts_with("appointment"))
+    table = "appointments";
+  if (!table) return std::nullopt;
+  return tenant_of_row(c.raw(), table, id);
+}
+
+domain::outcome<domain::calendar> insert_calendar(pg_conn& c, const domain::calendar& cal) {
+  pqxx::work tx(c.raw());
+  fence(tx, cal.tenant_id);
+  if (!user_is_tenants(tx, cal))
+    return invalid({std::string("body"), std::string("user_id")}, "user not found in this tenant");
+  auto user = cal.user_id ? std::optional(std::to_string(*cal.user_id)) : std::nullopt;
+  auto r = tx.exec_params(
+      std::string("INSERT INTO calendars (tenant_id, name, kind, user_id, time_zone, "
+                  "working_hours, slot_step_minutes, is_active, created_at, updated_at) VALUES "
+                  "($1, $2, $3, $4::bigint, $5, $6::jsonb, $7, $8, $9::timestamptz, "
+                  "$9::timestamptz) RETURNING ") +
+          calendar_columns,
+      cal.tenant_id, cal.name, std::string(domain::to_string(cal.kind)), opt_param(user),
+      cal.time_zone, domain::working_hours_text(cal.hours), cal.slot_step, cal.is_active,
+      ts(cal.created_at));
+  auto saved = to_calendar(r.front());
+  tx.commit();
+  return saved;
+}
+
+domain::outcome<domain::calendar> update_calendar(pg_conn& c, const domain::calendar& cal) {
+  pqxx::work tx(c.raw());
+  fence(tx, cal.tenant_id);
+  if (!user_is_tenants(tx, cal))
+    return invalid({std::string("body"), std::string("user_id")}, "user not found in this tenant");
+  auto user = cal.user_id ? std::optional(std::to_string(*cal.user_id)) : std::nullopt;
+  auto r = tx.exec_params(
+      std::string("UPDATE calendars SET name = $3, kind = $4, user_id = $5::bigint, "
+                  "time_zone = $6, working_hours = $7::jsonb, slot_step_minutes = $8, "
+                  "is_active = $9, updated_at = $10::timestamptz WHERE tenant_id = $1 AND id = $2 "
+                  "RETURNING ") +
+          calendar_columns,
+      cal.tenant_id, cal.id, cal.name, std::string(domain::to_string(cal.kind)), opt_param(user),
+      cal.time_zone, domain::working_hours_text(cal.hours), cal.slot_step, cal.is_active,
+      ts(cal.updated_at));
+  if (r.empty()) return gone("calendar not found");
+  auto saved = to_calendar(r.front());
+  tx.commit();
+  return saved;
+}
+
+domain::outcome<domain::calendar> delete_calendar(pg_conn& c, const domain::calendar& cal) {
+  pqxx::work tx(c.raw());
+  fence(tx, cal.tenant_id);
+  try {
+    auto r = tx.exec_params("DELETE FROM calendars WHERE tenant_id = $1 AND id = $2", cal.tenant_id,
+                            cal.id);
+    if (r.affected_rows() == 0) return gone("calendar not found");
+  } catch (const pqxx::foreign_key_violation&) {
+    return failure::of(domain::errc::conflict,
+                       "the calendar has appointments: deactivate it (is_active: false) instead");
+  }
+  tx.exec_params("UPDATE services SET calendar_ids = array_remove(calendar_ids, $2) "
+                 "WHERE tenant_id = $1 AND $2 = ANY(calendar_ids)",
+                 cal.tenant_id, cal.id);
+  tx.commit();
+  return cal;
+}
+
+domain::outcome<domain::closure> insert_closure(pg_conn& c, const domain::closure& cl) {
+  pqxx::work tx(c.raw());
+  fence(tx, cl.tenant_id);
+  auto r = tx.exec_params(
+      std::string("INSERT INTO calendar_closures (tenant_id, calendar_id, starts_at, ends_at, "
+                  "reason, created_at) SELECT $1, $2, $3::timestamptz, $4::timestamptz, $5, "
+                  "$6::timestamptz WHERE EXISTS (SELECT 1 FROM calendars WHERE tenant_id = $1 "
+                  "AND id = $2) RETURNING ") +
+          closure_columns,
+      cl.tenant_id, cl.calendar_id, ts(cl.start), ts(cl.end), cl.reason, ts(cl.created_at));
+  if (r.empty()) return gone("calendar not found");
+  auto saved = to_closure(r.front());
+  tx.commit();
+  return saved;
+}
+
+domain::outcome<domain::closure> delete_closure(pg_conn& c, const domain::closure& cl) {
+  pqxx::work tx(c.raw());
+  fence(tx, cl.tenant_id);
+  auto r = tx.exec_params("DELETE FROM calendar_closures WHERE tenant_id = $1 AND id = $2",
+                          cl.tenant_id, cl.id);
+  if (r.affected_rows() == 0) return gone("closure not found");
+  tx.commit();
+  return cl;
+}
+
+domain::outcome<domain::service> insert_service(pg_conn& c, const domain::service& s) {
+  pqxx::work tx(c.raw());
+  fence(tx, s.tenant_id);
+  if (auto f = unknown_channels(tx, s)) return *f;
+  auto price = price_text(s);
+  auto r = tx.exec_params(
+      std::string("INSERT INTO services (tenant_id, name, duration_minutes, buffer_minutes, "
+                  "calendar_ids, price_cents, currency, reminders, is_active, created_at, "
+                  "updated_at) VALUES ($1, $2, $3, $4, $5::bigint[], $6::bigint, $7, $8::jsonb, "
+                  "$9, $10::timestamptz, $10::timestamptz) RETURNING ") +
+          service_columns,
+      s.tenant_id, s.name, s.duration, s.buffer, array_text(s.calendar_ids), opt_param(price),
+      opt_param(s.currency), reminders_text(s), s.is_active, ts(s.created_at));
+  auto saved = to_service(r.front());
+  tx.commit();
+  return saved;
+}
+
+domain::outcome<domain::service> update_service(pg_conn& c, const domain::service& s) {
+  pqxx::work tx(c.raw());
+  fence(tx, s.tenant_id);
+  if (auto f = unknown_channels(tx, s)) return *f;
+  auto price = price_text(s);
+  auto r = tx.exec_params(
+      std::string("UPDATE services SET name = $3, duration_minutes = $4, buffer_minutes = $5, "
+                  "calendar_ids = $6::bigint[], price_cents = $7::bigint, currency = $8, "
+                  "reminders = $9::jsonb, is_active = $10, updated_at = $11::timestamptz "
+                  "WHERE tenant_id = $1 AND id = $2 RETURNING ") +
+          service_columns,
+      s.tenant_id, s.id, s.name, s.duration, s.buffer, array_text(s.calendar_ids), opt_param(price),
+      opt_param(s.currency), reminders_text(s), s.is_active, ts(s.updated_at));
+  if (r.empty()) return gone("service not found");
+  auto saved = to_service(r.front());
+  tx.commit();
+  return saved;
+}
+
+domain::outcome<domain::service> delete_service(pg_conn& c, const domain::service& s) {
+  pqxx::work tx(c.raw());
+  fence(tx, s.tenant_id);
+  try {
+    auto r =
+        tx.exec_params("DELETE FROM services WHERE tenant_id = $1 AND id = $2", s.tenant_id, s.id);
+    if (r.affected_rows() == 0) return gone("service not found");
+  } catch (const pqxx::foreign_key_violation&) {
+    return failure::of(domain::errc::conflict,
+                       "the service has appointments: deactivate it (is_active: false) instead");
+  }
+  tx.commit();
+  return s;
+}
+
+domain::outcome<domain::appointment>
+insert_appointment(pg_conn& c, const domain::appointment& a,
+                   const std::vector<domain::audit_record>& audit) {
+  pqxx::work tx(c.raw());
+  fence(tx, a.tenant_id);
+  try {
+    // The contact must still be the tenant's (deleted meanwhile: nothing inserted).
+    auto r = tx.exec_params(
+        std::string("INSERT INTO appointments (tenant_id, contact_id, service_id, calendar_id, "
+                    "starts_at, ends_at, blocked_until, status, notes, source, cancel_reason, "
+                    "created_at, updated_at) SELECT $1, $2, $3, $4, $5::timestamptz, "
+                    "$6::timestamptz, $7::timestamptz, $8, $9, $10, $11, $12::timestamptz, "
+                    "$12::timestamptz WHERE EXISTS (SELECT 1 FROM contacts WHERE tenant_id = $1 "
+                    "AND id = $2) RETURNING ") +
+            appointment_columns,
+        a.tenant_id, a.contact_id, a.service_id, a.calendar_id, ts(a.start), ts(a.end),
+        ts(a.blocked_until), std::string(domain::to_string(a.status)), a.notes,
+        std::string(domain::to_string(a.source)), opt_param(a.cancel_reason), ts(a.created_at));
+    if (r.empty())
+      return invalid({std::string("body"), std::string("contact_id")},
+                     "contact not found in this tenant");
+    auto saved = to_appointment(r.front());
+    insert_audit(tx, audit);
+    tx.commit();
+    return saved;
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() == exclusion_violation) return taken();
+    throw;
+  }
+}
+
+domain::outcome<domain::appointment>
+update_appointment(pg_conn& c, const domain::appointment& a,
+                   const std::vector<domain::audit_record>& audit) {
+  pqxx::work tx(c.raw());
+  fence(tx, a.tenant_id);
+  try {
+    auto r = tx.exec_params(
+        std::string("UPDATE appointments SET calendar_id = $3, starts_at = $4::timestamptz, "
+                    "ends_at = $5::timestamptz, blocked_until = $6::timestamptz, status = $7, "
+                    "notes = $8, source = $9, cancel_reason = $10, updated_at = "
+                    "$11::timestamptz WHERE tenant_id = $1 AND id = $2 RETURNING ") +
+            appointment_columns,
+        a.tenant_id, a.id, a.calendar_id, ts(a.start), ts(a.end), ts(a.blocked_until),
+        std::string(domain::to_string(a.status)), a.notes, std::string(domain::to_string(a.source)),
+        opt_param(a.cancel_reason), ts(a.updated_at));
+    if (r.empty()) return gone("appointment not found");
+    auto saved = to_appointment(r.front());
+    insert_audit(tx, audit);
+    tx.commit();
+    return saved;
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() == exclusion_violation) return taken();
+    throw;
+  }
+}
+
+} // namespace crm::persistence

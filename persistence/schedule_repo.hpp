@@ -1,0 +1,44 @@
+// Calendars, closures, services and appointments (migration 021, domain/schedule.hpp): the
+// schedule actor's load and its writes, each in one transaction with the tenant's fence (and,
+// for appointments, their audit rows). The database has the last word on a double booking: a
+// write that the exclusion constraint refuses is a 409, and nothing of it is stored.
+#pragma once
+#include "domain/audit.hpp"
+#include "domain/schedule.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace crm::persistence {
+
+class pg_conn;
+
+domain::schedule_store load_schedule(pg_conn& c, std::int64_t tenant_id);
+// The tenant holding record `id` of the kind `what` names (the detail of the store's
+// not_found: "calendar not found", "closure not found", "service not found", ...).
+std::optional<std::int64_t> owner_of_schedule_row(pg_conn& c, std::int64_t id,
+                                                  std::string_view what);
+
+// A user_id that is not a user of the tenant: 422 at body.user_id.
+domain::outcome<domain::calendar> insert_calendar(pg_conn& c, const domain::calendar& cal);
+domain::outcome<domain::calendar> update_calendar(pg_conn& c, const domain::calendar& cal);
+// Also takes it out of every service that named it.
+domain::outcome<domain::calendar> delete_calendar(pg_conn& c, const domain::calendar& cal);
+domain::outcome<domain::closure> insert_closure(pg_conn& c, const domain::closure& cl);
+domain::outcome<domain::closure> delete_closure(pg_conn& c, const domain::closure& cl);
+// A reminder's channel that is not the tenant's: 422 at body.reminders.<i>.channel_id.
+domain::outcome<domain::service> insert_service(pg_conn& c, const domain::service& s);
+domain::outcome<domain::service> update_service(pg_conn& c, const domain::service& s);
+domain::outcome<domain::service> delete_service(pg_conn& c, const domain::service& s);
+
+// A contact that is not the tenant's (or was deleted meanwhile): 422 at body.contact_id.
+domain::outcome<domain::appointment>
+insert_appointment(pg_conn& c, const domain::appointment& a,
+                   const std::vector<domain::audit_record>& audit);
+domain::outcome<domain::appointment>
+update_appointment(pg_conn& c, const domain::appointment& a,
+                   const std::vector<domain::audit_record>& audit);
+
+} // namespace crm::persistence

@@ -1,0 +1,304 @@
+// The schedule's rules without an actor (domain::schedule_store): working hours as the API
+// writes them, free slots in the calendar's own time zone across daylight-saving changes, what
+// a booking may not do and why, the status moves, and what a contact's deletion frees.
+#include "domain/clock.hpp"
+#include "domain/schedule.hpp"
+
+#include <boost/json.hpp>
+#include <gtest/gtest.h>
+
+using namespace crm::domain;
+
+namespace {
+
+std::int64_t at(const char* rfc3339) {
+  return *parse_rfc3339(rfc3339);
+}
+
+constexpr std::int64_t minute = 60'000'000;
+
+working_week every_day(int from, int to) {
+  working_week w;
+  for (auto& d : w) d.push_back({from, to});
+  return w;
+}
+
+// Calendar 1 in `zone`, open every day [from, to) local minutes, performing service 5.
+schedule_store clinic(const char* zone, int from, int to, int step = 15, int duration = 30,
+                      int buffer = 0) {
+  schedule_store s;
+  calendar c;
+  c.id = 1;
+  c.name = "Dr. Ana";
+  c.time_zone = zone;
+  c.hours = every_day(from, to);
+  c.slot_step = step;
+  s.put(c);
+  service v;
+  v.id = 5;
+  v.name = "Check-up";
+  v.duration = duration;
+  v.buffer = buffer;
+  v.calendar_ids = {1};
+  s.put(v);
+  return s;
+}
+
+std::vector<std::string> starts(const std::vector<slot>& slots) {
+  std::vector<std::string> out;
+  for (auto& x : slots) out.push_back(format_rfc3339(x.start).substr(0, 16));
+  return out;
+}
+
+std::vector<std::string> free_slots(const schedule_store& s, const char* from, const char* to) {
+  auto r = s.availability(5, at(from), at(to), std::nullopt, 0);
+  EXPECT_TRUE(r);
+  return r ? starts(*r) : std::vector<std::string>{};
+}
+
+appointment booked(const schedule_store& s, std::int64_t id, const char* start,
+                   std::int64_t contact = 9) {
+  booking b{contact, 5, 1, at(start), "", appointment_source::staff};
+  auto a = s.plan_book(b, 1, 0);
+  EXPECT_TRUE(a) << (a ? "" : a.error().detail);
+  a->id = id;
+  return *a;
+}
+
+std::optional<working_week> hours_of(const char* json_text, std::vector<issue>& issues) {
+  return read_working_hours(boost::json::parse(json_text), {std::string("body")}, issues);
+}
+
+} // namespace
+
+TEST(working_hours, are_read_as_the_api_writes_them_and_written_back_alike) {
+  std::vector<issue> issues;
+  auto w = hours_of(
+      R"({"mon": [["13:00", "17:00"], ["08:00", "12:00"]], "sun": [["20:00", "24:00"]]})", issues);
+  ASSERT_TRUE(w) << issues.size();
+  EXPECT_EQ((*w)[0], (std::vector<day_span>{{480, 720}, {780, 1020}}));
+  EXPECT_TRUE((*w)[1].empty());
+  EXPECT_EQ((*w)[6], (std::vector<day_span>{{1200, 1440}}));
+  EXPECT_EQ(working_hours_text(*w),
+            R"({"mon":[["08:00","12:00"],["13:00","17:00"]],"sun":[["20:00","24:00"]]})");
+  EXPECT_EQ(parse_working_hours_text(working_hours_text(*w)), *w);
+}
+
+TEST(working_hours, refuse_spans_that_end_first_overlap_or_name_no_day) {
+  struct bad_case {
+    const char* json;
+    std::vector<loc_part> loc;
+  };
+  for (auto& c : std::vector<bad_case>{
+           {R"({"mon": [["12:00", "08:00"]]})", {"body", "mon", std::int64_t(0)}},
+           {R"({"mon": [["08:00", "08:00"]]})", {"body", "mon", std::int64_t(0)}},
+           {R"({"tue": [["08:00", "12:00"], ["11:00", "13:00"]]})", {"body", "tue"}},
+           {R"({"monday": [["08:00", "12:00"]]})", {"body", "monday"}},
+           {R"({"wed": [["24:00", "24:00"]]})", {"body", "wed", std::int64_t(0)}},
+           {R"({"thu": [["8:00", "12:00"]]})", {"body", "thu", std::int64_t(0)}},
+           {R"({"fri": [["08:00", "12:60"]]})", {"body", "fri", std::int64_t(0)}},
+           {R"({"sat": "08:00-12:00"})", {"body", "sat"}},
+           {R"(["08:00", "12:00"])", {"body"}},
+       }) {
+    std::vector<issue> issues;
+    EXPECT_FALSE(hours_of(c.json, issues)) << c.json;
+    ASSERT_EQ(issues.size(), 1u) << c.json;
+    EXPECT_EQ(issues[0].loc, c.loc) << c.json;
+  }
+}
+
+TEST(time_zones, come_from_the_system_tz_database) {
+  EXPECT_TRUE(is_time_zone("America/Sao_Paulo"));
+  EXPECT_TRUE(is_time_zone("Europe/Lisbon"));
+  EXPECT_TRUE(is_time_zone("UTC"));
+  EXPECT_FALSE(is_time_zone("Mars/Olympus_Mons"));
+  EXPECT_FALSE(is_time_zone(""));
+  EXPECT_FALSE(is_time_zone("../../etc/passwd"));
+}
+
+TEST(availability, offers_every_grid_start_where_the_service_fits) {
+  auto s = clinic("UTC", 8 * 60, 9 * 60);
+  EXPECT_EQ(free_slots(s, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"),
+            (std::vector<std::string>{"2030-01-07T08:00", "2030-01-07T08:15", "2030-01-07T08:30"}));
+}
+
+TEST(availability, leaves_out_a_held_slot_with_its_buffer_closures_and_the_past) {
+  auto s = clinic("UTC", 8 * 60, 10 * 60, 15, 30, 15);
+  s.put(booked(s, 100, "2030-01-07T08:30:00Z"));
+  // 08:30-09:00 is held with its buffer until 09:15; a new slot holds its 30 minutes and 15
+  // of buffer, so 08:00 (to 08:45) overlaps, and nothing before 09:15 starts.
+  EXPECT_EQ(free_slots(s, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"),
+            (std::vector<std::string>{"2030-01-07T09:15", "2030-01-07T09:30"}));
+  closure c;
+  c.id = 3;
+  c.calendar_id = 1;
+  c.start = at("2030-01-07T09:40:00Z");
+  c.end = at("2030-01-07T11:00:00Z");
+  s.put(c);
+  EXPECT_EQ(free_slots(s, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"),
+            (std::vector<std::string>{}));
+  // Before `now`, nothing is offered.
+  auto later = s.availability(5, at("2030-01-08T00:00:00Z"), at("2030-01-09T00:00:00Z"),
+                              std::nullopt, at("2030-01-08T09:00:00Z"));
+  ASSERT_TRUE(later);
+  EXPECT_EQ(starts(*later),
+            (std::vector<std::string>{"2030-01-08T09:00", "2030-01-08T09:15", "2030-01-08T09:30"}));
+}
+
+TEST(availability, follows_the_calendars_clock_across_daylight_saving_changes) {
+  // New York moves from UTC-5 to UTC-4 on Sunday 2027-03-14: 09:00 local is 14:00Z before
+  // and 13:00Z after.
+  auto s = clinic("America/New_York", 9 * 60, 10 * 60, 30, 30);
+  EXPECT_EQ(free_slots(s, "2027-03-13T00:00:00Z", "2027-03-16T00:00:00Z"),
+            (std::vector<std::string>{"2027-03-13T14:00", "2027-03-13T14:30", "2027-03-14T13:00",
+                                      "2027-03-14T13:30", "2027-03-15T13:00", "2027-03-15T13:30"}));
+}
+
+TEST(availability, skips_the_hour_that_does_not_exist_and_offers_the_repeated_one_twice) {
+  auto spring = clinic("America/New_York", 60, 4 * 60, 60, 60);
+  // 01:00 EST, (02:00 does not exist), 03:00 EDT.
+  EXPECT_EQ(free_slots(spring, "2027-03-14T00:00:00Z", "2027-03-15T00:00:00Z"),
+            (std::vector<std::string>{"2027-03-14T06:00", "2027-03-14T07:00"}));
+  auto autumn = clinic("America/New_York", 0, 3 * 60, 60, 60);
+  // 00:00 EDT, 01:00 EDT, 01:00 EST, 02:00 EST (the day's end, 03:00 EST, is 08:00Z).
+  EXPECT_EQ(free_slots(autumn, "2027-11-07T00:00:00Z", "2027-11-08T00:00:00Z"),
+            (std::vector<std::string>{"2027-11-07T04:00", "2027-11-07T05:00", "2027-11-07T06:00",
+                                      "2027-11-07T07:00"}));
+}
+
+TEST(availability, anchors_the_grid_at_the_hour_a_span_starts_in) {
+  auto s = clinic("UTC", 8 * 60 + 10, 10 * 60, 45, 30);
+  // The grid of the 08:10 span steps 45 minutes from 08:00: 08:45, 09:30.
+  EXPECT_EQ(free_slots(s, "2030-01-07T00:00:00Z", "2030-01-08T00:00:00Z"),
+            (std::vector<std::string>{"2030-01-07T08:45", "2030-01-07T09:30"}));
+}
+
+TEST(booking, names_why_a_start_is_not_a_free_slot) {
+  auto s = clinic("UTC", 8 * 60, 12 * 60);
+  s.put(booked(s, 100, "2030-01-07T09:00:00Z"));
+  auto refused = [&](const char* start, errc code) {
+    booking b{9, 5, 1, at(start), "", appointment_source::staff};
+    auto r = s.plan_book(b, 1, at("2030-01-01T00:00:00Z"));
+    EXPECT_FALSE(r) << start;
+    if (!r) {
+      EXPECT_EQ(r.error().code, code) << start << ": " << r.error().detail;
+    }
+    if (r) return std::string();
+    return r.error().issues.empty() ? r.error().detail : r.error().issues[0].msg;
+  };
+  EXPECT_NE(refused("2030-01-07T09:15:00Z", errc::conflict).find("taken"), std::string::npos);
+  EXPECT_NE(refused("2030-01-07T08:45:00Z", errc::conflict).find("taken"), std::string::npos);
+  EXPECT_NE(refused("2030-01-07T07:00:00Z", errc::conflict).find("outside"), std::string::npos);
+  EXPECT_NE(refused("2030-01-07T11:45:00Z", errc::conflict).find("after working hours"),
+            std::string::npos);
+  EXPECT_NE(refused("2030-01-07T10:05:00Z", errc::validation).find("grid"), std::string::npos);
+  EXPECT_NE(refused("2029-12-31T10:00:00Z", errc::conflict).find("past"), std::string::npos);
+  // The slot right after it is free.
+  booking ok{9, 5, 1, at("2030-01-07T09:30:00Z"), "", appointment_source::staff};
+  EXPECT_TRUE(s.plan_book(ok, 1, 0));
+
+  auto inactive = s;
+  inactive.calendars[1].is_active = false;
+  auto r = inactive.plan_book(ok, 1, 0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().detail, "the calendar is not active");
+  auto other = s;
+  other.services[5].calendar_ids.clear();
+  r = other.plan_book(ok, 1, 0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().detail, "this calendar does not perform the service");
+  booking nowhere{9, 6, 2, at("2030-01-07T09:30:00Z"), "", appointment_source::staff};
+  r = s.plan_book(nowhere, 1, 0);
+  ASSERT_FALSE(r);
+  ASSERT_EQ(r.error().issues.size(), 2u);
+  EXPECT_EQ(r.error().issues[0].loc, (std::vector<loc_part>{"body", "service_id"}));
+  EXPECT_EQ(r.error().issues[1].loc, (std::vector<loc_part>{"body", "calendar_id"}));
+}
+
+TEST(booking, a_reschedule_counts_its_own_slot_free_and_frees_the_old_one) {
+  auto s = clinic("UTC", 8 * 60, 12 * 60);
+  s.put(booked(s, 100, "2030-01-07T09:00:00Z"));
+  auto moved = s.plan_reschedule(100, at("2030-01-07T09:15:00Z"), std::nullopt, 0);
+  ASSERT_TRUE(moved) << moved.error().detail;
+  EXPECT_EQ(moved->end, at("2030-01-07T09:45:00Z"));
+  s.put(*moved);
+  EXPECT_TRUE(
+      s.plan_book({9, 5, 1, at("2030-01-07T08:45:00Z"), "", appointment_source::staff}, 1, 0));
+  EXPECT_FALSE(
+      s.plan_book({9, 5, 1, at("2030-01-07T09:30:00Z"), "", appointment_source::staff}, 1, 0));
+}
+
+TEST(booking, statuses_move_along_their_rules) {
+  using st = appointment_status;
+  auto s = clinic("UTC", 8 * 60, 12 * 60);
+  s.put(booked(s, 100, "2030-01-07T09:00:00Z"));
+  auto before_start = at("2030-01-07T08:00:00Z");
+  auto after_start = at("2030-01-07T09:10:00Z");
+  auto to = [&](st target, std::int64_t now) { return s.plan_status(100, target, {}, now); };
+  EXPECT_TRUE(to(st::confirmed, before_start));
+  EXPECT_TRUE(to(st::arrived, before_start));
+  EXPECT_FALSE(to(st::booked, before_start));
+  EXPECT_FALSE(to(st::no_show, before_start));
+  EXPECT_TRUE(to(st::no_show, after_start));
+  s.put(*to(st::confirmed, before_start));
+  EXPECT_FALSE(to(st::confirmed, before_start)) << "confirmed twice";
+  s.put(*to(st::arrived, before_start));
+  EXPECT_FALSE(to(st::no_show, after_start)) << "an arrived patient is no no-show";
+  EXPECT_FALSE(s.plan_reschedule(100, at("2030-01-07T10:00:00Z"), std::nullopt, 0))
+      << "an arrived appointment stays where it is";
+  s.put(*to(st::completed, after_start));
+  EXPECT_FALSE(to(st::cancelled, after_start));
+  EXPECT_FALSE(s.plan_cancel(100, std::nullopt, appointment_source::staff, 0));
+  // A completed appointment still holds its time.
+  EXPECT_FALSE(
+      s.plan_book({9, 5, 1, at("2030-01-07T09:00:00Z"), "", appointment_source::staff}, 1, 0));
+}
+
+TEST(booking, a_cancellation_frees_the_slot_and_a_contacts_deletion_its_appointments) {
+  auto s = clinic("UTC", 8 * 60, 12 * 60);
+  s.put(booked(s, 100, "2030-01-07T09:00:00Z", 9));
+  s.put(booked(s, 101, "2030-01-07T10:00:00Z", 8));
+  booking again{7, 5, 1, at("2030-01-07T09:00:00Z"), "", appointment_source::staff};
+  EXPECT_FALSE(s.plan_book(again, 1, 0));
+  auto cancelled = s.plan_cancel(100, "fever", appointment_source::staff, 0);
+  ASSERT_TRUE(cancelled);
+  EXPECT_EQ(cancelled->cancel_reason, "fever");
+  s.put(*cancelled);
+  EXPECT_TRUE(s.plan_book(again, 1, 0));
+  EXPECT_FALSE(
+      s.plan_book({7, 5, 1, at("2030-01-07T10:00:00Z"), "", appointment_source::staff}, 1, 0));
+  s.forget_contact(8);
+  EXPECT_TRUE(
+      s.plan_book({7, 5, 1, at("2030-01-07T10:00:00Z"), "", appointment_source::staff}, 1, 0));
+  EXPECT_FALSE(s.get_appointment(101));
+  EXPECT_EQ(s.list_appointments({}, 1, 20).total, 1);
+}
+
+TEST(booking, lists_filter_by_calendar_contact_status_and_range_in_start_order) {
+  auto s = clinic("UTC", 8 * 60, 12 * 60);
+  s.put(booked(s, 102, "2030-01-07T11:00:00Z", 9));
+  s.put(booked(s, 100, "2030-01-07T09:00:00Z", 9));
+  s.put(booked(s, 101, "2030-01-07T10:00:00Z", 8));
+  s.put(*s.plan_cancel(101, std::nullopt, appointment_source::staff, 0));
+  auto ids = [&](appointment_query q, int page = 1, int per_page = 20) {
+    std::vector<std::int64_t> out;
+    for (auto& a : s.list_appointments(q, page, per_page).items) out.push_back(a.id);
+    return out;
+  };
+  EXPECT_EQ(ids({}), (std::vector<std::int64_t>{100, 101, 102}));
+  appointment_query of_contact;
+  of_contact.contact_id = 9;
+  EXPECT_EQ(ids(of_contact), (std::vector<std::int64_t>{100, 102}));
+  appointment_query cancelled;
+  cancelled.calendar_id = 1;
+  cancelled.status = appointment_status::cancelled;
+  EXPECT_EQ(ids(cancelled), (std::vector<std::int64_t>{101}));
+  appointment_query range;
+  range.from = at("2030-01-07T10:00:00Z");
+  range.to = at("2030-01-07T11:00:00Z");
+  EXPECT_EQ(ids(range), (std::vector<std::int64_t>{101}));
+  EXPECT_EQ(ids({}, 2, 2), (std::vector<std::int64_t>{102}));
+  appointment_query elsewhere;
+  elsewhere.calendar_id = 2;
+  EXPECT_EQ(ids(elsewhere), (std::vector<std::int64_t>{}));
+}
