@@ -81,6 +81,17 @@ SELECT json_build_object(
       'created_at', to_char(n.created_at AT TIME ZONE 'UTC', $3),
       'updated_at', to_char(n.updated_at AT TIME ZONE 'UTC', $3)) ORDER BY n.id), '[]')
     FROM notes n WHERE n.tenant_id = c.tenant_id AND n.contact_id = c.id),
+  'appointments', (
+    SELECT coalesce(json_agg(json_build_object(
+      'id', a.id, 'service', s.name, 'calendar', k.name, 'status', a.status,
+      'start', to_char(a.starts_at AT TIME ZONE 'UTC', $3),
+      'end', to_char(a.ends_at AT TIME ZONE 'UTC', $3), 'notes', a.notes, 'source', a.source,
+      'cancel_reason', a.cancel_reason,
+      'created_at', to_char(a.created_at AT TIME ZONE 'UTC', $3)) ORDER BY a.starts_at, a.id),
+      '[]')
+    FROM appointments a JOIN services s ON s.id = a.service_id
+    JOIN calendars k ON k.id = a.calendar_id
+    WHERE a.tenant_id = c.tenant_id AND a.contact_id = c.id),
   'ai_decisions', (
     SELECT coalesce(json_agg(json_build_object(
       'id', a.id, 'agent_id', a.agent_id, 'conversation_id', a.conversation_id,

@@ -367,6 +367,9 @@ def test_appointments_are_audited_on_the_patients_record_and_go_with_it(client, 
                                                  token=sess.admin), 200)
     assert {"read_appointment", "book_appointment"} <= {a["action"] for a in
                                                         export["access_log"]}, export
+    assert [(a["id"], a["service"], a["status"], a["start"], a["notes"])
+            for a in export["appointments"]] == [
+        (appt["id"], svc["name"], "confirmed", appt["start"], "bring the lab results")], export
     crm.assert_no_content(client.delete(crm.contact_url(contact), token=sess.admin))
     crm.assert_error(client.get(crm.appointment_url(appt["id"]), token=agent), 404, "NOT_FOUND")
     assert database.query(

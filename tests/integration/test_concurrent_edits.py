@@ -41,6 +41,10 @@ AREAS = {
     # A note lives under its contact: its "id" is the pair.
     "notes": (lambda c, t: new_note(c, t), lambda p: f"{crm.contact_url(p[0])}/notes/{p[1]}",
               "body", {"pinned": True}),
+    "calendars": (lambda c, t: crm.create_calendar(c, t)["id"], crm.calendar_url,
+                  "name", {"is_active": False}),
+    "services": (lambda c, t: crm.create_service(c, t, [])["id"], crm.service_url,
+                 "name", {"is_active": False}),
     "fields": (lambda c, t: crm.create_field(c, t)["field_id"],
                lambda i: crm.field_url("contact", i), "label", {"required": True}),
 }
