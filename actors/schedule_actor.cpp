@@ -135,15 +135,56 @@ std::vector<domain::audit_record> audit(const domain::audit_context* who, std::i
   return {std::move(row)};
 }
 
-// Writes appointment `a` (planned from memory) with its audit row; memory after COMMIT.
+// A planned change of an appointment and the event it emits; what its commit gives.
+struct staged {
+  appointment next;
+  persistence::appointment_event event;
+};
+struct committed {
+  appointment saved;
+  bool emitted = false;
+};
+
+template <class Planned>
+domain::outcome<staged> with_event(Planned a, const char* event, std::string extra = {}) {
+  if (!a) return a.error();
+  return staged{std::move(*a), {event, std::move(extra)}};
+}
+
+// The event a status change emits (arriving emits none; neither does a change of notes).
+const char* event_of(std::optional<domain::appointment_status> to) {
+  using st = domain::appointment_status;
+  if (!to) return nullptr;
+  switch (*to) {
+  case st::confirmed: return "appointment.confirmed";
+  case st::completed: return "appointment.completed";
+  case st::no_show: return "appointment.no_show";
+  case st::cancelled: return "appointment.cancelled";
+  default: return nullptr;
+  }
+}
+
+// Writes the planned appointment with its audit row and its event, in one transaction.
 auto save_appointment(callback<std::string> reply, const char* action,
                       std::vector<std::string> fields, int status) {
-  return [reply, action, fields = std::move(fields), status](persistence::pg_conn& c,
-                                                             const appointment& a) {
-    auto rows = audit(reply.who(), a.tenant_id, a, action, fields, status);
-    return a.id == 0 ? persistence::insert_appointment(c, a, rows)
-                     : persistence::update_appointment(c, a, rows);
+  return [reply, action, fields = std::move(fields),
+          status](persistence::pg_conn& c, const staged& s) -> domain::outcome<committed> {
+    auto rows = audit(reply.who(), s.next.tenant_id, s.next, action, fields, status);
+    auto r = s.next.id == 0 ? persistence::insert_appointment(c, s.next, rows, s.event)
+                            : persistence::update_appointment(c, s.next, rows, s.event);
+    if (!r) return r.error();
+    return committed{std::move(*r), s.event.name != nullptr};
   };
+}
+
+// After COMMIT: memory, the workflows actor told of the event, then the answer.
+std::string applied(schedule_actor* self, committed c) {
+  auto& st = self->state;
+  st.store.put(c.saved);
+  if (c.emitted)
+    st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                     caf::make_message(outbox_atom::value));
+  return json::serialize(domain::appointment_to_json(c.saved));
 }
 
 caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
@@ -293,10 +334,9 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         change(
             self, 0, reply,
             [b = std::move(b), tenant, now](const store& s) {
-              return s.plan_book(b, tenant, now());
+              return with_event(s.plan_book(b, tenant, now()), "appointment.booked");
             },
-            save_appointment(reply, "book_appointment", std::move(fields), 201),
-            stored<appointment>(domain::appointment_to_json));
+            save_appointment(reply, "book_appointment", std::move(fields), 201), applied);
       },
       [now](schedule_actor* self, apt_move_atom, std::int64_t id, reschedule_request& r,
             callback<std::string>& reply) {
@@ -304,11 +344,15 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         if (r.calendar) fields.emplace_back("calendar_id");
         change(
             self, id, reply,
-            [id, r, now](const store& s) {
-              return s.plan_reschedule(id, r.start, r.calendar, now());
+            [id, r, now](const store& s) -> domain::outcome<staged> {
+              auto before = s.get_appointment(id);
+              if (!before) return before.error();
+              return with_event(
+                  s.plan_reschedule(id, r.start, r.calendar, now()), "appointment.rescheduled",
+                  ",\"previous_start\":\"" + domain::format_rfc3339(before->start) +
+                      "\",\"previous_calendar_id\":" + std::to_string(before->calendar_id));
             },
-            save_appointment(reply, "reschedule_appointment", std::move(fields), 200),
-            stored<appointment>(domain::appointment_to_json));
+            save_appointment(reply, "reschedule_appointment", std::move(fields), 200), applied);
       },
       [now](schedule_actor* self, apt_stop_atom, std::int64_t id, cancel_request& r,
             callback<std::string>& reply) {
@@ -317,10 +361,11 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         change(
             self, id, reply,
             [id, r = std::move(r), now](const store& s) {
-              return s.plan_cancel(id, r.reason, domain::appointment_source::staff, now());
+              return with_event(
+                  s.plan_cancel(id, r.reason, domain::appointment_source::staff, now()),
+                  "appointment.cancelled");
             },
-            save_appointment(reply, "cancel_appointment", std::move(fields), 200),
-            stored<appointment>(domain::appointment_to_json));
+            save_appointment(reply, "cancel_appointment", std::move(fields), 200), applied);
       },
       [now](schedule_actor* self, apt_set_atom, std::int64_t id, status_request& r,
             callback<std::string>& reply) {
@@ -330,10 +375,9 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         change(
             self, id, reply,
             [id, r = std::move(r), now](const store& s) {
-              return s.plan_status(id, r.status, r.notes, now());
+              return with_event(s.plan_status(id, r.status, r.notes, now()), event_of(r.status));
             },
-            save_appointment(reply, "update_appointment", std::move(fields), 200),
-            stored<appointment>(domain::appointment_to_json));
+            save_appointment(reply, "update_appointment", std::move(fields), 200), applied);
       },
       // Not loaded: nothing to forget (a load now finds the rows gone). Loading: forgotten
       // after the load, which may have read them before the delete committed.

@@ -351,6 +351,15 @@ json::object appointment_to_json(const appointment& a) {
   return o;
 }
 
+std::string appointment_event(const appointment& a, std::string_view extra) {
+  std::string p = "{\"appointment_id\":" + std::to_string(a.id) + ",\"appointment\":";
+  p += json::serialize(appointment_to_json(a));
+  p += ",\"contact_id\":" + std::to_string(a.contact_id);
+  p += extra;
+  p += ",\"tenant_id\":" + std::to_string(a.tenant_id) + "}";
+  return p;
+}
+
 // ---- reads ---------------------------------------------------------------------------------
 
 outcome<calendar> schedule_store::get_calendar(std::int64_t id) const {

@@ -164,6 +164,10 @@ boost::json::object closure_to_json(const closure& c);
 boost::json::object service_to_json(const service& s);
 boost::json::object appointment_to_json(const appointment& a);
 boost::json::array reminders_to_json(const std::vector<reminder_rule>& rs);
+// The outbox payload of an appointment.* event (docs/appointments.md "Events"):
+// {"appointment_id", "appointment": {...}, "contact_id", <extra members>, "tenant_id"}; `extra`
+// is empty or starts with a comma.
+std::string appointment_event(const appointment& a, std::string_view extra = {});
 // The stored reminders text (reminders_to_json serialised); none when unreadable.
 std::vector<reminder_rule> parse_reminders_text(std::string_view text);
 

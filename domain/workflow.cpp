@@ -704,6 +704,16 @@ std::optional<json::object> parse_trigger_config(trigger_type t, const json::val
     ck.extra_keys(config, {"pipeline_id"}, l);
     if (auto x = given(config, "pipeline_id")) ck.integer(*x, at(l, "pipeline_id"), 1, INT64_MAX);
     break;
+  case trigger_type::appointment_booked:
+  case trigger_type::appointment_rescheduled:
+  case trigger_type::appointment_cancelled:
+  case trigger_type::appointment_confirmed:
+  case trigger_type::appointment_no_show:
+  case trigger_type::appointment_completed:
+    ck.extra_keys(config, {"calendar_id", "service_id"}, l);
+    for (auto key : {"calendar_id", "service_id"})
+      if (auto x = given(config, key)) ck.integer(*x, at(l, key), 1, INT64_MAX);
+    break;
   case trigger_type::schedule: {
     ck.extra_keys(config, {"interval_seconds", "cron", "payload"}, l);
     auto interval = given(config, "interval_seconds");
@@ -1040,6 +1050,24 @@ bool trigger_config_matches(trigger_type t, const json::object& config,
     for (auto& [key, got] : checks) {
       auto want = number_at(given(config, key));
       if (want && number_at(got) != want) return false;
+    }
+    return true;
+  }
+  case trigger_type::appointment_booked:
+  case trigger_type::appointment_rescheduled:
+  case trigger_type::appointment_cancelled:
+  case trigger_type::appointment_confirmed:
+  case trigger_type::appointment_no_show:
+  case trigger_type::appointment_completed: {
+    // calendar_id and service_id against the appointment's.
+    auto appt = p ? member(*p, "appointment") : nullptr;
+    auto obj = appt ? appt->if_object() : nullptr;
+    for (auto key : {"calendar_id", "service_id"}) {
+      auto want = given(config, key);
+      auto wanted = want ? as_integer(*want) : std::nullopt;
+      if (!wanted) continue;
+      auto got = obj ? member(*obj, key) : nullptr;
+      if (!got || as_integer(*got) != wanted) return false;
     }
     return true;
   }

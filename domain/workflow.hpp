@@ -33,6 +33,12 @@ enum class trigger_type : std::uint8_t {
   deal_lost,
   deal_deleted,
   message_received,
+  appointment_booked,
+  appointment_rescheduled,
+  appointment_cancelled,
+  appointment_confirmed,
+  appointment_no_show,
+  appointment_completed,
   webhook,
   schedule,
   manual,
@@ -40,7 +46,8 @@ enum class trigger_type : std::uint8_t {
 
 std::optional<trigger_type> parse_trigger_type(std::string_view s); // "contact.created", ...
 std::string_view to_string(trigger_type t);
-// Triggers fed by record events from the outbox (contact.*, deal.*, message.received).
+// Triggers fed by record events from the outbox (contact.*, deal.*, message.received,
+// appointment.*).
 bool is_record_event(trigger_type t);
 // The record event names, in enum order: what subscriptions may name (besides "*").
 const std::vector<std::string_view>& record_event_names();
@@ -83,11 +90,27 @@ struct action {
 // (http/handlers/workflows.cpp).
 namespace workflow_rules {
 // The names of trigger_type, condition_op and action_type, in the order of the enums.
-inline constexpr std::array<std::string_view, 15> trigger_types{
-    "contact.created",   "contact.updated", "contact.deleted", "contact.status_changed",
-    "contact.tag_added", "deal.created",    "deal.updated",    "deal.stage_changed",
-    "deal.won",          "deal.lost",       "deal.deleted",    "message.received",
-    "webhook",           "schedule",        "manual"};
+inline constexpr std::array<std::string_view, 21> trigger_types{"contact.created",
+                                                                "contact.updated",
+                                                                "contact.deleted",
+                                                                "contact.status_changed",
+                                                                "contact.tag_added",
+                                                                "deal.created",
+                                                                "deal.updated",
+                                                                "deal.stage_changed",
+                                                                "deal.won",
+                                                                "deal.lost",
+                                                                "deal.deleted",
+                                                                "message.received",
+                                                                "appointment.booked",
+                                                                "appointment.rescheduled",
+                                                                "appointment.cancelled",
+                                                                "appointment.confirmed",
+                                                                "appointment.no_show",
+                                                                "appointment.completed",
+                                                                "webhook",
+                                                                "schedule",
+                                                                "manual"};
 inline constexpr std::array<std::string_view, 8> condition_ops{
     "eq", "neq", "contains", "in", "gt", "lt", "exists", "changed_to"};
 inline constexpr std::array<std::string_view, 10> action_types{

@@ -175,6 +175,13 @@ std::string reminders_text(const domain::service& s) {
   return boost::json::serialize(domain::reminders_to_json(s.reminders));
 }
 
+void emit(pqxx::work& tx, const domain::appointment& saved, const appointment_event& e) {
+  if (!e.name) return;
+  tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1, $2, "
+                 "$3::jsonb, 0)",
+                 saved.tenant_id, std::string(e.name), domain::appointment_event(saved, e.extra));
+}
+
 std::optional<std::string> price_text(const domain::service& s) {
   if (!s.price_cents) return std::nullopt;
   return std::to_string(*s.price_cents);
@@ -351,7 +358,7 @@ domain::outcome<domain::service> delete_service(pg_conn& c, const domain::servic
 
 domain::outcome<domain::appointment>
 insert_appointment(pg_conn& c, const domain::appointment& a,
-                   const std::vector<domain::audit_record>& audit) {
+                   const std::vector<domain::audit_record>& audit, const appointment_event& e) {
   pqxx::work tx(c.raw());
   fence(tx, a.tenant_id);
   try {
@@ -372,6 +379,7 @@ insert_appointment(pg_conn& c, const domain::appointment& a,
                      "contact not found in this tenant");
     auto saved = to_appointment(r.front());
     insert_audit(tx, audit);
+    emit(tx, saved, e);
     tx.commit();
     return saved;
   } catch (const pqxx::sql_error& e) {
@@ -382,7 +390,7 @@ insert_appointment(pg_conn& c, const domain::appointment& a,
 
 domain::outcome<domain::appointment>
 update_appointment(pg_conn& c, const domain::appointment& a,
-                   const std::vector<domain::audit_record>& audit) {
+                   const std::vector<domain::audit_record>& audit, const appointment_event& e) {
   pqxx::work tx(c.raw());
   fence(tx, a.tenant_id);
   try {
@@ -398,6 +406,7 @@ update_appointment(pg_conn& c, const domain::appointment& a,
     if (r.empty()) return gone("appointment not found");
     auto saved = to_appointment(r.front());
     insert_audit(tx, audit);
+    emit(tx, saved, e);
     tx.commit();
     return saved;
   } catch (const pqxx::sql_error& e) {

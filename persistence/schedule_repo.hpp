@@ -33,12 +33,19 @@ domain::outcome<domain::service> insert_service(pg_conn& c, const domain::servic
 domain::outcome<domain::service> update_service(pg_conn& c, const domain::service& s);
 domain::outcome<domain::service> delete_service(pg_conn& c, const domain::service& s);
 
+// What a change of an appointment emits: an appointment.* event (none: `name` null) whose
+// payload (domain::appointment_event) is written to the outbox in the change's transaction.
+struct appointment_event {
+  const char* name = nullptr;
+  std::string extra;
+};
+
 // A contact that is not the tenant's (or was deleted meanwhile): 422 at body.contact_id.
 domain::outcome<domain::appointment>
 insert_appointment(pg_conn& c, const domain::appointment& a,
-                   const std::vector<domain::audit_record>& audit);
+                   const std::vector<domain::audit_record>& audit, const appointment_event& e);
 domain::outcome<domain::appointment>
 update_appointment(pg_conn& c, const domain::appointment& a,
-                   const std::vector<domain::audit_record>& audit);
+                   const std::vector<domain::audit_record>& audit, const appointment_event& e);
 
 } // namespace crm::persistence

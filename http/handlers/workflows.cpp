@@ -363,6 +363,12 @@ std::string_view trigger_config_of(domain::trigger_type t) {
   case trigger_type::deal_won:
   case trigger_type::deal_lost:
   case trigger_type::deal_deleted: return "WorkflowTriggerConfigDeal";
+  case trigger_type::appointment_booked:
+  case trigger_type::appointment_rescheduled:
+  case trigger_type::appointment_cancelled:
+  case trigger_type::appointment_confirmed:
+  case trigger_type::appointment_no_show:
+  case trigger_type::appointment_completed: return "WorkflowTriggerConfigAppointment";
   case trigger_type::schedule: return "WorkflowTriggerConfigSchedule";
   default: return "WorkflowTriggerConfigNone";
   }
@@ -379,6 +385,8 @@ void define_trigger_configs(router& r) {
   define(r, "WorkflowTriggerConfigStageChanged",
          object({optional("pipeline_id", id()), optional("from", id()), optional("to", id())}));
   define(r, "WorkflowTriggerConfigDeal", object({optional("pipeline_id", id())}));
+  define(r, "WorkflowTriggerConfigAppointment",
+         object({optional("calendar_id", id()), optional("service_id", id())}));
   auto schedule =
       object({optional("interval_seconds", integer(rules::interval_min, rules::interval_max)),
               optional("cron", text({.min = 1, .max = rules::cron_max})),
@@ -392,7 +400,8 @@ void define_trigger_configs(router& r) {
   json::array all;
   for (auto name : {"WorkflowTriggerConfigStatusChanged", "WorkflowTriggerConfigTagAdded",
                     "WorkflowTriggerConfigStageChanged", "WorkflowTriggerConfigDeal",
-                    "WorkflowTriggerConfigSchedule", "WorkflowTriggerConfigNone"})
+                    "WorkflowTriggerConfigAppointment", "WorkflowTriggerConfigSchedule",
+                    "WorkflowTriggerConfigNone"})
     all.emplace_back(schema::ref(name));
   define(r, "WorkflowTriggerConfig",
          object_t{{"anyOf", std::move(all)},

@@ -106,9 +106,13 @@ TEST(workflow, names_round_trip_and_record_events_are_the_outbox_ones) {
   EXPECT_FALSE(parse_trigger_type("contact.merged"));
   for (auto name : {"deal.created", "deal.updated", "deal.won", "deal.lost", "deal.deleted"})
     EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
-  EXPECT_EQ(record_event_names().size(), 12U);
+  for (auto name : {"appointment.booked", "appointment.rescheduled", "appointment.cancelled",
+                    "appointment.confirmed", "appointment.no_show", "appointment.completed"})
+    EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
+  EXPECT_EQ(record_event_names().size(), 18U);
   EXPECT_EQ(record_event_names().front(), "contact.created");
-  EXPECT_EQ(record_event_names().back(), "message.received");
+  EXPECT_EQ(record_event_names().back(), "appointment.completed");
+  EXPECT_TRUE(is_record_event(trigger_type::appointment_booked));
   EXPECT_TRUE(is_record_event(trigger_type::deal_created));
   EXPECT_FALSE(is_record_event(trigger_type::schedule));
   EXPECT_TRUE(action_available(action_type::ai_reply));
@@ -849,4 +853,24 @@ TEST(WebhookSecret, AWebhookWorkflowSavedWithoutOneGetsOneDrawn) {
   EXPECT_FALSE(ensure_webhook_secret(w)); // kept, not drawn again
   w.webhook_secret = "";
   EXPECT_TRUE(ensure_webhook_secret(w));
+}
+
+TEST(workflow, appointment_trigger_config_filters_calendar_and_service) {
+  std::vector<issue> issues;
+  auto cfg = parse_trigger_config(trigger_type::appointment_booked,
+                                  js(R"({"calendar_id": 3, "service_id": 4})"), issues);
+  ASSERT_TRUE(cfg.has_value());
+  auto payload = js(R"({"appointment": {"calendar_id": 3, "service_id": 4}, "contact_id": 9})");
+  EXPECT_TRUE(trigger_config_matches(trigger_type::appointment_booked, *cfg, payload));
+  auto elsewhere = js(R"({"appointment": {"calendar_id": 5, "service_id": 4}})");
+  EXPECT_FALSE(trigger_config_matches(trigger_type::appointment_booked, *cfg, elsewhere));
+  auto any = parse_trigger_config(trigger_type::appointment_cancelled, js("{}"), issues);
+  ASSERT_TRUE(any.has_value());
+  EXPECT_TRUE(trigger_config_matches(trigger_type::appointment_cancelled, *any, elsewhere));
+  EXPECT_TRUE(issues.empty());
+  EXPECT_FALSE(
+      parse_trigger_config(trigger_type::appointment_booked, js(R"({"pipeline_id": 1})"), issues));
+  EXPECT_FALSE(
+      parse_trigger_config(trigger_type::appointment_booked, js(R"({"calendar_id": 0})"), issues));
+  EXPECT_EQ(issues.size(), 2U);
 }
