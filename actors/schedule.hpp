@@ -49,6 +49,12 @@ void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_que
                        int per_page, callback<std::string> reply);
 void get_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
                      callback<std::string> reply);
+// With the names of its service and calendar (FHIR); 404 or 403 as get_appointment.
+void view_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      callback<domain::appointment_view> reply);
+// Every match, by start.
+void view_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q,
+                       callback<std::vector<domain::appointment_view>> reply);
 void book_appointment(runtime& rt, std::int64_t tenant, domain::booking b,
                       callback<std::string> reply);
 void reschedule_appointment(runtime& rt, std::int64_t tenant, std::int64_t id, std::int64_t start,

@@ -82,6 +82,8 @@ using svc_del_atom = caf::atom_constant<caf::atom("svc_del")>;
 using avail_atom = caf::atom_constant<caf::atom("avail")>;
 using apt_list_atom = caf::atom_constant<caf::atom("apt_list")>;
 using apt_get_atom = caf::atom_constant<caf::atom("apt_get")>;
+using apt_view_atom = caf::atom_constant<caf::atom("apt_view")>;
+using apt_views_atom = caf::atom_constant<caf::atom("apt_views")>;
 using apt_book_atom = caf::atom_constant<caf::atom("apt_book")>;
 using apt_move_atom = caf::atom_constant<caf::atom("apt_move")>;
 using apt_stop_atom = caf::atom_constant<caf::atom("apt_cancel")>;
@@ -327,6 +329,16 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
           return rendered(s.get_appointment(id), domain::appointment_to_json);
         });
       },
+      [](schedule_actor* self, apt_view_atom, std::int64_t id,
+         callback<domain::appointment_view>& reply) {
+        read(self, id, reply, [id](const store& s) { return s.view(id); });
+      },
+      [](schedule_actor* self, apt_views_atom, domain::appointment_query& q,
+         callback<std::vector<domain::appointment_view>>& reply) {
+        read(self, 0, reply, [q](const store& s) {
+          return domain::outcome<std::vector<domain::appointment_view>>(s.views(q));
+        });
+      },
       [now](schedule_actor* self, apt_book_atom, domain::booking& b, callback<std::string>& reply) {
         auto tenant = self->state.env.tenant_id;
         std::vector<std::string> fields{"contact_id", "service_id", "calendar_id", "start"};
@@ -473,6 +485,16 @@ void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_que
 void get_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
                      callback<std::string> reply) {
   tell<child_kind::schedule>(rt, tenant, apt_get_atom::value, id, std::move(reply));
+}
+
+void view_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      callback<domain::appointment_view> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_view_atom::value, id, std::move(reply));
+}
+
+void view_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q,
+                       callback<std::vector<domain::appointment_view>> reply) {
+  tell<child_kind::schedule>(rt, tenant, apt_views_atom::value, std::move(q), std::move(reply));
 }
 
 void book_appointment(runtime& rt, std::int64_t tenant, domain::booking b,

@@ -10,6 +10,7 @@
 #pragma once
 #include "domain/contact.hpp"
 #include "domain/failure.hpp"
+#include "domain/schedule.hpp"
 
 #include <boost/json/object.hpp>
 
@@ -52,5 +53,25 @@ bool patient_matches(const patient_search& s, const contact& c);
 // widen the search.
 patient_search read_patient_search(const std::vector<std::pair<std::string, std::string>>& query,
                                    std::int64_t tenant, std::vector<issue>& issues);
+
+// ---- FHIR R4 Appointment (docs/appointments.md "FHIR") ----------------------------------------
+//   id, identifier (system urn:carecrm:tenant:<tenant>:appointment) ← the appointment's id
+//   status ← booked and confirmed: booked; arrived; completed: fulfilled; cancelled; no_show:
+//            noshow (the patient participant's status: accepted once confirmed, else
+//            needs-action)
+//   serviceType[0].text ← the service's name; start, end, minutesDuration; comment ← notes;
+//   cancelationReason.text; created; participant: Patient/<contact_id> and the calendar's name
+std::string appointment_identifier_system(std::int64_t tenant);
+boost::json::object appointment_to_fhir(const appointment_view& v);
+boost::json::object appointment_bundle(const std::vector<appointment_view>& matches,
+                                       std::int64_t total, std::string_view base,
+                                       std::string_view self, std::string_view next);
+
+// GET /fhir/Appointment?patient=&date=: `patient` is an id or Patient/<id>; `date` (repeatable)
+// is [eq|ge|gt|le|lt] and a date (that whole UTC day) or an instant, against the start.
+// Anything else is an issue at ["query", name], as for Patient.
+appointment_query
+read_appointment_search(const std::vector<std::pair<std::string, std::string>>& query,
+                        std::vector<issue>& issues);
 
 } // namespace crm::domain

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace crm::domain {
 namespace {
@@ -429,6 +430,24 @@ page<appointment> schedule_store::list_appointments(const appointment_query& q, 
     ++p.total;
   }
   return p;
+}
+
+outcome<appointment_view> schedule_store::view(std::int64_t id) const {
+  auto a = get_appointment(id);
+  if (!a) return a.error();
+  appointment_view v{*a, {}, {}};
+  if (auto s = services.find(a->service_id); s != services.end()) v.service_name = s->second.name;
+  if (auto c = calendars.find(a->calendar_id); c != calendars.end())
+    v.calendar_name = c->second.name;
+  return v;
+}
+
+std::vector<appointment_view> schedule_store::views(const appointment_query& q) const {
+  auto all = list_appointments(q, 1, std::numeric_limits<int>::max());
+  std::vector<appointment_view> out;
+  out.reserve(all.items.size());
+  for (auto& a : all.items) out.push_back(*view(a.id));
+  return out;
 }
 
 bool schedule_store::overlaps_held(std::int64_t calendar, std::int64_t from, std::int64_t until,

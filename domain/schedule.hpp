@@ -217,6 +217,13 @@ struct appointment_query {
   std::optional<std::int64_t> to;   // start < to
 };
 
+// An appointment with the names of its service and calendar (FHIR, the calendar feed).
+struct appointment_view {
+  appointment a;
+  std::string service_name;
+  std::string calendar_name;
+};
+
 struct schedule_store {
   std::map<std::int64_t, calendar> calendars;
   std::map<std::int64_t, service> services;
@@ -239,6 +246,9 @@ struct schedule_store {
   outcome<page<closure>> list_closures(std::int64_t calendar, int number, int per_page) const;
   // Ordered by start, then id.
   page<appointment> list_appointments(const appointment_query& q, int number, int per_page) const;
+  // Every match of `q`, by start, with its names.
+  std::vector<appointment_view> views(const appointment_query& q) const;
+  outcome<appointment_view> view(std::int64_t id) const;
 
   // Free slots of `service` with start in [from, to) and not before `now`, ordered by start then
   // calendar (contract §10). The service must be the tenant's (not_found), and so must

@@ -94,6 +94,9 @@ const std::vector<table_row>& table() {
        rule(m::list, "contact", "fhir_search", "", "entry", "resource")},
       {verb::post, "/api/v1/fhir/Patient", rule(m::change_in_tx, "contact", "create", "")},
       {verb::get, "/api/v1/fhir/Patient/{id}", rule(m::read, "contact", "fhir_read")},
+      // FHIR Appointment: the handler names the patients (exchange::audit_records).
+      {verb::get, "/api/v1/fhir/Appointment", of_patient(m::list, "fhir_search_appointments")},
+      {verb::get, "/api/v1/fhir/Appointment/{id}", of_patient(m::read, "fhir_read_appointment")},
       // Companies.
       {verb::get, "/api/v1/companies", rule(m::list, "company", "list", "", "items")},
       {verb::post, "/api/v1/companies", rule(m::change_in_tx, "company", "create", "")},
@@ -306,6 +309,8 @@ void auditor::on_response(exchange& ex, response& r) {
   } else if (mode == audit_mode::read && success && !rule.answer_id.empty() && !r.stream) {
     row.resource_id = domain::member_id(r.body, rule.answer_id);
   }
+  if (mode == audit_mode::read && !ex.audit_records.empty())
+    row.resource_id = ex.audit_records.front();
   row.action = ex.audit_action.empty() ? rule.action : ex.audit_action;
   row.client_ip = ex.req.remote;
   if (auto ua = ex.req.header("user-agent")) row.user_agent = ua->substr(0, 512);
@@ -317,6 +322,7 @@ void auditor::on_response(exchange& ex, response& r) {
     if (success && !rule.list_key.empty() && !r.stream)
       row.ids = domain::list_ids(r.body, rule.list_key, rule.nested,
                                  rule.answer_id.empty() ? "id" : rule.answer_id);
+    if (success && !ex.audit_records.empty()) row.ids = ex.audit_records;
   }
   if (mode == audit_mode::change || (mode == audit_mode::change_in_tx && !success))
     row.fields = body_fields(ex.req);

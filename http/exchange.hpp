@@ -52,6 +52,9 @@ public:
   const route* matched = nullptr;
   http::auditor* audit = nullptr;
   std::string audit_action;
+  // The patients a handler names when neither the path nor the answer's members do (a FHIR
+  // Appointment): a read's record, a list's ids.
+  std::vector<std::int64_t> audit_records;
   // Forwarded here by the node that received it (docs/cluster.md): never forwarded again.
   bool forwarded = false;
 

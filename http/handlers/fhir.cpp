@@ -1,9 +1,11 @@
 // FHIR R4 Patient (contract §9 "Health data", docs/compliance.md "FHIR R4"): the tenant's
-// contacts read, searched and created as Patient resources, `application/fhir+json`. Errors keep
-// the contract's bodies.
+// contacts read, searched and created as Patient resources; and Appointment (contract §10,
+// docs/appointments.md "FHIR"): the tenant's appointments read and searched;
+// `application/fhir+json`. Errors keep the contract's bodies.
 #include "http/api.hpp"
 
 #include "actors/contacts.hpp"
+#include "actors/schedule.hpp"
 #include "config/settings.hpp"
 #include "domain/fhir.hpp"
 #include "domain/json_parse.hpp"
@@ -160,6 +162,47 @@ void create(services& s, const exchange_ptr& ex) {
           }));
 }
 
+// ---- Appointment ---------------------------------------------------------------------------
+
+// Audited as a read of the patient's record: the patient is named in the resource, not the
+// path (http/audit.hpp).
+void read_appointment(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::view_appointment(
+      s.rt, ex->who.tenant_id, *id,
+      actors::callback<domain::appointment_view>([ex](domain::outcome<domain::appointment_view> r) {
+        if (!r) return ex->fail(r.error());
+        ex->audit_records = {r->a.contact_id};
+        respond_fhir(ex, 200, domain::appointment_to_fhir(*r));
+      }));
+}
+
+void search_appointments(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto count = query_int(ex->req, "_count", default_count, 1, max_count, issues);
+  auto offset = query_int(ex->req, "_offset", 0, 0, max_offset, issues);
+  auto q = domain::read_appointment_search(ex->req.query, issues);
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  auto base = fhir_base(s, ex);
+  auto root = base.substr(0, base.size() - std::string_view("/api/v1/fhir").size());
+  actors::view_appointments(
+      s.rt, ex->who.tenant_id, std::move(q),
+      actors::callback<std::vector<domain::appointment_view>>(
+          [ex, base, root, count = *count,
+           offset = *offset](domain::outcome<std::vector<domain::appointment_view>> all) {
+            if (!all) return ex->fail(all.error());
+            auto total = static_cast<std::int64_t>(all->size());
+            auto from = std::min<std::int64_t>(offset, total);
+            auto to = std::min<std::int64_t>(from + count, total);
+            std::vector<domain::appointment_view> slice(all->begin() + from, all->begin() + to);
+            for (auto& v : slice) ex->audit_records.push_back(v.a.contact_id);
+            auto self = page_url(root, ex->req.target, count, from);
+            auto next = to < total ? page_url(root, ex->req.target, count, to) : std::string();
+            respond_fhir(ex, 200, domain::appointment_bundle(slice, total, base, self, next));
+          }));
+}
+
 // FHIR resources are described by HL7's own schema (http://hl7.org/fhir/json-schema/4.0, which
 // the integration tests validate every resource against): the document names it rather than
 // retyping it.
@@ -186,6 +229,15 @@ void define_fhir_schemas(router& r) {
   members["birthDate"] = date();
   define(r, "FhirPatient", patient);
   define(r, "FhirBundle", resource("Bundle", "https://hl7.org/fhir/R4/bundle.html"));
+  auto appointment = resource("Appointment", "https://hl7.org/fhir/R4/appointment.html");
+  auto& fields = appointment["properties"].as_object();
+  for (auto name : {"identifier", "serviceType", "participant"})
+    fields[name] = array_of(any_object());
+  for (auto name : {"id", "status", "start", "end", "created", "comment"}) fields[name] = text({});
+  fields["meta"] = any_object();
+  fields["cancelationReason"] = any_object();
+  fields["minutesDuration"] = integer();
+  define(r, "FhirAppointment", appointment);
 }
 
 } // namespace
@@ -211,6 +263,22 @@ void add_fhir_routes(router& r, services& s) {
                          query("name", value, "part of the first or last name (any case)"),
                          query("phone", value, "the phone's digits"),
                          query("email", value, "the e-mail (any case)"),
+                         query("_count", schema::integer(1, max_count), "entries a page"),
+                         query("_offset", schema::integer(0, max_offset), "entries skipped"),
+                         query("_format", value, "ignored: the answer is always JSON")}));
+  r.add({verb::get, "/api/v1/fhir/Appointment/{id}", access::bearer, permission::read_records,
+         bind(s, read_appointment), "An appointment as a FHIR R4 Appointment", "fhir"},
+        route_doc("", "FhirAppointment").with_media("", fhir));
+  r.add({verb::get, "/api/v1/fhir/Appointment", access::bearer, permission::read_records,
+         bind(s, search_appointments),
+         "Search appointments as FHIR R4 Appointments: patient, date (repeatable, with eq, ge, "
+         "gt, le, lt), _count, _offset (a searchset Bundle, by start)",
+         "fhir"},
+        route_doc("", "FhirBundle")
+            .with_media("", fhir)
+            .with_query({query("patient", value, "a Patient id, or Patient/<id>"),
+                         query("date", value,
+                               "[eq|ge|gt|le|lt]YYYY-MM-DD or an instant, against the start"),
                          query("_count", schema::integer(1, max_count), "entries a page"),
                          query("_offset", schema::integer(0, max_offset), "entries skipped"),
                          query("_format", value, "ignored: the answer is always JSON")}));
