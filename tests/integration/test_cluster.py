@@ -165,9 +165,12 @@ def test_a_write_under_a_lost_lease_never_lands(nodes, database, cli_env):
         crm.assert_error(r, 503, "SERVICE_UNAVAILABLE")
         assert count.strip() == "0"
     else:
+        # The node noticed first: it dropped the tenant and held it again at the epoch Postgres
+        # shows (lease_book::reconcile adopts it; a re-acquire would raise it further), and the
+        # fence let the write through only under that epoch, never the old one.
         assert r.status == 201, r.describe()
         assert count.strip() == "1"
-        assert owners(database)[t.tenant_id][1] > epoch + 1
+        assert owners(database)[t.tenant_id][1] >= epoch + 1
     # The tenant is served again, by whichever node holds it now.
     wait_for("the tenant answers again", lambda: owner_node.client().post(
         "/api/v1/contacts", {"first_name": "After"}, token=token).status == 201)
