@@ -122,14 +122,8 @@ caf::behavior notes_behavior(notes_actor* self, tenant_env env) {
               return domain::done{};
             });
       },
-      // Not loaded: nothing to forget (a load now finds the rows gone). Loading: forgotten
-      // after the load, which may have read them before the delete committed.
       [](notes_actor* self, gone_atom, std::int64_t contact) {
-        auto& st = self->state;
-        if (!st.loaded && !st.loading) return;
-        when_loaded(
-            self, [](const domain::failure&) {},
-            [self, contact] { self->state.store.forget_contact(contact); });
+        forget(self, [contact](store& s) { s.forget_contact(contact); });
       });
 }
 

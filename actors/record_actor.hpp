@@ -120,6 +120,17 @@ void read_in_turn(record_actor<A>* self, std::int64_t id, callback<T> reply, F f
   });
 }
 
+// A fact about rows that already left Postgres (a contact deleted, and its rows with it):
+// `f(store&)` forgets them. Not loaded: nothing to do (a load finds them gone). Loading: after
+// the load, which may have read them before the delete committed.
+template <class A, class F>
+void forget(record_actor<A>* self, F f) {
+  auto& st = self->state;
+  if (!st.loaded && !st.loading) return;
+  when_loaded(
+      self, [](const domain::failure&) {}, [self, f = std::move(f)] { f(self->state.store); });
+}
+
 // A write in its turn, in general form: `step(reply)` runs once the store is loaded and every
 // earlier write has ended, and must answer `reply` exactly once, after memory holds what it
 // committed (use `db` and `in_actor` for work outside the actor).

@@ -391,14 +391,8 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
             },
             save_appointment(reply, "update_appointment", std::move(fields), 200), applied);
       },
-      // Not loaded: nothing to forget (a load now finds the rows gone). Loading: forgotten
-      // after the load, which may have read them before the delete committed.
       [](schedule_actor* self, gone_atom, std::int64_t contact) {
-        auto& st = self->state;
-        if (!st.loaded && !st.loading) return;
-        when_loaded(
-            self, [](const domain::failure&) {},
-            [self, contact] { self->state.store.forget_contact(contact); });
+        forget(self, [contact](store& s) { s.forget_contact(contact); });
       });
 }
 

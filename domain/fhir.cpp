@@ -91,8 +91,8 @@ json::object contact_to_patient(const contact& c) {
   return p;
 }
 
-json::object patient_bundle(const std::vector<contact>& matches, std::int64_t total,
-                            std::string_view base, std::string_view self, std::string_view next) {
+json::object searchset(std::vector<json::object> resources, std::int64_t total,
+                       std::string_view base, std::string_view self, std::string_view next) {
   json::object b;
   b["resourceType"] = "Bundle";
   b["type"] = "searchset";
@@ -101,13 +101,22 @@ json::object patient_bundle(const std::vector<contact>& matches, std::int64_t to
   if (!next.empty()) links.push_back(json::object{{"relation", "next"}, {"url", next}});
   b["link"] = std::move(links);
   json::array entries;
-  for (auto& c : matches)
-    entries.push_back(
-        json::object{{"fullUrl", std::string(base) + "/Patient/" + std::to_string(c.id)},
-                     {"resource", contact_to_patient(c)},
-                     {"search", json::object{{"mode", "match"}}}});
+  for (auto& r : resources) {
+    auto url = std::string(base) + "/" + std::string(r["resourceType"].as_string()) + "/" +
+               std::string(r["id"].as_string());
+    entries.push_back(json::object{{"fullUrl", std::move(url)},
+                                   {"resource", std::move(r)},
+                                   {"search", json::object{{"mode", "match"}}}});
+  }
   b["entry"] = std::move(entries);
   return b;
+}
+
+json::object patient_bundle(const std::vector<contact>& matches, std::int64_t total,
+                            std::string_view base, std::string_view self, std::string_view next) {
+  std::vector<json::object> resources;
+  for (auto& c : matches) resources.push_back(contact_to_patient(c));
+  return searchset(std::move(resources), total, base, self, next);
 }
 
 json::object patient_to_contact(const json::object& patient, std::vector<issue>& issues) {

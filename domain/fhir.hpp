@@ -27,7 +27,11 @@ inline constexpr std::string_view fhir_json_type = "application/fhir+json";
 std::string patient_identifier_system(std::int64_t tenant);
 boost::json::object contact_to_patient(const contact& c);
 
-// A searchset Bundle: `self` is the search's URL; entries' fullUrl is `base` + "/Patient/" + id.
+// A searchset Bundle of `resources` (each with its resourceType and id): `self` is the search's
+// URL; an entry's fullUrl is `base` + "/<resourceType>/<id>".
+boost::json::object searchset(std::vector<boost::json::object> resources, std::int64_t total,
+                              std::string_view base, std::string_view self, std::string_view next);
+// A searchset Bundle of Patients.
 boost::json::object patient_bundle(const std::vector<contact>& matches, std::int64_t total,
                                    std::string_view base, std::string_view self,
                                    std::string_view next);

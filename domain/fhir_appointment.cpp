@@ -73,21 +73,9 @@ json::object appointment_to_fhir(const appointment_view& v) {
 json::object appointment_bundle(const std::vector<appointment_view>& matches, std::int64_t total,
                                 std::string_view base, std::string_view self,
                                 std::string_view next) {
-  json::object b;
-  b["resourceType"] = "Bundle";
-  b["type"] = "searchset";
-  b["total"] = total;
-  json::array links{json::object{{"relation", "self"}, {"url", self}}};
-  if (!next.empty()) links.push_back(json::object{{"relation", "next"}, {"url", next}});
-  b["link"] = std::move(links);
-  json::array entries;
-  for (auto& v : matches)
-    entries.push_back(
-        json::object{{"fullUrl", std::string(base) + "/Appointment/" + std::to_string(v.a.id)},
-                     {"resource", appointment_to_fhir(v)},
-                     {"search", json::object{{"mode", "match"}}}});
-  b["entry"] = std::move(entries);
-  return b;
+  std::vector<json::object> resources;
+  for (auto& v : matches) resources.push_back(appointment_to_fhir(v));
+  return searchset(std::move(resources), total, base, self, next);
 }
 
 appointment_query

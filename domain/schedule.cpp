@@ -530,7 +530,6 @@ outcome<std::vector<slot>> schedule_store::availability(std::int64_t service_id,
   std::sort(out.begin(), out.end(), [](const slot& a, const slot& b) {
     return std::pair(a.start, a.calendar_id) < std::pair(b.start, b.calendar_id);
   });
-  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

@@ -186,6 +186,24 @@ std::optional<std::int64_t> body_reader::integer(std::string_view key, bool requ
   return std::nullopt;
 }
 
+std::optional<std::int64_t> body_reader::id(std::string_view key, bool required) {
+  auto v = integer(key, required);
+  if (!v || *v >= 1) return v;
+  add({"body", std::string(key)}, "Input should be greater than or equal to 1",
+      "greater_than_equal");
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> body_reader::timestamp(std::string_view key, bool required) {
+  auto s = text(key, required, {.min = 1, .max = 64});
+  if (!s) return std::nullopt;
+  auto t = domain::parse_rfc3339(*s);
+  if (!t)
+    add({"body", std::string(key)}, "Input should be a valid RFC 3339 datetime",
+        "datetime_parsing");
+  return t;
+}
+
 std::optional<std::string> body_reader::one_of(std::string_view key, bool required,
                                                std::initializer_list<std::string_view> allowed) {
   return one_of(key, required, std::span<const std::string_view>(allowed.begin(), allowed.size()));

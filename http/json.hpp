@@ -49,6 +49,10 @@ public:
   std::optional<std::optional<std::string>> nullable_text(std::string_view key,
                                                           text_rule rule = {});
   std::optional<std::int64_t> integer(std::string_view key, bool required);
+  // A positive integer (a record's id).
+  std::optional<std::int64_t> id(std::string_view key, bool required);
+  // An RFC 3339 instant, as µs since the epoch.
+  std::optional<std::int64_t> timestamp(std::string_view key, bool required);
   // A string that must be one of `allowed`.
   std::optional<std::string> one_of(std::string_view key, bool required,
                                     std::initializer_list<std::string_view> allowed);

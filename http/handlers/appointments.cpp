@@ -27,25 +27,6 @@ std::vector<domain::loc_part> at(std::string_view where, std::string_view key) {
   return {std::string(where), std::string(key)};
 }
 
-std::optional<std::int64_t> id_field(body_reader& body, std::string_view key, bool required) {
-  auto v = body.integer(key, required);
-  if (v && *v < 1) {
-    body.add(at("body", key), "Input should be greater than or equal to 1", "greater_than_equal");
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<std::int64_t> timestamp_field(body_reader& body, std::string_view key,
-                                            bool required) {
-  auto text = body.text(key, required, {.min = 1, .max = 64});
-  if (!text) return std::nullopt;
-  auto t = domain::parse_rfc3339(*text);
-  if (!t)
-    body.add(at("body", key), "Input should be a valid RFC 3339 datetime", "datetime_parsing");
-  return t;
-}
-
 // Query parameters: a positive id, a timestamp.
 std::optional<std::int64_t> query_id(const request& req, std::string_view name, bool required,
                                      std::vector<issue>& issues) {
@@ -117,10 +98,10 @@ void availability(services& s, const exchange_ptr& ex) {
 void book(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   domain::booking b;
-  auto contact = id_field(body, "contact_id", true);
-  auto service = id_field(body, "service_id", true);
-  auto calendar = id_field(body, "calendar_id", true);
-  auto start = timestamp_field(body, "start", true);
+  auto contact = body.id("contact_id", true);
+  auto service = body.id("service_id", true);
+  auto calendar = body.id("calendar_id", true);
+  auto start = body.timestamp("start", true);
   if (auto n = body.text("notes", false, notes_rule)) b.notes = *n;
   if (!body.finish()) return ex->fail(body.failure());
   b.contact_id = *contact;
@@ -190,8 +171,8 @@ void reschedule(services& s, const exchange_ptr& ex) {
   auto id = path_id(ex->param("id"), "id", path_issues);
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
-  auto start = timestamp_field(body, "start", true);
-  auto calendar = id_field(body, "calendar_id", false);
+  auto start = body.timestamp("start", true);
+  auto calendar = body.id("calendar_id", false);
   if (!body.finish()) return ex->fail(body.failure());
   actors::reschedule_appointment(s.rt, ex->who.tenant_id, *id, *start, calendar, json_reply(ex));
 }

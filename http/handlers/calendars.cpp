@@ -52,26 +52,6 @@ std::optional<int> bounded(body_reader& body, std::string_view key, bool require
   return static_cast<int>(*v);
 }
 
-// A positive id field.
-std::optional<std::int64_t> id_field(body_reader& body, std::string_view key, bool required) {
-  auto v = body.integer(key, required);
-  if (v && *v < 1) {
-    body.add(at(key), "Input should be greater than or equal to 1", "greater_than_equal");
-    return std::nullopt;
-  }
-  return v;
-}
-
-// A timestamp field (RFC 3339).
-std::optional<std::int64_t> timestamp_field(body_reader& body, std::string_view key,
-                                            bool required) {
-  auto text = body.text(key, required, {.min = 1, .max = 64});
-  if (!text) return std::nullopt;
-  auto t = domain::parse_rfc3339(*text);
-  if (!t) body.add(at(key), "Input should be a valid RFC 3339 datetime", "datetime_parsing");
-  return t;
-}
-
 // ---- calendars -----------------------------------------------------------------------------
 
 domain::calendar_patch read_calendar(body_reader& body, bool create) {
@@ -82,7 +62,7 @@ domain::calendar_patch read_calendar(body_reader& body, bool create) {
   if (body.has("user_id")) {
     if (body.is_null("user_id"))
       p.user_id = std::optional<std::int64_t>();
-    else if (auto u = id_field(body, "user_id", true))
+    else if (auto u = body.id("user_id", true))
       p.user_id = std::optional<std::int64_t>(*u);
   }
   if (auto z = body.text("time_zone", create, zone_rule)) {
@@ -167,8 +147,8 @@ void add_closure(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
   domain::closure c;
-  auto start = timestamp_field(body, "start", true);
-  auto end = timestamp_field(body, "end", true);
+  auto start = body.timestamp("start", true);
+  auto end = body.timestamp("end", true);
   if (auto r = body.text("reason", false, reason_rule)) c.reason = *r;
   if (start && end && *end <= *start)
     body.add(at("end"), "a closure must end after it starts", "value_error");

@@ -239,6 +239,10 @@ def test_postgres_refuses_overlapping_live_appointments_whoever_writes_them(clie
     # A cancelled one holds nothing, and a booking right after the buffer fits.
     insert(ts(f"{MONDAY}T09:00"), ts(f"{MONDAY}T09:30"), ts(f"{MONDAY}T09:30"), "cancelled")
     insert(ts(f"{MONDAY}T09:45"), ts(f"{MONDAY}T10:15"), ts(f"{MONDAY}T10:15"))
+    held = database.query(
+        f"SELECT string_agg(to_char(starts_at AT TIME ZONE 'UTC', 'HH24:MI'), ',' ORDER BY"
+        f" starts_at) FROM appointments WHERE calendar_id = {cal['id']} AND status = 'booked'")
+    assert held.strip() == "09:00,09:45", held  # the refused 09:40 was never stored
     assert appt["status"] == "booked"
 
 

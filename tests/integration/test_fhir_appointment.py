@@ -20,7 +20,7 @@ def test_appointments_read_and_search_as_fhir(client, sess, sess_b):
     first = crm.booked(client, t, ana, svc["id"], cal["id"], ts("2030-01-07T08:00"),
                        notes="fasting")
     second = crm.booked(client, t, ana, svc["id"], cal["id"], ts("2030-01-08T09:00"))
-    crm.booked(client, t, bruno, svc["id"], cal["id"], ts("2030-01-07T10:00"))
+    third = crm.booked(client, t, bruno, svc["id"], cal["id"], ts("2030-01-07T10:00"))
     crm.assert_json_response(client.patch(crm.appointment_url(first["id"]),
                                           {"status": "confirmed"}, token=t), 200)
     crm.assert_json_response(client.post(crm.appointment_url(second["id"], "cancel"),
@@ -49,7 +49,8 @@ def test_appointments_read_and_search_as_fhir(client, sess, sess_b):
     assert ids(f"patient=Patient/{ana}&date=2030-01-08") == [second["id"]]
     assert ids(f"patient={ana}&date=ge2030-01-08") == [second["id"]]
     assert ids(f"patient={ana}&date=lt2030-01-08") == [first["id"]]
-    assert ids(f"patient={bruno}&date=ge2030-01-07&date=le2030-01-07") != []
+    assert ids(f"patient={bruno}&date=ge2030-01-07&date=le2030-01-07") == [third["id"]]
+    assert ids(f"patient={bruno}&date=ge2030-01-08&date=le2030-01-09") == []
     assert ids(f"patient={ana}&date=gt2030-01-08") == []
     paged = assert_fhir(client.get(f"{FHIR}?patient={ana}&_count=1", token=t), 200)
     assert paged["total"] == 2 and len(paged["entry"]) == 1, paged
