@@ -6,6 +6,7 @@
 #include "actors/callback.hpp"
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
+#include "domain/schedule.hpp"
 
 #include <boost/json/value.hpp>
 
@@ -86,7 +87,12 @@ struct outbound_request {
   // What the message is for: refused (409) unless the contact's consents allow it on the
   // conversation's channel (docs/compliance.md "Consent").
   domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
+  // An appointment's reminder (the schedule actor): queued and recorded as sent once. A second
+  // attempt is refused with reminder_sent_already; an answer on the conversation afterwards is
+  // read as the patient's answer to it.
+  std::optional<domain::reminder_key> reminder;
 };
+inline constexpr std::string_view reminder_sent_already = "the reminder was sent already";
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
                   callback<std::string> reply);
 

@@ -13,6 +13,7 @@
 // - Outbound messages are stored queued, then sent through the channel's adapter on the HTTP
 //   client's thread; each attempt's outcome is stored (sent, queued again, failed).
 #include "actors/channels.hpp"
+#include "actors/schedule.hpp"
 
 #include "actors/agents.hpp"
 #include "actors/async_io.hpp"
@@ -127,6 +128,8 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending;     // outbound messages with an attempt in flight
   std::set<std::int64_t> ai_channels; // served by an active auto-replying agent
+  // Conversations a reminder went out on: "1" or "2" there answers it (docs/appointments.md).
+  std::set<std::int64_t> reminded;
   // Each contact's consents, oldest first: every send, and every message an agent would read,
   // is checked against them here (docs/compliance.md "Consent").
   std::unordered_map<std::int64_t, std::vector<domain::consent>> consents;
@@ -253,6 +256,15 @@ void adopt_messaging(channels_state& st, const persistence::messaging_snapshot& 
   }
   for (auto& [contact, held] : st.consents)
     std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  st.reminded.insert(snap.reminded.begin(), snap.reminded.end());
+}
+
+// A message on a conversation a reminder went out on that answers it ("1", "sim", "cancelar"):
+// the patient's answer to the reminder, neither a STOP nor a question for an agent.
+bool is_reminder_answer(const channels_state& st, std::int64_t conversation,
+                        std::string_view text) {
+  return st.reminded.count(conversation) &&
+         domain::read_reminder_answer(text) != domain::reminder_answer::none;
 }
 
 void read_messaging(ch_actor* self);
@@ -510,9 +522,13 @@ void received(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
               const std::string& text, int depth) {
   auto& st = self->state;
   automation_counts().messages_received++;
+  // An answer to a reminder goes to the schedule actor, which confirms or cancels and answers.
+  const bool answer = is_reminder_answer(st, conv.id, text);
+  if (answer)
+    answer_reminder(*st.env.rt->owner, st.env.tenant_id, ids.contact_id, conv.id, key.first, text);
   // An auto-replying agent of the channel answers, unless a person has the conversation
   // (docs/ai.md). Channels no agent serves never wake the agent actor.
-  if (!conv.ai_paused && st.ai_channels.count(key.first))
+  if (!answer && !conv.ai_paused && st.ai_channels.count(key.first))
     ai_on_inbound(*st.env.rt->owner, st.env.tenant_id,
                   ai_inbound{conv.id, key.first, ids.contact_id, ids.message_id, text, depth});
   answer_inbound(self, key, ids, false);
@@ -649,7 +665,9 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
                    const domain::contact& contact, int depth) {
   auto& st = self->state;
   auto key = std::make_pair(channel_id, m.external_message_id);
-  const bool stop = domain::is_stop_request(m.text);
+  auto open = open_conversation(st, contact.id, channel_id);
+  const bool answer = open && is_reminder_answer(st, open->id, m.text);
+  const bool stop = !answer && domain::is_stop_request(m.text);
   // A STOP, and any message after a batch of unknown outcome, waits for committed (and, after
   // that, re-read) state.
   if ((stop && !inbound_drained(st)) || st.stale)
@@ -661,7 +679,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
         [self, key](const failure& f) { answer_inbound(self, key, f, false); });
   auto now = domain::now_micros();
   domain::conversation conv;
-  if (auto open = open_conversation(st, contact.id, channel_id)) conv = *open;
+  if (open) conv = *open;
   if (conv.id == 0) {
     conv.tenant_id = st.env.tenant_id;
     conv.channel_id = channel_id;
@@ -708,7 +726,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
       c.recorded_at = now;
       w.consents.push_back(std::move(c));
     }
-  w.ai_pending = !conv.ai_paused && agent_serves;
+  w.ai_pending = !conv.ai_paused && agent_serves && !answer;
   auto webhook = channel_webhook(channel_id);
   w.audit.push_back(conversation_row(webhook.get(), st, conv, "message_received", {"text"}, 202));
   if (!w.consents.empty()) {
@@ -1015,13 +1033,19 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.purpose = req.purpose;
   w.created_at = now;
   w.message_id = take(st.message_ids);
+  w.reminder = req.reminder;
   w.audit.push_back(
       conversation_row(reply_to.who(), st, w.conversation, "send_message", {"text"}, 201));
   db<persistence::outbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
-      [self, reply_to,
+      [self, reply_to, reminder = w.reminder.has_value(),
        conv_after = w.conversation](domain::outcome<persistence::outbound_written> r) {
+        if (r && r->duplicate) {
+          conv_done(self);
+          return reply_to(failure::of(errc::conflict, std::string(reminder_sent_already)));
+        }
         if (r) keep_conversation(self->state, conv_after);
+        if (r && reminder) self->state.reminded.insert(conv_after.id);
         conv_done(self);
         if (!r) return reply_to(r.error());
         reply_to(r->json);

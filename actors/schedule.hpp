@@ -4,6 +4,7 @@
 // are the JSON the API returns.
 #pragma once
 #include "actors/callback.hpp"
+#include "domain/ical.hpp"
 #include "domain/schedule.hpp"
 
 #include <optional>
@@ -67,5 +68,24 @@ void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
 
 // The contact was deleted or erased, and its appointments with it (told by the contacts actor).
 void forget_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t contact);
+
+// A new feed token for the calendar (the old one stops working): {"feed_token"}, shown once.
+void rotate_feed_token(runtime& rt, std::int64_t tenant, std::int64_t calendar,
+                       callback<std::string> reply);
+// The calendar's iCalendar feed when `token` is its feed token (else 401, whatever the
+// calendar), with the patients it names.
+void calendar_feed(runtime& rt, std::int64_t tenant, std::int64_t calendar, std::string token,
+                   callback<domain::calendar_feed_text> reply);
+// A patient's answer to a reminder ("1", "2", ...) on the conversation it went out on (from
+// the channels actor, once the message is stored): the next live appointment is confirmed or
+// cancelled, and the patient is told.
+void answer_reminder(runtime& rt, std::int64_t tenant, std::int64_t contact,
+                     std::int64_t conversation, std::int64_t channel, std::string text);
+// The tenant whose calendar has the feed token `token` (else the 401 of feed_refused), read
+// from Postgres: what the HTTP layer needs to place a feed request before any tenant wakes.
+void find_feed_tenant(runtime& rt, std::int64_t calendar, std::string token,
+                      callback<std::int64_t> reply);
+// Wakes the schedule actor (the sweeper: a reminder is due in a passivated tenant).
+void wake_schedule(runtime& rt, std::int64_t tenant);
 
 } // namespace crm::actors

@@ -6,11 +6,18 @@
 // their own transaction as touches of the patient's record.
 #include "actors/schedule.hpp"
 
+#include "actors/channels.hpp"
+#include "actors/contacts.hpp"
 #include "actors/record_actor.hpp"
 #include "domain/clock.hpp"
+#include "domain/crypto.hpp"
+#include "domain/ical.hpp"
 #include "domain/page_json.hpp"
+#include "domain/secret_keys.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/schedule_repo.hpp"
+#include "persistence/sealed_columns.hpp"
+#include "persistence/secret_owners.hpp"
 
 #include <boost/json.hpp>
 
@@ -35,6 +42,12 @@ struct status_request {
   std::optional<domain::appointment_status> status;
   std::optional<std::string> notes;
 };
+struct reminder_answer_msg {
+  std::int64_t contact = 0;
+  std::int64_t conversation = 0;
+  std::int64_t channel = 0;
+  std::string text;
+};
 
 } // namespace
 } // namespace crm::actors
@@ -54,6 +67,7 @@ CRM_OPAQUE(crm::actors::availability_query)
 CRM_OPAQUE(crm::actors::reschedule_request)
 CRM_OPAQUE(crm::actors::cancel_request)
 CRM_OPAQUE(crm::actors::status_request)
+CRM_OPAQUE(crm::actors::reminder_answer_msg)
 #undef CRM_OPAQUE
 } // namespace caf
 
@@ -89,6 +103,16 @@ using apt_move_atom = caf::atom_constant<caf::atom("apt_move")>;
 using apt_stop_atom = caf::atom_constant<caf::atom("apt_cancel")>;
 using apt_set_atom = caf::atom_constant<caf::atom("apt_set")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
+using feed_token_atom = caf::atom_constant<caf::atom("cal_token")>;
+using feed_atom = caf::atom_constant<caf::atom("cal_feed")>;
+using remind_atom = caf::atom_constant<caf::atom("remind")>;
+using answer_atom = caf::atom_constant<caf::atom("apt_answer")>;
+
+// How often a live schedule actor looks for reminders that have come due (a passivated
+// tenant's are found by the sweeper, which wakes its actor).
+constexpr auto reminder_tick = std::chrono::seconds(1);
+// The bytes of a feed token (base64url: 43 characters).
+constexpr std::size_t feed_token_bytes = 32;
 
 struct schedule_aggregate {
   static constexpr child_kind kind = child_kind::schedule;
@@ -189,8 +213,210 @@ std::string applied(schedule_actor* self, committed c) {
   return json::serialize(domain::appointment_to_json(c.saved));
 }
 
+// ---- reminders (docs/appointments.md "Reminders") -------------------------------------------
+
+// Who sends a reminder, in the audit trail.
+domain::audit_context_ptr reminder_sender() {
+  auto ctx = std::make_shared<domain::audit_context>();
+  ctx->actor = domain::audit_actor::system;
+  ctx->actor_ref = "appointment_reminder";
+  return ctx;
+}
+
+// The patient answering on a channel, in the audit trail (as the channel's inbound webhook).
+domain::audit_context_ptr patient_on(std::int64_t channel) {
+  auto ctx = std::make_shared<domain::audit_context>();
+  ctx->actor = domain::audit_actor::webhook;
+  ctx->actor_ref = "channel:" + std::to_string(channel);
+  return ctx;
+}
+
+void reminder_done(schedule_actor* self, const domain::reminder_key& key) {
+  auto& s = self->state.store;
+  s.reminders_out.erase(key);
+  s.reminders_done.insert(key);
+}
+
+// Recorded as skipped, with why (no consent, no conversation, an inactive channel).
+void skip_reminder(schedule_actor* self, domain::reminder_key key, std::string reason) {
+  auto tenant = self->state.env.tenant_id;
+  db<domain::reminder_key>(
+      self,
+      [tenant, key, reason](persistence::pg_conn& c) {
+        return persistence::skip_reminder(c, tenant, key, reason);
+      },
+      [self, key](domain::outcome<domain::reminder_key> r) {
+        if (r) return reminder_done(self, key);
+        self->state.store.reminders_out.erase(key); // a later tick tries again
+      });
+}
+
+// Renders the reminder with the patient's first name and queues it on the patient's
+// conversation of the rule's channel; the channels actor records it as sent in the message's
+// own transaction, once.
+void send_reminder(schedule_actor* self, domain::due_reminder d) {
+  auto& st = self->state;
+  st.store.reminders_out.insert(d.key);
+  auto tenant = st.env.tenant_id;
+  auto on_contact = in_actor<domain::outcome<std::vector<domain::contact>>>(
+      self, [self, tenant, d](domain::outcome<std::vector<domain::contact>> r) {
+        auto& st = self->state;
+        if (!r || r->empty()) {
+          // Not answered: a later tick tries again. Gone: so is the appointment (cascade).
+          st.store.reminders_out.erase(d.key);
+          return;
+        }
+        actors::outbound_request req;
+        req.contact_id = d.contact_id;
+        req.channel_id = d.rule.channel_id;
+        req.text = domain::render_reminder(
+            d.rule.text, {d.start_local, r->front().first_name, d.service_name, d.calendar_name});
+        req.purpose = domain::consent_purpose::appointment_reminders;
+        req.reminder = d.key;
+        auto on_sent =
+            in_actor<domain::outcome<std::string>>(self, [self, d](domain::outcome<std::string> m) {
+              using domain::errc;
+              if (m) return reminder_done(self, d.key);
+              auto& f = m.error();
+              if (f.code == errc::conflict && f.detail == reminder_sent_already)
+                return reminder_done(self, d.key);
+              if (f.code == errc::conflict || f.code == errc::not_found)
+                return skip_reminder(self, d.key, f.detail);
+              self->state.store.reminders_out.erase(d.key); // unavailable: later
+            });
+        domain::audit_scope scope(reminder_sender());
+        send_message(*st.env.rt->owner, tenant, std::move(req),
+                     callback<std::string>(std::move(on_sent)));
+      });
+  fetch_contacts(*st.env.rt->owner, tenant, {d.contact_id},
+                 callback<std::vector<domain::contact>>(std::move(on_contact)));
+}
+
+// Of the reminders of one appointment that are due at once (booked late, or a restart), only
+// the one nearest its start is sent; the earlier ones are recorded as skipped.
+void send_due_reminders(schedule_actor* self) {
+  auto due = self->state.store.due_reminders(domain::now_micros());
+  std::map<std::int64_t, std::size_t> nearest; // appointment → index in `due`
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    auto [it, fresh] = nearest.emplace(due[i].key.appointment_id, i);
+    if (!fresh && due[i].rule.before_minutes < due[it->second].rule.before_minutes) it->second = i;
+  }
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    if (nearest[due[i].key.appointment_id] == i) {
+      send_reminder(self, due[i]);
+    } else {
+      self->state.store.reminders_out.insert(due[i].key);
+      skip_reminder(self, due[i].key, "superseded by a later reminder of the same appointment");
+    }
+  }
+}
+
+// The patient's answer: the next live appointment confirmed or cancelled in its turn (source
+// patient_reply), then the acknowledgement on the conversation the answer came in on.
+void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m) {
+  auto what = domain::read_reminder_answer(m.text);
+  if (what == domain::reminder_answer::none) return;
+  auto tenant = self->state.env.tenant_id;
+  auto acknowledge = [self, tenant, m](domain::outcome<std::string> ack) {
+    if (!ack) return; // the change failed (a race with staff): nothing is said
+    actors::outbound_request req;
+    req.conversation_id = m.conversation;
+    req.text = std::move(*ack);
+    send_message(*self->state.env.rt->owner, tenant, std::move(req),
+                 callback<std::string>([](domain::outcome<std::string>) {}));
+  };
+  domain::audit_scope scope(patient_on(m.channel));
+  callback<std::string> reply(in_actor<domain::outcome<std::string>>(self, acknowledge));
+  write<schedule_aggregate, std::string>(self, reply, [self, m, what](callback<std::string> reply) {
+    auto& s = self->state.store;
+    auto now = domain::now_micros();
+    auto next = s.next_live(m.contact, now);
+    if (!next) return reply(domain::reminder_acknowledgement(m.text, what, {}, false));
+    auto zone = s.calendars.count(next->calendar_id) ? s.calendars.at(next->calendar_id).time_zone
+                                                     : std::string("UTC");
+    auto when = domain::local_time_text(next->start, zone);
+    if (what == domain::reminder_answer::confirm &&
+        next->status == domain::appointment_status::confirmed)
+      return reply(domain::reminder_acknowledgement(m.text, what, when, false));
+    domain::outcome<staged> planned =
+        what == domain::reminder_answer::confirm
+            ? with_event(
+                  s.plan_status(next->id, domain::appointment_status::confirmed, std::nullopt, now),
+                  "appointment.confirmed")
+            : with_event(s.plan_cancel(next->id, std::string("the patient answered the reminder"),
+                                       domain::appointment_source::patient_reply, now),
+                         "appointment.cancelled");
+    if (!planned) return reply(planned.error());
+    planned->next.source = domain::appointment_source::patient_reply;
+    auto save = save_appointment(reply,
+                                 what == domain::reminder_answer::confirm ? "update_appointment"
+                                                                          : "cancel_appointment",
+                                 {"status"}, 200);
+    db<committed>(
+        self, [save, p = std::move(*planned)](persistence::pg_conn& c) { return save(c, p); },
+        [self, reply, text = m.text, what, when](domain::outcome<committed> r) {
+          if (!r) return reply(r.error());
+          applied(self, std::move(*r));
+          reply(domain::reminder_acknowledgement(text, what, when, true));
+        });
+  });
+}
+
+// ---- the calendar feed (docs/appointments.md "Calendar feed") ------------------------------
+
+bool feed_token_matches(schedule_actor* self, const calendar& c, const std::string& token) {
+  auto& st = self->state;
+  return st.env.pool->keys().verify(persistence::sealed::calendar_feed_token, st.env.tenant_id,
+                                    token, c.feed_token_hash) != domain::secret_keys::match::no;
+}
+
+// The feed, with the patients' names when the calendar shows them: `reply` gets the text and
+// the patients it names (for the audit trail).
+void render_feed(schedule_actor* self, std::int64_t id, const std::string& token,
+                 callback<domain::calendar_feed_text> reply) {
+  auto& s = self->state.store;
+  auto c = s.feed_calendar(id);
+  if (!c) return reply(c.error());
+  if (!feed_token_matches(self, *c, token)) return reply(domain::feed_refused());
+  auto now = domain::now_micros();
+  domain::appointment_query q;
+  q.calendar_id = id;
+  q.from = now - domain::feed_past_days * 86'400'000'000LL;
+  q.to = now + domain::feed_future_days * 86'400'000'000LL;
+  auto items = s.views(q);
+  std::erase_if(items,
+                [](const domain::appointment_view& v) { return !domain::holds_slot(v.a.status); });
+  if (!c->feed_shows_names) {
+    return reply(domain::calendar_feed_text{domain::calendar_feed(*c, items, {}, now), {}});
+  }
+  std::vector<std::int64_t> contacts;
+  for (auto& v : items) contacts.push_back(v.a.contact_id);
+  std::sort(contacts.begin(), contacts.end());
+  contacts.erase(std::unique(contacts.begin(), contacts.end()), contacts.end());
+  auto k = in_actor<domain::outcome<std::vector<domain::contact>>>(
+      self, [cal = *c, items = std::move(items), now,
+             reply](domain::outcome<std::vector<domain::contact>> r) {
+        if (!r) return reply(r.error());
+        std::map<std::int64_t, std::string> names;
+        std::vector<std::int64_t> shown;
+        for (auto& x : *r) {
+          auto name = x.first_name;
+          if (x.last_name && !x.last_name->empty())
+            name += (name.empty() ? "" : " ") + *x.last_name;
+          names[x.id] = name;
+          shown.push_back(x.id);
+        }
+        reply(domain::calendar_feed_text{domain::calendar_feed(cal, items, names, now),
+                                         std::move(shown)});
+      });
+  fetch_contacts(*self->state.env.rt->owner, self->state.env.tenant_id, std::move(contacts),
+                 callback<std::vector<domain::contact>>(std::move(k)));
+}
+
 caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
   auto now = [] { return domain::now_micros(); };
+  // Reminders are looked for from the start, and every reminder_tick after.
+  self->send(self, remind_atom::value);
   return record_behavior(
       self, env,
       // Calendars.
@@ -393,6 +619,40 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
       },
       [](schedule_actor* self, gone_atom, std::int64_t contact) {
         forget(self, [contact](store& s) { s.forget_contact(contact); });
+      },
+      // The calendar feed and its token.
+      [now](schedule_actor* self, feed_token_atom, std::int64_t id, callback<std::string>& reply) {
+        auto token = domain::random_token(feed_token_bytes);
+        auto hash = self->state.env.pool->keys().hash(persistence::sealed::calendar_feed_token,
+                                                      self->state.env.tenant_id, token);
+        change(
+            self, id, reply,
+            [id, hash, now](const store& s) { return s.plan_feed_token(id, hash, now()); },
+            persistence::update_calendar,
+            [token](schedule_actor* self, calendar saved) {
+              self->state.store.put(saved);
+              json::object o;
+              o["feed_token"] = token;
+              return json::serialize(o);
+            });
+      },
+      [](schedule_actor* self, feed_atom, std::int64_t id, std::string& token,
+         callback<domain::calendar_feed_text>& reply) {
+        when_loaded(self, fail_with(reply),
+                    [self, id, token, reply] { render_feed(self, id, token, reply); });
+      },
+      // Reminders, and the patients' answers to them.
+      [](schedule_actor* self, remind_atom) {
+        if (self->state.stopping) return;
+        when_loaded(
+            self, [](const domain::failure&) {}, [self] { send_due_reminders(self); });
+        self->delayed_send(self, reminder_tick, remind_atom::value);
+      },
+      [](schedule_actor*, wake_atom) {
+        // Woken by the sweeper: spawning began the reminder ticks.
+      },
+      [](schedule_actor* self, answer_atom, reminder_answer_msg& m) {
+        answer_reminder_in_turn(self, std::move(m));
       });
 }
 
@@ -517,6 +777,46 @@ void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
 
 void forget_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t contact) {
   tell<child_kind::schedule>(rt, tenant, gone_atom::value, contact);
+}
+
+void rotate_feed_token(runtime& rt, std::int64_t tenant, std::int64_t calendar,
+                       callback<std::string> reply) {
+  tell<child_kind::schedule>(rt, tenant, feed_token_atom::value, calendar, std::move(reply));
+}
+
+void calendar_feed(runtime& rt, std::int64_t tenant, std::int64_t calendar, std::string token,
+                   callback<domain::calendar_feed_text> reply) {
+  tell<child_kind::schedule>(rt, tenant, feed_atom::value, calendar, std::move(token),
+                             std::move(reply));
+}
+
+void answer_reminder(runtime& rt, std::int64_t tenant, std::int64_t contact,
+                     std::int64_t conversation, std::int64_t channel, std::string text) {
+  tell<child_kind::schedule>(rt, tenant, answer_atom::value,
+                             reminder_answer_msg{contact, conversation, channel, std::move(text)});
+}
+
+void find_feed_tenant(runtime& rt, std::int64_t calendar, std::string token,
+                      callback<std::int64_t> reply) {
+  auto& pool = rt.internals().pool;
+  pool.run<std::optional<persistence::secret_owner>>(
+      [calendar](persistence::pg_conn& c) {
+        return persistence::feed_owner_of_calendar(c, calendar);
+      },
+      [&pool, token = std::move(token),
+       reply](domain::outcome<std::optional<persistence::secret_owner>> r) {
+        if (!r) return reply(r.error());
+        auto& o = *r;
+        if (!o || !o->secret ||
+            pool.keys().verify(persistence::sealed::calendar_feed_token, o->tenant_id, token,
+                               *o->secret) == domain::secret_keys::match::no)
+          return reply(domain::feed_refused());
+        reply(o->tenant_id);
+      });
+}
+
+void wake_schedule(runtime& rt, std::int64_t tenant) {
+  tell<child_kind::schedule>(rt, tenant, wake_atom::value);
 }
 
 } // namespace crm::actors

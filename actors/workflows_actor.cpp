@@ -27,6 +27,7 @@
 #include "persistence/automation_repo.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
+#include "persistence/schedule_repo.hpp"
 
 #include <boost/json.hpp>
 
@@ -1633,7 +1634,7 @@ bool child_alive(runtime::impl& rt, std::int64_t tid, child_kind k) {
 }
 
 struct due_work {
-  std::vector<std::int64_t> automation, messages, ai;
+  std::vector<std::int64_t> automation, messages, ai, reminders;
 };
 // Messages waiting for an AI agent this long are taken up by waking the tenant's agent actor
 // (the live one has them in hand).
@@ -1646,7 +1647,8 @@ void sweep(runtime::impl& rt) {
       [](persistence::pg_conn& c) {
         return due_work{persistence::tenants_with_due_work(c),
                         persistence::tenants_with_queued_messages(c),
-                        persistence::tenants_with_pending_ai(c, ai_pending_grace_seconds)};
+                        persistence::tenants_with_pending_ai(c, ai_pending_grace_seconds),
+                        persistence::tenants_with_due_reminders(c)};
       },
       [&rt](domain::outcome<due_work> r) {
         if (r) {
@@ -1659,6 +1661,10 @@ void sweep(runtime::impl& rt) {
           for (auto tid : r->ai)
             if (!child_alive(rt, tid, child_kind::agents))
               rt.route(tid, child_kind::agents, caf::make_message(wake_atom::value));
+          // A live schedule actor finds its due reminders itself (actors/schedule_actor.cpp).
+          for (auto tid : r->reminders)
+            if (!child_alive(rt, tid, child_kind::schedule))
+              rt.route(tid, child_kind::schedule, caf::make_message(wake_atom::value));
         }
         rt.automation->sweeping = false;
       });

@@ -275,6 +275,8 @@ json::object calendar_to_json(const calendar& c) {
   o["working_hours"] = working_hours_to_json(c.hours);
   o["slot_step_minutes"] = c.slot_step;
   o["is_active"] = c.is_active;
+  o["feed_shows_names"] = c.feed_shows_names;
+  o["has_feed_token"] = !c.feed_token_hash.empty();
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);
   return o;
@@ -554,8 +556,30 @@ outcome<calendar> schedule_store::plan_update_calendar(std::int64_t id, const ca
   if (p.hours) c->hours = *p.hours;
   if (p.slot_step) c->slot_step = *p.slot_step;
   if (p.is_active) c->is_active = *p.is_active;
+  if (p.feed_shows_names) c->feed_shows_names = *p.feed_shows_names;
   c->updated_at = now;
   return c;
+}
+
+outcome<calendar> schedule_store::plan_feed_token(std::int64_t id, std::string token_hash,
+                                                  std::int64_t now) const {
+  auto c = get_calendar(id);
+  if (!c) return c;
+  c->feed_token_hash = std::move(token_hash);
+  c->updated_at = now;
+  return c;
+}
+
+outcome<calendar> schedule_store::feed_calendar(std::int64_t id) const {
+  auto it = calendars.find(id);
+  // An unknown calendar, one without a feed and a wrong token are told apart by nobody: the
+  // feed's URL is all a subscriber has.
+  if (it == calendars.end() || it->second.feed_token_hash.empty()) return feed_refused();
+  return it->second;
+}
+
+failure feed_refused() {
+  return failure::of(errc::invalid_credentials, "the feed token is not valid for this calendar");
 }
 
 outcome<calendar> schedule_store::plan_delete_calendar(std::int64_t id) const {
@@ -834,6 +858,159 @@ void schedule_store::forget_contact(std::int64_t contact) {
     appointments.erase(id);
   }
   by_contact.erase(contact);
+}
+
+} // namespace crm::domain
+
+// ---- Reminders -----------------------------------------------------------------------------
+
+namespace crm::domain {
+namespace {
+
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' ||
+                        s.back() == '\r' || s.back() == '.' || s.back() == '!'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// ASCII letters lowered; the accented letters of the answers (UTF-8 "Í", "Ã") lowered too.
+std::string folded(std::string_view s) {
+  std::string out(s);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto c = static_cast<unsigned char>(out[i]);
+    if (c >= 'A' && c <= 'Z') out[i] = static_cast<char>(c - 'A' + 'a');
+    // U+00C0..U+00DE (C3 80..C3 9E) lower to U+00E0..U+00FE (C3 A0..C3 BE).
+    if (c == 0xC3 && i + 1 < out.size()) {
+      auto d = static_cast<unsigned char>(out[i + 1]);
+      if (d >= 0x80 && d <= 0x9E && d != 0x97) out[i + 1] = static_cast<char>(d + 0x20);
+      ++i;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+reminder_answer read_reminder_answer(std::string_view text) {
+  auto word = folded(trimmed(text));
+  for (std::string_view yes :
+       {"1", "yes", "y", "sim", "s\xc3\xad", "si", "confirm", "confirmo", "confirmar", "ok"})
+    if (word == yes) return reminder_answer::confirm;
+  for (std::string_view no :
+       {"2", "no", "n\xc3\xa3o", "nao", "cancel", "cancelar", "cancelo", "desmarcar"})
+    if (word == no) return reminder_answer::cancel;
+  return reminder_answer::none;
+}
+
+std::string reminder_acknowledgement(std::string_view answer_text, reminder_answer a,
+                                     std::string_view start_local, bool changed) {
+  auto word = folded(trimmed(answer_text));
+  enum { en, pt, es } lang = en;
+  if (word == "sim" || word == "n\xc3\xa3o" || word == "nao" || word == "cancelar" ||
+      word == "confirmo" || word == "confirmar" || word == "cancelo" || word == "desmarcar")
+    lang = pt;
+  else if (word == "s\xc3\xad" || word == "si")
+    lang = es;
+  auto when = std::string(start_local);
+  if (when.empty()) {
+    if (lang == pt) return "Não encontramos nenhuma consulta marcada para responder.";
+    if (lang == es) return "No encontramos ninguna cita pendiente.";
+    return "We found no upcoming appointment to answer for.";
+  }
+  if (a == reminder_answer::confirm) {
+    if (lang == pt) return "Obrigado! Sua consulta de " + when + " está confirmada.";
+    if (lang == es) return "¡Gracias! Su cita del " + when + " está confirmada.";
+    return changed ? "Thank you! Your appointment on " + when + " is confirmed."
+                   : "Your appointment on " + when + " is confirmed.";
+  }
+  if (lang == pt) return "Sua consulta de " + when + " foi cancelada.";
+  if (lang == es) return "Su cita del " + when + " fue cancelada.";
+  return "Your appointment on " + when + " is cancelled.";
+}
+
+std::string render_reminder(std::string_view text, const reminder_values& v) {
+  std::string out;
+  out.reserve(text.size() + 32);
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto open = text.find("{{", pos);
+    if (open == std::string_view::npos) break;
+    auto close = text.find("}}", open + 2);
+    if (close == std::string_view::npos) break;
+    out.append(text.substr(pos, open - pos));
+    auto name = trimmed(text.substr(open + 2, close - open - 2));
+    if (name == "appointment.start_local")
+      out += v.start_local;
+    else if (name == "contact.first_name")
+      out += v.first_name;
+    else if (name == "service.name")
+      out += v.service_name;
+    else if (name == "calendar.name")
+      out += v.calendar_name;
+    pos = close + 2;
+  }
+  out.append(text.substr(pos));
+  return out;
+}
+
+std::string local_time_text(std::int64_t us, std::string_view zone) {
+  auto z = zone_of(zone);
+  if (!z) z = date::locate_zone("UTC");
+  auto lt = z->to_local(date::floor<std::chrono::minutes>(sys_of(us)));
+  return date::format("%Y-%m-%d %H:%M", lt);
+}
+
+std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const {
+  std::vector<due_reminder> out;
+  // Only appointments within the longest reminder's reach can have one due.
+  const std::int64_t reach = std::int64_t(schedule_rules::before_max) * minute_us;
+  for (auto it = by_start.upper_bound({now, std::numeric_limits<std::int64_t>::max()});
+       it != by_start.end() && it->first <= now + reach; ++it) {
+    auto& a = appointments.at(it->second);
+    if (a.status != appointment_status::booked && a.status != appointment_status::confirmed)
+      continue;
+    auto s = services.find(a.service_id);
+    if (s == services.end()) continue;
+    for (std::size_t i = 0; i < s->second.reminders.size(); ++i) {
+      auto& rule = s->second.reminders[i];
+      auto due = a.start - std::int64_t(rule.before_minutes) * minute_us;
+      // Not yet. (Booked after its time: due now, the rule of the nearest in send_due_reminders
+      // picks which one goes out.)
+      if (due > now) continue;
+      reminder_key key{a.id, static_cast<int>(i), a.start};
+      if (reminders_done.count(key) || reminders_out.count(key)) continue;
+      due_reminder d;
+      d.key = key;
+      d.contact_id = a.contact_id;
+      d.rule = rule;
+      d.service_name = s->second.name;
+      auto c = calendars.find(a.calendar_id);
+      if (c != calendars.end()) {
+        d.calendar_name = c->second.name;
+        d.start_local = local_time_text(a.start, c->second.time_zone);
+      } else {
+        d.start_local = local_time_text(a.start, "UTC");
+      }
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+std::optional<appointment> schedule_store::next_live(std::int64_t contact, std::int64_t now) const {
+  auto c = by_contact.find(contact);
+  if (c == by_contact.end()) return std::nullopt;
+  for (auto it = c->second.upper_bound({now, std::numeric_limits<std::int64_t>::max()});
+       it != c->second.end(); ++it) {
+    auto& a = appointments.at(it->second);
+    if (a.status == appointment_status::booked || a.status == appointment_status::confirmed)
+      return a;
+  }
+  return std::nullopt;
 }
 
 } // namespace crm::domain

@@ -104,6 +104,10 @@ struct calendar {
   working_week hours;
   int slot_step = schedule_rules::step_default; // minutes
   bool is_active = true;
+  // The calendar feed (feed.ics): patients' names shown in it, and the keyed hash of its
+  // token (never shown; empty: no feed until a token is made).
+  bool feed_shows_names = false;
+  std::string feed_token_hash;
   std::int64_t created_at = 0; // µs
   std::int64_t updated_at = 0;
 };
@@ -187,6 +191,7 @@ struct calendar_patch {
   std::optional<working_week> hours;
   std::optional<int> slot_step;
   std::optional<bool> is_active;
+  std::optional<bool> feed_shows_names;
 };
 
 struct service_patch {
@@ -224,6 +229,53 @@ struct appointment_view {
   std::string calendar_name;
 };
 
+// ---- Reminders (docs/appointments.md "Reminders") ------------------------------------------
+// One reminder of one appointment at one start: sent (or skipped) once, recorded in Postgres
+// under this key (a reschedule gives the appointment new keys).
+struct reminder_key {
+  std::int64_t appointment_id = 0;
+  int index = 0; // in the service's reminders
+  std::int64_t start = 0;
+  auto operator<=>(const reminder_key&) const = default;
+};
+// A reminder whose time has come: start - before_minutes ≤ now < start, for a booked or
+// confirmed appointment (one booked after that time too: it goes out at once).
+struct due_reminder {
+  reminder_key key;
+  std::int64_t contact_id = 0;
+  reminder_rule rule;
+  std::string service_name;
+  std::string calendar_name;
+  std::string start_local; // in the calendar's zone: "2026-12-01 09:00"
+};
+// What the template of a reminder may name.
+struct reminder_values {
+  std::string start_local;
+  std::string first_name;
+  std::string service_name;
+  std::string calendar_name;
+};
+// Replaces {{appointment.start_local}}, {{contact.first_name}}, {{service.name}} and
+// {{calendar.name}} (spaces inside the braces allowed); any other {{...}} becomes empty.
+std::string render_reminder(std::string_view text, const reminder_values& v);
+
+// A patient's answer to a reminder: "1", "yes", "sim", "sí", "si", "confirm", "confirmo" confirm;
+// "2", "no", "não", "nao", "cancel", "cancelar" cancel (case, spaces and a final . or ! aside).
+// Anything else is an ordinary message.
+enum class reminder_answer : std::uint8_t { none, confirm, cancel };
+reminder_answer read_reminder_answer(std::string_view text);
+// The acknowledgement the patient gets, in the language of the answer (Portuguese for "sim",
+// "não", "cancelar"; Spanish for "sí"; English otherwise). `start_local` empty: there was no
+// appointment to answer for.
+std::string reminder_acknowledgement(std::string_view answer_text, reminder_answer a,
+                                     std::string_view start_local, bool changed);
+
+// The answer to a feed request without the right token (401, whatever the calendar).
+failure feed_refused();
+
+// An instant in a zone's local time, "YYYY-MM-DD HH:MM" (UTC when the zone is unknown).
+std::string local_time_text(std::int64_t us, std::string_view zone);
+
 struct schedule_store {
   std::map<std::int64_t, calendar> calendars;
   std::map<std::int64_t, service> services;
@@ -237,6 +289,8 @@ struct schedule_store {
   std::map<std::int64_t, std::set<std::pair<std::int64_t, std::int64_t>>> by_contact; // (start, id)
   std::set<std::pair<std::int64_t, std::int64_t>> by_start;                           // (start, id)
   std::map<std::int64_t, std::set<std::int64_t>> closures_of; // calendar → closure ids
+  std::set<reminder_key> reminders_done; // sent or skipped (appointment_reminders)
+  std::set<reminder_key> reminders_out;  // being sent now
 
   outcome<calendar> get_calendar(std::int64_t id) const;
   outcome<service> get_service(std::int64_t id) const;
@@ -284,6 +338,15 @@ struct schedule_store {
   // live → cancelled. `notes` replaces the notes when set.
   outcome<appointment> plan_status(std::int64_t id, std::optional<appointment_status> to,
                                    std::optional<std::string> notes, std::int64_t now) const;
+
+  // Reminders due at `now`, neither done nor being sent, by due time.
+  std::vector<due_reminder> due_reminders(std::int64_t now) const;
+  // The contact's next booked or confirmed appointment starting after `now`.
+  std::optional<appointment> next_live(std::int64_t contact, std::int64_t now) const;
+  // A calendar with a feed (its token's hash set); else the 401 of feed_refused().
+  outcome<calendar> feed_calendar(std::int64_t id) const;
+  outcome<calendar> plan_feed_token(std::int64_t id, std::string token_hash,
+                                    std::int64_t now) const;
 
   // Committed changes, applied to memory.
   void put(const calendar& c);

@@ -25,14 +25,14 @@ using m = audit_mode;
 
 audit_rule rule(m mode, const char* resource, const char* action, const char* id = "id",
                 const char* list_key = "", const char* nested = "") {
-  return {mode, resource, action, id, list_key, nested, ""};
+  return {mode, resource, action, id, list_key, nested, "", false};
 }
 
 // A route about a patient's appointment: recorded as a touch of the patient's record, whose
 // id the answer names (contact_id); a failed change names none (its path id is the
 // appointment's, never a contact's).
 audit_rule of_patient(m mode, const char* action, const char* list_key = "") {
-  return {mode, "contact", action, "", list_key, "", "contact_id"};
+  return {mode, "contact", action, "", list_key, "", "contact_id", false};
 }
 
 // Every route that touches health data, and the security events. Routes of configuration
@@ -97,6 +97,11 @@ const std::vector<table_row>& table() {
       // FHIR Appointment: the handler names the patients (exchange::audit_records).
       {verb::get, "/api/v1/fhir/Appointment", of_patient(m::list, "fhir_search_appointments")},
       {verb::get, "/api/v1/fhir/Appointment/{id}", of_patient(m::read, "fhir_read_appointment")},
+      // A calendar's feed (a token in its query, no user): the patients it names, under the
+      // calendar's tenant (the handler sets it once the token is checked).
+      {verb::get,
+       "/api/v1/calendars/{id}/feed.ics",
+       {m::list, "contact", "calendar_feed", "", "", "", "", true}},
       // Companies.
       {verb::get, "/api/v1/companies", rule(m::list, "company", "list", "", "items")},
       {verb::post, "/api/v1/companies", rule(m::change_in_tx, "company", "create", "")},
@@ -318,7 +323,7 @@ void auditor::on_response(exchange& ex, response& r) {
   row.status = r.status;
   row.outcome = domain::audit_outcome(r.status);
   if (mode == audit_mode::list) {
-    row.query = std::string(query_of(ex.req).substr(0, 2048));
+    if (!rule.secret_query) row.query = std::string(query_of(ex.req).substr(0, 2048));
     if (success && !rule.list_key.empty() && !r.stream)
       row.ids = domain::list_ids(r.body, rule.list_key, rule.nested,
                                  rule.answer_id.empty() ? "id" : rule.answer_id);

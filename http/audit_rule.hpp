@@ -17,6 +17,8 @@ struct audit_rule {
   // The member naming the record when the path does not (id_param ""): read: of the answer;
   // list: of each listed object (instead of "id"). An appointment names its patient so.
   std::string answer_id;
+  // list: the query holds a credential (a calendar feed's token) and is not recorded.
+  bool secret_query = false;
 };
 
 } // namespace crm::http

@@ -21,17 +21,11 @@ namespace json = boost::json;
 namespace crm::persistence {
 namespace {
 
-#define MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
-
-std::string ts(std::int64_t micros) {
-  return domain::format_rfc3339(micros);
-}
-
 const char* agent_columns =
     "id, tenant_id, name, instructions, provider, model, base_url, api_key,"
     " array_to_json(channel_ids)::text, auto_reply, array_to_json(handoff_keywords)::text,"
-    " reply_language, emergency_message, handoff_assignee_id, stream, is_active, " MICROS(
-        "created_at") ", " MICROS("updated_at");
+    " reply_language, emergency_message, handoff_assignee_id, stream, is_active, " CRM_MICROS(
+        "created_at") ", " CRM_MICROS("updated_at");
 
 json::array json_array(const pqxx::field& f) {
   json::error_code ec;
@@ -78,8 +72,8 @@ std::string strings_json(const std::vector<std::string>& xs) {
 }
 
 const char* document_columns =
-    "id, tenant_id, agent_id, title, kind, octet_length(content), " MICROS(
-        "created_at") ", " MICROS("updated_at");
+    "id, tenant_id, agent_id, title, kind, octet_length(content), " CRM_MICROS(
+        "created_at") ", " CRM_MICROS("updated_at");
 
 domain::ai_document to_document(const pqxx::row& r) {
   domain::ai_document d;
@@ -274,7 +268,7 @@ std::string replies_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t a
   auto rows = tx.exec_params(
       "SELECT id, agent_id, conversation_id, message_id, array_to_json(reply_message_ids)::text,"
       " intent, handoff, handoff_reason, array_to_json(passages)::text, provider, prompt_tokens,"
-      " completion_tokens, latency_ms, error, dropped, " MICROS(
+      " completion_tokens, latency_ms, error, dropped, " CRM_MICROS(
           "created_at") " FROM ai_replies WHERE tenant_id = $1 AND agent_id = $2 ORDER BY id DESC "
                         "LIMIT $3 OFFSET"
                         " $4",
@@ -321,7 +315,7 @@ std::vector<domain::chat_turn> recent_turns(pg_conn& c, std::int64_t tenant_id,
 contact_messages messages_of_contact(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id) {
   pqxx::read_transaction tx(c.raw());
   contact_messages out;
-  auto counts = tx.exec_params("SELECT count(DISTINCT c.id), count(m.id), max(" MICROS(
+  auto counts = tx.exec_params("SELECT count(DISTINCT c.id), count(m.id), max(" CRM_MICROS(
                                    "m.created_at") ") FROM"
                                                    " conversations c LEFT JOIN messages m ON "
                                                    "m.conversation_id = c.id WHERE c.tenant_id = $1"

@@ -11,9 +11,8 @@ namespace crm::persistence {
 
 namespace {
 
-#define MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
-constexpr const char* columns = "id, tenant_id, name, role, prefix, created_by, " MICROS(
-    "created_at") ", " MICROS("expires_at") ", " MICROS("revoked_at");
+constexpr const char* key_columns = "id, tenant_id, name, role, prefix, created_by, " CRM_MICROS(
+    "created_at") ", " CRM_MICROS("expires_at") ", " CRM_MICROS("revoked_at");
 #undef MICROS
 
 api_key_row to_row(const pqxx::row& r) {
@@ -57,7 +56,7 @@ std::optional<api_key_row> insert_api_key(pg_conn& c, const new_api_key& k,
       std::string("INSERT INTO api_keys (id, tenant_id, name, role, secret_hash, prefix,"
                   " created_by, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7::bigint,"
                   " timestamptz 'epoch' + $8::bigint * interval '1 microsecond') RETURNING ") +
-          columns,
+          key_columns,
       id, k.tenant_id, k.name, k.role, c.keys().hash(sealed::api_key_secret, k.tenant_id, k.secret),
       prefix, by ? by->c_str() : nullptr, expires ? expires->c_str() : nullptr);
   tx.commit();
@@ -72,7 +71,7 @@ std::vector<api_key_row> list_api_keys(pg_conn& c, std::int64_t tenant, int page
               .as<std::int64_t>();
   std::vector<api_key_row> out;
   for (const auto& r :
-       tx.exec_params(std::string("SELECT ") + columns +
+       tx.exec_params(std::string("SELECT ") + key_columns +
                           " FROM api_keys WHERE tenant_id = $1 ORDER BY id LIMIT $2 OFFSET $3",
                       tenant, per_page, static_cast<std::int64_t>(page - 1) * per_page))
     out.push_back(to_row(r));
@@ -81,7 +80,8 @@ std::vector<api_key_row> list_api_keys(pg_conn& c, std::int64_t tenant, int page
 
 std::optional<api_key_row> find_api_key(pg_conn& c, std::int64_t id) {
   pqxx::read_transaction tx(c.raw());
-  auto r = tx.exec_params(std::string("SELECT ") + columns + " FROM api_keys WHERE id = $1", id);
+  auto r =
+      tx.exec_params(std::string("SELECT ") + key_columns + " FROM api_keys WHERE id = $1", id);
   if (r.empty()) return std::nullopt;
   return to_row(r.front());
 }
@@ -93,7 +93,7 @@ std::optional<api_key_row> revoke_api_key(pg_conn& c, std::int64_t tenant, std::
   tx.exec_params("UPDATE api_keys SET revoked_at = now(), revoked_by = $3::bigint"
                  " WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL",
                  tenant, id, who ? who->c_str() : nullptr);
-  auto r = tx.exec_params(std::string("SELECT ") + columns +
+  auto r = tx.exec_params(std::string("SELECT ") + key_columns +
                               " FROM api_keys WHERE tenant_id = $1 AND id = $2",
                           tenant, id);
   tx.commit();

@@ -21,8 +21,6 @@ namespace json = boost::json;
 namespace crm::persistence {
 namespace {
 
-#define MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
-
 // A timestamp parameter: NULL for 0.
 struct ts_param {
   std::string text;
@@ -35,10 +33,6 @@ const char* opt(const std::optional<std::string>& s) {
   return s ? s->c_str() : nullptr;
 }
 
-std::int64_t micros_or_zero(const pqxx::field& f) {
-  return f.is_null() ? 0 : f.as<std::int64_t>();
-}
-
 json::value parse_json(const pqxx::field& f) {
   if (f.is_null()) return nullptr;
   json::error_code ec;
@@ -48,8 +42,8 @@ json::value parse_json(const pqxx::field& f) {
 
 const char* workflow_columns =
     "id, tenant_id, name, description, trigger_type, trigger_config::text, conditions::text,"
-    " actions::text, is_active, webhook_secret, " MICROS("next_run_at") ", " MICROS(
-        "created_at") ", " MICROS("updated_at");
+    " actions::text, is_active, webhook_secret, " CRM_MICROS("next_run_at") ", " CRM_MICROS(
+        "created_at") ", " CRM_MICROS("updated_at");
 
 // Secrets at rest (persistence/sealed_columns.hpp): the workflow's webhook secret, the header
 // values of its http_request actions (in the workflow and in each run's copy of its actions) and
@@ -98,17 +92,17 @@ domain::workflow to_workflow(const pqxx::row& r, const domain::secret_keys& keys
   return w;
 }
 
-const char* run_columns =
-    "id, tenant_id, workflow_id, status, trigger_type, trigger_payload::text, depth,"
-    " conditions_met, actions::text, next_step, steps::text, error, " MICROS(
-        "resume_at") ", " MICROS("created_at") ", " MICROS("started_at") ", " MICROS("finished_"
-                                                                                     "at") ","
-                                                                                           " " MICROS(
-                                                                                               "upd"
-                                                                                               "ate"
-                                                                                               "d_"
-                                                                                               "a"
-                                                                                               "t");
+const char*
+    run_columns =
+        "id, tenant_id, workflow_id, status, trigger_type, trigger_payload::text, depth,"
+        " conditions_met, actions::text, next_step, steps::text, error, " CRM_MICROS("resume_at") ", " CRM_MICROS(
+            "created_at") ", " CRM_MICROS("started_at") ", " CRM_MICROS("finished_"
+                                                                        "at") ","
+                                                                              " " CRM_MICROS("upd"
+                                                                                             "ate"
+                                                                                             "d_"
+                                                                                             "a"
+                                                                                             "t");
 
 // `keys` null: the run is only shown, and its actions (never shown) are left out unopened.
 domain::workflow_run to_run(const pqxx::row& r, const domain::secret_keys* keys) {
@@ -136,8 +130,8 @@ domain::workflow_run to_run(const pqxx::row& r, const domain::secret_keys* keys)
 }
 
 const char* subscription_columns =
-    "id, tenant_id, url, events::text, description, secret, is_active, disabled_reason, " MICROS(
-        "created_at") ", " MICROS("updated_at");
+    "id, tenant_id, url, events::text, description, secret, is_active, "
+    "disabled_reason, " CRM_MICROS("created_at") ", " CRM_MICROS("updated_at");
 
 domain::webhook_subscription to_subscription(const pqxx::row& r, const domain::secret_keys& keys) {
   domain::webhook_subscription s;
@@ -292,7 +286,7 @@ dispatch_result dispatch_outbox(pg_conn& c, std::int64_t tenant_id, const event_
   auto rows = tx.exec_params(
       "UPDATE outbox SET dispatched_at = now() WHERE id IN (SELECT id FROM outbox WHERE"
       " tenant_id = $1 AND dispatched_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)"
-      " RETURNING id, event, payload::text, depth, " MICROS("created_at"),
+      " RETURNING id, event, payload::text, depth, " CRM_MICROS("created_at"),
       tenant_id, static_cast<std::int64_t>(limit));
   struct event_row {
     std::int64_t id;
@@ -508,16 +502,16 @@ std::vector<domain::webhook_delivery> due_deliveries(pg_conn& c, std::int64_t te
   std::string except = "{";
   for (std::size_t i = 0; i < busy.size(); ++i) except += (i ? "," : "") + std::to_string(busy[i]);
   except += "}";
-  auto rows = tx.exec_params(
-      "SELECT d.id, d.subscription_id, d.event, d.payload::text, d.attempts, " MICROS(
-          "d.retry_from") ", " MICROS("d.created_at") " FROM webhook_deliveries d JOIN"
-                                                      " webhook_subscriptions s ON s.id ="
-                                                      " d.subscription_id AND s.is_active"
-                                                      " WHERE d.tenant_id = $1 AND d.status ="
-                                                      " 'pending' AND d.next_attempt_at <= now()"
-                                                      " AND NOT (d.id = ANY($2::bigint[]))"
-                                                      " ORDER BY d.next_attempt_at, d.id LIMIT $3",
-      tenant_id, except, static_cast<std::int64_t>(limit));
+  auto rows = tx.exec_params("SELECT d.id, d.subscription_id, d.event, d.payload::text, "
+                             "d.attempts, " CRM_MICROS("d.retry_from") ", " CRM_MICROS(
+                                 "d.created_at") " FROM webhook_deliveries d JOIN"
+                                                 " webhook_subscriptions s ON s.id ="
+                                                 " d.subscription_id AND s.is_active"
+                                                 " WHERE d.tenant_id = $1 AND d.status ="
+                                                 " 'pending' AND d.next_attempt_at <= now()"
+                                                 " AND NOT (d.id = ANY($2::bigint[]))"
+                                                 " ORDER BY d.next_attempt_at, d.id LIMIT $3",
+                             tenant_id, except, static_cast<std::int64_t>(limit));
   std::vector<domain::webhook_delivery> out;
   for (auto r : rows) {
     domain::webhook_delivery d;
@@ -536,10 +530,10 @@ std::vector<domain::webhook_delivery> due_deliveries(pg_conn& c, std::int64_t te
 std::int64_t next_delivery_due(pg_conn& c, std::int64_t tenant_id) {
   pqxx::read_transaction tx(c.raw());
   auto r = tx.exec_params(
-      "SELECT " MICROS("min(d.next_attempt_at)") " FROM webhook_deliveries d JOIN"
-                                                 " webhook_subscriptions s ON s.id ="
-                                                 " d.subscription_id AND s.is_active WHERE"
-                                                 " d.tenant_id = $1 AND d.status = 'pending'",
+      "SELECT " CRM_MICROS("min(d.next_attempt_at)") " FROM webhook_deliveries d JOIN"
+                                                     " webhook_subscriptions s ON s.id ="
+                                                     " d.subscription_id AND s.is_active WHERE"
+                                                     " d.tenant_id = $1 AND d.status = 'pending'",
       tenant_id);
   return micros_or_zero(r.front()[0]);
 }
@@ -594,9 +588,9 @@ std::string deliveries_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_
   std::string filter = " WHERE tenant_id = $1 AND subscription_id = $2";
   if (status) filter += " AND status = $3";
   auto total_q = "SELECT count(*) FROM webhook_deliveries" + filter;
-  auto rows_q = std::string("SELECT id, subscription_id, event, status, attempts, " MICROS(
+  auto rows_q = std::string("SELECT id, subscription_id, event, status, attempts, " CRM_MICROS(
                     "next_attempt_at") ", last_status_code, last_error, "
-                                       "payload::text, " MICROS("created_at") ", " MICROS(
+                                       "payload::text, " CRM_MICROS("created_at") ", " CRM_MICROS(
                                            "d"
                                            "e"
                                            "l"

@@ -21,19 +21,9 @@ namespace json = boost::json;
 namespace crm::persistence {
 namespace {
 
-#define MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
-
-std::string ts(std::int64_t micros) {
-  return domain::format_rfc3339(micros);
-}
-
-std::int64_t micros_or_zero(const pqxx::field& f) {
-  return f.is_null() ? 0 : f.as<std::int64_t>();
-}
-
 const char* channel_columns =
-    "id, tenant_id, name, type, config::text, webhook_secret, is_active, " MICROS(
-        "created_at") ", " MICROS("updated_at");
+    "id, tenant_id, name, type, config::text, webhook_secret, is_active, " CRM_MICROS(
+        "created_at") ", " CRM_MICROS("updated_at");
 
 // Provider secrets in the config are sealed; the inbound webhook secret arrives hashed already
 // (the actor hashes it).
@@ -64,10 +54,11 @@ domain::channel to_channel(const pqxx::row& r, const domain::secret_keys& keys) 
   return ch;
 }
 
-const char* conversation_columns =
-    "id, tenant_id, channel_id, contact_id, status, assignee_id, unread_count, " MICROS(
-        "last_message_at") ", " MICROS("created_at") ", " MICROS("updated_at") ", ai_paused,"
-                                                                               " handoff_reason";
+const char*
+    conversation_columns = "id, tenant_id, channel_id, contact_id, status, assignee_id, "
+                           "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS(
+                               "created_at") ", " CRM_MICROS("updated_at") ", ai_paused,"
+                                                                           " handoff_reason";
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -89,7 +80,7 @@ domain::conversation to_conversation(const pqxx::row& r) {
 
 const char* message_columns =
     "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
-    " m.attempts, m.sender_user_id, " MICROS("m.created_at") ", " MICROS(
+    " m.attempts, m.sender_user_id, " CRM_MICROS("m.created_at") ", " CRM_MICROS(
         "m.sent_at") ","
                      " m.sender_agent_id";
 
@@ -147,7 +138,7 @@ void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool i
 }
 
 const char* consent_columns = "id, tenant_id, contact_id, purpose, channel_id, granted, source,"
-                              " evidence, " MICROS("recorded_at") ", recorded_by";
+                              " evidence, " CRM_MICROS("recorded_at") ", recorded_by";
 
 domain::consent to_consent(const pqxx::row& r) {
   domain::consent c;
@@ -209,15 +200,16 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                                tenant_id))
     out.identities.push_back(
         {r[0].as<std::int64_t>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
-  for (auto r : tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
-                               "m.text, m.attempts, " MICROS("m.next_attempt_at") ", " MICROS(
-                                   "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL"
-                                                   " FROM messages m JOIN"
-                                                   " conversations c ON c.id ="
-                                                   " m.conversation_id WHERE"
-                                                   " m.tenant_id = $1 AND m.status ="
-                                                   " 'queued' ORDER BY m.id",
-                               tenant_id)) {
+  for (auto r :
+       tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
+                      "m.text, m.attempts, " CRM_MICROS("m.next_attempt_at") ", " CRM_MICROS(
+                          "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL"
+                                          " FROM messages m JOIN"
+                                          " conversations c ON c.id ="
+                                          " m.conversation_id WHERE"
+                                          " m.tenant_id = $1 AND m.status ="
+                                          " 'queued' ORDER BY m.id",
+                      tenant_id)) {
     queued_message q;
     q.id = r[0].as<std::int64_t>();
     q.conversation_id = r[1].as<std::int64_t>();
@@ -240,6 +232,13 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                                " tenant_id = $1 AND is_active AND auto_reply",
                                tenant_id))
     out.ai_channels.push_back(r[0].as<std::int64_t>());
+  for (auto r : tx.exec_params(
+           "SELECT DISTINCT r.conversation_id FROM appointment_reminders r JOIN appointments a"
+           " ON a.id = r.appointment_id WHERE r.tenant_id = $1 AND r.status = 'sent'"
+           " AND r.conversation_id IS NOT NULL AND a.status IN ('booked', 'confirmed')"
+           " AND a.starts_at > now()",
+           tenant_id))
+    out.reminded.push_back(r[0].as<std::int64_t>());
   out.event_listeners = has_event_listeners(tx, tenant_id);
   return out;
 }
@@ -567,9 +566,25 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   write_conversation(tx, conv);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
                            w.created_at, w.purpose, w.message_id);
+  outbound_written out;
+  if (w.reminder) {
+    // Sent once: a row already there (another attempt, another node) leaves nothing written.
+    auto& k = *w.reminder;
+    auto mark = tx.exec_params(
+        "INSERT INTO appointment_reminders (appointment_id, reminder_index, starts_at, tenant_id,"
+        " status, message_id, conversation_id) SELECT $1, $2, $3::timestamptz, $4, 'sent', $5,"
+        " $6 WHERE EXISTS (SELECT 1 FROM appointments WHERE tenant_id = $4 AND id = $1)"
+        " ON CONFLICT DO NOTHING RETURNING 1",
+        k.appointment_id, k.index, ts(k.start), w.tenant_id, r.front()[0].as<std::int64_t>(),
+        conv.id);
+    if (mark.empty()) {
+      tx.abort();
+      out.duplicate = true;
+      return out;
+    }
+  }
   insert_audit(tx, w.audit);
   tx.commit();
-  outbound_written out;
   out.json = json::serialize(message_json(r.front()));
   out.message.id = r.front()[0].as<std::int64_t>();
   out.message.conversation_id = conv.id;

@@ -4,6 +4,7 @@
 #include "domain/audit.hpp"
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
+#include "domain/schedule.hpp"
 #include "persistence/contact_repo.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/tx_batch.hpp"
@@ -42,6 +43,9 @@ struct messaging_snapshot {
   std::vector<queued_message> queued;
   std::vector<std::int64_t> ai_channels; // channels of active auto-replying agents
   std::vector<domain::consent> consents; // oldest first
+  // Conversations a reminder went out on for an appointment still to come: an answer there
+  // ("1", "2") is taken as the patient's answer to it.
+  std::vector<std::int64_t> reminded;
   // An active record-event workflow or webhook subscription exists (has_event_listeners).
   bool event_listeners = true;
 };
@@ -136,10 +140,13 @@ struct outbound_write {
   std::int64_t created_at = 0;
   domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
   std::vector<domain::audit_record> audit; // of the change, in its transaction
+  // An appointment's reminder: recorded as sent in the same transaction.
+  std::optional<domain::reminder_key> reminder;
 };
 struct outbound_written {
   queued_message message;
-  std::string json; // the message as the API shows it
+  std::string json;       // the message as the API shows it
+  bool duplicate = false; // the reminder was sent already: nothing written
 };
 outbound_written store_outbound(pg_conn& c, const outbound_write& w);
 

@@ -134,8 +134,8 @@ std::vector<std::int64_t> reserve_ids(pg_conn& c, id_kind kind, int n) {
 namespace {
 
 // The contact upsert of a group: $1 the tenant, then one array per column.
-constexpr const char* upsert_name = "crm_contacts_upsert";
-constexpr const char* prepare_upsert =
+constexpr const char* contact_upsert_name = "crm_contacts_upsert";
+constexpr const char* contact_prepare_upsert =
     "PREPARE crm_contacts_upsert (bigint, bigint[], text[], text[], text[], text[], bigint[],"
     " text[], text[], text[], jsonb[], timestamptz[], timestamptz[]) AS"
     " INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
@@ -184,7 +184,7 @@ void append_keys_sql(sql_text& out, std::int64_t tenant,
 
 void contact_batch::append_sql(sql_text& out) const {
   const auto& b = *this;
-  out.need_prepared(upsert_name, prepare_upsert);
+  out.need_prepared(contact_upsert_name, contact_prepare_upsert);
   sql_writer w{out};
   auto& s = out.body();
   auto tid = std::to_string(b.tenant_id);

@@ -16,10 +16,6 @@
 namespace crm::persistence {
 namespace {
 
-std::string ts(std::int64_t micros) {
-  return domain::format_rfc3339(micros);
-}
-
 void add_optional_number(array_literal& a, const std::optional<std::int64_t>& v) {
   if (v)
     a.add_number(*v);
@@ -27,10 +23,10 @@ void add_optional_number(array_literal& a, const std::optional<std::int64_t>& v)
     a.add_null();
 }
 
-constexpr const char* upsert_name = "crm_deals_upsert";
+constexpr const char* deal_upsert_name = "crm_deals_upsert";
 // Contact and company ids are re-read inside the statement: a contact deleted after the deal
 // was validated is written as null (the deals actor hears of the delete and nulls it too).
-constexpr const char* prepare_upsert =
+constexpr const char* deal_prepare_upsert =
     "PREPARE crm_deals_upsert (bigint, bigint[], text[], numeric[], text[], bigint[], bigint[],"
     " bigint[], bigint[], bigint[], date[], text[], text[], jsonb[], bigint[], timestamptz[],"
     " timestamptz[], timestamptz[]) AS"
@@ -207,7 +203,7 @@ void deal_batch::append_sql(sql_text& out) const {
         closed.add_null();
     }
     if (id.empty()) return;
-    out.need_prepared(upsert_name, prepare_upsert);
+    out.need_prepared(deal_upsert_name, deal_prepare_upsert);
     s += "EXECUTE crm_deals_upsert(" + tid;
     for (auto* a : {&id, &title, &amount, &currency, &contact, &company, &owner, &pipeline, &stage,
                     &close, &status, &lost, &custom, &rank, &created, &updated, &closed})

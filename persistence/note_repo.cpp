@@ -11,9 +11,9 @@
 namespace crm::persistence {
 namespace {
 
-constexpr const char* columns = "id, tenant_id, contact_id, author_id, body, pinned, "
-                                "(extract(epoch from created_at) * 1000000)::bigint, "
-                                "(extract(epoch from updated_at) * 1000000)::bigint";
+constexpr const char* note_columns = "id, tenant_id, contact_id, author_id, body, pinned, "
+                                     "(extract(epoch from created_at) * 1000000)::bigint, "
+                                     "(extract(epoch from updated_at) * 1000000)::bigint";
 
 domain::note to_note(const pqxx::row& r) {
   domain::note n;
@@ -37,7 +37,7 @@ domain::failure gone() {
 domain::note_store load_notes(pg_conn& c, std::int64_t tenant_id) {
   pqxx::read_transaction tx(c.raw());
   domain::note_store s;
-  for (auto r : tx.exec_params(std::string("SELECT ") + columns +
+  for (auto r : tx.exec_params(std::string("SELECT ") + note_columns +
                                    " FROM notes WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
     s.put(to_note(r));
@@ -60,7 +60,7 @@ domain::outcome<domain::note> insert_note(pg_conn& c, const domain::note& n,
                   " updated_at) SELECT $1, $2, $3::bigint, $4, $5, $6::timestamptz,"
                   " $6::timestamptz WHERE EXISTS (SELECT 1 FROM contacts WHERE tenant_id = $1"
                   " AND id = $2) RETURNING ") +
-          columns,
+          note_columns,
       n.tenant_id, n.contact_id, author ? author->c_str() : nullptr, n.body, n.pinned,
       domain::format_rfc3339(n.created_at));
   if (r.empty()) return domain::failure::of(domain::errc::not_found, "contact not found");
@@ -78,7 +78,7 @@ domain::outcome<domain::note> update_note(pg_conn& c, const domain::note& n,
       tx.exec_params(std::string("UPDATE notes SET body = $3, pinned = $4, updated_at = "
                                  "$5::timestamptz WHERE tenant_id = $1 AND id = $2 "
                                  "RETURNING ") +
-                         columns,
+                         note_columns,
                      n.tenant_id, n.id, n.body, n.pinned, domain::format_rfc3339(n.updated_at));
   if (r.empty()) return gone();
   insert_audit(tx, audit);

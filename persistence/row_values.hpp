@@ -1,6 +1,7 @@
 // Reading nullable columns and stored JSON out of libpqxx rows, shared by the repositories.
 // Includes pqxx: only for persistence/*.cpp.
 #pragma once
+#include "domain/clock.hpp"
 #include "domain/json_parse.hpp"
 
 #include <boost/json.hpp>
@@ -10,7 +11,20 @@
 #include <optional>
 #include <string>
 
+// A timestamptz column read as microseconds since the epoch (a bigint), inside SQL text.
+#define CRM_MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
+
 namespace crm::persistence {
+
+// Microseconds since the epoch as the RFC 3339 text a timestamptz parameter takes.
+inline std::string ts(std::int64_t micros) {
+  return domain::format_rfc3339(micros);
+}
+
+// A nullable microseconds column (CRM_MICROS) with NULL read as 0, "never".
+inline std::int64_t micros_or_zero(const pqxx::field& f) {
+  return f.is_null() ? 0 : f.as<std::int64_t>();
+}
 
 inline std::optional<std::string> opt_text(const pqxx::field& f) {
   if (f.is_null()) return std::nullopt;

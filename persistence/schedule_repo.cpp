@@ -18,11 +18,10 @@ using domain::failure;
 // The SQLSTATE of an exclusion constraint's refusal.
 constexpr std::string_view exclusion_violation = "23P01";
 
-#define CRM_MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
-
 constexpr const char* calendar_columns =
     "id, tenant_id, name, kind, user_id, time_zone, working_hours::text, slot_step_minutes, "
-    "is_active, " CRM_MICROS("created_at") ", " CRM_MICROS("updated_at");
+    "is_active, " CRM_MICROS("created_at") ", " CRM_MICROS(
+        "updated_at") ", feed_shows_names, COALESCE(feed_token_hash, '')";
 constexpr const char* closure_columns = "id, tenant_id, calendar_id, " CRM_MICROS(
     "starts_at") ", " CRM_MICROS("ends_at") ", reason, " CRM_MICROS("created_at");
 constexpr const char* service_columns =
@@ -34,8 +33,6 @@ constexpr const char* appointment_columns =
         "ends_at") ", " CRM_MICROS("blocked_until") ", status, notes, source, cancel_reason, "
                                                     "" CRM_MICROS("created_at") ", " CRM_MICROS(
                                                         "updated_at");
-
-#undef CRM_MICROS
 
 domain::calendar to_calendar(const pqxx::row& r) {
   domain::calendar c;
@@ -51,6 +48,8 @@ domain::calendar to_calendar(const pqxx::row& r) {
   c.is_active = r[8].as<bool>();
   c.created_at = r[9].as<std::int64_t>();
   c.updated_at = r[10].as<std::int64_t>();
+  c.feed_shows_names = r[11].as<bool>();
+  c.feed_token_hash = r[12].as<std::string>();
   return c;
 }
 
@@ -127,10 +126,6 @@ domain::appointment to_appointment(const pqxx::row& r) {
   return a;
 }
 
-std::string ts(std::int64_t us) {
-  return domain::format_rfc3339(us);
-}
-
 const char* opt_param(const std::optional<std::string>& s) {
   return s ? s->c_str() : nullptr;
 }
@@ -201,6 +196,12 @@ domain::schedule_store load_schedule(pg_conn& c, std::int64_t tenant_id) {
   for (auto r : all(closure_columns, "calendar_closures")) s.put(to_closure(r));
   for (auto r : all(service_columns, "services")) s.put(to_service(r));
   for (auto r : all(appointment_columns, "appointments")) s.put(to_appointment(r));
+  // The reminders of appointments still to come (older ones can never be due again).
+  for (auto r : tx.exec_params("SELECT appointment_id, reminder_index, " CRM_MICROS(
+                                   "starts_at") " FROM appointment_reminders WHERE tenant_id = $1"
+                                                " AND starts_at > now() - interval '1 day'",
+                               tenant_id))
+    s.reminders_done.insert({r[0].as<std::int64_t>(), r[1].as<int>(), r[2].as<std::int64_t>()});
   return s;
 }
 
@@ -227,13 +228,13 @@ domain::outcome<domain::calendar> insert_calendar(pg_conn& c, const domain::cale
   auto user = cal.user_id ? std::optional(std::to_string(*cal.user_id)) : std::nullopt;
   auto r = tx.exec_params(
       std::string("INSERT INTO calendars (tenant_id, name, kind, user_id, time_zone, "
-                  "working_hours, slot_step_minutes, is_active, created_at, updated_at) VALUES "
-                  "($1, $2, $3, $4::bigint, $5, $6::jsonb, $7, $8, $9::timestamptz, "
-                  "$9::timestamptz) RETURNING ") +
+                  "working_hours, slot_step_minutes, is_active, created_at, updated_at, "
+                  "feed_shows_names) VALUES ($1, $2, $3, $4::bigint, $5, $6::jsonb, $7, $8, "
+                  "$9::timestamptz, $9::timestamptz, $10) RETURNING ") +
           calendar_columns,
       cal.tenant_id, cal.name, std::string(domain::to_string(cal.kind)), opt_param(user),
       cal.time_zone, domain::working_hours_text(cal.hours), cal.slot_step, cal.is_active,
-      ts(cal.created_at));
+      ts(cal.created_at), cal.feed_shows_names);
   auto saved = to_calendar(r.front());
   tx.commit();
   return saved;
@@ -248,12 +249,13 @@ domain::outcome<domain::calendar> update_calendar(pg_conn& c, const domain::cale
   auto r = tx.exec_params(
       std::string("UPDATE calendars SET name = $3, kind = $4, user_id = $5::bigint, "
                   "time_zone = $6, working_hours = $7::jsonb, slot_step_minutes = $8, "
-                  "is_active = $9, updated_at = $10::timestamptz WHERE tenant_id = $1 AND id = $2 "
+                  "is_active = $9, updated_at = $10::timestamptz, feed_shows_names = $11, "
+                  "feed_token_hash = NULLIF($12, '') WHERE tenant_id = $1 AND id = $2 "
                   "RETURNING ") +
           calendar_columns,
       cal.tenant_id, cal.id, cal.name, std::string(domain::to_string(cal.kind)), opt_param(user),
       cal.time_zone, domain::working_hours_text(cal.hours), cal.slot_step, cal.is_active,
-      ts(cal.updated_at));
+      ts(cal.updated_at), cal.feed_shows_names, cal.feed_token_hash);
   if (r.empty()) return gone("calendar not found");
   auto saved = to_calendar(r.front());
   tx.commit();
@@ -413,6 +415,35 @@ update_appointment(pg_conn& c, const domain::appointment& a,
     if (e.sqlstate() == exclusion_violation) return taken();
     throw;
   }
+}
+
+domain::outcome<domain::reminder_key> skip_reminder(pg_conn& c, std::int64_t tenant_id,
+                                                    const domain::reminder_key& key,
+                                                    const std::string& reason) {
+  pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
+  tx.exec_params("INSERT INTO appointment_reminders (appointment_id, reminder_index, starts_at, "
+                 "tenant_id, status, reason) SELECT $1, $2, $3::timestamptz, $4, 'skipped', $5 "
+                 "WHERE EXISTS (SELECT 1 FROM appointments WHERE tenant_id = $4 AND id = $1) "
+                 "ON CONFLICT DO NOTHING",
+                 key.appointment_id, key.index, ts(key.start), tenant_id, reason);
+  tx.commit();
+  return key;
+}
+
+std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {
+  pqxx::read_transaction tx(c.raw());
+  auto rows = tx.exec(
+      "SELECT DISTINCT a.tenant_id FROM appointments a JOIN services s ON s.id = a.service_id,"
+      " jsonb_array_elements(s.reminders) WITH ORDINALITY AS r(rule, n)"
+      " WHERE a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
+      " AND a.starts_at <= now() + interval '30 days'"
+      " AND a.starts_at - ((r.rule->>'before_minutes')::int * interval '1 minute') <= now()"
+      " AND NOT EXISTS (SELECT 1 FROM appointment_reminders x WHERE x.appointment_id = a.id"
+      "   AND x.reminder_index = r.n - 1 AND x.starts_at = a.starts_at)");
+  std::vector<std::int64_t> out;
+  for (auto r : rows) out.push_back(r[0].as<std::int64_t>());
+  return out;
 }
 
 } // namespace crm::persistence

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -47,5 +48,14 @@ insert_appointment(pg_conn& c, const domain::appointment& a,
 domain::outcome<domain::appointment>
 update_appointment(pg_conn& c, const domain::appointment& a,
                    const std::vector<domain::audit_record>& audit, const appointment_event& e);
+
+// A reminder that will not be sent (no consent, no conversation, an inactive channel): recorded
+// as skipped, once (a row already there, or the appointment gone, leaves things as they are).
+domain::outcome<domain::reminder_key> skip_reminder(pg_conn& c, std::int64_t tenant_id,
+                                                    const domain::reminder_key& key,
+                                                    const std::string& reason);
+// Tenants with a reminder due and not yet sent or skipped (the sweeper wakes their schedule
+// actor; a live actor finds them itself).
+std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c);
 
 } // namespace crm::persistence

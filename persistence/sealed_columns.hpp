@@ -25,6 +25,8 @@ inline constexpr std::string_view workflow_webhook_secret = "workflow.webhook_se
 inline constexpr std::string_view http_header = "workflow.http_header";
 // webhook_subscriptions.secret.
 inline constexpr std::string_view subscription_secret = "webhook_subscription.secret";
+// calendars.feed_token_hash: a keyed hash of a calendar feed's token (only ever compared).
+inline constexpr std::string_view calendar_feed_token = "calendar.feed_token";
 // api_keys.secret_hash: a keyed hash of an integrator's API key (only ever compared).
 inline constexpr std::string_view api_key_secret = "api_key.secret";
 // user_totp.secret and user_totp.pending_secret: a user's TOTP secret (raw bytes).

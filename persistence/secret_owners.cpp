@@ -10,10 +10,11 @@ namespace crm::persistence {
 
 namespace {
 
-std::optional<secret_owner> owner_of(pg_conn& c, const char* table, std::int64_t id) {
+std::optional<secret_owner> owner_of(pg_conn& c, const char* table, std::int64_t id,
+                                     const char* column = "webhook_secret") {
   pqxx::read_transaction tx(c.raw());
   auto r = tx.exec_params(
-      std::string("SELECT tenant_id, webhook_secret FROM ") + table + " WHERE id = $1", id);
+      std::string("SELECT tenant_id, ") + column + " FROM " + table + " WHERE id = $1", id);
   if (r.empty()) return std::nullopt;
   secret_owner o;
   o.tenant_id = r.front()[0].as<std::int64_t>();
@@ -32,6 +33,10 @@ std::optional<secret_owner> webhook_owner_of_workflow(pg_conn& c, std::int64_t i
 
 std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id) {
   return owner_of(c, "channels", id);
+}
+
+std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id) {
+  return owner_of(c, "calendars", id, "feed_token_hash");
 }
 
 } // namespace crm::persistence

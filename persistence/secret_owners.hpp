@@ -24,5 +24,7 @@ struct secret_owner {
 // Nothing when Postgres knows no such id.
 std::optional<secret_owner> webhook_owner_of_workflow(pg_conn& c, std::int64_t id);
 std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id);
+// A calendar and the keyed hash of its feed token (docs/appointments.md "Calendar feed").
+std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id);
 
 } // namespace crm::persistence

@@ -150,6 +150,9 @@ void visit_all(pg_conn& c, bool all_runs, bool change, const visitor& f) {
     visit_column(tx, "api_keys", "secret_hash", sealed::api_key_secret, lock, f, true);
   });
   in_tx([&](pqxx::work& tx) {
+    visit_column(tx, "calendars", "feed_token_hash", sealed::calendar_feed_token, lock, f, true);
+  });
+  in_tx([&](pqxx::work& tx) {
     visit_column(tx, "user_totp", "secret", sealed::user_totp_secret, lock, f);
     visit_column(tx, "user_totp", "pending_secret", sealed::user_totp_secret, lock, f);
   });

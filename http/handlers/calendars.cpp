@@ -3,6 +3,7 @@
 // reported); what depends on the tenant's other records (a calendar a service names, a user, a
 // reminder's channel) is checked by the schedule actor and its transaction.
 #include "http/api.hpp"
+#include "http/placement.hpp"
 
 #include "actors/schedule.hpp"
 #include "domain/clock.hpp"
@@ -79,6 +80,7 @@ domain::calendar_patch read_calendar(body_reader& body, bool create) {
   }
   p.slot_step = bounded(body, "slot_step_minutes", false, rules::step_min, rules::step_max);
   p.is_active = body.boolean("is_active", false);
+  p.feed_shows_names = body.boolean("feed_shows_names", false);
   return p;
 }
 
@@ -109,6 +111,7 @@ void create_calendar(services& s, const exchange_ptr& ex) {
   c.hours = *p.hours;
   c.slot_step = p.slot_step.value_or(rules::step_default);
   c.is_active = p.is_active.value_or(true);
+  c.feed_shows_names = p.feed_shows_names.value_or(false);
   actors::create_calendar(s.rt, ex->who.tenant_id, std::move(c),
                           created_reply(ex, "/api/v1/calendars/"));
 }
@@ -127,6 +130,49 @@ void delete_calendar(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
   actors::delete_calendar(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
+}
+
+// ---- the calendar feed -----------------------------------------------------------------------
+
+void rotate_feed_token(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::rotate_feed_token(s.rt, ex->who.tenant_id, *id, json_reply(ex));
+}
+
+// GET /calendars/{id}/feed.ics?token=: no bearer token (a calendar app fetches it); a missing or
+// wrong token, an unknown calendar and one without a feed all answer the same 401.
+void calendar_feed(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto id = path_id(ex->param("id"), "id", issues);
+  if (!id) return ex->fail(failure::invalid(std::move(issues)));
+  auto token = ex->req.query_value("token");
+  if (!token || token->empty()) return ex->fail(domain::feed_refused());
+  // The token is checked against Postgres before the tenant is woken (and again by its
+  // schedule actor, against the token it holds now).
+  auto shared = std::make_shared<std::string>(*token);
+  actors::find_feed_tenant(
+      s.rt, *id, *shared,
+      actors::callback<std::int64_t>([&s, ex, id = *id, shared](domain::outcome<std::int64_t> r) {
+        if (!r) return ex->fail(r.error());
+        auto tenant = *r;
+        within_tenant(s, ex, tenant, [&s, ex, id, tenant, shared] {
+          // The read is audited under the calendar's tenant (http/audit.cpp).
+          ex->who.tenant_id = tenant;
+          actors::calendar_feed(s.rt, tenant, id, *shared,
+                                actors::callback<domain::calendar_feed_text>(
+                                    [ex](domain::outcome<domain::calendar_feed_text> f) {
+                                      if (!f) return ex->fail(f.error());
+                                      ex->audit_records = std::move(f->patients);
+                                      response res;
+                                      res.body = std::move(f->text);
+                                      res.content_type = "text/calendar; charset=utf-8";
+                                      res.headers.emplace_back("Cache-Control",
+                                                               "private, max-age=300");
+                                      ex->respond(std::move(res));
+                                    }));
+        });
+      }));
 }
 
 // ---- closures ------------------------------------------------------------------------------
@@ -417,7 +463,8 @@ void define_schedule_schemas(router& r) {
                    {"time_zone", zone, create},
                    {"working_hours", working_hours_schema(), create},
                    {"slot_step_minutes", step, false},
-                   {"is_active", boolean(), false}});
+                   {"is_active", boolean(), false},
+                   {"feed_shows_names", boolean(), false}});
   };
   define(r, "CalendarCreate", calendar_props(true));
   define(r, "CalendarUpdate", calendar_props(false));
@@ -430,9 +477,12 @@ void define_schedule_schemas(router& r) {
                  {"working_hours", working_hours_schema()},
                  {"slot_step_minutes", step},
                  {"is_active", boolean()},
+                 {"feed_shows_names", boolean()},
+                 {"has_feed_token", boolean()},
                  {"created_at", timestamp()},
                  {"updated_at", timestamp()}}));
   define(r, "CalendarPage", page_of("Calendar"));
+  define(r, "CalendarFeedToken", object({{"feed_token", text({})}}));
   define(
       r, "ClosureCreate",
       object({{"start", timestamp()}, {"end", timestamp()}, {"reason", text(reason_rule), false}}));
@@ -505,6 +555,24 @@ void add_calendar_routes(router& r, services& s) {
          "Delete a calendar no appointment names (409 otherwise: deactivate it)", "appointments",
          204},
         route_doc().fails_with({409}));
+  r.add({verb::post, "/api/v1/calendars/{id}/feed-token", access::bearer, manage,
+         bind(s, rotate_feed_token),
+         "A new token for the calendar's feed.ics (shown once; the previous one stops working)",
+         "appointments"},
+        route_doc("", "CalendarFeedToken").without_body());
+  r.add({verb::get,
+         "/api/v1/calendars/{id}/feed.ics",
+         access::open,
+         {},
+         bind(s, calendar_feed),
+         "The calendar as an RFC 5545 feed for calendar apps (query token: its feed token; "
+         "patients' names only when feed_shows_names)",
+         "appointments"},
+        route_doc()
+            .with_query({{"token", R"({"type":"string","minLength":1})",
+                          "the calendar's feed token (POST /calendars/{id}/feed-token)"}})
+            .with_media("", "text/calendar")
+            .fails_with({401}));
   r.add({verb::get, "/api/v1/calendars/{id}/closures", access::bearer, read, bind(s, list_closures),
          "A calendar's closures (holidays, leave), by start", "appointments"},
         route_doc("", "ClosurePage").with_query(schema::paging()));

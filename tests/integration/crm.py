@@ -2771,7 +2771,8 @@ SERVICES = "/api/v1/services"
 APPOINTMENTS = "/api/v1/appointments"
 AVAILABILITY = "/api/v1/availability"
 CALENDAR_KEYS = {"id", "name", "kind", "user_id", "time_zone", "working_hours",
-                 "slot_step_minutes", "is_active", "created_at", "updated_at"}
+                 "slot_step_minutes", "is_active", "feed_shows_names", "has_feed_token",
+                 "created_at", "updated_at"}
 SERVICE_KEYS = {"id", "name", "duration_minutes", "buffer_minutes", "calendar_ids", "price",
                 "currency", "reminders", "is_active", "created_at", "updated_at"}
 APPOINTMENT_KEYS = {"id", "contact_id", "service_id", "calendar_id", "start", "end", "status",

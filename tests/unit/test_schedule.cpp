@@ -2,6 +2,7 @@
 // writes them, free slots in the calendar's own time zone across daylight-saving changes, what
 // a booking may not do and why, the status moves, and what a contact's deletion frees.
 #include "domain/clock.hpp"
+#include "domain/ical.hpp"
 #include "domain/schedule.hpp"
 
 #include <boost/json.hpp>
@@ -301,4 +302,140 @@ TEST(booking, lists_filter_by_calendar_contact_status_and_range_in_start_order) 
   appointment_query elsewhere;
   elsewhere.calendar_id = 2;
   EXPECT_EQ(ids(elsewhere), (std::vector<std::int64_t>{}));
+}
+
+// ---- reminders ---------------------------------------------------------------------------
+
+namespace {
+
+schedule_store reminding(std::vector<int> before_minutes) {
+  auto s = clinic("America/Sao_Paulo", 0, 24 * 60, 5);
+  auto v = *s.get_service(5);
+  for (auto b : before_minutes) v.reminders.push_back({b, 3, "{{appointment.start_local}}"});
+  s.put(v);
+  return s;
+}
+
+} // namespace
+
+TEST(reminders, come_due_at_start_minus_before_once_and_only_for_live_appointments) {
+  auto s = reminding({1440, 60});
+  auto a = booked(s, 1, "2030-01-07T15:00:00Z"); // 12:00 in São Paulo
+  s.put(a);
+  EXPECT_TRUE(s.due_reminders(at("2030-01-06T14:59:00Z")).empty());
+  auto due = s.due_reminders(at("2030-01-06T15:00:00Z"));
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].key, (reminder_key{1, 0, a.start}));
+  EXPECT_EQ(due[0].start_local, "2030-01-07 12:00");
+  EXPECT_EQ(due[0].service_name, "Check-up");
+  EXPECT_EQ(due[0].calendar_name, "Dr. Ana");
+  // Being sent, then sent: not due again.
+  s.reminders_out.insert(due[0].key);
+  EXPECT_TRUE(s.due_reminders(at("2030-01-06T16:00:00Z")).empty());
+  s.reminders_out.clear();
+  s.reminders_done.insert(due[0].key);
+  EXPECT_EQ(s.due_reminders(at("2030-01-07T14:30:00Z")).size(), 1u); // the hour before
+  // Once it has started, nothing; nor for a cancelled one.
+  EXPECT_TRUE(s.due_reminders(at("2030-01-07T15:00:00Z")).empty());
+  a.status = appointment_status::cancelled;
+  s.put(a);
+  EXPECT_TRUE(s.due_reminders(at("2030-01-07T14:30:00Z")).empty());
+}
+
+TEST(reminders, a_rescheduled_appointment_gets_new_keys) {
+  auto s = reminding({1440});
+  auto a = booked(s, 1, "2030-01-07T15:00:00Z");
+  s.put(a);
+  s.reminders_done.insert({1, 0, a.start});
+  a.start = at("2030-01-08T15:00:00Z");
+  a.end = a.start + 30 * minute;
+  a.blocked_until = a.end;
+  s.put(a);
+  auto due = s.due_reminders(at("2030-01-07T16:00:00Z"));
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].key.start, a.start);
+}
+
+TEST(reminders, the_next_live_appointment_of_a_contact) {
+  auto s = reminding({});
+  auto first = booked(s, 1, "2030-01-07T15:00:00Z", 9);
+  s.put(first);
+  auto second = booked(s, 2, "2030-01-08T15:00:00Z", 9);
+  s.put(second);
+  EXPECT_EQ(s.next_live(9, at("2030-01-06T00:00:00Z"))->id, 1);
+  EXPECT_EQ(s.next_live(9, at("2030-01-07T15:00:00Z"))->id, 2); // started: the next one
+  first.status = appointment_status::cancelled;
+  s.put(first);
+  EXPECT_EQ(s.next_live(9, at("2030-01-06T00:00:00Z"))->id, 2);
+  EXPECT_FALSE(s.next_live(8, at("2030-01-06T00:00:00Z")));
+}
+
+TEST(reminders, answers_are_read_in_the_patients_languages) {
+  using ra = reminder_answer;
+  for (auto yes : {"1", " Yes ", "sim", "SIM!", "Sí", "si", "confirm", "Confirmo."})
+    EXPECT_EQ(read_reminder_answer(yes), ra::confirm) << yes;
+  for (auto no : {"2", "no", "Não", "NÃO", "nao", "cancel", "Cancelar!"})
+    EXPECT_EQ(read_reminder_answer(no), ra::cancel) << no;
+  for (auto other : {"", "12", "yes please", "stop", "quero remarcar", "1 2"})
+    EXPECT_EQ(read_reminder_answer(other), ra::none) << other;
+  EXPECT_EQ(reminder_acknowledgement("sim", ra::confirm, "2030-01-07 12:00", true),
+            "Obrigado! Sua consulta de 2030-01-07 12:00 está confirmada.");
+  EXPECT_EQ(reminder_acknowledgement("2", ra::cancel, "2030-01-07 12:00", true),
+            "Your appointment on 2030-01-07 12:00 is cancelled.");
+  EXPECT_EQ(reminder_acknowledgement("1", ra::confirm, "", false),
+            "We found no upcoming appointment to answer for.");
+}
+
+TEST(reminders, templates_name_the_appointment_the_patient_and_the_service) {
+  reminder_values v{"2030-01-07 12:00", "Maria", "Check-up", "Dr. Ana"};
+  EXPECT_EQ(render_reminder("Hi {{contact.first_name}}, {{ service.name }} at "
+                            "{{appointment.start_local}} with {{calendar.name}}{{nope}}.",
+                            v),
+            "Hi Maria, Check-up at 2030-01-07 12:00 with Dr. Ana.");
+  EXPECT_EQ(render_reminder("no template {{ unclosed", v), "no template {{ unclosed");
+  EXPECT_EQ(local_time_text(at("2030-07-01T12:00:00Z"), "Europe/Lisbon"), "2030-07-01 13:00");
+}
+
+TEST(reminders, one_booked_after_its_time_is_due_at_once) {
+  auto s = reminding({1440});
+  booking b{9, 5, 1, at("2030-01-07T15:00:00Z"), "", appointment_source::staff};
+  auto a = s.plan_book(b, 1, at("2030-01-07T12:00:00Z")); // three hours before
+  ASSERT_TRUE(a);
+  a->id = 1;
+  s.put(*a);
+  EXPECT_EQ(s.due_reminders(at("2030-01-07T12:00:01Z")).size(), 1u);
+}
+
+// ---- the calendar feed -----------------------------------------------------------------------
+
+TEST(ical, text_is_escaped_and_lines_fold_at_75_octets_between_characters) {
+  EXPECT_EQ(ical_text("a;b,c\\d\ne\r\nf\x01g"), "a\\;b\\,c\\\\d\\ne\\nfg");
+  std::string out;
+  std::string line = "SUMMARY:" + std::string(66, 'x') + "çççç"; // ç: two octets
+  ical_line(out, line);
+  // 74 octets fit, the next ç would make 76: it starts the continuation line.
+  EXPECT_EQ(out, "SUMMARY:" + std::string(66, 'x') + "\r\n çççç\r\n");
+  std::string unfolded;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out.compare(i, 3, "\r\n ") == 0) {
+      i += 2;
+      continue;
+    }
+    unfolded += out[i];
+  }
+  EXPECT_EQ(unfolded, line + "\r\n");
+}
+
+TEST(ical, a_feed_names_patients_only_when_given_their_names) {
+  auto s = clinic("UTC", 0, 24 * 60);
+  s.put(booked(s, 1, "2030-01-07T15:00:00Z", 9));
+  auto views = s.views({});
+  auto plain = calendar_feed(*s.get_calendar(1), views, {}, at("2030-01-01T00:00:00Z"));
+  EXPECT_NE(plain.find("UID:appointment-1@carecrm\r\n"), std::string::npos);
+  EXPECT_NE(plain.find("DTSTART:20300107T150000Z\r\n"), std::string::npos);
+  EXPECT_NE(plain.find("SUMMARY:Check-up\r\n"), std::string::npos);
+  EXPECT_NE(plain.find("STATUS:TENTATIVE\r\n"), std::string::npos);
+  auto named = calendar_feed(*s.get_calendar(1), views, {{9, "Maria Silva"}}, 0);
+  EXPECT_NE(named.find("SUMMARY:Check-up - Maria Silva\r\n"), std::string::npos);
+  EXPECT_EQ(plain.find("Maria"), std::string::npos);
 }

@@ -1,0 +1,182 @@
+"""Appointment reminders and the patient's answers (contract §10, docs/appointments.md
+"Reminders"): a service's reminder goes to the patient's conversation on its channel once its
+time has come, rendered from its template, once, even across a kill -9; consent
+appointment_reminders is checked; "1" confirms and "cancelar" cancels the next live appointment
+(source patient_reply) with an acknowledgement, and neither is a STOP; any other text is an
+ordinary message.
+
+The outbound side is a local HTTP server standing in for the api channel's outbound_url.
+Tests that restart this module's server use `server.client()` afterwards."""
+import datetime as dt
+import secrets
+import time
+from zoneinfo import ZoneInfo
+
+import crm
+
+SERVER_ENV = {"CARECRM_OUTBOUND_ALLOW_PRIVATE": "true",
+              "CARECRM_AUTOMATION_POLL": "0.5"}
+SECRET = "reminder-secret-" + secrets.token_hex(8)  # 32 characters
+ZONE = "America/Sao_Paulo"
+TIMEOUT = 20.0
+TEMPLATE = ("Olá {{contact.first_name}}, {{ service.name }} em {{appointment.start_local}} "
+            "({{calendar.name}}). Responda 1 para confirmar ou 2 para cancelar.{{unknown}}")
+
+
+def slot_after(minutes: int, step: int = 5) -> dt.datetime:
+    """The first start on a `step`-minute grid at least `minutes` from now (UTC)."""
+    t = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=minutes)
+    t = t.replace(second=0, microsecond=0)
+    return t + dt.timedelta(minutes=(-t.minute) % step)
+
+
+def rfc3339(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+
+
+def local(t: dt.datetime) -> str:
+    return t.astimezone(ZoneInfo(ZONE)).strftime("%Y-%m-%d %H:%M")
+
+
+def texts(rcv) -> list:
+    return [r.json["data"]["text"] for r in rcv.requests if r.method == "POST"]
+
+
+def clinic(client, t, rcv, reminders=True):
+    """An api channel sending to `rcv`, a patient who wrote in on it, an all-day calendar in
+    São Paulo with a 5-minute grid, and a service reminding 24 hours before (or not)."""
+    chan = crm.create_channel(client, t, type="api", webhook_secret=SECRET,
+                              config={"outbound_url": rcv.url("/out")})
+    ack = crm.inbound(client, chan["id"], SECRET,
+                      {"phone": crm.unique_phone(), "name": "Maria Silva"}, "Oi")
+    cal = crm.create_calendar(client, t, name="Dra. Ana", time_zone=ZONE, slot_step_minutes=5,
+                              working_hours=crm.every_day(("00:00", "24:00")))
+    rules = [{"before_minutes": 1440, "channel_id": chan["id"], "text": TEMPLATE}]
+    svc = crm.create_service(client, t, [cal["id"]], name="Check-up",
+                             reminders=rules if reminders else [])
+    return chan, ack, cal, svc
+
+
+def wait_texts(rcv, n: int, timeout: float = TIMEOUT) -> list:
+    rcv.wait_for(n, timeout)
+    return texts(rcv)
+
+
+def test_a_reminder_goes_out_once_and_one_confirms(client, sess):
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv)
+        contact, conv = ack["contact_id"], ack["conversation_id"]
+        start = slot_after(30)
+        appt = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(start))
+        sent = wait_texts(rcv, 1)
+        assert sent == [f"Olá Maria, Check-up em {local(start)} (Dra. Ana). Responda 1 para "
+                        "confirmar ou 2 para cancelar."], sent
+        # Ticks come every second: still one after a few of them.
+        time.sleep(3)
+        assert len(texts(rcv)) == 1, texts(rcv)
+        # The patient answers "1": confirmed by the patient, and thanked.
+        phone = crm.get_contact(client, t, contact)["phone"]
+        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, " 1 ")
+        assert crm.eventually(lambda: crm.assert_json_response(client.get(
+            crm.appointment_url(appt["id"]), token=t), 200)["status"] == "confirmed",
+                              timeout=TIMEOUT)
+        after = crm.assert_json_response(client.get(crm.appointment_url(appt["id"]), token=t), 200)
+        assert after["source"] == "patient_reply", after
+        sent = wait_texts(rcv, 2)
+        assert sent[1] == f"Thank you! Your appointment on {local(start)} is confirmed.", sent
+    # Both are messages of the conversation: the answer an ordinary inbound one.
+    msgs = crm.list_messages(client, t, conv)
+    assert [(m["direction"], m["text"].strip()) for m in msgs][-3:] == [
+        ("outbound", sent[0]), ("inbound", "1"), ("outbound", sent[1])], msgs
+    # The confirmation is in the patient's audit trail, by the patient's channel.
+    rows = crm.audit_rows(client, t, resource="contact", resource_id=contact,
+                          action="update_appointment")
+    assert any(r["actor_ref"] == f"channel:{chan['id']}" for r in rows), rows
+
+
+def test_cancelar_cancels_the_next_and_is_no_stop(client, sess, database):
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv)
+        contact = ack["contact_id"]
+        phone = crm.get_contact(client, t, contact)["phone"]
+        first = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(40)))
+        later = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(90)))
+        wait_texts(rcv, 2)
+        # Something else first: an ordinary message, nothing changes, nobody answers.
+        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "que horas?")
+        time.sleep(1.5)
+        assert len(texts(rcv)) == 2, texts(rcv)
+        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "Cancelar!")
+        sent = wait_texts(rcv, 3)
+        assert sent[2].startswith("Sua consulta de ") and sent[2].endswith(" foi cancelada."), sent
+        got = crm.assert_json_response(client.get(crm.appointment_url(first["id"]), token=t), 200)
+        assert (got["status"], got["source"]) == ("cancelled", "patient_reply"), got
+        assert got["cancel_reason"], got
+        assert crm.assert_json_response(client.get(
+            crm.appointment_url(later["id"]), token=t), 200)["status"] == "booked"
+    # "cancelar" answered the reminder: no consent was withdrawn.
+    consents = crm.assert_json_response(client.get(
+        f"{crm.contact_url(contact)}/consents", token=t), 200)
+    assert consents["items"] == [], consents
+
+
+def test_no_reminder_without_consent_or_conversation(client, sess, database):
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv)
+        contact = ack["contact_id"]
+        phone = crm.get_contact(client, t, contact)["phone"]
+        # STOP withdraws appointment_reminders (with every other kind) on the channel.
+        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "STOP")
+        stopped = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(30)))
+        # A patient who never wrote in has no conversation on the channel.
+        stranger = crm.create_contact(client, t)["id"]
+        silent = crm.booked(client, t, stranger, svc["id"], cal["id"], rfc3339(slot_after(60)))
+
+        def skipped():
+            rows = crm.sql_rows(database, "SELECT appointment_id, status, reason FROM "
+                                "appointment_reminders ORDER BY appointment_id")
+            return {r["appointment_id"]: r for r in rows if r["status"] == "skipped"}
+
+        assert crm.eventually(lambda: {stopped["id"], silent["id"]} <= set(skipped()),
+                              timeout=TIMEOUT), skipped()
+        time.sleep(1.5)
+        assert texts(rcv) == [], texts(rcv)
+    reasons = skipped()
+    assert "appointment_reminders" in reasons[stopped["id"]]["reason"], reasons
+    assert "conversation" in reasons[silent["id"]]["reason"], reasons
+
+
+def test_a_reminder_due_while_down_goes_out_once_across_kills(server, cli_env, database):
+    s = crm.tenant_session(server.client(), cli_env)
+    t = s.admin
+    client = server.client()
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv, reminders=False)
+        appt = crm.booked(client, t, ack["contact_id"], svc["id"], cal["id"],
+                          rfc3339(slot_after(30)))
+        server.kill()
+        # While carecrm is down the service gains a reminder that is due at once.
+        database.query( "UPDATE services SET reminders = '[{\"before_minutes\": 1440, "
+                 f"\"channel_id\": {chan['id']}, \"text\": \"Lembrete\"}}]' WHERE id = {svc['id']}")
+        server.start()
+        client = server.client()
+        # Nobody asks for the tenant: the sweeper wakes its schedule actor.
+        assert wait_texts(rcv, 1) == ["Lembrete"]
+        # Killed once the provider's acceptance is recorded (a kill between the two would send
+        # the queued message again, with the same webhook-id: delivery is at least once).
+        row = crm.sql_rows(database, "SELECT message_id FROM appointment_reminders WHERE "
+                           f"appointment_id = {appt['id']}")[0]
+        crm.wait_message(client, t, ack["conversation_id"], row["message_id"], ("sent",))
+        server.kill()
+        server.start()
+        client = server.client()  # the access token outlives a restart
+        # The tenant's schedule is loaded again and ticks: still nothing more is sent.
+        crm.assert_json_response(client.get(crm.appointment_url(appt["id"]), token=t), 200)
+        time.sleep(3)
+        assert texts(rcv) == ["Lembrete"], texts(rcv)
+    rows = crm.sql_rows(database, "SELECT status, message_id FROM appointment_reminders WHERE "
+                        f"appointment_id = {appt['id']}")
+    assert len(rows) == 1 and rows[0]["status"] == "sent" and rows[0]["message_id"], rows
