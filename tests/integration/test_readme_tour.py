@@ -33,11 +33,14 @@ def test_the_readme_tour_runs_as_written(server, cli_env):
     assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
     out = r.stdout
     # What each step shows: the workflow, the subscription's secret (shown once), the contact
-    # tagged by the workflow and found by search, the message's acknowledgement and its
-    # conversation, and the reads of the record in the audit trail.
+    # tagged by the workflow and found by search, the message's conversation, the booking and
+    # the calendar feed, and the reads of the record in the audit trail.
     assert '"trigger_type": "contact.created"' in out, out
     assert re.search(r'"secret": "whsec_[A-Za-z0-9+/=]+"', out), out
     assert re.search(r'"tags": \[\s*"patient",\s*"welcome"\s*\]', out), out
     assert re.search(r'"total": 1,', out), out
     assert '"status": "open"' in out, out
+    # The booking into the first free slot, and the calendar feed showing it without a name.
+    assert '"status": "booked"' in out, out
+    assert "BEGIN:VEVENT" in out and "SUMMARY:Check-up" in out and "Bruno" not in out, out
     assert '"action": "read"' in out, out
