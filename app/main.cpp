@@ -27,6 +27,7 @@
 #include "persistence/pg_pool.hpp"
 #include "persistence/redis_client.hpp"
 #include "persistence/revocations.hpp"
+#include "persistence/schedule_repo.hpp"
 #include "persistence/secrets_repo.hpp"
 #include "persistence/subject_repo.hpp"
 #include "persistence/user_repo.hpp"
@@ -445,6 +446,13 @@ int tenant_create(const config::invocation& inv) {
   boost::json::object o;
   o["tenant_id"] = r->tenant_id;
   o["user_id"] = r->user_id;
+  if (opt("demo") == "true") {
+    auto demo = persistence::seed_demo_schedule(conn, r->tenant_id);
+    o["demo"] = {{"contact_id", demo.contact_id},
+                 {"calendar_id", demo.calendar_id},
+                 {"service_id", demo.service_id},
+                 {"appointment_id", demo.appointment_id}};
+  }
   std::cout << boost::json::serialize(o) << std::endl;
   return 0;
 }

@@ -448,7 +448,7 @@ invocation load(int argc, const char* const* argv, const char* const* env) {
     } else {
       name = a;
     }
-    if ((name == "dev" || name == "password-stdin") && !has_value) {
+    if ((name == "dev" || name == "password-stdin" || name == "demo") && !has_value) {
       value = "true";
       has_value = true;
     }
@@ -536,10 +536,11 @@ std::string help_text() {
         "  carecrm serve [options]        run the HTTP API (applies migrations first)\n"
         "  carecrm migrate [options]      apply database migrations and exit\n"
         "  carecrm tenant create --name N --admin-email E --admin-password P [--admin-name F]\n"
-        "                        [--currency C]\n"
+        "                        [--currency C] [--demo]\n"
         "                                 create a tenant (default pipeline, default currency\n"
         "                                 C, ISO 4217, USD if not given) and its first admin;\n"
-        "                                 prints JSON\n"
+        "                                 --demo adds a patient, a calendar, a service and a\n"
+        "                                 booking on the next weekday; prints JSON\n"
         "  carecrm cluster status         the cluster's members and tenant leases; JSON\n"
         "  carecrm cluster move --tenant N --to NODE [--timeout S]\n"
         "                                 hand tenant N to node NODE (its owner stops it first);\n"

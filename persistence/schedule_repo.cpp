@@ -446,4 +446,46 @@ std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {
   return out;
 }
 
+demo_schedule seed_demo_schedule(pg_conn& c, std::int64_t tenant_id) {
+  pqxx::work tx(c.raw());
+  demo_schedule d;
+  d.contact_id =
+      tx.exec_params1("INSERT INTO contacts (tenant_id, first_name, last_name, email, phone, "
+                      "status, source, tags, created_at, updated_at) VALUES ($1, 'Maria', "
+                      "'Silva', 'maria.silva@example.org', '+5511987650001', 'active', "
+                      "'manual', '{patient}', now(), now()) RETURNING id",
+                      tenant_id)[0]
+          .as<std::int64_t>();
+  domain::working_week week;
+  for (int day = 0; day < 5; ++day) week[day] = {{8 * 60, 12 * 60}, {13 * 60, 18 * 60}};
+  d.calendar_id = tx.exec_params1("INSERT INTO calendars (tenant_id, name, kind, time_zone, "
+                                  "working_hours, slot_step_minutes, is_active, created_at, "
+                                  "updated_at) VALUES ($1, 'Dra. Helena Costa', 'practitioner', "
+                                  "'America/Sao_Paulo', $2::jsonb, 15, true, now(), now()) "
+                                  "RETURNING id",
+                                  tenant_id, domain::working_hours_text(week))[0]
+                      .as<std::int64_t>();
+  d.service_id = tx.exec_params1("INSERT INTO services (tenant_id, name, duration_minutes, "
+                                 "buffer_minutes, calendar_ids, price_cents, currency, "
+                                 "created_at, updated_at) VALUES ($1, 'Check-up', 30, 5, "
+                                 "ARRAY[$2::bigint], 25000, 'BRL', now(), now()) RETURNING id",
+                                 tenant_id, d.calendar_id)[0]
+                     .as<std::int64_t>();
+  // 09:00 in São Paulo on the first weekday after today there.
+  d.appointment_id =
+      tx.exec_params1(
+            "WITH day AS (SELECT d FROM generate_series(1, 3) AS n, LATERAL (SELECT "
+            "(date_trunc('day', now() AT TIME ZONE 'America/Sao_Paulo') + n * interval '1 day') "
+            "AS d) x WHERE extract(isodow FROM d) <= 5 ORDER BY n LIMIT 1), slot AS (SELECT "
+            "(d + interval '9 hours') AT TIME ZONE 'America/Sao_Paulo' AS s FROM day) "
+            "INSERT INTO appointments (tenant_id, contact_id, service_id, calendar_id, starts_at, "
+            "ends_at, blocked_until, status, notes, source, created_at, updated_at) SELECT $1, $2, "
+            "$3, $4, s, s + interval '30 minutes', s + interval '35 minutes', 'booked', "
+            "'First visit', 'staff', now(), now() FROM slot RETURNING id",
+            tenant_id, d.contact_id, d.service_id, d.calendar_id)[0]
+          .as<std::int64_t>();
+  tx.commit();
+  return d;
+}
+
 } // namespace crm::persistence

@@ -58,4 +58,12 @@ domain::outcome<domain::reminder_key> skip_reminder(pg_conn& c, std::int64_t ten
 // actor; a live actor finds them itself).
 std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c);
 
+// `carecrm tenant create --demo`: a patient (Maria Silva), a practitioner's calendar in São
+// Paulo (Monday to Friday, 08:00-12:00 and 13:00-18:00), a 30-minute check-up it performs
+// (BRL 250.00) and the patient booked at 09:00 on the next weekday. Ids of what it made.
+struct demo_schedule {
+  std::int64_t contact_id = 0, calendar_id = 0, service_id = 0, appointment_id = 0;
+};
+demo_schedule seed_demo_schedule(pg_conn& c, std::int64_t tenant_id);
+
 } // namespace crm::persistence

@@ -400,3 +400,34 @@ def test_the_schedule_is_reloaded_after_its_actor_fails(server, client, sess):
     # The reloaded schedule still refuses the taken slot.
     crm.assert_error(crm.book(client, sess.tokens["agent"], contact, svc["id"], cal["id"],
                               ts(f"{MONDAY}T08:00")), 409, "CONFLICT")
+
+
+def test_tenant_create_demo_books_a_patient_on_the_next_weekday(client, cli_env):
+    """`carecrm tenant create --demo` (what scripts/run's demo tenant gets): a patient, a
+    calendar in São Paulo, a check-up it performs, and the patient booked at 09:00 local on the
+    next weekday, all served by the API like any other."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+    email, password = crm.unique_email("demo"), crm.new_password()
+    out = crm.run_json_cli(["tenant", "create", "--name", "Demo", "--admin-email", email,
+                            "--admin-password", password, "--demo"], cli_env)
+    demo = out["demo"]
+    t = crm.login(client, email, password)["access_token"]
+    appt = crm.assert_json_response(client.get(crm.appointment_url(demo["appointment_id"]),
+                                               token=t), 200)
+    assert (appt["contact_id"], appt["service_id"], appt["calendar_id"], appt["status"]) == (
+        demo["contact_id"], demo["service_id"], demo["calendar_id"], "booked"), appt
+    start = crm.parse_timestamp(appt["start"]).astimezone(ZoneInfo("America/Sao_Paulo"))
+    today = dt.datetime.now(ZoneInfo("America/Sao_Paulo")).date()
+    assert (start.hour, start.minute) == (9, 0) and start.isoweekday() <= 5, appt
+    assert today < start.date() <= today + dt.timedelta(days=3), appt
+    assert crm.get_contact(client, t, demo["contact_id"])["first_name"] == "Maria"
+    svc = crm.assert_json_response(client.get(crm.service_url(demo["service_id"]), token=t), 200)
+    assert (svc["price"], svc["currency"], svc["calendar_ids"]) == (
+        "250.00", "BRL", [demo["calendar_id"]]), svc
+    # The booked slot is not offered again.
+    day = start.astimezone(dt.timezone.utc)
+    slots = crm.free_slots(client, t, demo["service_id"],
+                           (day - dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           (day + dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert slots and appt["start"] not in [s[1] for s in slots], slots
