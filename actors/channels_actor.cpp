@@ -128,8 +128,9 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending;     // outbound messages with an attempt in flight
   std::set<std::int64_t> ai_channels; // served by an active auto-replying agent
-  // Conversations a reminder went out on: "1" or "2" there answers it (docs/appointments.md).
-  std::set<std::int64_t> reminded;
+  // Conversations a reminder went out on, with the latest start it was for: "1" or "2" there
+  // before that start answers it (docs/appointments.md "Answers").
+  std::map<std::int64_t, std::int64_t> reminded;
   // Each contact's consents, oldest first: every send, and every message an agent would read,
   // is checked against them here (docs/compliance.md "Consent").
   std::unordered_map<std::int64_t, std::vector<domain::consent>> consents;
@@ -256,14 +257,16 @@ void adopt_messaging(channels_state& st, const persistence::messaging_snapshot& 
   }
   for (auto& [contact, held] : st.consents)
     std::sort(held.begin(), held.end(), [](auto& a, auto& b) { return a.id < b.id; });
-  st.reminded.insert(snap.reminded.begin(), snap.reminded.end());
+  for (auto [conversation, start] : snap.reminded)
+    st.reminded[conversation] = std::max(st.reminded[conversation], start);
 }
 
 // A message on a conversation a reminder went out on that answers it ("1", "sim", "cancelar"):
 // the patient's answer to the reminder, neither a STOP nor a question for an agent.
 bool is_reminder_answer(const channels_state& st, std::int64_t conversation,
                         std::string_view text) {
-  return st.reminded.count(conversation) &&
+  auto it = st.reminded.find(conversation);
+  return it != st.reminded.end() && it->second > domain::now_micros() &&
          domain::read_reminder_answer(text) != domain::reminder_answer::none;
 }
 
@@ -519,11 +522,11 @@ std::string received_payload(std::int64_t tenant, std::int64_t message_id,
 // After COMMIT of an inbound message: memory, automation, the agent, the callers.
 void received(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
               const persistence::stored_inbound& ids, const domain::conversation& conv,
-              const std::string& text, int depth) {
+              const std::string& text, int depth, bool answer) {
   auto& st = self->state;
   automation_counts().messages_received++;
-  // An answer to a reminder goes to the schedule actor, which confirms or cancels and answers.
-  const bool answer = is_reminder_answer(st, conv.id, text);
+  // An answer to a reminder (as decided when the message was stored) goes to the schedule
+  // actor, which confirms or cancels and answers.
   if (answer)
     answer_reminder(*st.env.rt->owner, st.env.tenant_id, ids.contact_id, conv.id, key.first, text);
   // An auto-replying agent of the channel answers, unless a person has the conversation
@@ -569,10 +572,13 @@ bool ids_ready(ch_actor* self, continuation retry, std::function<void(const fail
 // the step ends here, before COMMIT: the next message is computed from the staged state).
 void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
                    persistence::inbound_write w, domain::inbound_message m,
-                   const domain::contact& contact) {
+                   const domain::contact& contact, bool answer) {
   auto& st = self->state;
   if (!ids_ready(
-          self, [self, key, w, m, contact] { stage_message(self, key, std::move(w), m, contact); },
+          self,
+          [self, key, w, m, contact, answer] {
+            stage_message(self, key, std::move(w), m, contact, answer);
+          },
           [self, key](const failure& f) { answer_inbound(self, key, f, false); }))
     return;
   auto& conv = w.conversation;
@@ -606,8 +612,8 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
     b.sql.audit.push_back(std::move(row));
   }
   st.staged[conv.id] = {conv, b.seq};
-  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth] {
-    received(self, key, ids, conv, text, depth);
+  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth, answer] {
+    received(self, key, ids, conv, text, depth, answer);
   });
   b.on_fail.push_back([self, key](const failure& f) { answer_inbound(self, key, f, false); });
   b.writes++;
@@ -651,7 +657,7 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
           // The workflow actor takes message.received from the outbox.
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                            caf::make_message(outbox_atom::value));
-          received(self, key, r->ids, r->conversation, text, depth);
+          received(self, key, r->ids, r->conversation, text, depth, false); // a STOP
         } else {
           answer_inbound(self, key, r->ids, true);
         }
@@ -736,7 +742,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
     w.audit.push_back(std::move(row));
     return store_alone(self, std::move(key), std::move(w), std::move(m), contact);
   }
-  stage_message(self, std::move(key), std::move(w), std::move(m), contact);
+  stage_message(self, std::move(key), std::move(w), std::move(m), contact, answer);
 }
 
 // Contact names hold at most 100 characters; a longer provider name is cut at a character
@@ -1038,14 +1044,17 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
       conversation_row(reply_to.who(), st, w.conversation, "send_message", {"text"}, 201));
   db<persistence::outbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_outbound(c, w); },
-      [self, reply_to, reminder = w.reminder.has_value(),
+      [self, reply_to, reminder = w.reminder ? std::optional(w.reminder->start) : std::nullopt,
        conv_after = w.conversation](domain::outcome<persistence::outbound_written> r) {
         if (r && r->duplicate) {
           conv_done(self);
           return reply_to(failure::of(errc::conflict, std::string(reminder_sent_already)));
         }
         if (r) keep_conversation(self->state, conv_after);
-        if (r && reminder) self->state.reminded.insert(conv_after.id);
+        if (r && reminder) {
+          auto& latest = self->state.reminded[conv_after.id];
+          latest = std::max(latest, *reminder);
+        }
         conv_done(self);
         if (!r) return reply_to(r.error());
         reply_to(r->json);

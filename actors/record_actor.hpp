@@ -12,6 +12,7 @@
 //   static std::optional<std::int64_t> owner_of(persistence::pg_conn&, std::int64_t id);
 //     (or owner_of(conn, id, what): `what` is the detail of the not_found, for an aggregate
 //     that holds several kinds of record)
+//   using extra = ...;                         // optional: actor state beside the store
 // (`aggregate<...>` below makes one of a repository's two functions) and its handlers are functions
 // `void(record_actor<A>* self, <message...>)`, given to `record_behavior`, each calling `read`,
 // `read_in_turn`, `change` or `write` below.
@@ -37,10 +38,27 @@ struct aggregate {
   }
 };
 
+namespace detail {
+// What an aggregate's actor keeps beside its store (A::extra, when it declares one): work under
+// way that is no rule of the domain, such as replies waiting for a shared commit.
+template <class A>
+struct extra_of {
+  struct type {};
+};
+template <class A>
+requires requires {
+  typename A::extra;
+}
+struct extra_of<A> {
+  using type = typename A::extra;
+};
+} // namespace detail
+
 template <class A>
 struct record_state {
   tenant_env env;
   typename A::store store;
+  typename detail::extra_of<A>::type extra;
   bool loaded = false;
   bool loading = false;
   bool stopping = false;

@@ -10,10 +10,12 @@
 #include "actors/contacts.hpp"
 #include "actors/record_actor.hpp"
 #include "domain/clock.hpp"
+#include "domain/consent.hpp"
 #include "domain/crypto.hpp"
 #include "domain/ical.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
+#include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/schedule_repo.hpp"
 #include "persistence/sealed_columns.hpp"
@@ -114,9 +116,23 @@ constexpr auto reminder_tick = std::chrono::seconds(1);
 // The bytes of a feed token (base64url: 43 characters).
 constexpr std::size_t feed_token_bytes = 32;
 
+// A booking planned and holding its slot, waiting for the transaction it shares with the
+// bookings staged beside it.
+struct staged_booking {
+  appointment planned; // id < 0: its hold in the store
+  callback<std::string> reply;
+  std::vector<domain::audit_record> audit;
+};
+struct booking_batch {
+  std::vector<staged_booking> staged;
+  bool flushing = false;
+  std::int64_t last_hold = 0; // negative ids of the holds
+};
+
 struct schedule_aggregate {
   static constexpr child_kind kind = child_kind::schedule;
   using store = domain::schedule_store;
+  using extra = booking_batch;
   static store load(persistence::pg_conn& c, std::int64_t tenant) {
     return persistence::load_schedule(c, tenant);
   }
@@ -213,6 +229,84 @@ std::string applied(schedule_actor* self, committed c) {
   return json::serialize(domain::appointment_to_json(c.saved));
 }
 
+// ---- bookings (docs/appointments.md "Bookings in batches") -----------------------------------
+
+// Commits what is staged in one transaction (one at a time; what is staged meanwhile goes in
+// the next), then puts each saved booking in memory and answers it.
+void flush_bookings(schedule_actor* self) {
+  auto& b = self->state.extra;
+  if (b.flushing || b.staged.empty()) return;
+  b.flushing = true;
+  auto batch = std::make_shared<std::vector<staged_booking>>(std::move(b.staged));
+  b.staged.clear();
+  std::vector<persistence::appointment_insert> rows;
+  rows.reserve(batch->size());
+  for (auto& x : *batch) {
+    auto a = x.planned;
+    a.id = 0;
+    rows.push_back({std::move(a), x.audit, {"appointment.booked", {}}});
+  }
+  db<std::vector<domain::outcome<appointment>>>(
+      self,
+      [rows = std::move(rows)](persistence::pg_conn& c) {
+        return persistence::insert_appointments(c, rows);
+      },
+      [self, batch](domain::outcome<std::vector<domain::outcome<appointment>>> r) {
+        auto& st = self->state;
+        st.extra.flushing = false;
+        bool emitted = false;
+        for (std::size_t i = 0; i < batch->size(); ++i) {
+          auto& x = (*batch)[i];
+          st.store.release(x.planned.id);
+          if (!r) {
+            x.reply(r.error());
+            continue;
+          }
+          auto& one = (*r)[i];
+          if (!one) {
+            x.reply(one.error());
+            continue;
+          }
+          st.store.put(*one);
+          emitted = true;
+          x.reply(json::serialize(domain::appointment_to_json(*one)));
+        }
+        if (emitted)
+          st.env.rt->route(st.env.tenant_id, child_kind::workflows,
+                           caf::make_message(outbox_atom::value));
+        flush_bookings(self);
+      });
+}
+
+// A booking in its write turn: planned from memory (the holds of staged bookings included),
+// holding its slot at once, and staged; the turn ends there, so the next write is planned while
+// this one's transaction runs. The caller is answered after COMMIT.
+void stage_booking(schedule_actor* self, domain::booking b, callback<std::string> reply) {
+  auto tenant = self->state.env.tenant_id;
+  std::vector<std::string> fields{"contact_id", "service_id", "calendar_id", "start"};
+  if (!b.notes.empty()) fields.emplace_back("notes");
+  // The write's turn: a load that fails (or a turn dropped) answers the caller.
+  callback<domain::done> turn([reply](domain::outcome<domain::done> r) {
+    if (!r) reply(r.error());
+  });
+  write<schedule_aggregate, domain::done>(
+      self, turn,
+      [self, b = std::move(b), reply, tenant, fields](callback<domain::done> turn) mutable {
+        auto& st = self->state;
+        auto planned = st.store.plan_book(b, tenant, domain::now_micros());
+        if (!planned) {
+          reply(planned.error());
+          return turn(domain::done{});
+        }
+        planned->id = --st.extra.last_hold;
+        st.store.hold(*planned);
+        auto rows = audit(reply.who(), tenant, *planned, "book_appointment", fields, 201);
+        st.extra.staged.push_back({std::move(*planned), reply, std::move(rows)});
+        turn(domain::done{});
+        flush_bookings(self);
+      });
+}
+
 // ---- reminders (docs/appointments.md "Reminders") -------------------------------------------
 
 // Who sends a reminder, in the audit trail.
@@ -261,8 +355,13 @@ void send_reminder(schedule_actor* self, domain::due_reminder d) {
   auto on_contact = in_actor<domain::outcome<std::vector<domain::contact>>>(
       self, [self, tenant, d](domain::outcome<std::vector<domain::contact>> r) {
         auto& st = self->state;
-        if (!r || r->empty()) {
-          // Not answered: a later tick tries again. Gone: so is the appointment (cascade).
+        // Not answered: a later tick tries again (gone: so is the appointment). Stopping: the
+        // next actor sends it. Cancelled or moved meanwhile: not this reminder any more.
+        auto a = st.store.appointments.find(d.key.appointment_id);
+        bool still = a != st.store.appointments.end() && a->second.start == d.key.start &&
+                     (a->second.status == domain::appointment_status::booked ||
+                      a->second.status == domain::appointment_status::confirmed);
+        if (!r || r->empty() || st.stopping || !still) {
           st.store.reminders_out.erase(d.key);
           return;
         }
@@ -295,30 +394,39 @@ void send_reminder(schedule_actor* self, domain::due_reminder d) {
 // Of the reminders of one appointment that are due at once (booked late, or a restart), only
 // the one nearest its start is sent; the earlier ones are recorded as skipped.
 void send_due_reminders(schedule_actor* self) {
-  auto due = self->state.store.due_reminders(domain::now_micros());
-  std::map<std::int64_t, std::size_t> nearest; // appointment → index in `due`
-  for (std::size_t i = 0; i < due.size(); ++i) {
-    auto [it, fresh] = nearest.emplace(due[i].key.appointment_id, i);
-    if (!fresh && due[i].rule.before_minutes < due[it->second].rule.before_minutes) it->second = i;
-  }
-  for (std::size_t i = 0; i < due.size(); ++i) {
-    if (nearest[due[i].key.appointment_id] == i) {
-      send_reminder(self, due[i]);
+  for (auto& d : self->state.store.due_reminders(domain::now_micros())) {
+    if (!d.superseded) {
+      send_reminder(self, d);
     } else {
-      self->state.store.reminders_out.insert(due[i].key);
-      skip_reminder(self, due[i].key, "superseded by a later reminder of the same appointment");
+      self->state.store.reminders_out.insert(d.key);
+      skip_reminder(self, d.key, "superseded by a later reminder of the same appointment");
     }
   }
 }
 
+// How often, and how long apart, a patient's answer is tried again when Postgres or the actor's
+// load is unavailable.
+constexpr int answer_attempts = 5;
+constexpr auto answer_retry = std::chrono::seconds(2);
+
 // The patient's answer: the next live appointment confirmed or cancelled in its turn (source
 // patient_reply), then the acknowledgement on the conversation the answer came in on.
-void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m) {
+void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m, int attempt = 1) {
   auto what = domain::read_reminder_answer(m.text);
   if (what == domain::reminder_answer::none) return;
   auto tenant = self->state.env.tenant_id;
-  auto acknowledge = [self, tenant, m](domain::outcome<std::string> ack) {
-    if (!ack) return; // the change failed (a race with staff): nothing is said
+  auto acknowledge = [self, tenant, m, attempt](domain::outcome<std::string> ack) {
+    if (!ack && ack.error().code == domain::errc::service_unavailable &&
+        attempt < answer_attempts && !self->state.stopping) {
+      self->delayed_send(self, answer_retry * attempt, answer_atom::value, m, attempt + 1);
+      return;
+    }
+    if (!ack) {
+      log_warn("tenant {}: a patient's answer to a reminder (conversation {}) failed: {}", tenant,
+               m.conversation, ack.error().detail);
+      return; // a 409 (a race with staff): nothing is said
+    }
+    if (self->state.stopping || ack->empty()) return;
     actors::outbound_request req;
     req.conversation_id = m.conversation;
     req.text = std::move(*ack);
@@ -331,6 +439,24 @@ void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m) {
     auto& s = self->state.store;
     auto now = domain::now_micros();
     auto next = s.next_live(m.contact, now);
+    if (!next && domain::is_stop_request(m.text)) {
+      // "cancel" with nothing left to cancel is the STOP it is everywhere else: consent to
+      // every kind of message on the channel is withdrawn, and nothing is said.
+      domain::audit_scope scope(patient_on(m.channel));
+      for (auto purpose : domain::stop_withdraws) {
+        domain::consent c;
+        c.tenant_id = self->state.env.tenant_id;
+        c.contact_id = m.contact;
+        c.purpose = purpose;
+        c.channel_id = m.channel;
+        c.granted = false;
+        c.source = "inbound_message";
+        c.recorded_at = now;
+        record_consent(*self->state.env.rt->owner, c.tenant_id, std::move(c),
+                       callback<std::string>([](domain::outcome<std::string>) {}));
+      }
+      return reply(std::string());
+    }
     if (!next) return reply(domain::reminder_acknowledgement(m.text, what, {}, false));
     auto zone = s.calendars.count(next->calendar_id) ? s.calendars.at(next->calendar_id).time_zone
                                                      : std::string("UTC");
@@ -565,16 +691,8 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
           return domain::outcome<std::vector<domain::appointment_view>>(s.views(q));
         });
       },
-      [now](schedule_actor* self, apt_book_atom, domain::booking& b, callback<std::string>& reply) {
-        auto tenant = self->state.env.tenant_id;
-        std::vector<std::string> fields{"contact_id", "service_id", "calendar_id", "start"};
-        if (!b.notes.empty()) fields.emplace_back("notes");
-        change(
-            self, 0, reply,
-            [b = std::move(b), tenant, now](const store& s) {
-              return with_event(s.plan_book(b, tenant, now()), "appointment.booked");
-            },
-            save_appointment(reply, "book_appointment", std::move(fields), 201), applied);
+      [](schedule_actor* self, apt_book_atom, domain::booking& b, callback<std::string>& reply) {
+        stage_booking(self, std::move(b), std::move(reply));
       },
       [now](schedule_actor* self, apt_move_atom, std::int64_t id, reschedule_request& r,
             callback<std::string>& reply) {
@@ -653,6 +771,9 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
       },
       [](schedule_actor* self, answer_atom, reminder_answer_msg& m) {
         answer_reminder_in_turn(self, std::move(m));
+      },
+      [](schedule_actor* self, answer_atom, reminder_answer_msg& m, int attempt) {
+        answer_reminder_in_turn(self, std::move(m), attempt);
       });
 }
 

@@ -462,7 +462,8 @@ bool schedule_store::overlaps_held(std::int64_t calendar, std::int64_t from, std
   while (it != h->second.begin()) {
     --it;
     if (it->second == ignore) continue;
-    return appointments.at(it->second).blocked_until > from;
+    auto& a = it->second < 0 ? pending.at(it->second) : appointments.at(it->second);
+    return a.blocked_until > from;
   }
   return false;
 }
@@ -585,7 +586,13 @@ failure feed_refused() {
 outcome<calendar> schedule_store::plan_delete_calendar(std::int64_t id) const {
   auto c = get_calendar(id);
   if (!c) return c;
-  if (auto it = by_calendar.find(id); it != by_calendar.end() && !it->second.empty())
+  auto booked = [&](std::int64_t cal) {
+    if (auto it = by_calendar.find(cal); it != by_calendar.end() && !it->second.empty())
+      return true;
+    return std::any_of(pending.begin(), pending.end(),
+                       [cal](auto& p) { return p.second.calendar_id == cal; });
+  };
+  if (booked(id))
     return conflict("the calendar has appointments: deactivate it (is_active: false) instead");
   return c;
 }
@@ -656,9 +663,10 @@ outcome<service> schedule_store::plan_update_service(std::int64_t id, const serv
 outcome<service> schedule_store::plan_delete_service(std::int64_t id) const {
   auto s = get_service(id);
   if (!s) return s;
-  for (auto& [aid, a] : appointments)
-    if (a.service_id == id)
-      return conflict("the service has appointments: deactivate it (is_active: false) instead");
+  for (auto* all : {&appointments, &pending})
+    for (auto& [aid, a] : *all)
+      if (a.service_id == id)
+        return conflict("the service has appointments: deactivate it (is_active: false) instead");
   return s;
 }
 
@@ -849,6 +857,21 @@ void schedule_store::put(const appointment& a) {
   by_start.insert({a.start, a.id});
 }
 
+void schedule_store::hold(const appointment& a) {
+  pending[a.id] = a;
+  held[a.calendar_id][a.start] = a.id;
+}
+
+void schedule_store::release(std::int64_t pending_id) {
+  auto it = pending.find(pending_id);
+  if (it == pending.end()) return;
+  if (auto h = held.find(it->second.calendar_id); h != held.end()) {
+    auto slot = h->second.find(it->second.start);
+    if (slot != h->second.end() && slot->second == pending_id) h->second.erase(slot);
+  }
+  pending.erase(it);
+}
+
 void schedule_store::forget_contact(std::int64_t contact) {
   auto it = by_contact.find(contact);
   if (it == by_contact.end()) return;
@@ -975,16 +998,19 @@ std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const 
       continue;
     auto s = services.find(a.service_id);
     if (s == services.end()) continue;
-    for (std::size_t i = 0; i < s->second.reminders.size(); ++i) {
-      auto& rule = s->second.reminders[i];
+    // The nearest the start of the reminders whose time has come.
+    int nearest = std::numeric_limits<int>::max();
+    for (auto& rule : s->second.reminders)
+      if (a.start - std::int64_t(rule.before_minutes) * minute_us <= now)
+        nearest = std::min(nearest, rule.before_minutes);
+    for (auto& rule : s->second.reminders) {
       auto due = a.start - std::int64_t(rule.before_minutes) * minute_us;
-      // Not yet. (Booked after its time: due now, the rule of the nearest in send_due_reminders
-      // picks which one goes out.)
-      if (due > now) continue;
-      reminder_key key{a.id, static_cast<int>(i), a.start};
+      if (due > now) continue; // not yet
+      reminder_key key{a.id, rule.before_minutes, a.start};
       if (reminders_done.count(key) || reminders_out.count(key)) continue;
       due_reminder d;
       d.key = key;
+      d.superseded = rule.before_minutes != nearest;
       d.contact_id = a.contact_id;
       d.rule = rule;
       d.service_name = s->second.name;

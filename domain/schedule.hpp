@@ -231,17 +231,21 @@ struct appointment_view {
 
 // ---- Reminders (docs/appointments.md "Reminders") ------------------------------------------
 // One reminder of one appointment at one start: sent (or skipped) once, recorded in Postgres
-// under this key (a reschedule gives the appointment new keys).
+// under this key (a reschedule gives the appointment new keys). A reminder is known by its
+// before_minutes, not its place in the service's list, so an edit of the list sends none twice.
 struct reminder_key {
   std::int64_t appointment_id = 0;
-  int index = 0; // in the service's reminders
+  int before_minutes = 0;
   std::int64_t start = 0;
   auto operator<=>(const reminder_key&) const = default;
 };
 // A reminder whose time has come: start - before_minutes ≤ now < start, for a booked or
-// confirmed appointment (one booked after that time too: it goes out at once).
+// confirmed appointment (one booked after that time too: it goes out at once). Of the
+// reminders of one appointment whose time has come, only the nearest its start is sent; the
+// others are `superseded` (recorded as skipped), sent or not.
 struct due_reminder {
   reminder_key key;
+  bool superseded = false;
   std::int64_t contact_id = 0;
   reminder_rule rule;
   std::string service_name;
@@ -289,6 +293,9 @@ struct schedule_store {
   std::map<std::int64_t, std::set<std::pair<std::int64_t, std::int64_t>>> by_contact; // (start, id)
   std::set<std::pair<std::int64_t, std::int64_t>> by_start;                           // (start, id)
   std::map<std::int64_t, std::set<std::int64_t>> closures_of; // calendar → closure ids
+  // Bookings planned and staged while their transaction runs (negative ids): they hold their
+  // slot (in `held`) for every later plan, and no read sees them.
+  std::map<std::int64_t, appointment> pending;
   std::set<reminder_key> reminders_done; // sent or skipped (appointment_reminders)
   std::set<reminder_key> reminders_out;  // being sent now
 
@@ -358,6 +365,10 @@ struct schedule_store {
   void put(const appointment& a);
   // A contact deleted or erased: its appointments went with it (ON DELETE CASCADE).
   void forget_contact(std::int64_t contact);
+  // A planned booking (id < 0) holds its slot until its transaction ends; then it is released
+  // (and, committed, put under its own id).
+  void hold(const appointment& a);
+  void release(std::int64_t pending_id);
 
 private:
   void unindex(const appointment& a);

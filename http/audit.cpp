@@ -99,6 +99,9 @@ const std::vector<table_row>& table() {
       {verb::get, "/api/v1/fhir/Appointment/{id}", of_patient(m::read, "fhir_read_appointment")},
       // A calendar's feed (a token in its query, no user): the patients it names, under the
       // calendar's tenant (the handler sets it once the token is checked).
+      // A feed token opens the calendar's appointments (and names, when shown): made like a key.
+      {verb::post, "/api/v1/calendars/{id}/feed-token",
+       rule(m::change, "calendar", "rotate_feed_token")},
       {verb::get,
        "/api/v1/calendars/{id}/feed.ics",
        {m::list, "contact", "calendar_feed", "", "", "", "", true}},

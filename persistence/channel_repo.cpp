@@ -54,11 +54,11 @@ domain::channel to_channel(const pqxx::row& r, const domain::secret_keys& keys) 
   return ch;
 }
 
-const char*
-    conversation_columns = "id, tenant_id, channel_id, contact_id, status, assignee_id, "
-                           "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS(
-                               "created_at") ", " CRM_MICROS("updated_at") ", ai_paused,"
-                                                                           " handoff_reason";
+const char* conversation_columns =
+    "id, tenant_id, channel_id, contact_id, status, assignee_id, "
+    "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS("created_at") ", " CRM_MICROS(
+        "updated_at") ", ai_paused,"
+                      " handoff_reason";
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -233,12 +233,16 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                                tenant_id))
     out.ai_channels.push_back(r[0].as<std::int64_t>());
   for (auto r : tx.exec_params(
-           "SELECT DISTINCT r.conversation_id FROM appointment_reminders r JOIN appointments a"
-           " ON a.id = r.appointment_id WHERE r.tenant_id = $1 AND r.status = 'sent'"
-           " AND r.conversation_id IS NOT NULL AND a.status IN ('booked', 'confirmed')"
-           " AND a.starts_at > now()",
+           "SELECT r.conversation_id, max(" CRM_MICROS(
+               "a.starts_at") ") FROM"
+                              " appointment_reminders r JOIN appointments a ON a.id = "
+                              "r.appointment_id"
+                              " WHERE r.tenant_id = $1 AND r.status = 'sent' AND r.conversation_id "
+                              "IS NOT NULL"
+                              " AND a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
+                              " GROUP BY r.conversation_id",
            tenant_id))
-    out.reminded.push_back(r[0].as<std::int64_t>());
+    out.reminded.emplace_back(r[0].as<std::int64_t>(), r[1].as<std::int64_t>());
   out.event_listeners = has_event_listeners(tx, tenant_id);
   return out;
 }
@@ -568,15 +572,17 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
                            w.created_at, w.purpose, w.message_id);
   outbound_written out;
   if (w.reminder) {
-    // Sent once: a row already there (another attempt, another node) leaves nothing written.
+    // Sent once: a row already there (another attempt, another node) leaves nothing written; so
+    // does an appointment cancelled or moved since the reminder was planned.
     auto& k = *w.reminder;
     auto mark = tx.exec_params(
-        "INSERT INTO appointment_reminders (appointment_id, reminder_index, starts_at, tenant_id,"
+        "INSERT INTO appointment_reminders (appointment_id, before_minutes, starts_at, tenant_id,"
         " status, message_id, conversation_id) SELECT $1, $2, $3::timestamptz, $4, 'sent', $5,"
-        " $6 WHERE EXISTS (SELECT 1 FROM appointments WHERE tenant_id = $4 AND id = $1)"
+        " $6 WHERE EXISTS (SELECT 1 FROM appointments WHERE tenant_id = $4 AND id = $1 AND"
+        " status IN ('booked', 'confirmed') AND starts_at = $3::timestamptz)"
         " ON CONFLICT DO NOTHING RETURNING 1",
-        k.appointment_id, k.index, ts(k.start), w.tenant_id, r.front()[0].as<std::int64_t>(),
-        conv.id);
+        k.appointment_id, k.before_minutes, ts(k.start), w.tenant_id,
+        r.front()[0].as<std::int64_t>(), conv.id);
     if (mark.empty()) {
       tx.abort();
       out.duplicate = true;

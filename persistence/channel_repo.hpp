@@ -43,9 +43,9 @@ struct messaging_snapshot {
   std::vector<queued_message> queued;
   std::vector<std::int64_t> ai_channels; // channels of active auto-replying agents
   std::vector<domain::consent> consents; // oldest first
-  // Conversations a reminder went out on for an appointment still to come: an answer there
-  // ("1", "2") is taken as the patient's answer to it.
-  std::vector<std::int64_t> reminded;
+  // Conversations a reminder went out on for an appointment still to come, with the latest
+  // such start: an answer there ("1", "2") before it is taken as the patient's answer.
+  std::vector<std::pair<std::int64_t, std::int64_t>> reminded;
   // An active record-event workflow or webhook subscription exists (has_event_listeners).
   bool event_listeners = true;
 };

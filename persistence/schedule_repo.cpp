@@ -143,6 +143,11 @@ failure taken() {
                      "the slot is taken: another appointment (or its buffer) overlaps it");
 }
 
+failure removed_meanwhile() {
+  return failure::of(domain::errc::conflict,
+                     "the calendar or the service was removed while the booking was made");
+}
+
 // A user_id, when set, must name a user of the tenant.
 bool user_is_tenants(pqxx::work& tx, const domain::calendar& cal) {
   if (!cal.user_id) return true;
@@ -197,7 +202,7 @@ domain::schedule_store load_schedule(pg_conn& c, std::int64_t tenant_id) {
   for (auto r : all(service_columns, "services")) s.put(to_service(r));
   for (auto r : all(appointment_columns, "appointments")) s.put(to_appointment(r));
   // The reminders of appointments still to come (older ones can never be due again).
-  for (auto r : tx.exec_params("SELECT appointment_id, reminder_index, " CRM_MICROS(
+  for (auto r : tx.exec_params("SELECT appointment_id, before_minutes, " CRM_MICROS(
                                    "starts_at") " FROM appointment_reminders WHERE tenant_id = $1"
                                                 " AND starts_at > now() - interval '1 day'",
                                tenant_id))
@@ -384,9 +389,57 @@ insert_appointment(pg_conn& c, const domain::appointment& a,
     emit(tx, saved, e);
     tx.commit();
     return saved;
+  } catch (const pqxx::foreign_key_violation&) {
+    return removed_meanwhile();
   } catch (const pqxx::sql_error& e) {
     if (e.sqlstate() == exclusion_violation) return taken();
     throw;
+  }
+}
+
+std::vector<domain::outcome<domain::appointment>>
+insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
+  std::vector<domain::outcome<domain::appointment>> out;
+  if (rows.empty()) return out;
+  try {
+    pqxx::work tx(c.raw());
+    fence(tx, rows.front().a.tenant_id);
+    for (auto& row : rows) {
+      auto& a = row.a;
+      // An overlap committed by another writer meanwhile: this row alone is refused.
+      auto r = tx.exec_params(
+          std::string("INSERT INTO appointments (tenant_id, contact_id, service_id, calendar_id, "
+                      "starts_at, ends_at, blocked_until, status, notes, source, cancel_reason, "
+                      "created_at, updated_at) SELECT $1, $2, $3, $4, $5::timestamptz, "
+                      "$6::timestamptz, $7::timestamptz, $8, $9, $10, $11, $12::timestamptz, "
+                      "$12::timestamptz WHERE EXISTS (SELECT 1 FROM contacts WHERE tenant_id = $1 "
+                      "AND id = $2) ON CONFLICT DO NOTHING RETURNING ") +
+              appointment_columns,
+          a.tenant_id, a.contact_id, a.service_id, a.calendar_id, ts(a.start), ts(a.end),
+          ts(a.blocked_until), std::string(domain::to_string(a.status)), a.notes,
+          std::string(domain::to_string(a.source)), opt_param(a.cancel_reason), ts(a.created_at));
+      if (r.empty()) {
+        auto contact = tx.exec_params("SELECT 1 FROM contacts WHERE tenant_id = $1 AND id = $2",
+                                      a.tenant_id, a.contact_id);
+        if (contact.empty())
+          out.push_back(invalid({std::string("body"), std::string("contact_id")},
+                                "contact not found in this tenant"));
+        else
+          out.push_back(taken());
+        continue;
+      }
+      auto saved = to_appointment(r.front());
+      insert_audit(tx, row.audit);
+      emit(tx, saved, row.event);
+      out.push_back(std::move(saved));
+    }
+    tx.commit();
+    return out;
+  } catch (const pqxx::foreign_key_violation&) {
+    // A calendar or service removed meanwhile: each row alone, so only its own fail.
+    out.clear();
+    for (auto& row : rows) out.push_back(insert_appointment(c, row.a, row.audit, row.event));
+    return out;
   }
 }
 
@@ -422,11 +475,11 @@ domain::outcome<domain::reminder_key> skip_reminder(pg_conn& c, std::int64_t ten
                                                     const std::string& reason) {
   pqxx::work tx(c.raw());
   fence(tx, tenant_id);
-  tx.exec_params("INSERT INTO appointment_reminders (appointment_id, reminder_index, starts_at, "
+  tx.exec_params("INSERT INTO appointment_reminders (appointment_id, before_minutes, starts_at, "
                  "tenant_id, status, reason) SELECT $1, $2, $3::timestamptz, $4, 'skipped', $5 "
                  "WHERE EXISTS (SELECT 1 FROM appointments WHERE tenant_id = $4 AND id = $1) "
                  "ON CONFLICT DO NOTHING",
-                 key.appointment_id, key.index, ts(key.start), tenant_id, reason);
+                 key.appointment_id, key.before_minutes, ts(key.start), tenant_id, reason);
   tx.commit();
   return key;
 }
@@ -435,12 +488,13 @@ std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {
   pqxx::read_transaction tx(c.raw());
   auto rows = tx.exec(
       "SELECT DISTINCT a.tenant_id FROM appointments a JOIN services s ON s.id = a.service_id,"
-      " jsonb_array_elements(s.reminders) WITH ORDINALITY AS r(rule, n)"
+      " jsonb_array_elements(s.reminders) AS r(rule)"
       " WHERE a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
       " AND a.starts_at <= now() + interval '30 days'"
       " AND a.starts_at - ((r.rule->>'before_minutes')::int * interval '1 minute') <= now()"
       " AND NOT EXISTS (SELECT 1 FROM appointment_reminders x WHERE x.appointment_id = a.id"
-      "   AND x.reminder_index = r.n - 1 AND x.starts_at = a.starts_at)");
+      "   AND x.before_minutes = (r.rule->>'before_minutes')::int"
+      "   AND x.starts_at = a.starts_at)");
   std::vector<std::int64_t> out;
   for (auto r : rows) out.push_back(r[0].as<std::int64_t>());
   return out;

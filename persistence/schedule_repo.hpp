@@ -45,6 +45,15 @@ struct appointment_event {
 domain::outcome<domain::appointment>
 insert_appointment(pg_conn& c, const domain::appointment& a,
                    const std::vector<domain::audit_record>& audit, const appointment_event& e);
+// Bookings staged together, in one transaction: each row's outcome (a slot taken meanwhile by
+// another writer is a 409 of that row alone, a contact gone a 422 at body.contact_id).
+struct appointment_insert {
+  domain::appointment a;
+  std::vector<domain::audit_record> audit;
+  appointment_event event;
+};
+std::vector<domain::outcome<domain::appointment>>
+insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows);
 domain::outcome<domain::appointment>
 update_appointment(pg_conn& c, const domain::appointment& a,
                    const std::vector<domain::audit_record>& audit, const appointment_event& e);

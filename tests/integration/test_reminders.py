@@ -149,6 +149,51 @@ def test_no_reminder_without_consent_or_conversation(client, sess, database):
     assert "conversation" in reasons[silent["id"]]["reason"], reasons
 
 
+def test_cancelar_with_nothing_left_to_cancel_is_a_stop(client, sess):
+    """The reminded appointment was cancelled by staff since: "cancelar" then withdraws
+    consent, as a STOP does, and nobody answers."""
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv)
+        contact = ack["contact_id"]
+        phone = crm.get_contact(client, t, contact)["phone"]
+        appt = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(30)))
+        wait_texts(rcv, 1)
+        crm.assert_json_response(client.post(crm.appointment_url(appt["id"], "cancel"), {},
+                                             token=t), 200)
+        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "cancelar")
+
+        def withdrawn():
+            body = crm.assert_json_response(client.get(
+                f"{crm.contact_url(contact)}/consents", token=t), 200)
+            return sorted(c["purpose"] for c in body["items"] if c["granted"] is False)
+
+        assert crm.eventually(lambda: withdrawn() == [
+            "appointment_reminders", "marketing", "treatment_communication"],
+                              timeout=TIMEOUT), withdrawn()
+        time.sleep(1)
+        assert len(texts(rcv)) == 1, texts(rcv)
+
+
+def test_a_reminder_for_a_moved_appointment_is_not_sent_for_the_old_time(client, sess, database):
+    """Rescheduled before its reminder went out: the reminder names the new time, once."""
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv, reminders=False)
+        first, later = slot_after(60), slot_after(120)
+        appt = crm.booked(client, t, ack["contact_id"], svc["id"], cal["id"], rfc3339(first))
+        crm.assert_json_response(client.post(crm.appointment_url(appt["id"], "reschedule"), {
+            "start": rfc3339(later)}, token=t), 200)
+        crm.assert_json_response(client.put(crm.service_url(svc["id"]), {
+            "name": "Check-up", "duration_minutes": 30, "calendar_ids": [cal["id"]],
+            "reminders": [{"before_minutes": 1440, "channel_id": chan["id"],
+                           "text": "{{appointment.start_local}}"}]}, token=t), 200)
+        assert wait_texts(rcv, 1) == [local(later)]
+        time.sleep(2)
+        assert texts(rcv) == [local(later)], texts(rcv)
+
+
+# Last: it restarts this module's server (the module's `client` then points nowhere).
 def test_a_reminder_due_while_down_goes_out_once_across_kills(server, cli_env, database):
     s = crm.tenant_session(server.client(), cli_env)
     t = s.admin

@@ -325,7 +325,8 @@ TEST(reminders, come_due_at_start_minus_before_once_and_only_for_live_appointmen
   EXPECT_TRUE(s.due_reminders(at("2030-01-06T14:59:00Z")).empty());
   auto due = s.due_reminders(at("2030-01-06T15:00:00Z"));
   ASSERT_EQ(due.size(), 1u);
-  EXPECT_EQ(due[0].key, (reminder_key{1, 0, a.start}));
+  EXPECT_EQ(due[0].key, (reminder_key{1, 1440, a.start}));
+  EXPECT_FALSE(due[0].superseded);
   EXPECT_EQ(due[0].start_local, "2030-01-07 12:00");
   EXPECT_EQ(due[0].service_name, "Check-up");
   EXPECT_EQ(due[0].calendar_name, "Dr. Ana");
@@ -346,7 +347,7 @@ TEST(reminders, a_rescheduled_appointment_gets_new_keys) {
   auto s = reminding({1440});
   auto a = booked(s, 1, "2030-01-07T15:00:00Z");
   s.put(a);
-  s.reminders_done.insert({1, 0, a.start});
+  s.reminders_done.insert({1, 1440, a.start});
   a.start = at("2030-01-08T15:00:00Z");
   a.end = a.start + 30 * minute;
   a.blocked_until = a.end;
@@ -404,6 +405,35 @@ TEST(reminders, one_booked_after_its_time_is_due_at_once) {
   a->id = 1;
   s.put(*a);
   EXPECT_EQ(s.due_reminders(at("2030-01-07T12:00:01Z")).size(), 1u);
+}
+
+TEST(reminders, of_those_due_together_only_the_nearest_the_start_goes_out) {
+  auto s = reminding({1440, 60});
+  auto a = booked(s, 1, "2030-01-07T15:00:00Z");
+  s.put(a);
+  // Both due (a restart after the hour before): the 24-hour one is superseded, and stays so
+  // whatever became of it.
+  auto due = s.due_reminders(at("2030-01-07T14:30:00Z"));
+  ASSERT_EQ(due.size(), 2u);
+  for (auto& d : due) EXPECT_EQ(d.superseded, d.key.before_minutes == 1440);
+  s.reminders_done.insert({1, 60, a.start});
+  due = s.due_reminders(at("2030-01-07T14:31:00Z"));
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_TRUE(due[0].superseded);
+}
+
+TEST(reminders, are_known_by_their_time_so_a_reordered_list_sends_none_twice) {
+  auto s = reminding({1440});
+  auto a = booked(s, 1, "2030-01-07T15:00:00Z");
+  s.put(a);
+  s.reminders_done.insert({1, 1440, a.start}); // sent
+  auto v = *s.get_service(5);
+  v.reminders.insert(v.reminders.begin(), {60, 3, "soon"});
+  s.put(v);
+  EXPECT_TRUE(s.due_reminders(at("2030-01-07T12:00:00Z")).empty());
+  auto due = s.due_reminders(at("2030-01-07T14:00:00Z"));
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].key.before_minutes, 60);
 }
 
 // ---- the calendar feed -----------------------------------------------------------------------
