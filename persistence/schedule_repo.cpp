@@ -5,10 +5,13 @@
 #include "persistence/fence.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/row_values.hpp"
+#include "persistence/tx_batch.hpp"
 
 #include <pqxx/pqxx>
 
 #include <charconv>
+#include <map>
+#include <set>
 
 namespace crm::persistence {
 namespace {
@@ -401,38 +404,81 @@ std::vector<domain::outcome<domain::appointment>>
 insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
   std::vector<domain::outcome<domain::appointment>> out;
   if (rows.empty()) return out;
+  const auto tenant = rows.front().a.tenant_id;
   try {
     pqxx::work tx(c.raw());
-    fence(tx, rows.front().a.tenant_id);
+    fence(tx, tenant);
+    // One statement for every row: no two staged bookings share a calendar and a start, so the
+    // rows inserted are matched back by those. An overlap another writer committed meanwhile
+    // skips its row alone (ON CONFLICT DO NOTHING against the exclusion constraint), and so
+    // does a contact deleted meanwhile (the EXISTS).
+    array_literal contacts, services, calendars, starts, ends, blocked, statuses, notes, sources,
+        created;
     for (auto& row : rows) {
       auto& a = row.a;
-      // An overlap committed by another writer meanwhile: this row alone is refused.
-      auto r = tx.exec_params(
-          std::string("INSERT INTO appointments (tenant_id, contact_id, service_id, calendar_id, "
-                      "starts_at, ends_at, blocked_until, status, notes, source, cancel_reason, "
-                      "created_at, updated_at) SELECT $1, $2, $3, $4, $5::timestamptz, "
-                      "$6::timestamptz, $7::timestamptz, $8, $9, $10, $11, $12::timestamptz, "
-                      "$12::timestamptz WHERE EXISTS (SELECT 1 FROM contacts WHERE tenant_id = $1 "
-                      "AND id = $2) ON CONFLICT DO NOTHING RETURNING ") +
-              appointment_columns,
-          a.tenant_id, a.contact_id, a.service_id, a.calendar_id, ts(a.start), ts(a.end),
-          ts(a.blocked_until), std::string(domain::to_string(a.status)), a.notes,
-          std::string(domain::to_string(a.source)), opt_param(a.cancel_reason), ts(a.created_at));
-      if (r.empty()) {
-        auto contact = tx.exec_params("SELECT 1 FROM contacts WHERE tenant_id = $1 AND id = $2",
-                                      a.tenant_id, a.contact_id);
-        if (contact.empty())
+      contacts.add_number(a.contact_id);
+      services.add_number(a.service_id);
+      calendars.add_number(a.calendar_id);
+      starts.add(ts(a.start));
+      ends.add(ts(a.end));
+      blocked.add(ts(a.blocked_until));
+      statuses.add(domain::to_string(a.status));
+      notes.add(a.notes);
+      sources.add(domain::to_string(a.source));
+      created.add(ts(a.created_at));
+    }
+    auto inserted = tx.exec_params(
+        std::string(
+            "INSERT INTO appointments (tenant_id, contact_id, service_id, calendar_id, "
+            "starts_at, ends_at, blocked_until, status, notes, source, created_at, updated_at) "
+            "SELECT $1, x.contact_id, x.service_id, x.calendar_id, x.starts_at, x.ends_at, "
+            "x.blocked_until, x.status, x.notes, x.source, x.created_at, x.created_at FROM "
+            "unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::timestamptz[], "
+            "$6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], "
+            "$11::timestamptz[]) AS x(contact_id, service_id, calendar_id, starts_at, ends_at, "
+            "blocked_until, status, notes, source, created_at) WHERE EXISTS (SELECT 1 FROM "
+            "contacts WHERE tenant_id = $1 AND id = x.contact_id) ON CONFLICT DO NOTHING "
+            "RETURNING ") +
+            appointment_columns,
+        tenant, contacts.text(), services.text(), calendars.text(), starts.text(), ends.text(),
+        blocked.text(), statuses.text(), notes.text(), sources.text(), created.text());
+    std::map<std::pair<std::int64_t, std::int64_t>, domain::appointment> saved;
+    for (auto r : inserted) {
+      auto a = to_appointment(r);
+      saved.emplace(std::make_pair(a.calendar_id, a.start), std::move(a));
+    }
+    std::set<std::int64_t> present;
+    if (saved.size() < rows.size())
+      for (auto r : tx.exec_params("SELECT id FROM contacts WHERE tenant_id = $1 AND id = "
+                                   "ANY($2::bigint[])",
+                                   tenant, contacts.text()))
+        present.insert(r[0].as<std::int64_t>());
+    std::vector<domain::audit_record> audit;
+    array_literal events, payloads;
+    for (auto& row : rows) {
+      auto it = saved.find({row.a.calendar_id, row.a.start});
+      if (it == saved.end()) {
+        if (!present.count(row.a.contact_id))
           out.push_back(invalid({std::string("body"), std::string("contact_id")},
                                 "contact not found in this tenant"));
         else
           out.push_back(taken());
         continue;
       }
-      auto saved = to_appointment(r.front());
-      insert_audit(tx, row.audit);
-      emit(tx, saved, row.event);
-      out.push_back(std::move(saved));
+      audit.insert(audit.end(), row.audit.begin(), row.audit.end());
+      if (row.event.name) {
+        events.add(row.event.name);
+        payloads.add(domain::appointment_event(it->second, row.event.extra));
+      }
+      out.push_back(it->second);
     }
+    insert_audit(tx, audit);
+    if (!events.empty())
+      tx.exec_params(
+          "INSERT INTO outbox (tenant_id, event, payload, depth) SELECT $1, e, "
+          "p::jsonb, 0 FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(e, p, n) "
+          "ORDER BY n",
+          tenant, events.text(), payloads.text());
     tx.commit();
     return out;
   } catch (const pqxx::foreign_key_violation&) {
