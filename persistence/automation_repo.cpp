@@ -669,9 +669,7 @@ std::vector<std::int64_t> tenants_with_due_work(pg_conn& c) {
               "   s ON s.id = d.subscription_id AND s.is_active WHERE d.status = 'pending'"
               "   AND d.next_attempt_at <= now()"
               " UNION SELECT tenant_id FROM workflows WHERE next_run_at <= now() AND is_active");
-  std::vector<std::int64_t> out;
-  for (auto r : rows) out.push_back(r[0].as<std::int64_t>());
-  return out;
+  return first_ids(rows);
 }
 
 std::int64_t prune_outbox(pg_conn& c, double keep_seconds) {

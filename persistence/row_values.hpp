@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 // A timestamptz column read as microseconds since the epoch (a bigint), inside SQL text.
 #define CRM_MICROS(col) "(extract(epoch from " col ") * 1000000)::bigint"
@@ -34,6 +35,14 @@ inline std::optional<std::string> opt_text(const pqxx::field& f) {
 inline std::optional<std::int64_t> opt_int(const pqxx::field& f) {
   if (f.is_null()) return std::nullopt;
   return f.as<std::int64_t>();
+}
+
+// The first column of every row, as ids (the tenants a sweep wakes, ...).
+inline std::vector<std::int64_t> first_ids(const pqxx::result& rows) {
+  std::vector<std::int64_t> out;
+  out.reserve(rows.size());
+  for (auto r : rows) out.push_back(r[0].as<std::int64_t>());
+  return out;
 }
 
 // jsonb prints with spaces; memory keeps the compact form the API returns.

@@ -541,9 +541,7 @@ std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {
       " AND NOT EXISTS (SELECT 1 FROM appointment_reminders x WHERE x.appointment_id = a.id"
       "   AND x.before_minutes = (r.rule->>'before_minutes')::int"
       "   AND x.starts_at = a.starts_at)");
-  std::vector<std::int64_t> out;
-  for (auto r : rows) out.push_back(r[0].as<std::int64_t>());
-  return out;
+  return first_ids(rows);
 }
 
 demo_schedule seed_demo_schedule(pg_conn& c, std::int64_t tenant_id) {

@@ -57,6 +57,11 @@ def clinic(client, t, rcv, reminders=True):
     return chan, ack, cal, svc
 
 
+def say(client, chan, phone: str, text: str) -> dict:
+    """The patient of `phone` writes `text` on the channel."""
+    return crm.inbound(client, chan["id"], SECRET, {"phone": phone}, text)
+
+
 def wait_texts(rcv, n: int, timeout: float = TIMEOUT) -> list:
     rcv.wait_for(n, timeout)
     return texts(rcv)
@@ -77,7 +82,7 @@ def test_a_reminder_goes_out_once_and_one_confirms(client, sess):
         assert len(texts(rcv)) == 1, texts(rcv)
         # The patient answers "1": confirmed by the patient, and thanked.
         phone = crm.get_contact(client, t, contact)["phone"]
-        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, " 1 ")
+        say(client, chan, phone, " 1 ")
         assert crm.eventually(lambda: crm.assert_json_response(client.get(
             crm.appointment_url(appt["id"]), token=t), 200)["status"] == "confirmed",
                               timeout=TIMEOUT)
@@ -105,10 +110,10 @@ def test_cancelar_cancels_the_next_and_is_no_stop(client, sess, database):
         later = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(90)))
         wait_texts(rcv, 2)
         # Something else first: an ordinary message, nothing changes, nobody answers.
-        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "que horas?")
+        say(client, chan, phone, "que horas?")
         time.sleep(1.5)
         assert len(texts(rcv)) == 2, texts(rcv)
-        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "Cancelar!")
+        say(client, chan, phone, "Cancelar!")
         sent = wait_texts(rcv, 3)
         assert sent[2].startswith("Sua consulta de ") and sent[2].endswith(" foi cancelada."), sent
         got = crm.assert_json_response(client.get(crm.appointment_url(first["id"]), token=t), 200)
@@ -129,7 +134,7 @@ def test_no_reminder_without_consent_or_conversation(client, sess, database):
         contact = ack["contact_id"]
         phone = crm.get_contact(client, t, contact)["phone"]
         # STOP withdraws appointment_reminders (with every other kind) on the channel.
-        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "STOP")
+        say(client, chan, phone, "STOP")
         stopped = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(30)))
         # A patient who never wrote in has no conversation on the channel.
         stranger = crm.create_contact(client, t)["id"]
@@ -161,7 +166,7 @@ def test_cancelar_with_nothing_left_to_cancel_is_a_stop(client, sess):
         wait_texts(rcv, 1)
         crm.assert_json_response(client.post(crm.appointment_url(appt["id"], "cancel"), {},
                                              token=t), 200)
-        crm.inbound(client, chan["id"], SECRET, {"phone": phone}, "cancelar")
+        say(client, chan, phone, "cancelar")
 
         def withdrawn():
             body = crm.assert_json_response(client.get(
