@@ -522,13 +522,16 @@ std::string received_payload(std::int64_t tenant, std::int64_t message_id,
 // After COMMIT of an inbound message: memory, automation, the agent, the callers.
 void received(ch_actor* self, const std::pair<std::int64_t, std::string>& key,
               const persistence::stored_inbound& ids, const domain::conversation& conv,
-              const std::string& text, int depth, bool answer) {
+              const std::string& text, int depth, bool answer, std::int64_t received_at) {
   auto& st = self->state;
   automation_counts().messages_received++;
-  // An answer to a reminder (as decided when the message was stored) goes to the schedule
-  // actor, which confirms or cancels and answers.
+  // An answer to a reminder (as decided when the message was stored, and kept in
+  // reminder_answers until settled) goes to the schedule actor, which confirms or cancels and
+  // answers.
   if (answer)
-    answer_reminder(*st.env.rt->owner, st.env.tenant_id, ids.contact_id, conv.id, key.first, text);
+    answer_reminder(*st.env.rt->owner, st.env.tenant_id,
+                    domain::patient_answer{ids.message_id, ids.contact_id, conv.id, key.first, text,
+                                           received_at});
   // An auto-replying agent of the channel answers, unless a person has the conversation
   // (docs/ai.md). Channels no agent serves never wake the agent actor.
   if (!answer && !conv.ai_paused && st.ai_channels.count(key.first))
@@ -593,7 +596,7 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
   else
     b.sql.conversations[pos->second] = conv;
   b.sql.messages.push_back({ids.message_id, conv.id, w.channel_id, w.text, w.external_message_id,
-                            w.received_at, w.ai_pending});
+                            w.received_at, w.ai_pending, answer, contact.id});
   if (w.external_id) {
     auto id_key = std::make_pair(w.channel_id, *w.external_id);
     if (auto [pos, added] = b.identity_pos.try_emplace(id_key, b.sql.identities.size()); added)
@@ -612,9 +615,8 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
     b.sql.audit.push_back(std::move(row));
   }
   st.staged[conv.id] = {conv, b.seq};
-  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth, answer] {
-    received(self, key, ids, conv, text, depth, answer);
-  });
+  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth, at = w.received_at,
+                         answer] { received(self, key, ids, conv, text, depth, answer, at); });
   b.on_fail.push_back([self, key](const failure& f) { answer_inbound(self, key, f, false); });
   b.writes++;
   flush_inbound(self);
@@ -657,7 +659,7 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
           // The workflow actor takes message.received from the outbox.
           st.env.rt->route(st.env.tenant_id, child_kind::workflows,
                            caf::make_message(outbox_atom::value));
-          received(self, key, r->ids, r->conversation, text, depth, false); // a STOP
+          received(self, key, r->ids, r->conversation, text, depth, false, 0); // a STOP
         } else {
           answer_inbound(self, key, r->ids, true);
         }

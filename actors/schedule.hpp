@@ -77,15 +77,15 @@ void rotate_feed_token(runtime& rt, std::int64_t tenant, std::int64_t calendar,
 void calendar_feed(runtime& rt, std::int64_t tenant, std::int64_t calendar, std::string token,
                    callback<domain::calendar_feed_text> reply);
 // A patient's answer to a reminder ("1", "2", ...) on the conversation it went out on (from
-// the channels actor, once the message is stored): the next live appointment is confirmed or
-// cancelled, and the patient is told.
-void answer_reminder(runtime& rt, std::int64_t tenant, std::int64_t contact,
-                     std::int64_t conversation, std::int64_t channel, std::string text);
+// the channels actor, once the message and its reminder_answers row are stored): the next live
+// appointment is confirmed or cancelled, and the patient is told.
+void answer_reminder(runtime& rt, std::int64_t tenant, domain::patient_answer answer);
 // The tenant whose calendar has the feed token `token` (else the 401 of feed_refused), read
 // from Postgres: what the HTTP layer needs to place a feed request before any tenant wakes.
 void find_feed_tenant(runtime& rt, std::int64_t calendar, std::string token,
                       callback<std::int64_t> reply);
-// Wakes the schedule actor (the sweeper: a reminder is due in a passivated tenant).
+// Wakes the schedule actor (the sweeper: a reminder is due in a passivated tenant, or an answer
+// waits to be settled): it settles the answers left in reminder_answers.
 void wake_schedule(runtime& rt, std::int64_t tenant);
 
 } // namespace crm::actors

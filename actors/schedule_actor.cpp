@@ -44,13 +44,6 @@ struct status_request {
   std::optional<domain::appointment_status> status;
   std::optional<std::string> notes;
 };
-struct reminder_answer_msg {
-  std::int64_t contact = 0;
-  std::int64_t conversation = 0;
-  std::int64_t channel = 0;
-  std::string text;
-};
-
 } // namespace
 } // namespace crm::actors
 
@@ -69,7 +62,7 @@ CRM_OPAQUE(crm::actors::availability_query)
 CRM_OPAQUE(crm::actors::reschedule_request)
 CRM_OPAQUE(crm::actors::cancel_request)
 CRM_OPAQUE(crm::actors::status_request)
-CRM_OPAQUE(crm::actors::reminder_answer_msg)
+CRM_OPAQUE(crm::domain::patient_answer)
 #undef CRM_OPAQUE
 } // namespace caf
 
@@ -207,13 +200,14 @@ const char* event_of(std::optional<domain::appointment_status> to) {
 }
 
 // Writes the planned appointment with its audit row and its event, in one transaction.
+// `settles`: the patient's answer (reminder_answers) the change settles.
 auto save_appointment(callback<std::string> reply, const char* action,
-                      std::vector<std::string> fields, int status) {
-  return [reply, action, fields = std::move(fields),
-          status](persistence::pg_conn& c, const staged& s) -> domain::outcome<committed> {
+                      std::vector<std::string> fields, int status, std::int64_t settles = 0) {
+  return [reply, action, fields = std::move(fields), status,
+          settles](persistence::pg_conn& c, const staged& s) -> domain::outcome<committed> {
     auto rows = audit(reply.who(), s.next.tenant_id, s.next, action, fields, status);
     auto r = s.next.id == 0 ? persistence::insert_appointment(c, s.next, rows, s.event)
-                            : persistence::update_appointment(c, s.next, rows, s.event);
+                            : persistence::update_appointment(c, s.next, rows, s.event, settles);
     if (!r) return r.error();
     return committed{std::move(*r), s.event.name != nullptr};
   };
@@ -394,7 +388,9 @@ void send_reminder(schedule_actor* self, domain::due_reminder d) {
 // Of the reminders of one appointment that are due at once (booked late, or a restart), only
 // the one nearest its start is sent; the earlier ones are recorded as skipped.
 void send_due_reminders(schedule_actor* self) {
-  for (auto& d : self->state.store.due_reminders(domain::now_micros())) {
+  auto now = domain::now_micros();
+  self->state.store.forget_past_reminders(now);
+  for (auto& d : self->state.store.due_reminders(now)) {
     if (!d.superseded) {
       send_reminder(self, d);
     } else {
@@ -405,65 +401,108 @@ void send_due_reminders(schedule_actor* self) {
 }
 
 // How often, and how long apart, a patient's answer is tried again when Postgres or the actor's
-// load is unavailable.
+// load is unavailable (after that it waits in reminder_answers for the sweeper's wake).
 constexpr int answer_attempts = 5;
 constexpr auto answer_retry = std::chrono::seconds(2);
 
-// The patient's answer: the next live appointment confirmed or cancelled in its turn (source
-// patient_reply), then the acknowledgement on the conversation the answer came in on.
-void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m, int attempt = 1) {
+// Settles an answer that changes nothing; `reply` gets `ack` when this call settled it, and an
+// empty text (nothing more is said) when it was settled already.
+void settle_answer(schedule_actor* self, std::int64_t message_id, std::string ack,
+                   callback<std::string> reply) {
+  auto tenant = self->state.env.tenant_id;
+  db<bool>(
+      self,
+      [tenant, message_id](persistence::pg_conn& c) {
+        return persistence::settle_reminder_answer(c, tenant, message_id);
+      },
+      [reply, ack = std::move(ack)](domain::outcome<bool> r) {
+        if (!r) return reply(r.error());
+        reply(*r ? ack : std::string());
+      });
+}
+
+// "cancel" with nothing left to cancel is the STOP it is everywhere else: consent to every kind
+// of message on the channel is withdrawn (recorded before the answer is settled: a second try
+// records it again, harmlessly), and nothing is said.
+void stop_on_answer(schedule_actor* self, const domain::patient_answer& m,
+                    callback<std::string> reply) {
+  auto left = std::make_shared<std::size_t>(std::size(domain::stop_withdraws));
+  auto failed = std::make_shared<std::optional<domain::failure>>();
+  auto on_recorded = [self, left, failed, reply,
+                      id = m.message_id](domain::outcome<std::string> r) {
+    if (!r && !*failed) *failed = r.error();
+    if (--*left > 0) return;
+    if (*failed) return reply(**failed);
+    settle_answer(self, id, std::string(), reply);
+  };
+  domain::audit_scope scope(patient_on(m.channel_id));
+  for (auto purpose : domain::stop_withdraws) {
+    domain::consent c;
+    c.tenant_id = self->state.env.tenant_id;
+    c.contact_id = m.contact_id;
+    c.purpose = purpose;
+    c.channel_id = m.channel_id;
+    c.granted = false;
+    c.source = "inbound_message";
+    c.recorded_at = domain::now_micros();
+    record_consent(
+        *self->state.env.rt->owner, c.tenant_id, std::move(c),
+        callback<std::string>(in_actor<domain::outcome<std::string>>(self, on_recorded)));
+  }
+}
+
+// The patient's answer: the contact's next live appointment (when the answer came) confirmed or
+// cancelled in its turn (source patient_reply), the answer settled in the same transaction,
+// then the acknowledgement on the conversation the answer came in on. Settling is what makes an
+// answer count once: a second try (the sweeper's, after a crash) finds it settled.
+void answer_reminder_in_turn(schedule_actor* self, domain::patient_answer m, int attempt = 1) {
+  using domain::errc;
   auto what = domain::read_reminder_answer(m.text);
-  if (what == domain::reminder_answer::none) return;
   auto tenant = self->state.env.tenant_id;
   auto acknowledge = [self, tenant, m, attempt](domain::outcome<std::string> ack) {
-    if (!ack && ack.error().code == domain::errc::service_unavailable &&
-        attempt < answer_attempts && !self->state.stopping) {
-      self->delayed_send(self, answer_retry * attempt, answer_atom::value, m, attempt + 1);
-      return;
-    }
     if (!ack) {
-      log_warn("tenant {}: a patient's answer to a reminder (conversation {}) failed: {}", tenant,
-               m.conversation, ack.error().detail);
-      return; // a 409 (a race with staff): nothing is said
+      auto& f = ack.error();
+      if (f.code == errc::service_unavailable) {
+        if (attempt < answer_attempts && !self->state.stopping)
+          self->delayed_send(self, answer_retry * attempt, answer_atom::value, m, attempt + 1);
+        else
+          log_warn("tenant {}: a patient's answer to a reminder (message {}) waits: {}", tenant,
+                   m.message_id, f.detail);
+        return;
+      }
+      if (f.detail == persistence::answer_settled_already) return;
+      // Refused (a race with staff): settled, and nothing is said.
+      log_info("tenant {}: a patient's answer to a reminder (message {}) was refused: {}", tenant,
+               m.message_id, f.detail);
+      return settle_answer(self, m.message_id, std::string(),
+                           callback<std::string>([](domain::outcome<std::string>) {}));
     }
     if (self->state.stopping || ack->empty()) return;
     actors::outbound_request req;
-    req.conversation_id = m.conversation;
+    req.conversation_id = m.conversation_id;
     req.text = std::move(*ack);
     send_message(*self->state.env.rt->owner, tenant, std::move(req),
                  callback<std::string>([](domain::outcome<std::string>) {}));
   };
-  domain::audit_scope scope(patient_on(m.channel));
+  domain::audit_scope scope(patient_on(m.channel_id));
   callback<std::string> reply(in_actor<domain::outcome<std::string>>(self, acknowledge));
   write<schedule_aggregate, std::string>(self, reply, [self, m, what](callback<std::string> reply) {
     auto& s = self->state.store;
     auto now = domain::now_micros();
-    auto next = s.next_live(m.contact, now);
-    if (!next && domain::is_stop_request(m.text)) {
-      // "cancel" with nothing left to cancel is the STOP it is everywhere else: consent to
-      // every kind of message on the channel is withdrawn, and nothing is said.
-      domain::audit_scope scope(patient_on(m.channel));
-      for (auto purpose : domain::stop_withdraws) {
-        domain::consent c;
-        c.tenant_id = self->state.env.tenant_id;
-        c.contact_id = m.contact;
-        c.purpose = purpose;
-        c.channel_id = m.channel;
-        c.granted = false;
-        c.source = "inbound_message";
-        c.recorded_at = now;
-        record_consent(*self->state.env.rt->owner, c.tenant_id, std::move(c),
-                       callback<std::string>([](domain::outcome<std::string>) {}));
-      }
-      return reply(std::string());
-    }
-    if (!next) return reply(domain::reminder_acknowledgement(m.text, what, {}, false));
+    if (what == domain::reminder_answer::none)
+      return settle_answer(self, m.message_id, std::string(), reply);
+    auto next = s.next_live(m.contact_id, m.received_at > 0 ? m.received_at : now);
+    if (!next && domain::is_stop_request(m.text)) return stop_on_answer(self, m, reply);
+    if (!next)
+      return settle_answer(self, m.message_id,
+                           domain::reminder_acknowledgement(m.text, what, {}, false), reply);
     auto zone = s.calendars.count(next->calendar_id) ? s.calendars.at(next->calendar_id).time_zone
                                                      : std::string("UTC");
     auto when = domain::local_time_text(next->start, zone);
     if (what == domain::reminder_answer::confirm &&
         next->status == domain::appointment_status::confirmed)
-      return reply(domain::reminder_acknowledgement(m.text, what, when, false));
+      return settle_answer(self, m.message_id,
+                           domain::reminder_acknowledgement(m.text, what, when, false), reply);
     domain::outcome<staged> planned =
         what == domain::reminder_answer::confirm
             ? with_event(
@@ -477,7 +516,7 @@ void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m, int at
     auto save = save_appointment(reply,
                                  what == domain::reminder_answer::confirm ? "update_appointment"
                                                                           : "cancel_appointment",
-                                 {"status"}, 200);
+                                 {"status"}, 200, m.message_id);
     db<committed>(
         self, [save, p = std::move(*planned)](persistence::pg_conn& c) { return save(c, p); },
         [self, reply, text = m.text, what, when](domain::outcome<committed> r) {
@@ -486,6 +525,23 @@ void answer_reminder_in_turn(schedule_actor* self, reminder_answer_msg m, int at
           reply(domain::reminder_acknowledgement(text, what, when, true));
         });
   });
+}
+
+// The answers stored and not settled (a crash between the message's commit and the change's,
+// or Postgres away through every retry), each answered now: on spawn, and when the sweeper wakes
+// this actor.
+void answer_left_answers(schedule_actor* self) {
+  if (self->state.stopping) return;
+  auto tenant = self->state.env.tenant_id;
+  db<std::vector<domain::patient_answer>>(
+      self,
+      [tenant](persistence::pg_conn& c) {
+        return persistence::pending_reminder_answers(c, tenant);
+      },
+      [self](domain::outcome<std::vector<domain::patient_answer>> r) {
+        if (!r || self->state.stopping) return;
+        for (auto& a : *r) answer_reminder_in_turn(self, std::move(a));
+      });
 }
 
 // ---- the calendar feed (docs/appointments.md "Calendar feed") ------------------------------
@@ -541,8 +597,10 @@ void render_feed(schedule_actor* self, std::int64_t id, const std::string& token
 
 caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
   auto now = [] { return domain::now_micros(); };
-  // Reminders are looked for from the start, and every reminder_tick after.
+  // Reminders are looked for from the start, and every reminder_tick after; answers left
+  // unsettled are answered at once.
   self->send(self, remind_atom::value);
+  self->send(self, wake_atom::value);
   return record_behavior(
       self, env,
       // Calendars.
@@ -766,13 +824,15 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
             self, [](const domain::failure&) {}, [self] { send_due_reminders(self); });
         self->delayed_send(self, reminder_tick, remind_atom::value);
       },
-      [](schedule_actor*, wake_atom) {
-        // Woken by the sweeper: spawning began the reminder ticks.
+      [](schedule_actor* self, wake_atom) {
+        // On spawn, and woken by the sweeper (spawning began the reminder ticks).
+        when_loaded(
+            self, [](const domain::failure&) {}, [self] { answer_left_answers(self); });
       },
-      [](schedule_actor* self, answer_atom, reminder_answer_msg& m) {
+      [](schedule_actor* self, answer_atom, domain::patient_answer& m) {
         answer_reminder_in_turn(self, std::move(m));
       },
-      [](schedule_actor* self, answer_atom, reminder_answer_msg& m, int attempt) {
+      [](schedule_actor* self, answer_atom, domain::patient_answer& m, int attempt) {
         answer_reminder_in_turn(self, std::move(m), attempt);
       });
 }
@@ -911,10 +971,8 @@ void calendar_feed(runtime& rt, std::int64_t tenant, std::int64_t calendar, std:
                              std::move(reply));
 }
 
-void answer_reminder(runtime& rt, std::int64_t tenant, std::int64_t contact,
-                     std::int64_t conversation, std::int64_t channel, std::string text) {
-  tell<child_kind::schedule>(rt, tenant, answer_atom::value,
-                             reminder_answer_msg{contact, conversation, channel, std::move(text)});
+void answer_reminder(runtime& rt, std::int64_t tenant, domain::patient_answer answer) {
+  tell<child_kind::schedule>(rt, tenant, answer_atom::value, std::move(answer));
 }
 
 void find_feed_tenant(runtime& rt, std::int64_t calendar, std::string token,

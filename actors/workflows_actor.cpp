@@ -1634,11 +1634,14 @@ bool child_alive(runtime::impl& rt, std::int64_t tid, child_kind k) {
 }
 
 struct due_work {
-  std::vector<std::int64_t> automation, messages, ai, reminders;
+  std::vector<std::int64_t> automation, messages, ai, reminders, answers;
 };
 // Messages waiting for an AI agent this long are taken up by waking the tenant's agent actor
 // (the live one has them in hand).
 constexpr double ai_pending_grace_seconds = 10;
+// Patients' answers to reminders not settled this long after they came (their schedule actor
+// retries for 20 s first) are answered by waking the actor, live or not.
+constexpr double answer_grace_seconds = 30;
 
 void sweep(runtime::impl& rt) {
   auto& a = *rt.automation;
@@ -1648,7 +1651,8 @@ void sweep(runtime::impl& rt) {
         return due_work{persistence::tenants_with_due_work(c),
                         persistence::tenants_with_queued_messages(c),
                         persistence::tenants_with_pending_ai(c, ai_pending_grace_seconds),
-                        persistence::tenants_with_due_reminders(c)};
+                        persistence::tenants_with_due_reminders(c),
+                        persistence::tenants_with_pending_answers(c, answer_grace_seconds)};
       },
       [&rt](domain::outcome<due_work> r) {
         if (r) {
@@ -1665,6 +1669,8 @@ void sweep(runtime::impl& rt) {
           for (auto tid : r->reminders)
             if (!child_alive(rt, tid, child_kind::schedule))
               rt.route(tid, child_kind::schedule, caf::make_message(wake_atom::value));
+          for (auto tid : r->answers)
+            rt.route(tid, child_kind::schedule, caf::make_message(wake_atom::value));
         }
         rt.automation->sweeping = false;
       });

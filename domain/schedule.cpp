@@ -1027,6 +1027,12 @@ std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const 
   return out;
 }
 
+void schedule_store::forget_past_reminders(std::int64_t now) {
+  if (now - reminders_pruned_at < minute_us) return;
+  reminders_pruned_at = now;
+  std::erase_if(reminders_done, [now](const reminder_key& k) { return k.start <= now; });
+}
+
 std::optional<appointment> schedule_store::next_live(std::int64_t contact, std::int64_t now) const {
   auto c = by_contact.find(contact);
   if (c == by_contact.end()) return std::nullopt;

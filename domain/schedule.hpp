@@ -273,6 +273,16 @@ reminder_answer read_reminder_answer(std::string_view text);
 // appointment to answer for.
 std::string reminder_acknowledgement(std::string_view answer_text, reminder_answer a,
                                      std::string_view start_local, bool changed);
+// An answer as stored with its message (reminder_answers) until it is settled: the appointment
+// it is about is the contact's next live one at `received_at`.
+struct patient_answer {
+  std::int64_t message_id = 0;
+  std::int64_t contact_id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t channel_id = 0;
+  std::string text;
+  std::int64_t received_at = 0;
+};
 
 // The answer to a feed request without the right token (401, whatever the calendar).
 failure feed_refused();
@@ -298,6 +308,7 @@ struct schedule_store {
   std::map<std::int64_t, appointment> pending;
   std::set<reminder_key> reminders_done; // sent or skipped (appointment_reminders)
   std::set<reminder_key> reminders_out;  // being sent now
+  std::int64_t reminders_pruned_at = 0;  // forget_past_reminders' last sweep
 
   outcome<calendar> get_calendar(std::int64_t id) const;
   outcome<service> get_service(std::int64_t id) const;
@@ -348,6 +359,9 @@ struct schedule_store {
 
   // Reminders due at `now`, neither done nor being sent, by due time.
   std::vector<due_reminder> due_reminders(std::int64_t now) const;
+  // Forgets the done reminders of starts already past (they can never be due again); at most
+  // once a minute.
+  void forget_past_reminders(std::int64_t now);
   // The contact's next booked or confirmed appointment starting after `now`.
   std::optional<appointment> next_live(std::int64_t contact, std::int64_t now) const;
   // A calendar with a feed (its token's hash set); else the 401 of feed_refused().

@@ -421,6 +421,17 @@ void inbound_batch::append_sql(sql_text& out) const {
     pending = true;
   }
   if (pending) s += ";\n";
+  bool answers = false;
+  for (auto& m : messages) {
+    if (!m.reminder_answer) continue;
+    s += answers ? ",("
+                 : "INSERT INTO reminder_answers (message_id, tenant_id, contact_id,"
+                   " conversation_id, channel_id) VALUES (";
+    s += std::to_string(m.message_id) + "," + tid + "," + std::to_string(m.contact_id) + "," +
+         std::to_string(m.conversation_id) + "," + std::to_string(m.channel_id) + ")";
+    answers = true;
+  }
+  if (answers) s += ";\n";
   append_events_sql(out, tenant_id, events);
 }
 

@@ -111,6 +111,10 @@ struct inbound_row {
   std::string external_message_id;
   std::int64_t received_at = 0;
   bool ai_pending = false;
+  // A patient's answer to a reminder: kept in reminder_answers until the schedule actor settles
+  // it (docs/appointments.md "Answers").
+  bool reminder_answer = false;
+  std::int64_t contact_id = 0;
 };
 struct inbound_batch final : tx_batch {
   std::int64_t tenant_id = 0;

@@ -491,10 +491,16 @@ insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
 
 domain::outcome<domain::appointment>
 update_appointment(pg_conn& c, const domain::appointment& a,
-                   const std::vector<domain::audit_record>& audit, const appointment_event& e) {
+                   const std::vector<domain::audit_record>& audit, const appointment_event& e,
+                   std::int64_t settles) {
   pqxx::work tx(c.raw());
   fence(tx, a.tenant_id);
   try {
+    if (settles != 0 &&
+        tx.exec_params("DELETE FROM reminder_answers WHERE tenant_id = $1 AND message_id = $2",
+                       a.tenant_id, settles)
+                .affected_rows() == 0)
+      return failure::of(domain::errc::conflict, answer_settled_already);
     auto r = tx.exec_params(
         std::string("UPDATE appointments SET calendar_id = $3, starts_at = $4::timestamptz, "
                     "ends_at = $5::timestamptz, blocked_until = $6::timestamptz, status = $7, "
@@ -528,6 +534,45 @@ domain::outcome<domain::reminder_key> skip_reminder(pg_conn& c, std::int64_t ten
                  key.appointment_id, key.before_minutes, ts(key.start), tenant_id, reason);
   tx.commit();
   return key;
+}
+
+std::vector<domain::patient_answer> pending_reminder_answers(pg_conn& c, std::int64_t tenant_id) {
+  pqxx::read_transaction tx(c.raw());
+  std::vector<domain::patient_answer> out;
+  for (auto r : tx.exec_params(
+           "SELECT a.message_id, a.contact_id, a.conversation_id,"
+           " a.channel_id, m.text, " CRM_MICROS(
+               "m.created_at") " FROM reminder_answers a JOIN messages m ON m.id = a.message_id"
+                               " WHERE a.tenant_id = $1 ORDER BY a.message_id",
+           tenant_id)) {
+    domain::patient_answer p;
+    p.message_id = r[0].as<std::int64_t>();
+    p.contact_id = r[1].as<std::int64_t>();
+    p.conversation_id = r[2].as<std::int64_t>();
+    p.channel_id = r[3].as<std::int64_t>();
+    p.text = r[4].as<std::string>();
+    p.received_at = r[5].as<std::int64_t>();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool settle_reminder_answer(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id) {
+  pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
+  bool removed =
+      tx.exec_params("DELETE FROM reminder_answers WHERE tenant_id = $1 AND message_id = $2",
+                     tenant_id, message_id)
+          .affected_rows() > 0;
+  tx.commit();
+  return removed;
+}
+
+std::vector<std::int64_t> tenants_with_pending_answers(pg_conn& c, double grace_seconds) {
+  pqxx::read_transaction tx(c.raw());
+  return first_ids(tx.exec_params("SELECT DISTINCT tenant_id FROM reminder_answers WHERE"
+                                  " created_at < now() - $1 * interval '1 second'",
+                                  grace_seconds));
 }
 
 std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {

@@ -54,9 +54,22 @@ struct appointment_insert {
 };
 std::vector<domain::outcome<domain::appointment>>
 insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows);
+// `settles` (a patient's answer, reminder_answers) is removed in the same transaction: an answer
+// already settled refuses the change (409 answer_settled_already) and nothing is written.
 domain::outcome<domain::appointment>
 update_appointment(pg_conn& c, const domain::appointment& a,
-                   const std::vector<domain::audit_record>& audit, const appointment_event& e);
+                   const std::vector<domain::audit_record>& audit, const appointment_event& e,
+                   std::int64_t settles = 0);
+inline constexpr const char* answer_settled_already = "the answer was settled already";
+
+// Patients' answers to reminders stored and not yet settled (reminder_answers), oldest first.
+std::vector<domain::patient_answer> pending_reminder_answers(pg_conn& c, std::int64_t tenant_id);
+// Settles an answer that changes nothing: true when this call removed it (false: settled
+// already, say nothing more).
+bool settle_reminder_answer(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id);
+// Tenants with an answer stored longer than `grace_seconds` ago and not yet settled (the
+// sweeper wakes their schedule actor, live or not).
+std::vector<std::int64_t> tenants_with_pending_answers(pg_conn& c, double grace_seconds);
 
 // A reminder that will not be sent (no consent, no conversation, an inactive channel): recorded
 // as skipped, once (a row already there, or the appointment gone, leaves things as they are).

@@ -198,6 +198,38 @@ def test_a_reminder_for_a_moved_appointment_is_not_sent_for_the_old_time(client,
         assert texts(rcv) == [local(later)], texts(rcv)
 
 
+def test_an_answer_left_unsettled_is_settled_once(client, sess, database):
+    """The state a kill -9 between the answer's commit and the confirmation's leaves behind:
+    the message and its reminder_answers row stored, the appointment untouched. The sweeper
+    wakes the schedule actor, which confirms, says so once, and settles the answer."""
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv, reminders=False)
+        contact, conv = ack["contact_id"], ack["conversation_id"]
+        start = slot_after(60)
+        appt = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(start))
+        tenant = crm.sql_rows(database, f"SELECT tenant_id FROM appointments WHERE id = {appt['id']}")[0]["tenant_id"]
+        database.query(
+            "WITH m AS (INSERT INTO messages (tenant_id, conversation_id, channel_id, direction,"
+            " text, external_message_id, status, created_at) VALUES"
+            f" ({tenant}, {conv}, {chan['id']}, 'inbound', 'sim', 'left-{secrets.token_hex(4)}',"
+            " 'received', now() - interval '1 minute') RETURNING id)"
+            " INSERT INTO reminder_answers (message_id, tenant_id, contact_id, conversation_id,"
+            f" channel_id, created_at) SELECT id, {tenant}, {contact}, {conv}, {chan['id']},"
+            " now() - interval '1 minute' FROM m")
+        assert wait_texts(rcv, 1) == [f"Obrigado! Sua consulta de {local(start)} está confirmada."]
+        got = crm.assert_json_response(client.get(crm.appointment_url(appt["id"]), token=t), 200)
+        assert (got["status"], got["source"]) == ("confirmed", "patient_reply"), got
+        assert crm.eventually(lambda: crm.sql_rows(
+            database, f"SELECT count(*) AS n FROM reminder_answers WHERE tenant_id = {tenant}")[0]["n"] == 0,
+                              timeout=TIMEOUT)
+        time.sleep(2)  # four more sweeps: nothing more is said
+        assert len(texts(rcv)) == 1, texts(rcv)
+    rows = crm.audit_rows(client, t, resource="contact", resource_id=contact,
+                          action="update_appointment")
+    assert any(r["actor_ref"] == f"channel:{chan['id']}" for r in rows), rows
+
+
 # Last: it restarts this module's server (the module's `client` then points nowhere).
 def test_a_reminder_due_while_down_goes_out_once_across_kills(server, cli_env, database):
     s = crm.tenant_session(server.client(), cli_env)

@@ -357,6 +357,19 @@ TEST(reminders, a_rescheduled_appointment_gets_new_keys) {
   EXPECT_EQ(due[0].key.start, a.start);
 }
 
+TEST(reminders, those_of_starts_gone_by_are_forgotten_once_a_minute) {
+  auto s = reminding({1440, 60});
+  auto a = booked(s, 1, "2030-01-07T15:00:00Z");
+  auto b = booked(s, 2, "2030-01-08T15:00:00Z");
+  s.reminders_done = {{1, 1440, a.start}, {1, 60, a.start}, {2, 1440, b.start}};
+  s.forget_past_reminders(at("2030-01-07T14:59:45Z"));
+  EXPECT_EQ(s.reminders_done.size(), 3u); // neither has started
+  s.forget_past_reminders(at("2030-01-07T15:00:30Z"));
+  EXPECT_EQ(s.reminders_done.size(), 3u); // swept less than a minute ago
+  s.forget_past_reminders(at("2030-01-07T15:00:00Z") + 60 * minute);
+  EXPECT_EQ(s.reminders_done, (std::set<reminder_key>{{2, 1440, b.start}}));
+}
+
 TEST(reminders, the_next_live_appointment_of_a_contact) {
   auto s = reminding({});
   auto first = booked(s, 1, "2030-01-07T15:00:00Z", 9);
