@@ -180,10 +180,12 @@ struct committed {
   bool emitted = false;
 };
 
+// The change and its event, unless nobody listens to appointment events (then none is written).
 template <class Planned>
-domain::outcome<staged> with_event(Planned a, const char* event, std::string extra = {}) {
+domain::outcome<staged> with_event(const store& s, Planned a, const char* event,
+                                   std::string extra = {}) {
   if (!a) return a.error();
-  return staged{std::move(*a), {event, std::move(extra)}};
+  return staged{std::move(*a), {s.event_listeners ? event : nullptr, std::move(extra)}};
 }
 
 // The event a status change emits (arriving emits none; neither does a change of notes).
@@ -238,7 +240,9 @@ void flush_bookings(schedule_actor* self) {
   for (auto& x : *batch) {
     auto a = x.planned;
     a.id = 0;
-    rows.push_back({std::move(a), x.audit, {"appointment.booked", {}}});
+    rows.push_back({std::move(a),
+                    x.audit,
+                    {self->state.store.event_listeners ? "appointment.booked" : nullptr, {}}});
   }
   db<std::vector<domain::outcome<appointment>>>(
       self,
@@ -506,9 +510,11 @@ void answer_reminder_in_turn(schedule_actor* self, domain::patient_answer m, int
     domain::outcome<staged> planned =
         what == domain::reminder_answer::confirm
             ? with_event(
+                  s,
                   s.plan_status(next->id, domain::appointment_status::confirmed, std::nullopt, now),
                   "appointment.confirmed")
-            : with_event(s.plan_cancel(next->id, std::string("the patient answered the reminder"),
+            : with_event(s,
+                         s.plan_cancel(next->id, std::string("the patient answered the reminder"),
                                        domain::appointment_source::patient_reply, now),
                          "appointment.cancelled");
     if (!planned) return reply(planned.error());
@@ -762,7 +768,7 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
               auto before = s.get_appointment(id);
               if (!before) return before.error();
               return with_event(
-                  s.plan_reschedule(id, r.start, r.calendar, now()), "appointment.rescheduled",
+                  s, s.plan_reschedule(id, r.start, r.calendar, now()), "appointment.rescheduled",
                   ",\"previous_start\":\"" + domain::format_rfc3339(before->start) +
                       "\",\"previous_calendar_id\":" + std::to_string(before->calendar_id));
             },
@@ -776,7 +782,7 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
             self, id, reply,
             [id, r = std::move(r), now](const store& s) {
               return with_event(
-                  s.plan_cancel(id, r.reason, domain::appointment_source::staff, now()),
+                  s, s.plan_cancel(id, r.reason, domain::appointment_source::staff, now()),
                   "appointment.cancelled");
             },
             save_appointment(reply, "cancel_appointment", std::move(fields), 200), applied);
@@ -789,9 +795,16 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         change(
             self, id, reply,
             [id, r = std::move(r), now](const store& s) {
-              return with_event(s.plan_status(id, r.status, r.notes, now()), event_of(r.status));
+              return with_event(s, s.plan_status(id, r.status, r.notes, now()), event_of(r.status));
             },
             save_appointment(reply, "update_appointment", std::move(fields), 200), applied);
+      },
+      // Whether anyone listens to appointment events (the workflows actor, when that changes):
+      // applied in order with the writes waiting for a load, so a load never overrides it.
+      [](schedule_actor* self, listeners_atom, bool any) {
+        when_loaded(
+            self, [](const domain::failure&) {},
+            [self, any] { self->state.store.event_listeners = any; });
       },
       [](schedule_actor* self, gone_atom, std::int64_t contact) {
         forget(self, [contact](store& s) { s.forget_contact(contact); });

@@ -873,16 +873,17 @@ bool has_consumers(const workflows_state& st) {
   return false;
 }
 
-// Tells the record actors (contacts, deals, channels) whether anyone listens to record events, when
-// that changed. It goes through the supervisor before the client hears of the change, so the
-// client's next write sees it; without listeners the contacts actor writes no events at all, so
-// neither this actor nor Postgres does anything for them.
+// Tells the record actors (contacts, deals, channels, schedule) whether anyone listens to record
+// events, when that changed. It goes through the supervisor before the client hears of the change,
+// so the client's next write sees it; without listeners the contacts actor writes no events at all,
+// so neither this actor nor Postgres does anything for them.
 void tell_listeners(wf_actor* self) {
   auto& st = self->state;
   bool any = has_consumers(st);
   if (st.told_listeners == any) return;
   st.told_listeners = any;
-  for (auto k : {child_kind::contacts, child_kind::deals, child_kind::channels})
+  for (auto k :
+       {child_kind::contacts, child_kind::deals, child_kind::channels, child_kind::schedule})
     st.env.rt->route(st.env.tenant_id, k, caf::make_message(listeners_atom::value, any));
 }
 

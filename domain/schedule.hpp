@@ -309,6 +309,9 @@ struct schedule_store {
   std::set<reminder_key> reminders_done; // sent or skipped (appointment_reminders)
   std::set<reminder_key> reminders_out;  // being sent now
   std::int64_t reminders_pruned_at = 0;  // forget_past_reminders' last sweep
+  // Whether anyone listens to appointment.* events (an active record-event workflow or webhook
+  // subscription): when nobody does, a change writes no event at all.
+  bool event_listeners = true;
 
   outcome<calendar> get_calendar(std::int64_t id) const;
   outcome<service> get_service(std::int64_t id) const;

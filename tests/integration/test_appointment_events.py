@@ -1,6 +1,7 @@
 """appointment.* events (contract §10, docs/appointments.md "Events"): each booking, reschedule,
 cancellation, confirmation, no-show and completion is written to the outbox in its own
-transaction and reaches webhook subscriptions and workflows; a workflow on appointment.booked
+transaction (none while no workflow or subscription listens) and reaches webhook subscriptions
+and workflows; a workflow on appointment.booked
 tags the patient, and a trigger's calendar_id filters which bookings start it."""
 import crm
 
@@ -53,6 +54,27 @@ def test_each_change_reaches_a_subscription_with_the_appointment(client, cli_env
             moved["previous_calendar_id"]) == (appt["id"], ts(f"{MONDAY}T09:00"),
                                                ts(f"{MONDAY}T08:00"), cal["id"]), moved
     assert bodies[5]["data"]["appointment"]["cancel_reason"] == "fever", bodies[5]
+
+
+def test_nothing_is_written_while_nobody_listens_and_a_new_listener_hears_the_next(
+        client, cli_env, database):
+    s = crm.tenant_session(client, cli_env)
+    t = s.admin
+    cal, svc, contact = clinic(client, t)
+    quiet = crm.booked(client, t, contact, svc["id"], cal["id"], ts(f"{MONDAY}T08:00"))
+    crm.assert_json_response(client.patch(crm.appointment_url(quiet["id"]),
+                                          {"status": "confirmed"}, token=t), 200)
+    events = ("SELECT count(*) AS n FROM outbox WHERE tenant_id = "
+              f"{s.tenant.tenant_id} AND event LIKE 'appointment.%'")
+    assert crm.sql_rows(database, events)[0]["n"] == 0
+    with crm.Receiver([200]) as rcv:
+        crm.create_subscription(client, t, url=rcv.url(), events=["appointment.booked"],
+                                secret="s" * 24)
+        heard = crm.booked(client, t, contact, svc["id"], cal["id"], ts(f"{MONDAY}T09:00"))
+        [got] = rcv.wait_for(1, TIMEOUT)
+    assert (got.json["type"], got.json["data"]["appointment_id"]) == (
+        "appointment.booked", heard["id"]), got.json
+    assert crm.sql_rows(database, events)[0]["n"] == 1
 
 
 def test_a_workflow_on_booking_tags_the_patient_of_its_calendar_only(client, cli_env):
