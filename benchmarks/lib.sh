@@ -64,10 +64,22 @@ bench_cleanup() {
 # bench_serve [FLAG...]: `carecrm serve` on http_port and metrics_port with the flags given
 # (output in $tmp/serve.out and $tmp/serve.log); sets server_pid, waits until it listens.
 bench_serve() {
+  # Emptied here, before the background start: its own truncation happens in the child, later,
+  # and a restart would otherwise find the previous server's "listening" line and load a port
+  # that nothing listens on yet (what made the audit smoke fail now and then).
+  : >"$tmp/serve.out"
   "$bin" serve --listen "127.0.0.1:$http_port" --metrics-listen "127.0.0.1:$metrics_port" "$@" \
     >"$tmp/serve.out" 2>"$tmp/serve.log" &
   server_pid=$!
-  for _ in $(seq 1 100); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1 300); do
+    grep -q listening "$tmp/serve.out" 2>/dev/null && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  # Not serving after 30 s, or exited: say why (a load run against nothing fails silently).
+  echo "carecrm serve $* is not listening; the end of its log:" >&2
+  tail -n 20 "$tmp/serve.log" | sed 's/^/    /' >&2
+  return 1
 }
 
 # The resident memory of carecrm in bytes (VmRSS of /proc/PID/status).
