@@ -579,17 +579,24 @@ std::vector<std::int64_t> tenants_with_pending_answers(pg_conn& c, double grace_
 
 std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {
   pqxx::read_transaction tx(c.raw());
-  // Every second: no service with reminders (the usual case of most tenants) reads nothing more.
-  if (tx.exec("SELECT 1 FROM services WHERE reminders <> '[]'::jsonb LIMIT 1").empty()) return {};
-  auto rows = tx.exec(
+  // Every second, so bounded: no service with reminders (most tenants) reads nothing more, and
+  // the appointments read are those within the longest reminder's lead (a day, usually), not
+  // every future one.
+  auto lead = tx.exec("SELECT max((r.rule->>'before_minutes')::int) FROM services s,"
+                      " jsonb_array_elements(s.reminders) AS r(rule)"
+                      " WHERE s.reminders <> '[]'::jsonb")
+                  .front()[0];
+  if (lead.is_null()) return {};
+  auto rows = tx.exec_params(
       "SELECT DISTINCT a.tenant_id FROM appointments a JOIN services s ON s.id = a.service_id,"
       " jsonb_array_elements(s.reminders) AS r(rule)"
       " WHERE a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
-      " AND a.starts_at <= now() + interval '30 days'"
+      " AND a.starts_at <= now() + $1 * interval '1 minute'"
       " AND a.starts_at - ((r.rule->>'before_minutes')::int * interval '1 minute') <= now()"
       " AND NOT EXISTS (SELECT 1 FROM appointment_reminders x WHERE x.appointment_id = a.id"
       "   AND x.before_minutes = (r.rule->>'before_minutes')::int"
-      "   AND x.starts_at = a.starts_at)");
+      "   AND x.starts_at = a.starts_at)",
+      lead.as<int>());
   return first_ids(rows);
 }
 
