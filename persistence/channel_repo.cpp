@@ -410,28 +410,33 @@ void inbound_batch::append_sql(sql_text& out) const {
     });
     s += " ON CONFLICT (channel_id, external_id) DO UPDATE SET contact_id = EXCLUDED.contact_id;\n";
   }
-  bool pending = false;
-  for (auto& m : messages) {
-    if (!m.ai_pending) continue;
-    s += pending ? ",("
-                 : "INSERT INTO ai_pending (message_id, tenant_id, conversation_id,"
-                   " channel_id) VALUES (";
-    s += std::to_string(m.message_id) + "," + tid + "," + std::to_string(m.conversation_id) + "," +
-         std::to_string(m.channel_id) + ")";
-    pending = true;
-  }
-  if (pending) s += ";\n";
-  bool answers = false;
-  for (auto& m : messages) {
-    if (!m.reminder_answer) continue;
-    s += answers ? ",("
-                 : "INSERT INTO reminder_answers (message_id, tenant_id, contact_id,"
-                   " conversation_id, channel_id) VALUES (";
-    s += std::to_string(m.message_id) + "," + tid + "," + std::to_string(m.contact_id) + "," +
-         std::to_string(m.conversation_id) + "," + std::to_string(m.channel_id) + ")";
-    answers = true;
-  }
-  if (answers) s += ";\n";
+  // One multi-row INSERT of the messages `marked` picks, if any.
+  auto insert_marked = [&](auto marked, const char* head, auto row) {
+    bool any = false;
+    for (auto& m : messages) {
+      if (!marked(m)) continue;
+      s += any ? ",(" : head;
+      row(m);
+      s += ')';
+      any = true;
+    }
+    if (any) s += ";\n";
+  };
+  insert_marked([](const inbound_row& m) { return m.ai_pending; },
+                "INSERT INTO ai_pending (message_id, tenant_id, conversation_id, channel_id)"
+                " VALUES (",
+                [&](const inbound_row& m) {
+                  s += std::to_string(m.message_id) + "," + tid + "," +
+                       std::to_string(m.conversation_id) + "," + std::to_string(m.channel_id);
+                });
+  insert_marked([](const inbound_row& m) { return m.reminder_answer; },
+                "INSERT INTO reminder_answers (message_id, tenant_id, contact_id, conversation_id,"
+                " channel_id) VALUES (",
+                [&](const inbound_row& m) {
+                  s += std::to_string(m.message_id) + "," + tid + "," +
+                       std::to_string(m.contact_id) + "," + std::to_string(m.conversation_id) +
+                       "," + std::to_string(m.channel_id);
+                });
   append_events_sql(out, tenant_id, events);
 }
 
