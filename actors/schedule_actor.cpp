@@ -9,6 +9,7 @@
 #include "actors/channels.hpp"
 #include "actors/contacts.hpp"
 #include "actors/record_actor.hpp"
+#include "actors/schedule_internal.hpp"
 #include "domain/clock.hpp"
 #include "domain/consent.hpp"
 #include "domain/crypto.hpp"
@@ -62,11 +63,11 @@ CRM_OPAQUE(crm::actors::availability_query)
 CRM_OPAQUE(crm::actors::reschedule_request)
 CRM_OPAQUE(crm::actors::cancel_request)
 CRM_OPAQUE(crm::actors::status_request)
-CRM_OPAQUE(crm::domain::patient_answer)
 #undef CRM_OPAQUE
 } // namespace caf
 
 namespace crm::actors {
+using namespace schedule_detail;
 namespace {
 
 namespace json = boost::json;
@@ -100,43 +101,12 @@ using apt_set_atom = caf::atom_constant<caf::atom("apt_set")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
 using feed_token_atom = caf::atom_constant<caf::atom("cal_token")>;
 using feed_atom = caf::atom_constant<caf::atom("cal_feed")>;
-using remind_atom = caf::atom_constant<caf::atom("remind")>;
-using answer_atom = caf::atom_constant<caf::atom("apt_answer")>;
 
 // How often a live schedule actor looks for reminders that have come due (a passivated
 // tenant's are found by the sweeper, which wakes its actor).
 constexpr auto reminder_tick = std::chrono::seconds(1);
 // The bytes of a feed token (base64url: 43 characters).
 constexpr std::size_t feed_token_bytes = 32;
-
-// A booking planned and holding its slot, waiting for the transaction it shares with the
-// bookings staged beside it.
-struct staged_booking {
-  appointment planned; // id < 0: its hold in the store
-  callback<std::string> reply;
-  std::vector<domain::audit_record> audit;
-};
-struct booking_batch {
-  std::vector<staged_booking> staged;
-  bool flushing = false;
-  std::int64_t last_hold = 0; // negative ids of the holds
-};
-
-struct schedule_aggregate {
-  static constexpr child_kind kind = child_kind::schedule;
-  using store = domain::schedule_store;
-  using extra = booking_batch;
-  static store load(persistence::pg_conn& c, std::int64_t tenant) {
-    return persistence::load_schedule(c, tenant);
-  }
-  static std::optional<std::int64_t> owner_of(persistence::pg_conn& c, std::int64_t id,
-                                              std::string_view what) {
-    return persistence::owner_of_schedule_row(c, id, what);
-  }
-};
-
-using schedule_actor = record_actor<schedule_aggregate>;
-using store = schedule_aggregate::store;
 
 template <class T, class ToJson>
 domain::outcome<std::string> rendered(domain::outcome<T> r, ToJson to_json) {
@@ -160,34 +130,6 @@ auto stored(ToJson to_json) {
   };
 }
 
-// The audit row of a change of an appointment: a touch of its patient's record.
-std::vector<domain::audit_record> audit(const domain::audit_context* who, std::int64_t tenant,
-                                        const appointment& a, const char* action,
-                                        std::vector<std::string> fields, int status) {
-  auto row = domain::make_audit(who, tenant, "contact", a.contact_id, action);
-  row.fields = std::move(fields);
-  row.status = status;
-  return {std::move(row)};
-}
-
-// A planned change of an appointment and the event it emits; what its commit gives.
-struct staged {
-  appointment next;
-  persistence::appointment_event event;
-};
-struct committed {
-  appointment saved;
-  bool emitted = false;
-};
-
-// The change and its event, unless nobody listens to appointment events (then none is written).
-template <class Planned>
-domain::outcome<staged> with_event(const store& s, Planned a, const char* event,
-                                   std::string extra = {}) {
-  if (!a) return a.error();
-  return staged{std::move(*a), {s.event_listeners ? event : nullptr, std::move(extra)}};
-}
-
 // The event a status change emits (arriving emits none; neither does a change of notes).
 const char* event_of(std::optional<domain::appointment_status> to) {
   using st = domain::appointment_status;
@@ -201,21 +143,9 @@ const char* event_of(std::optional<domain::appointment_status> to) {
   }
 }
 
-// Writes the planned appointment with its audit row and its event, in one transaction.
-// `settles`: the patient's answer (reminder_answers) the change settles.
-auto save_appointment(callback<std::string> reply, const char* action,
-                      std::vector<std::string> fields, int status, std::int64_t settles = 0) {
-  return [reply, action, fields = std::move(fields), status,
-          settles](persistence::pg_conn& c, const staged& s) -> domain::outcome<committed> {
-    auto rows = audit(reply.who(), s.next.tenant_id, s.next, action, fields, status);
-    auto r = s.next.id == 0 ? persistence::insert_appointment(c, s.next, rows, s.event)
-                            : persistence::update_appointment(c, s.next, rows, s.event, settles);
-    if (!r) return r.error();
-    return committed{std::move(*r), s.event.name != nullptr};
-  };
-}
+} // namespace
 
-// After COMMIT: memory, the workflows actor told of the event, then the answer.
+namespace schedule_detail {
 std::string applied(schedule_actor* self, committed c) {
   auto& st = self->state;
   st.store.put(c.saved);
@@ -224,15 +154,18 @@ std::string applied(schedule_actor* self, committed c) {
                      caf::make_message(outbox_atom::value));
   return json::serialize(domain::appointment_to_json(c.saved));
 }
+} // namespace schedule_detail
+
+namespace {
 
 // ---- bookings (docs/appointments.md "Bookings in batches") -----------------------------------
 
-// Commits what is staged in one transaction (one at a time; what is staged meanwhile goes in
-// the next), then puts each saved booking in memory and answers it.
+// Commits what is staged in one transaction (up to max_batches_in_flight at a time; what is
+// staged meanwhile goes in the next), then puts each saved booking in memory and answers it.
 void flush_bookings(schedule_actor* self) {
   auto& b = self->state.extra;
-  if (b.flushing || b.staged.empty()) return;
-  b.flushing = true;
+  if (b.in_flight >= max_batches_in_flight || b.staged.empty()) return;
+  ++b.in_flight;
   auto batch = std::make_shared<std::vector<staged_booking>>(std::move(b.staged));
   b.staged.clear();
   std::vector<persistence::appointment_insert> rows;
@@ -251,7 +184,7 @@ void flush_bookings(schedule_actor* self) {
       },
       [self, batch](domain::outcome<std::vector<domain::outcome<appointment>>> r) {
         auto& st = self->state;
-        st.extra.flushing = false;
+        --st.extra.in_flight;
         bool emitted = false;
         for (std::size_t i = 0; i < batch->size(); ++i) {
           auto& x = (*batch)[i];
@@ -302,251 +235,6 @@ void stage_booking(schedule_actor* self, domain::booking b, callback<std::string
         st.extra.staged.push_back({std::move(*planned), reply, std::move(rows)});
         turn(domain::done{});
         flush_bookings(self);
-      });
-}
-
-// ---- reminders (docs/appointments.md "Reminders") -------------------------------------------
-
-// Who sends a reminder, in the audit trail.
-domain::audit_context_ptr reminder_sender() {
-  auto ctx = std::make_shared<domain::audit_context>();
-  ctx->actor = domain::audit_actor::system;
-  ctx->actor_ref = "appointment_reminder";
-  return ctx;
-}
-
-// The patient answering on a channel, in the audit trail (as the channel's inbound webhook).
-domain::audit_context_ptr patient_on(std::int64_t channel) {
-  auto ctx = std::make_shared<domain::audit_context>();
-  ctx->actor = domain::audit_actor::webhook;
-  ctx->actor_ref = "channel:" + std::to_string(channel);
-  return ctx;
-}
-
-void reminder_done(schedule_actor* self, const domain::reminder_key& key) {
-  auto& s = self->state.store;
-  s.reminders_out.erase(key);
-  s.reminders_done.insert(key);
-}
-
-// Recorded as skipped, with why (no consent, no conversation, an inactive channel).
-void skip_reminder(schedule_actor* self, domain::reminder_key key, std::string reason) {
-  auto tenant = self->state.env.tenant_id;
-  db<domain::reminder_key>(
-      self,
-      [tenant, key, reason](persistence::pg_conn& c) {
-        return persistence::skip_reminder(c, tenant, key, reason);
-      },
-      [self, key](domain::outcome<domain::reminder_key> r) {
-        if (r) return reminder_done(self, key);
-        self->state.store.reminders_out.erase(key); // a later tick tries again
-      });
-}
-
-// Renders the reminder with the patient's first name and queues it on the patient's
-// conversation of the rule's channel; the channels actor records it as sent in the message's
-// own transaction, once.
-void send_reminder(schedule_actor* self, domain::due_reminder d) {
-  auto& st = self->state;
-  st.store.reminders_out.insert(d.key);
-  auto tenant = st.env.tenant_id;
-  auto on_contact = in_actor<domain::outcome<std::vector<domain::contact>>>(
-      self, [self, tenant, d](domain::outcome<std::vector<domain::contact>> r) {
-        auto& st = self->state;
-        // Not answered: a later tick tries again (gone: so is the appointment). Stopping: the
-        // next actor sends it. Cancelled or moved meanwhile: not this reminder any more.
-        auto a = st.store.appointments.find(d.key.appointment_id);
-        bool still = a != st.store.appointments.end() && a->second.start == d.key.start &&
-                     (a->second.status == domain::appointment_status::booked ||
-                      a->second.status == domain::appointment_status::confirmed);
-        if (!r || r->empty() || st.stopping || !still) {
-          st.store.reminders_out.erase(d.key);
-          return;
-        }
-        actors::outbound_request req;
-        req.contact_id = d.contact_id;
-        req.channel_id = d.rule.channel_id;
-        req.text = domain::render_reminder(
-            d.rule.text, {d.start_local, r->front().first_name, d.service_name, d.calendar_name});
-        req.purpose = domain::consent_purpose::appointment_reminders;
-        req.reminder = d.key;
-        auto on_sent =
-            in_actor<domain::outcome<std::string>>(self, [self, d](domain::outcome<std::string> m) {
-              using domain::errc;
-              if (m) return reminder_done(self, d.key);
-              auto& f = m.error();
-              if (f.code == errc::conflict && f.detail == reminder_sent_already)
-                return reminder_done(self, d.key);
-              if (f.code == errc::conflict || f.code == errc::not_found)
-                return skip_reminder(self, d.key, f.detail);
-              self->state.store.reminders_out.erase(d.key); // unavailable: later
-            });
-        domain::audit_scope scope(reminder_sender());
-        send_message(*st.env.rt->owner, tenant, std::move(req),
-                     callback<std::string>(std::move(on_sent)));
-      });
-  fetch_contacts(*st.env.rt->owner, tenant, {d.contact_id},
-                 callback<std::vector<domain::contact>>(std::move(on_contact)));
-}
-
-// Of the reminders of one appointment that are due at once (booked late, or a restart), only
-// the one nearest its start is sent; the earlier ones are recorded as skipped.
-void send_due_reminders(schedule_actor* self) {
-  auto now = domain::now_micros();
-  self->state.store.forget_past_reminders(now);
-  for (auto& d : self->state.store.due_reminders(now)) {
-    if (!d.superseded) {
-      send_reminder(self, d);
-    } else {
-      self->state.store.reminders_out.insert(d.key);
-      skip_reminder(self, d.key, "superseded by a later reminder of the same appointment");
-    }
-  }
-}
-
-// How often, and how long apart, a patient's answer is tried again when Postgres or the actor's
-// load is unavailable (after that it waits in reminder_answers for the sweeper's wake).
-constexpr int answer_attempts = 5;
-constexpr auto answer_retry = std::chrono::seconds(2);
-
-// Settles an answer that changes nothing; `reply` gets `ack` when this call settled it, and an
-// empty text (nothing more is said) when it was settled already.
-void settle_answer(schedule_actor* self, std::int64_t message_id, std::string ack,
-                   callback<std::string> reply) {
-  auto tenant = self->state.env.tenant_id;
-  db<bool>(
-      self,
-      [tenant, message_id](persistence::pg_conn& c) {
-        return persistence::settle_reminder_answer(c, tenant, message_id);
-      },
-      [reply, ack = std::move(ack)](domain::outcome<bool> r) {
-        if (!r) return reply(r.error());
-        reply(*r ? ack : std::string());
-      });
-}
-
-// "cancel" with nothing left to cancel is the STOP it is everywhere else: consent to every kind
-// of message on the channel is withdrawn (recorded before the answer is settled: a second try
-// records it again, harmlessly), and nothing is said.
-void stop_on_answer(schedule_actor* self, const domain::patient_answer& m,
-                    callback<std::string> reply) {
-  auto left = std::make_shared<std::size_t>(std::size(domain::stop_withdraws));
-  auto failed = std::make_shared<std::optional<domain::failure>>();
-  auto on_recorded = [self, left, failed, reply,
-                      id = m.message_id](domain::outcome<std::string> r) {
-    if (!r && !*failed) *failed = r.error();
-    if (--*left > 0) return;
-    if (*failed) return reply(**failed);
-    settle_answer(self, id, std::string(), reply);
-  };
-  domain::audit_scope scope(patient_on(m.channel_id));
-  for (auto purpose : domain::stop_withdraws) {
-    domain::consent c;
-    c.tenant_id = self->state.env.tenant_id;
-    c.contact_id = m.contact_id;
-    c.purpose = purpose;
-    c.channel_id = m.channel_id;
-    c.granted = false;
-    c.source = "inbound_message";
-    c.recorded_at = domain::now_micros();
-    record_consent(
-        *self->state.env.rt->owner, c.tenant_id, std::move(c),
-        callback<std::string>(in_actor<domain::outcome<std::string>>(self, on_recorded)));
-  }
-}
-
-// The patient's answer: the contact's next live appointment (when the answer came) confirmed or
-// cancelled in its turn (source patient_reply), the answer settled in the same transaction,
-// then the acknowledgement on the conversation the answer came in on. Settling is what makes an
-// answer count once: a second try (the sweeper's, after a crash) finds it settled.
-void answer_reminder_in_turn(schedule_actor* self, domain::patient_answer m, int attempt = 1) {
-  using domain::errc;
-  auto what = domain::read_reminder_answer(m.text);
-  auto tenant = self->state.env.tenant_id;
-  auto acknowledge = [self, tenant, m, attempt](domain::outcome<std::string> ack) {
-    if (!ack) {
-      auto& f = ack.error();
-      if (f.code == errc::service_unavailable) {
-        if (attempt < answer_attempts && !self->state.stopping)
-          self->delayed_send(self, answer_retry * attempt, answer_atom::value, m, attempt + 1);
-        else
-          log_warn("tenant {}: a patient's answer to a reminder (message {}) waits: {}", tenant,
-                   m.message_id, f.detail);
-        return;
-      }
-      if (f.detail == persistence::answer_settled_already) return;
-      // Refused (a race with staff): settled, and nothing is said.
-      log_info("tenant {}: a patient's answer to a reminder (message {}) was refused: {}", tenant,
-               m.message_id, f.detail);
-      return settle_answer(self, m.message_id, std::string(),
-                           callback<std::string>([](domain::outcome<std::string>) {}));
-    }
-    if (self->state.stopping || ack->empty()) return;
-    actors::outbound_request req;
-    req.conversation_id = m.conversation_id;
-    req.text = std::move(*ack);
-    send_message(*self->state.env.rt->owner, tenant, std::move(req),
-                 callback<std::string>([](domain::outcome<std::string>) {}));
-  };
-  domain::audit_scope scope(patient_on(m.channel_id));
-  callback<std::string> reply(in_actor<domain::outcome<std::string>>(self, acknowledge));
-  write<schedule_aggregate, std::string>(self, reply, [self, m, what](callback<std::string> reply) {
-    auto& s = self->state.store;
-    auto now = domain::now_micros();
-    if (what == domain::reminder_answer::none)
-      return settle_answer(self, m.message_id, std::string(), reply);
-    auto next = s.next_live(m.contact_id, m.received_at > 0 ? m.received_at : now);
-    if (!next && domain::is_stop_request(m.text)) return stop_on_answer(self, m, reply);
-    if (!next)
-      return settle_answer(self, m.message_id,
-                           domain::reminder_acknowledgement(m.text, what, {}, false), reply);
-    auto zone = s.calendars.count(next->calendar_id) ? s.calendars.at(next->calendar_id).time_zone
-                                                     : std::string("UTC");
-    auto when = domain::local_time_text(next->start, zone);
-    if (what == domain::reminder_answer::confirm &&
-        next->status == domain::appointment_status::confirmed)
-      return settle_answer(self, m.message_id,
-                           domain::reminder_acknowledgement(m.text, what, when, false), reply);
-    domain::outcome<staged> planned =
-        what == domain::reminder_answer::confirm
-            ? with_event(
-                  s,
-                  s.plan_status(next->id, domain::appointment_status::confirmed, std::nullopt, now),
-                  "appointment.confirmed")
-            : with_event(s,
-                         s.plan_cancel(next->id, std::string("the patient answered the reminder"),
-                                       domain::appointment_source::patient_reply, now),
-                         "appointment.cancelled");
-    if (!planned) return reply(planned.error());
-    planned->next.source = domain::appointment_source::patient_reply;
-    auto save = save_appointment(reply,
-                                 what == domain::reminder_answer::confirm ? "update_appointment"
-                                                                          : "cancel_appointment",
-                                 {"status"}, 200, m.message_id);
-    db<committed>(
-        self, [save, p = std::move(*planned)](persistence::pg_conn& c) { return save(c, p); },
-        [self, reply, text = m.text, what, when](domain::outcome<committed> r) {
-          if (!r) return reply(r.error());
-          applied(self, std::move(*r));
-          reply(domain::reminder_acknowledgement(text, what, when, true));
-        });
-  });
-}
-
-// The answers stored and not settled (a crash between the message's commit and the change's,
-// or Postgres away through every retry), each answered now: on spawn, and when the sweeper wakes
-// this actor.
-void answer_left_answers(schedule_actor* self) {
-  if (self->state.stopping) return;
-  auto tenant = self->state.env.tenant_id;
-  db<std::vector<domain::patient_answer>>(
-      self,
-      [tenant](persistence::pg_conn& c) {
-        return persistence::pending_reminder_answers(c, tenant);
-      },
-      [self](domain::outcome<std::vector<domain::patient_answer>> r) {
-        if (!r || self->state.stopping) return;
-        for (auto& a : *r) answer_reminder_in_turn(self, std::move(a));
       });
 }
 

@@ -284,6 +284,20 @@ struct patient_answer {
   std::int64_t received_at = 0;
 };
 
+// What a patient's answer to a reminder does, decided from the store in the answer's turn.
+struct answer_plan {
+  enum class step : std::uint8_t {
+    settle, // nothing changes: the answer is settled, then `ack` is said (nothing when empty)
+    stop,   // a STOP with nothing left to cancel: the channel's consents withdrawn, then settled
+    change, // `change` saved with the answer settled in its transaction, then `ack` is said
+  };
+  step what = step::settle;
+  std::string ack;
+  appointment change;           // step::change: the appointment as it becomes
+  const char* event = nullptr;  // step::change: the event it emits
+  const char* action = nullptr; // step::change: its audit action
+};
+
 // The answer to a feed request without the right token (401, whatever the calendar).
 failure feed_refused();
 
@@ -367,6 +381,12 @@ struct schedule_store {
   void forget_past_reminders(std::int64_t now);
   // The contact's next booked or confirmed appointment starting after `now`.
   std::optional<appointment> next_live(std::int64_t contact, std::int64_t now) const;
+  // A patient's answer (docs/appointments.md "Answers"): it is about the contact's next live
+  // appointment at `received_at` (`now`, the turn's time, when unknown); a confirmation
+  // confirms it (already confirmed: only acknowledged), a cancellation cancels it (nothing to
+  // cancel and a STOP word: the STOP it is everywhere else), either with source patient_reply;
+  // anything else is an ordinary message, settled with nothing said.
+  outcome<answer_plan> plan_answer(const patient_answer& answer, std::int64_t now) const;
   // A calendar with a feed (its token's hash set); else the 401 of feed_refused().
   outcome<calendar> feed_calendar(std::int64_t id) const;
   outcome<calendar> plan_feed_token(std::int64_t id, std::string token_hash,

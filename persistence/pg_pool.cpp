@@ -42,6 +42,12 @@ void pg_conn::add_prepared(std::string name) {
   prepared_.push_back(std::move(name));
 }
 
+void pg_conn::prepare_once(const prepared_statement& s) {
+  if (has_prepared(s.name)) return;
+  raw().prepare(s.name, s.sql);
+  add_prepared(s.name);
+}
+
 const domain::secret_keys& pg_conn::keys() const {
   if (!keys_) throw std::logic_error("no secret keys were given to this connection");
   return *keys_;

@@ -32,6 +32,12 @@ namespace crm::persistence {
 
 using pqxx_connection = pqxx::basic_connection_base<pqxx::connect_direct>;
 
+// A statement a connection parses and plans once (PREPARE), not at every execution.
+struct prepared_statement {
+  const char* name;
+  std::string sql;
+};
+
 // One pooled connection; persistence code reaches the libpqxx connection with `raw()`.
 class pg_conn {
 public:
@@ -44,6 +50,9 @@ public:
   // connection has none.
   bool has_prepared(std::string_view name) const;
   void add_prepared(std::string name);
+  // Declares `s` on this connection unless it is already (libpqxx prepares it at its first use:
+  // exec_prepared(s.name, ...)).
+  void prepare_once(const prepared_statement& s);
 
   // The keys that seal secrets at rest (domain/secret_keys.hpp); throws when none were given.
   const domain::secret_keys& keys() const;

@@ -400,6 +400,60 @@ TEST(reminders, answers_are_read_in_the_patients_languages) {
             "We found no upcoming appointment to answer for.");
 }
 
+TEST(reminders, an_answer_confirms_or_cancels_the_next_live_appointment_once) {
+  using step = answer_plan::step;
+  auto s = reminding({});
+  auto a = booked(s, 1, "2030-01-07T15:00:00Z", 9); // 12:00 in São Paulo
+  s.put(a);
+  auto now = at("2030-01-06T15:00:00Z");
+  auto answer = [&](const char* text, std::int64_t contact = 9) {
+    patient_answer m{101, contact, 7, 3, text, now};
+    auto p = s.plan_answer(m, now + 1);
+    EXPECT_TRUE(p) << (p ? "" : p.error().detail);
+    return p ? *p : answer_plan{};
+  };
+  // A confirmation: the appointment confirmed by the patient, and the answer said after.
+  auto yes = answer("Sim");
+  ASSERT_EQ(yes.what, step::change);
+  EXPECT_EQ(yes.change.id, 1);
+  EXPECT_EQ(yes.change.status, appointment_status::confirmed);
+  EXPECT_EQ(yes.change.source, appointment_source::patient_reply);
+  EXPECT_EQ(yes.change.updated_at, now + 1);
+  EXPECT_STREQ(yes.event, "appointment.confirmed");
+  EXPECT_STREQ(yes.action, "update_appointment");
+  EXPECT_EQ(yes.ack, "Obrigado! Sua consulta de 2030-01-07 12:00 está confirmada.");
+  // Confirmed already: nothing changes, the patient is told all the same.
+  s.put(yes.change);
+  auto again = answer("1");
+  EXPECT_EQ(again.what, step::settle);
+  EXPECT_FALSE(again.ack.empty());
+  // A cancellation cancels it, with why.
+  auto no = answer("cancelar");
+  ASSERT_EQ(no.what, step::change);
+  EXPECT_EQ(no.change.status, appointment_status::cancelled);
+  EXPECT_EQ(no.change.source, appointment_source::patient_reply);
+  EXPECT_EQ(no.change.cancel_reason, "the patient answered the reminder");
+  EXPECT_STREQ(no.event, "appointment.cancelled");
+  EXPECT_STREQ(no.action, "cancel_appointment");
+  // Anything else is an ordinary message: settled, nothing said.
+  auto other = answer("can I come at 3?");
+  EXPECT_EQ(other.what, step::settle);
+  EXPECT_TRUE(other.ack.empty());
+  // Nothing to answer for: a STOP word is the STOP it is everywhere else; a confirmation is
+  // told there is nothing to confirm.
+  EXPECT_EQ(answer("cancel", 8).what, step::stop);
+  auto nothing = answer("yes", 8);
+  EXPECT_EQ(nothing.what, step::settle);
+  EXPECT_EQ(nothing.ack, "We found no upcoming appointment to answer for.");
+  // The appointment answered for is the next live one when the answer came, not when its turn
+  // runs: an answer that came once it had started answers for none.
+  patient_answer late{102, 9, 7, 3, "2", at("2030-01-07T15:00:00Z")};
+  auto too_late = s.plan_answer(late, now);
+  ASSERT_TRUE(too_late);
+  EXPECT_EQ(too_late->what, step::settle);
+  EXPECT_EQ(too_late->ack, "We found no upcoming appointment to answer for.");
+}
+
 TEST(reminders, templates_name_the_appointment_the_patient_and_the_service) {
   reminder_values v{"2030-01-07 12:00", "Maria", "Check-up", "Dr. Ana"};
   EXPECT_EQ(render_reminder("Hi {{contact.first_name}}, {{ service.name }} at "
