@@ -91,6 +91,9 @@ struct outbound_request {
   // attempt is refused with reminder_sent_already; an answer on the conversation afterwards is
   // read as the patient's answer to it.
   std::optional<domain::reminder_key> reminder;
+  // With contact_id and channel_id: when the contact has no conversation on the channel, one is
+  // opened, if the channel can write first to the contact (else 404 naming why).
+  bool open_conversation = false;
 };
 inline constexpr std::string_view reminder_sent_already = "the reminder was sent already";
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,

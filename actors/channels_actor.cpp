@@ -1010,12 +1010,35 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
     missing_conversation(self, id, reply_to);
   };
   const domain::conversation* conv = nullptr;
+  domain::conversation opened; // a conversation this message opens
   if (req.conversation_id) {
     auto it = st.conversations.find(*req.conversation_id);
     if (it == st.conversations.end()) return missing(*req.conversation_id);
     conv = &it->second;
   } else if (req.contact_id) {
     conv = latest_conversation(st, *req.contact_id, req.channel_id, [](auto&) { return true; });
+    if (!conv && req.open_conversation && req.channel_id) {
+      // Written first by carecrm (an appointment's reminder to a patient who never wrote in):
+      // only where the channel can reach the patient without a message of theirs.
+      auto ch = st.channels.find(*req.channel_id);
+      if (ch == st.channels.end()) return reply(failure::of(errc::not_found, "channel not found"));
+      std::optional<std::string> chat;
+      if (auto c = st.chats.find({*req.channel_id, *req.contact_id}); c != st.chats.end())
+        chat = c->second;
+      if (auto why = domain::cannot_write_first(ch->second, chat))
+        return reply(failure::of(errc::not_found,
+                                 "the contact has no conversation on the channel, and carecrm "
+                                 "cannot open one: " +
+                                     *why));
+      auto now = domain::now_micros();
+      opened.id = take(st.conversation_ids);
+      opened.tenant_id = st.env.tenant_id;
+      opened.channel_id = *req.channel_id;
+      opened.contact_id = *req.contact_id;
+      opened.created_at = now;
+      opened.updated_at = now;
+      conv = &opened;
+    }
     if (!conv)
       return reply(failure::of(errc::not_found, "the contact has no conversation to answer in"));
   } else {
@@ -1030,6 +1053,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   persistence::outbound_write w;
   w.tenant_id = st.env.tenant_id;
   w.conversation = *conv;
+  w.new_conversation = conv == &opened;
   if (w.conversation.status == domain::conversation_status::closed)
     w.conversation.status = domain::conversation_status::open;
   w.conversation.last_message_at = now;

@@ -75,6 +75,7 @@ void send_reminder(schedule_actor* self, domain::due_reminder d) {
             d.rule.text, {d.start_local, r->front().first_name, d.service_name, d.calendar_name});
         req.purpose = domain::consent_purpose::appointment_reminders;
         req.reminder = d.key;
+        req.open_conversation = true;
         auto on_sent =
             in_actor<domain::outcome<std::string>>(self, [self, d](domain::outcome<std::string> m) {
               using domain::errc;

@@ -587,6 +587,15 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
   }
 }
 
+std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat) {
+  outbound_message probe;
+  probe.channel_id = c.id;
+  probe.external_id = std::move(chat);
+  auto plan = plan_outbound(c, probe, 0);
+  if (plan.request) return std::nullopt;
+  return plan.error;
+}
+
 adapter_result read_outbound_response(channel_type type, int status, std::string_view body) {
   adapter_result r;
   const bool success = status >= 200 && status < 300;

@@ -158,6 +158,13 @@ struct adapter_plan {
 };
 adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int64_t now_seconds);
 
+// Why carecrm cannot write first to a contact on channel `c` (nothing: it can), asked before a
+// conversation is opened for an outbound message: the adapter's own reason ("the contact has
+// no chat on this channel", "not configured: ...", "no adapter for ..."). `chat`: the contact's
+// id on the channel, when the channel knows one (a Telegram chat). An api channel reaches any
+// contact through its outbound_url (the receiver gets the contact's phone, e-mail and id).
+std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat);
+
 // Reads the provider's answer: sent (with the provider's message id when it gives one) or the
 // reason it failed.
 struct adapter_result {

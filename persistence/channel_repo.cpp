@@ -583,7 +583,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   pqxx::work tx(c.raw());
   fence(tx, w.tenant_id);
   auto conv = w.conversation;
-  write_conversation(tx, conv);
+  write_conversation(tx, conv, w.new_conversation);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
                            w.created_at, w.purpose, w.message_id);
   outbound_written out;

@@ -136,8 +136,9 @@ messaging_ids reserve_messaging_ids(pg_conn& c, int n);
 // Outbound: inserts the message (queued) and moves the conversation (reopened, last_message_at).
 struct outbound_write {
   std::int64_t tenant_id = 0;
-  std::int64_t message_id = 0; // as inbound_write::message_id
-  domain::conversation conversation;
+  std::int64_t message_id = 0;       // as inbound_write::message_id
+  domain::conversation conversation; // new_conversation: insert it under its (reserved) id
+  bool new_conversation = false;
   std::string text;
   std::optional<std::int64_t> sender_user_id;
   std::optional<std::int64_t> sender_agent_id;

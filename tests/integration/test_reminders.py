@@ -127,7 +127,13 @@ def test_cancelar_cancels_the_next_and_is_no_stop(client, sess, database):
     assert consents["items"] == [], consents
 
 
-def test_no_reminder_without_consent_or_conversation(client, sess, database):
+def skipped_reminders(database) -> dict:
+    rows = crm.sql_rows(database, "SELECT appointment_id, status, reason FROM "
+                        "appointment_reminders ORDER BY appointment_id")
+    return {r["appointment_id"]: r for r in rows if r["status"] == "skipped"}
+
+
+def test_no_reminder_without_consent_or_a_way_to_write_first(client, sess, database):
     t = sess.admin
     with crm.Receiver([200]) as rcv:
         chan, ack, cal, svc = clinic(client, t, rcv)
@@ -136,22 +142,50 @@ def test_no_reminder_without_consent_or_conversation(client, sess, database):
         # STOP withdraws appointment_reminders (with every other kind) on the channel.
         say(client, chan, phone, "STOP")
         stopped = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(slot_after(30)))
-        # A patient who never wrote in has no conversation on the channel.
+        # Telegram lets a bot write only to a chat the person started: a patient who never
+        # wrote in on the bot cannot be reminded there.
+        bot = crm.create_channel(client, t, type="telegram", webhook_secret=SECRET,
+                                 config={"bot_token": crm.bot_token(),
+                                         "api_base_url": rcv.url("/telegram")})
+        by_bot = crm.create_service(client, t, [cal["id"]], name="Retorno", reminders=[
+            {"before_minutes": 1440, "channel_id": bot["id"], "text": TEMPLATE}])
         stranger = crm.create_contact(client, t)["id"]
-        silent = crm.booked(client, t, stranger, svc["id"], cal["id"], rfc3339(slot_after(60)))
-
-        def skipped():
-            rows = crm.sql_rows(database, "SELECT appointment_id, status, reason FROM "
-                                "appointment_reminders ORDER BY appointment_id")
-            return {r["appointment_id"]: r for r in rows if r["status"] == "skipped"}
-
-        assert crm.eventually(lambda: {stopped["id"], silent["id"]} <= set(skipped()),
-                              timeout=TIMEOUT), skipped()
+        silent = crm.booked(client, t, stranger, by_bot["id"], cal["id"],
+                            rfc3339(slot_after(60)))
+        assert crm.eventually(lambda: {stopped["id"], silent["id"]} <= set(
+            skipped_reminders(database)), timeout=TIMEOUT), skipped_reminders(database)
         time.sleep(1.5)
-        assert texts(rcv) == [], texts(rcv)
-    reasons = skipped()
+        assert rcv.requests == [], [(r.method, r.path) for r in rcv.requests]
+    reasons = skipped_reminders(database)
     assert "appointment_reminders" in reasons[stopped["id"]]["reason"], reasons
-    assert "conversation" in reasons[silent["id"]]["reason"], reasons
+    assert "no chat on this channel" in reasons[silent["id"]]["reason"], reasons
+    convs = crm.list_all(client, t, crm.CONVERSATIONS, {"contact_id": stranger})
+    assert convs == [], convs  # nothing was opened for a message that could not go
+
+
+def test_a_patient_who_never_wrote_in_is_reminded_in_a_conversation_opened_for_it(client,
+                                                                                   sess):
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, _, cal, svc = clinic(client, t, rcv)
+        phone = crm.unique_phone()
+        patient = crm.create_contact(client, t, first_name="Joana", phone=phone)["id"]
+        start = slot_after(30)
+        appt = crm.booked(client, t, patient, svc["id"], cal["id"], rfc3339(start))
+        rcv.wait_for(1, TIMEOUT)
+        sent = rcv.requests[0].json["data"]
+        assert sent["text"].startswith(f"Olá Joana, Check-up em {local(start)}"), sent
+        assert (sent["contact_id"], sent["contact"]["phone"]) == (patient, phone), sent
+        convs = crm.list_all(client, t, crm.CONVERSATIONS, {"contact_id": patient})
+        assert [(c["id"], c["channel_id"], c["status"]) for c in convs] == [
+            (sent["conversation_id"], chan["id"], "open")], convs
+        # The patient's answer reaches that conversation and confirms.
+        answer = say(client, chan, phone, "1")
+        assert answer["conversation_id"] == sent["conversation_id"], answer
+        assert crm.eventually(lambda: crm.assert_json_response(client.get(
+            crm.appointment_url(appt["id"]), token=t), 200)["status"] == "confirmed",
+            timeout=TIMEOUT)
+        assert wait_texts(rcv, 2)[1].startswith("Thank you! Your appointment on"), texts(rcv)
 
 
 def test_cancelar_with_nothing_left_to_cancel_is_a_stop(client, sess):

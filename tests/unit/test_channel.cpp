@@ -726,6 +726,19 @@ TEST(plan_outbound, telegram_contact_without_a_chat_fails) {
   EXPECT_EQ(plan.error, "the contact has no chat on this channel");
 }
 
+TEST(plan_outbound, carecrm_writes_first_only_where_the_adapter_can_reach_the_contact) {
+  // An api channel reaches anyone through its outbound_url; Telegram only a chat it knows.
+  EXPECT_EQ(cannot_write_first(api_channel(R"({"outbound_url":"https://example.com/out"})"), {}),
+            std::nullopt);
+  EXPECT_EQ(cannot_write_first(api_channel("{}"), {}),
+            "not configured: the channel has no outbound_url");
+  EXPECT_EQ(cannot_write_first(telegram_channel(), {}), "the contact has no chat on this channel");
+  EXPECT_EQ(cannot_write_first(telegram_channel(), "4242"), std::nullopt);
+  channel sms;
+  sms.type = channel_type::sms;
+  EXPECT_EQ(cannot_write_first(sms, {}), "no adapter for sms channels yet (not configured)");
+}
+
 TEST(plan_outbound, types_without_an_adapter_are_not_configured) {
   for (auto [t, msg] :
        {std::pair{channel_type::whatsapp, "no adapter for whatsapp channels yet (not configured)"},
