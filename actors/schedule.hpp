@@ -10,6 +10,11 @@
 #include <optional>
 #include <string>
 
+namespace crm::persistence {
+class pg_conn;
+struct secret_owner;
+} // namespace crm::persistence
+
 namespace crm::actors {
 
 class runtime;
@@ -80,10 +85,12 @@ void calendar_feed(runtime& rt, std::int64_t tenant, std::int64_t calendar, std:
 // the channels actor, once the message and its reminder_answers row are stored): the next live
 // appointment is confirmed or cancelled, and the patient is told.
 void answer_reminder(runtime& rt, std::int64_t tenant, domain::patient_answer answer);
-// The tenant whose calendar has the feed token `token` (else the 401 of feed_refused), read
-// from Postgres: what the HTTP layer needs to place a feed request before any tenant wakes.
-void find_feed_tenant(runtime& rt, std::int64_t calendar, std::string token,
-                      callback<std::int64_t> reply);
+// What the HTTP layer's gate (http/secret_gate.hpp) needs to admit a feed.ics request before
+// any tenant wakes: the calendar's tenant and feed token hash, as stored, and whether a token
+// is the one that hash was made of.
+std::optional<persistence::secret_owner> feed_owner(persistence::pg_conn& c, std::int64_t calendar);
+bool feed_token_accepted(runtime& rt, const persistence::secret_owner& owner,
+                         std::string_view token);
 // Wakes the schedule actor (the sweeper: a reminder is due in a passivated tenant, or an answer
 // waits to be settled): it settles the answers left in reminder_answers.
 void wake_schedule(runtime& rt, std::int64_t tenant);

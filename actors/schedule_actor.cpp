@@ -676,23 +676,16 @@ void answer_reminder(runtime& rt, std::int64_t tenant, domain::patient_answer an
   tell<child_kind::schedule>(rt, tenant, answer_atom::value, std::move(answer));
 }
 
-void find_feed_tenant(runtime& rt, std::int64_t calendar, std::string token,
-                      callback<std::int64_t> reply) {
-  auto& pool = rt.internals().pool;
-  pool.run<std::optional<persistence::secret_owner>>(
-      [calendar](persistence::pg_conn& c) {
-        return persistence::feed_owner_of_calendar(c, calendar);
-      },
-      [&pool, token = std::move(token),
-       reply](domain::outcome<std::optional<persistence::secret_owner>> r) {
-        if (!r) return reply(r.error());
-        auto& o = *r;
-        if (!o || !o->secret ||
-            pool.keys().verify(persistence::sealed::calendar_feed_token, o->tenant_id, token,
-                               *o->secret) == domain::secret_keys::match::no)
-          return reply(domain::feed_refused());
-        reply(o->tenant_id);
-      });
+std::optional<persistence::secret_owner> feed_owner(persistence::pg_conn& c,
+                                                    std::int64_t calendar) {
+  return persistence::feed_owner_of_calendar(c, calendar);
+}
+
+bool feed_token_accepted(runtime& rt, const persistence::secret_owner& owner,
+                         std::string_view token) {
+  return owner.secret && rt.internals().pool.keys().verify(persistence::sealed::calendar_feed_token,
+                                                           owner.tenant_id, token, *owner.secret) !=
+                             domain::secret_keys::match::no;
 }
 
 void wake_schedule(runtime& rt, std::int64_t tenant) {

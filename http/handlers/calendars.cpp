@@ -13,6 +13,7 @@
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
+#include "http/secret_gate.hpp"
 
 #include <boost/json.hpp>
 
@@ -134,10 +135,24 @@ void delete_calendar(services& s, const exchange_ptr& ex) {
 
 // ---- the calendar feed -----------------------------------------------------------------------
 
+// Each calendar's tenant and feed token (its keyed hash), checked before any tenant wakes: an
+// unknown calendar or a wrong token costs a look-up in memory, or at most one Postgres read per
+// calendar a second (http/secret_gate.hpp, as for channel webhooks).
+secret_gate& feed_gate() {
+  static secret_gate gate("calendar_feed", &actors::feed_owner);
+  return gate;
+}
+
 void rotate_feed_token(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::rotate_feed_token(s.rt, ex->who.tenant_id, *id, json_reply(ex));
+  auto reply = json_reply(ex);
+  actors::rotate_feed_token(
+      s.rt, ex->who.tenant_id, *id,
+      actors::callback<std::string>([id = *id, reply](domain::outcome<std::string> r) {
+        feed_gate().forget(id); // the old token stops here at once
+        reply(std::move(r));
+      }));
 }
 
 // GET /calendars/{id}/feed.ics?token=: no bearer token (a calendar app fetches it); a missing or
@@ -148,31 +163,35 @@ void calendar_feed(services& s, const exchange_ptr& ex) {
   if (!id) return ex->fail(failure::invalid(std::move(issues)));
   auto token = ex->req.query_value("token");
   if (!token || token->empty()) return ex->fail(domain::feed_refused());
-  // The token is checked against Postgres before the tenant is woken (and again by its
-  // schedule actor, against the token it holds now).
+  // The token is checked by the gate before the tenant is woken (and again by its schedule
+  // actor, against the token it holds now).
   auto shared = std::make_shared<std::string>(*token);
-  actors::find_feed_tenant(
-      s.rt, *id, *shared,
-      actors::callback<std::int64_t>([&s, ex, id = *id, shared](domain::outcome<std::int64_t> r) {
-        if (!r) return ex->fail(r.error());
-        auto tenant = *r;
-        within_tenant(s, ex, tenant, [&s, ex, id, tenant, shared] {
-          // The read is audited under the calendar's tenant (http/audit.cpp).
-          ex->who.tenant_id = tenant;
-          actors::calendar_feed(s.rt, tenant, id, *shared,
-                                actors::callback<domain::calendar_feed_text>(
-                                    [ex](domain::outcome<domain::calendar_feed_text> f) {
-                                      if (!f) return ex->fail(f.error());
-                                      ex->audit_records = std::move(f->patients);
-                                      response res;
-                                      res.body = std::move(f->text);
-                                      res.content_type = "text/calendar; charset=utf-8";
-                                      res.headers.emplace_back("Cache-Control",
-                                                               "private, max-age=300");
-                                      ex->respond(std::move(res));
-                                    }));
-        });
-      }));
+  auto accepts = [&s, shared](const persistence::secret_owner& o) {
+    return actors::feed_token_accepted(s.rt, o, *shared);
+  };
+  feed_gate().admit(s.pool, *id, std::move(accepts),
+                    [&s, ex, id = *id, shared](domain::outcome<secret_gate::admission> r) {
+                      if (!r) return ex->fail(r.error());
+                      if (r->v != secret_gate::verdict::admitted)
+                        return ex->fail(domain::feed_refused());
+                      auto tenant = r->tenant;
+                      within_tenant(s, ex, tenant, [&s, ex, id, tenant, shared] {
+                        // The read is audited under the calendar's tenant (http/audit.cpp).
+                        ex->who.tenant_id = tenant;
+                        actors::calendar_feed(
+                            s.rt, tenant, id, *shared,
+                            actors::callback<domain::calendar_feed_text>(
+                                [ex](domain::outcome<domain::calendar_feed_text> f) {
+                                  if (!f) return ex->fail(f.error());
+                                  ex->audit_records = std::move(f->patients);
+                                  response res;
+                                  res.body = std::move(f->text);
+                                  res.content_type = "text/calendar; charset=utf-8";
+                                  res.headers.emplace_back("Cache-Control", "private, max-age=300");
+                                  ex->respond(std::move(res));
+                                }));
+                      });
+                    });
 }
 
 // ---- closures ------------------------------------------------------------------------------

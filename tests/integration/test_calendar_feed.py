@@ -7,6 +7,7 @@ keyed hash) and the previous one stops working; a missing or wrong token, anothe
 and an unknown calendar all answer the same 401. Reading a feed with names is audited as a
 read of those patients' records, without the token."""
 import datetime as dt
+import secrets
 
 import icalendar
 
@@ -114,3 +115,37 @@ def test_tokens_rotate_and_every_refusal_is_the_same_401(client, sess, cli_env):
                                  token=b.tokens["agent"]), 403, "INSUFFICIENT_PERMISSIONS")
     crm.assert_error(client.post(f"{crm.calendar_url(cal['id'])}/feed-token", token=b.admin),
                      403, "INSUFFICIENT_PERMISSIONS")
+
+
+def test_a_feed_url_guessed_again_and_again_costs_one_database_lookup(server, client, sess):
+    """The URL is all a subscriber has, and anyone can try one: an unknown calendar, or a
+    wrong token for a real one, is refused from memory after its first read, not by a query
+    (or a tenant woken) per request."""
+    def lookups_and_refusals():
+        resp = server.metrics_client().get("/metrics")
+        assert resp.status == 200, resp.describe()
+        samples = crm.parse_prometheus(resp.body.decode())
+
+        def metric(name, **labels):
+            return sum(v for n, lab, v in samples if n == name and all(
+                lab.get(k) == w for k, w in labels.items()))
+        return (metric("carecrm_owner_lookups_total", kind="calendar_feed", source="postgres"),
+                metric("carecrm_webhook_gate_total", kind="calendar_feed", verdict="unknown"),
+                metric("carecrm_webhook_gate_total", kind="calendar_feed", verdict="refused"))
+
+    cal = crm.create_calendar(client, sess.admin)
+    token = new_token(client, sess.admin, cal["id"])
+    unknown = 7_000_000_000 + secrets.randbelow(1_000_000_000)
+    before = lookups_and_refusals()
+    for _ in range(20):
+        crm.assert_error(client.get(feed_url(unknown, token)), 401, "INVALID_CREDENTIALS")
+        crm.assert_error(client.get(feed_url(cal["id"], token + "x")), 401,
+                         "INVALID_CREDENTIALS")
+    after = lookups_and_refusals()
+    read, unknowns, refusals = (a - b for a, b in zip(after, before))
+    # One read for the unknown id; the real calendar's wrong token is read again at most once a
+    # second (a token rotated on another node is in force here within that). A read a request
+    # would be 40.
+    assert 2 <= read <= 8, read
+    assert (unknowns, refusals) == (20, 20), (unknowns, refusals)
+    assert events(client.get(feed_url(cal["id"], token))) == []
