@@ -593,23 +593,25 @@ std::vector<std::int64_t> tenants_with_pending_answers(pg_conn& c, double grace_
 std::vector<std::int64_t> tenants_with_due_reminders(pg_conn& c) {
   pqxx::read_transaction tx(c.raw());
   // Every second, so bounded: no service with reminders (most tenants) reads nothing more, and
-  // the appointments read are those within the longest reminder's lead (a day, usually), not
-  // every future one.
-  auto lead = tx.exec("SELECT max((r.rule->>'before_minutes')::int) FROM services s,"
-                      " jsonb_array_elements(s.reminders) AS r(rule)"
-                      " WHERE s.reminders <> '[]'::jsonb")
-                  .front()[0];
-  if (lead.is_null()) return {};
+  // each service's reminders read only its live appointments within that reminder's lead (a
+  // range of appointments_due_idx, migration 024): one tenant's 30-day reminder widens no one
+  // else's.
+  array_literal services, leads;
+  for (auto r : tx.exec("SELECT s.id, (r.rule->>'before_minutes')::int FROM services s,"
+                        " jsonb_array_elements(s.reminders) AS r(rule)"
+                        " WHERE s.reminders <> '[]'::jsonb")) {
+    services.add_number(r[0].as<std::int64_t>());
+    leads.add_number(r[1].as<std::int64_t>());
+  }
+  if (services.empty()) return {};
   auto rows = tx.exec_params(
-      "SELECT DISTINCT a.tenant_id FROM appointments a JOIN services s ON s.id = a.service_id,"
-      " jsonb_array_elements(s.reminders) AS r(rule)"
-      " WHERE a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
-      " AND a.starts_at <= now() + $1 * interval '1 minute'"
-      " AND a.starts_at - ((r.rule->>'before_minutes')::int * interval '1 minute') <= now()"
-      " AND NOT EXISTS (SELECT 1 FROM appointment_reminders x WHERE x.appointment_id = a.id"
-      "   AND x.before_minutes = (r.rule->>'before_minutes')::int"
-      "   AND x.starts_at = a.starts_at)",
-      lead.as<int>());
+      "SELECT DISTINCT a.tenant_id FROM unnest($1::bigint[], $2::int[]) AS l(service_id, lead),"
+      " LATERAL (SELECT a.tenant_id FROM appointments a WHERE a.service_id = l.service_id"
+      "   AND a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
+      "   AND a.starts_at <= now() + l.lead * interval '1 minute'"
+      "   AND NOT EXISTS (SELECT 1 FROM appointment_reminders x WHERE x.appointment_id = a.id"
+      "     AND x.before_minutes = l.lead AND x.starts_at = a.starts_at)) a",
+      services.text(), leads.text());
   return first_ids(rows);
 }
 
