@@ -494,9 +494,22 @@ int cluster_command(const config::invocation& inv) {
   auto to = opt("to");
   double timeout = 30;
   if (auto v = opt("timeout"); !v.empty()) timeout = std::atof(v.c_str());
-  if (ec != std::errc() || end != t.data() + t.size() || tenant <= 0 ||
-      !cluster::valid_node_id(to) || !(timeout > 0)) {
-    std::cerr << "carecrm: cluster move needs --tenant N and --to NODE [--timeout S]\n";
+  // Each refusal says which option is wrong and why, then the usage.
+  std::string wrong;
+  if (t.empty())
+    wrong = "--tenant is missing";
+  else if (ec != std::errc() || end != t.data() + t.size() || tenant <= 0)
+    wrong = "--tenant must be a tenant id (a positive integer), not \"" + t + "\"";
+  else if (to.empty())
+    wrong = "--to is missing";
+  else if (!cluster::valid_node_id(to))
+    wrong =
+        "--to must be a node id (1 to 64 of A-Z, a-z, 0-9, '_', '.' and '-'), not \"" + to + "\"";
+  else if (!(timeout > 0))
+    wrong = "--timeout must be a number of seconds above 0";
+  if (!wrong.empty()) {
+    std::cerr << "carecrm: cluster move: " << wrong
+              << "\nusage: carecrm cluster move --tenant N --to NODE [--timeout S]\n";
     return 2;
   }
   auto from = cluster::request_move(conn, tenant, to, inv.values.dead_after);

@@ -74,15 +74,20 @@ lease request_move(persistence::pg_conn& c, std::int64_t tenant, const std::stri
   pqxx::work tx(c.raw());
   auto live = tx.exec_params("SELECT crm_node_live($1, $2)", to, dead_after);
   if (!live[0][0].as<bool>()) throw std::runtime_error("node " + to + " is not a live member");
-  // Nobody holds it, or its owner is not live: it goes to `to` at once.
-  auto r =
-      tx.exec_params("INSERT INTO tenant_leases (tenant_id, node_id, epoch) VALUES ($1, $2, 1)"
-                     " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
-                     "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
-                     "  WHERE tenant_leases.node_id <> EXCLUDED.node_id"
-                     "    AND NOT crm_node_live(tenant_leases.node_id, $3)"
-                     " RETURNING tenant_id, node_id, epoch",
-                     tenant, to, dead_after);
+  // Nobody holds it, or its owner is not live: it goes to `to` at once. (A tenant that does not
+  // exist has no lease to take: the lease's reference to it says so.)
+  pqxx::result r;
+  try {
+    r = tx.exec_params("INSERT INTO tenant_leases (tenant_id, node_id, epoch) VALUES ($1, $2, 1)"
+                       " ON CONFLICT (tenant_id) DO UPDATE SET node_id = EXCLUDED.node_id,"
+                       "   epoch = tenant_leases.epoch + 1, moving_to = NULL, acquired_at = now()"
+                       "  WHERE tenant_leases.node_id <> EXCLUDED.node_id"
+                       "    AND NOT crm_node_live(tenant_leases.node_id, $3)"
+                       " RETURNING tenant_id, node_id, epoch",
+                       tenant, to, dead_after);
+  } catch (const pqxx::foreign_key_violation&) {
+    throw std::runtime_error("no tenant " + std::to_string(tenant));
+  }
   if (r.empty())
     // A live owner (or `to` itself): the owner hands it over when its heartbeat sees this.
     r = tx.exec_params("UPDATE tenant_leases SET moving_to = CASE WHEN node_id = $2 THEN NULL"

@@ -274,6 +274,19 @@ def test_an_operator_moves_a_tenant_and_its_writes_go_on(nodes, database, cli_en
                         "--to", "nobody"], env=cli_env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 1 and "not a live member" in r.stderr, r.stderr
+    # An unknown tenant, and options that are not what they should be, are named as such.
+    for args, code, says in (
+            (["--tenant", str(crm.NOWHERE_ID), "--to", target], 1, f"no tenant {crm.NOWHERE_ID}"),
+            (["--tenant", "abc", "--to", target], 2, '--tenant must be a tenant id'),
+            (["--to", target], 2, "--tenant is missing"),
+            (["--tenant", str(t.tenant_id)], 2, "--to is missing"),
+            (["--tenant", str(t.tenant_id), "--to", "no de"], 2, "--to must be a node id"),
+            (["--tenant", str(t.tenant_id), "--to", target, "--timeout", "0"], 2,
+             "--timeout must be")):
+        r = subprocess.run([crm.carecrm_bin(), "cluster", "move", *args], env=cli_env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == code and says in r.stderr, (args, r.returncode, r.stderr)
+        assert "foreign key" not in r.stderr and "violates" not in r.stderr, r.stderr
 
 
 def test_a_paused_node_commits_nothing_for_its_old_tenants_and_rejoins(nodes, database,
