@@ -481,7 +481,10 @@ int cluster_command(const config::invocation& inv) {
   migrate_database(inv.values);
   persistence::pg_conn conn(inv.values.database_url);
   if (inv.words[1] == "status") {
-    std::cout << cluster::cluster_status_json(conn, inv.values.dead_after) << std::endl;
+    // Postgres spaces its JSON ("a" : 1); printed compact, as every other command prints.
+    std::cout << boost::json::serialize(
+                     boost::json::parse(cluster::cluster_status_json(conn, inv.values.dead_after)))
+              << std::endl;
     return 0;
   }
   auto opt = [&](const char* name) {

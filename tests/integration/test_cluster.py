@@ -269,6 +269,15 @@ def test_an_operator_moves_a_tenant_and_its_writes_go_on(nodes, database, cli_en
     assert {n["node_id"] for n in status["nodes"]} >= {"node-0", "node-1", "node-2"}
     assert any(l["tenant_id"] == t.tenant_id and l["node_id"] == target
                for l in status["leases"])
+    # The fields docs/cluster.md names, on one compact line like every other command's JSON.
+    assert all(set(n) == {"node_id", "http_address", "actor_address", "state",
+                          "heartbeat_age_seconds", "tenants"} for n in status["nodes"]), status
+    assert all(set(l) == {"tenant_id", "node_id", "epoch", "moving_to"}
+               for l in status["leases"]), status
+    raw = subprocess.run([crm.carecrm_bin(), "cluster", "status"], env=cli_env,
+                         capture_output=True, text=True, timeout=60)
+    assert raw.returncode == 0 and raw.stdout.count("\n") == 1, raw.stdout
+    assert '" : ' not in raw.stdout and '": ' not in raw.stdout, raw.stdout[:200]
     # An unknown node is refused.
     r = subprocess.run([crm.carecrm_bin(), "cluster", "move", "--tenant", str(t.tenant_id),
                         "--to", "nobody"], env=cli_env, capture_output=True, text=True,
