@@ -1076,6 +1076,9 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
           conv_done(self);
           return reply_to(failure::of(errc::conflict, std::string(reminder_sent_already)));
         }
+        // The outcome unknown (the connection lost at COMMIT): the conversation, and a reminder's
+        // row, may be stored or not; read the state again before the next step.
+        if (!r && r.error().code == errc::service_unavailable) self->state.stale = true;
         if (r) keep_conversation(self->state, conv_after);
         if (r && reminder) {
           auto& latest = self->state.reminded[conv_after.id];

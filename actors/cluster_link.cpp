@@ -15,6 +15,7 @@
 #include "actors/system.hpp"
 
 #include "persistence/log.hpp"
+#include "persistence/log_limiter.hpp"
 
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
@@ -182,6 +183,9 @@ struct forwarder_state {
   std::shared_ptr<link_state> link;
   std::map<std::string, std::vector<forward_job>> connecting; // waiting for a connect
   std::minstd_rand jitter{std::random_device{}()};
+  // "cannot reach the gateway at <address>": once per 10 s per address, however many
+  // requests fail meanwhile.
+  log_limiter unreachable{std::chrono::seconds(10)};
   static inline const char* name = "cluster_forwarder";
 };
 using forwarder_actor = caf::stateful_actor<forwarder_state>;
@@ -227,6 +231,9 @@ void connect_and_send(forwarder_actor* self, forward_job j) {
             auto jobs = std::move(st.connecting[key]);
             st.connecting.erase(key);
             if (!p) return give_up(st, jobs, "the node owning this tenant has no gateway; retry");
+            if (auto failed = st.unreachable.clear(key))
+              log_info("cluster: reached the gateway at {} again after {} failed attempts", key,
+                       failed);
             auto gw = caf::actor_cast<caf::actor>(p);
             self->monitor(gw);
             std::vector<std::uint64_t> ids;
@@ -242,7 +249,13 @@ void connect_and_send(forwarder_actor* self, forward_job j) {
           },
           [self, key](caf::error& e) {
             auto& st = self->state;
-            log_warn("cluster: cannot reach the gateway at {}: {}", key, self->system().render(e));
+            std::uint64_t held_back = 0;
+            if (st.unreachable.admit(key, held_back))
+              log_warn("cluster: cannot reach the gateway at {}: {}{}", key,
+                       self->system().render(e),
+                       held_back ? " (and " + std::to_string(held_back) +
+                                       " times since the last line like this)"
+                                 : std::string());
             auto jobs = std::move(st.connecting[key]);
             st.connecting.erase(key);
             give_up(st, jobs, "the node owning this tenant cannot be reached; retry");

@@ -240,7 +240,11 @@ void membership::beat(persistence::pg_conn& c) {
       persistence::log_warn("cluster: node {} declared dead (no heartbeat for {} s)",
                             row[0].c_str(), opts_.dead_after);
     declared_dead_ += dead.size();
-    taken_over_ += static_cast<std::uint64_t>(hand_over(tx, opts_.dead_after, nullptr));
+    auto handed = hand_over(tx, opts_.dead_after, nullptr);
+    taken_over_ += static_cast<std::uint64_t>(handed);
+    if (handed > 0)
+      persistence::log_warn("cluster: the leases of {} tenants of dead nodes handed to live nodes",
+                            handed);
   }
   auto mark = book_.mark();
   auto rows = tx.exec_params("SELECT tenant_id, node_id, epoch, moving_to FROM tenant_leases"
@@ -265,6 +269,24 @@ void membership::beat(persistence::pg_conn& c) {
     moves.push_back({l.tenant, l.epoch, row[3].as<std::string>()});
   }
   auto lost = book_.reconcile(mine, mark);
+  // Leases that came here from another node (taken over from a dead one, or moved here: an
+  // epoch past the first), so that the node serving them says so.
+  std::set<std::int64_t> held;
+  std::size_t came = 0;
+  std::int64_t example = 0;
+  for (auto& l : mine) {
+    held.insert(l.tenant);
+    if (l.epoch > 1 && !held_.count(l.tenant) && counted_held_) {
+      ++came;
+      example = l.tenant;
+    }
+  }
+  if (came > 0)
+    persistence::log_info("cluster: node {} now holds {} tenants it took over (tenant {} among "
+                          "them), {} in all",
+                          opts_.node_id, came, example, held.size());
+  held_ = std::move(held);
+  counted_held_ = true; // what this node held at its start came with it, not from another
   last_beat_ = started;
   book_.fresh_until(started + duration_cast<lease_book::clock::duration>(
                                   duration<double>(opts_.dead_after - opts_.heartbeat_interval)));

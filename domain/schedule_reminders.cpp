@@ -9,6 +9,9 @@
 namespace crm::domain {
 namespace {
 
+// (Named apart from schedule.cpp's minute_us: the two may share a unity translation unit.)
+constexpr std::int64_t one_minute_us = 60'000'000;
+
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() &&
          (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
@@ -107,7 +110,7 @@ std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const 
   for (auto& [id, s] : services)
     for (auto& rule : s.reminders) longest = std::max(longest, rule.before_minutes);
   if (longest < 0) return out;
-  const std::int64_t reach = std::int64_t(longest) * minute_us;
+  const std::int64_t reach = std::int64_t(longest) * one_minute_us;
   for (auto it = by_start.upper_bound({now, std::numeric_limits<std::int64_t>::max()});
        it != by_start.end() && it->first <= now + reach; ++it) {
     auto& a = appointments.at(it->second);
@@ -118,10 +121,10 @@ std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const 
     // The nearest the start of the reminders whose time has come.
     int nearest = std::numeric_limits<int>::max();
     for (auto& rule : s->second.reminders)
-      if (a.start - std::int64_t(rule.before_minutes) * minute_us <= now)
+      if (a.start - std::int64_t(rule.before_minutes) * one_minute_us <= now)
         nearest = std::min(nearest, rule.before_minutes);
     for (auto& rule : s->second.reminders) {
-      auto due = a.start - std::int64_t(rule.before_minutes) * minute_us;
+      auto due = a.start - std::int64_t(rule.before_minutes) * one_minute_us;
       if (due > now) continue; // not yet
       reminder_key key{a.id, rule.before_minutes, a.start};
       if (reminders_done.count(key) || reminders_out.count(key)) continue;
@@ -145,7 +148,7 @@ std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const 
 }
 
 void schedule_store::forget_past_reminders(std::int64_t now) {
-  if (now - reminders_pruned_at < minute_us) return;
+  if (now - reminders_pruned_at < one_minute_us) return;
   reminders_pruned_at = now;
   std::erase_if(reminders_done, [now](const reminder_key& k) { return k.start <= now; });
 }

@@ -426,6 +426,7 @@ insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
   if (rows.empty()) return out;
   const auto tenant = rows.front().a.tenant_id;
   try {
+    c.prepare_once(insert_batch); // before the transaction: it may (re)connect
     pqxx::work tx(c.raw());
     fence(tx, tenant);
     // One statement for every row: no two staged bookings share a calendar and a start, so the
@@ -446,7 +447,6 @@ insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
       sources.add(domain::to_string(a.source));
       created.add(ts(a.created_at));
     }
-    c.prepare_once(insert_batch);
     auto inserted = tx.exec_prepared(insert_batch.name, tenant, contacts.text(), services.text(),
                                      calendars.text(), starts.text(), ends.text(), blocked.text(),
                                      statuses.text(), notes.text(), sources.text(), created.text());

@@ -127,21 +127,29 @@ void update_calendar(services& s, const exchange_ptr& ex) {
   actors::update_calendar(s.rt, ex->who.tenant_id, *id, std::move(p), json_reply(ex));
 }
 
+// Each calendar's tenant and feed token (its keyed hash), checked before any tenant wakes: an
+// unknown calendar or a wrong token costs a look-up in memory, or at most one Postgres read per
+// calendar a second (http/secret_gate.hpp, as for channel webhooks). A token that matched is
+// trusted for a minute, then read again: a token rotated on another node, or a deleted
+// calendar, stops waking the tenant within that (calendar apps poll old URLs for years).
+secret_gate& feed_gate() {
+  static secret_gate gate("calendar_feed", &actors::feed_owner, std::chrono::seconds(60));
+  return gate;
+}
+
 void delete_calendar(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::delete_calendar(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
+  auto reply = no_content_reply(ex);
+  actors::delete_calendar(
+      s.rt, ex->who.tenant_id, *id,
+      actors::callback<domain::done>([id = *id, reply](domain::outcome<domain::done> r) {
+        feed_gate().forget(id);
+        reply(std::move(r));
+      }));
 }
 
 // ---- the calendar feed -----------------------------------------------------------------------
-
-// Each calendar's tenant and feed token (its keyed hash), checked before any tenant wakes: an
-// unknown calendar or a wrong token costs a look-up in memory, or at most one Postgres read per
-// calendar a second (http/secret_gate.hpp, as for channel webhooks).
-secret_gate& feed_gate() {
-  static secret_gate gate("calendar_feed", &actors::feed_owner);
-  return gate;
-}
 
 void rotate_feed_token(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);

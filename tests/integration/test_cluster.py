@@ -236,6 +236,18 @@ def test_a_killed_nodes_tenants_are_served_by_the_survivors(nodes, database, cli
     assert_no_failure_and_stored_once(database, writers)
     for tid, (node, _) in owners(database).items():
         assert node != victim_id, f"tenant {tid} is still leased to the dead node"
+    # The survivors' logs say what happened, and once: the takeover on the nodes that now hold
+    # the tenants, and the unreachable gateway at most once per 10 s per address however many
+    # requests found it down.
+    survivors = [n for n in nodes if n is not victim]
+    logs = [n.stderr_text() for n in survivors]
+    taken = {t.tenant_id for t in tenants if leases[t.tenant_id][0] == victim_id}
+    assert any("tenants it took over" in text for text in logs), logs
+    assert any("dead nodes handed to live nodes" in text for text in logs), logs
+    for text in logs:
+        unreachable = text.count("cannot reach the gateway")
+        assert unreachable <= 3, f"{unreachable} lines for one unreachable gateway"
+    assert taken, leases
     # It comes back under the same id, as a new incarnation, from an empty working directory
     # (a node keeps nothing on disk), and takes new tenants again.
     reborn = crm.Server(victim.env, victim.label, victim.args).start()
