@@ -105,11 +105,8 @@ std::vector<std::int64_t> insert_passages(pqxx::work& tx, std::int64_t tenant_id
 }
 
 std::vector<std::int64_t> passages_of(pqxx::work& tx, std::int64_t document_id) {
-  std::vector<std::int64_t> out;
-  for (auto r : tx.exec_params("SELECT id FROM ai_passages WHERE document_id = $1 ORDER BY ord",
-                               document_id))
-    out.push_back(r[0].as<std::int64_t>());
-  return out;
+  return first_ids(tx.exec_params("SELECT id FROM ai_passages WHERE document_id = $1 ORDER BY ord",
+                                  document_id));
 }
 
 } // namespace
@@ -202,12 +199,9 @@ std::optional<std::int64_t> tenant_of_document(pg_conn& c, std::int64_t id) {
 std::vector<std::int64_t> tenant_channels(pg_conn& c, std::int64_t tenant_id,
                                           const std::vector<std::int64_t>& ids) {
   pqxx::read_transaction tx(c.raw());
-  std::vector<std::int64_t> out;
-  for (auto r : tx.exec_params("SELECT id FROM channels WHERE tenant_id = $1 AND id IN (SELECT"
-                               " jsonb_array_elements_text($2::jsonb)::bigint)",
-                               tenant_id, ids_json(ids)))
-    out.push_back(r[0].as<std::int64_t>());
-  return out;
+  return first_ids(tx.exec_params("SELECT id FROM channels WHERE tenant_id = $1 AND id IN (SELECT"
+                                  " jsonb_array_elements_text($2::jsonb)::bigint)",
+                                  tenant_id, ids_json(ids)));
 }
 
 document_written save_document(pg_conn& c, const document_write& w) {

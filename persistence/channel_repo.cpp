@@ -571,12 +571,9 @@ void forget_pending_ai(pg_conn& c, std::int64_t tenant_id, std::int64_t message_
 
 std::vector<std::int64_t> tenants_with_pending_ai(pg_conn& c, double seconds) {
   pqxx::read_transaction tx(c.raw());
-  std::vector<std::int64_t> out;
-  for (auto r : tx.exec_params("SELECT DISTINCT tenant_id FROM ai_pending WHERE created_at <"
-                               " now() - $1 * interval '1 second'",
-                               seconds))
-    out.push_back(r[0].as<std::int64_t>());
-  return out;
+  return first_ids(tx.exec_params("SELECT DISTINCT tenant_id FROM ai_pending WHERE created_at <"
+                                  " now() - $1 * interval '1 second'",
+                                  seconds));
 }
 
 outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
@@ -673,11 +670,8 @@ std::string messages_page_json(pg_conn& c, std::int64_t tenant_id, std::int64_t 
 
 std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c) {
   pqxx::read_transaction tx(c.raw());
-  std::vector<std::int64_t> out;
-  for (auto r : tx.exec("SELECT DISTINCT tenant_id FROM messages WHERE status = 'queued' AND"
-                        " next_attempt_at <= now()"))
-    out.push_back(r[0].as<std::int64_t>());
-  return out;
+  return first_ids(tx.exec("SELECT DISTINCT tenant_id FROM messages WHERE status = 'queued' AND"
+                           " next_attempt_at <= now()"));
 }
 
 } // namespace crm::persistence
