@@ -981,8 +981,11 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
   auto by_phone = req.phone ? phone_owner(st, *req.phone) : 0;
   auto by_email = req.email ? email_owner(st, *req.email) : 0;
   if (by_phone && by_email && by_phone != by_email)
-    return reply(failure::of(errc::conflict, "the contact block matches two different contacts: "
-                                             "the phone one, the e-mail another"));
+    // Both named, so that an operator can tell which two records are the same patient.
+    return reply(failure::of(
+        errc::conflict, "the contact block matches two different contacts: the phone contact " +
+                            std::to_string(by_phone) + ", the e-mail contact " +
+                            std::to_string(by_email)));
   if (auto id = by_phone ? by_phone : by_email) {
     if (auto c = projected_contact(st, id)) return answer(*c);
   }

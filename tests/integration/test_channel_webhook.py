@@ -434,6 +434,9 @@ def test_ambiguous_contact_block_is_409_and_stores_nothing(client, admin, own_ch
     resp = post(client, own_chan["id"], crm.inbound_body({"phone": phone, "email": email},
                                                          "who am I", ext))
     crm.assert_error(resp, 409, "CONFLICT")
+    # Both named, so that an operator can tell which two records are the same patient.
+    assert (f"the phone contact {a['id']}, the e-mail contact {b['id']}" in
+            resp.json["detail"]), resp.json
     assert contacts_total(client, admin) == before
     assert conversations_of(client, admin, contact_id=a["id"]) == []
     assert conversations_of(client, admin, contact_id=b["id"]) == []
