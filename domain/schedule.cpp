@@ -505,13 +505,29 @@ outcome<std::vector<slot>> schedule_store::availability(std::int64_t service_id,
     for (auto day = first; day <= last; day += date::days(1)) {
       auto wd = static_cast<std::size_t>((date::weekday(day).c_encoding() + 6) % 7);
       for (auto& span : cal.hours[wd]) {
-        auto opens = bound_of(z, day, span.start, false);
-        auto closes = bound_of(z, day, span.end, true);
+        // A span inside one offset of the zone (no daylight-saving change within it: nearly
+        // always) maps its grid with that offset, not with a look-up of the zone a start (the
+        // look-ups were the most of what availability cost).
+        const auto span_open = date::local_seconds(day) + minutes(span.start);
+        const auto span_close = date::local_seconds(day) + minutes(span.end);
+        const auto at_open = z->get_info(span_open);
+        const auto at_close = z->get_info(span_close - std::chrono::seconds(1));
+        const bool one_offset = at_open.result == date::local_info::unique &&
+                                at_close.result == date::local_info::unique &&
+                                at_open.first.begin == at_close.first.begin;
+        auto opens =
+            one_offset
+                ? micros_of(date::sys_seconds(span_open.time_since_epoch() - at_open.first.offset))
+                : bound_of(z, day, span.start, false);
+        auto closes =
+            one_offset
+                ? micros_of(date::sys_seconds(span_close.time_since_epoch() - at_open.first.offset))
+                : bound_of(z, day, span.end, true);
         if (closes <= earliest || opens >= to) continue;
         int m = grid_anchor(span);
         while (m < span.start) m += cal.slot_step;
         for (; m < span.end; m += cal.slot_step) {
-          auto info = z->get_info(date::local_seconds(day) + minutes(m));
+          auto info = one_offset ? at_open : z->get_info(date::local_seconds(day) + minutes(m));
           if (info.result == date::local_info::nonexistent) continue;
           auto local = (date::local_seconds(day) + minutes(m)).time_since_epoch();
           std::array<std::int64_t, 2> starts{
