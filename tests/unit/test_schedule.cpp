@@ -167,6 +167,20 @@ TEST(availability, skips_the_hour_that_does_not_exist_and_offers_the_repeated_on
                                       "2027-11-07T07:00"}));
 }
 
+TEST(availability, a_span_that_ends_where_the_clock_jumps_keeps_its_last_slot) {
+  // São Paulo moved from UTC-3 to UTC-2 at midnight on 2018-11-04 (00:00 did not exist): the
+  // 22:00-24:00 span before it ends at the jump (03:00Z), and is mapped with one offset; the
+  // next night's span is under the new one.
+  auto s = clinic("America/Sao_Paulo", 22 * 60, 24 * 60, 60, 60);
+  EXPECT_EQ(free_slots(s, "2018-11-04T00:00:00Z", "2018-11-05T02:00:00Z"),
+            (std::vector<std::string>{"2018-11-04T01:00", "2018-11-04T02:00", "2018-11-05T00:00",
+                                      "2018-11-05T01:00"}));
+  // And back at midnight on 2019-02-17 (23:00 on the 16th came twice): that span holds the
+  // change, so each grid time is looked up: 22:00, 23:00 at UTC-2, 23:00 again at UTC-3.
+  EXPECT_EQ(free_slots(s, "2019-02-16T12:00:00Z", "2019-02-17T04:00:00Z"),
+            (std::vector<std::string>{"2019-02-17T00:00", "2019-02-17T01:00", "2019-02-17T02:00"}));
+}
+
 TEST(availability, anchors_the_grid_at_the_hour_a_span_starts_in) {
   auto s = clinic("UTC", 8 * 60 + 10, 10 * 60, 45, 30);
   // The grid of the 08:10 span steps 45 minutes from 08:00: 08:45, 09:30.
