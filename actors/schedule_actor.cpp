@@ -6,17 +6,13 @@
 // their own transaction as touches of the patient's record.
 #include "actors/schedule.hpp"
 
-#include "actors/channels.hpp"
 #include "actors/contacts.hpp"
-#include "actors/record_actor.hpp"
 #include "actors/schedule_internal.hpp"
 #include "domain/clock.hpp"
-#include "domain/consent.hpp"
 #include "domain/crypto.hpp"
 #include "domain/ical.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
-#include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/schedule_repo.hpp"
 #include "persistence/sealed_columns.hpp"
@@ -130,19 +126,6 @@ auto stored(ToJson to_json) {
   };
 }
 
-// The event a status change emits (arriving emits none; neither does a change of notes).
-const char* event_of(std::optional<domain::appointment_status> to) {
-  using st = domain::appointment_status;
-  if (!to) return nullptr;
-  switch (*to) {
-  case st::confirmed: return "appointment.confirmed";
-  case st::completed: return "appointment.completed";
-  case st::no_show: return "appointment.no_show";
-  case st::cancelled: return "appointment.cancelled";
-  default: return nullptr;
-  }
-}
-
 } // namespace
 
 namespace schedule_detail {
@@ -240,10 +223,17 @@ void stage_booking(schedule_actor* self, domain::booking b, callback<std::string
 
 // ---- the calendar feed (docs/appointments.md "Calendar feed") ------------------------------
 
+// Whether `token` is the feed token `hash` was made of (by the tenant's keys): the one check,
+// for the HTTP layer's gate and for the actor's own.
+bool is_feed_token(const domain::secret_keys& keys, std::int64_t tenant, std::string_view token,
+                   std::string_view hash) {
+  return keys.verify(persistence::sealed::calendar_feed_token, tenant, token, hash) !=
+         domain::secret_keys::match::no;
+}
+
 bool feed_token_matches(schedule_actor* self, const calendar& c, const std::string& token) {
-  auto& st = self->state;
-  return st.env.pool->keys().verify(persistence::sealed::calendar_feed_token, st.env.tenant_id,
-                                    token, c.feed_token_hash) != domain::secret_keys::match::no;
+  return is_feed_token(self->state.env.pool->keys(), self->state.env.tenant_id, token,
+                       c.feed_token_hash);
 }
 
 // The feed, with the patients' names when the calendar shows them: `reply` gets the text and
@@ -483,7 +473,8 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         change(
             self, id, reply,
             [id, r = std::move(r), now](const store& s) {
-              return with_event(s, s.plan_status(id, r.status, r.notes, now()), event_of(r.status));
+              return with_event(s, s.plan_status(id, r.status, r.notes, now()),
+                                domain::status_event(r.status));
             },
             save_appointment(reply, "update_appointment", std::move(fields), 200), applied);
       },
@@ -683,9 +674,8 @@ std::optional<persistence::secret_owner> feed_owner(persistence::pg_conn& c,
 
 bool feed_token_accepted(runtime& rt, const persistence::secret_owner& owner,
                          std::string_view token) {
-  return owner.secret && rt.internals().pool.keys().verify(persistence::sealed::calendar_feed_token,
-                                                           owner.tenant_id, token, *owner.secret) !=
-                             domain::secret_keys::match::no;
+  return owner.secret &&
+         is_feed_token(rt.internals().pool.keys(), owner.tenant_id, token, *owner.secret);
 }
 
 void wake_schedule(runtime& rt, std::int64_t tenant) {

@@ -276,7 +276,8 @@ void membership::beat(persistence::pg_conn& c) {
   std::int64_t example = 0;
   for (auto& l : mine) {
     held.insert(l.tenant);
-    if (l.epoch > 1 && !held_.count(l.tenant) && counted_held_) {
+    // (What this node holds at its first beat came with it, not from another node.)
+    if (l.epoch > 1 && !held_.count(l.tenant) && heartbeats_ > 0) {
       ++came;
       example = l.tenant;
     }
@@ -286,7 +287,6 @@ void membership::beat(persistence::pg_conn& c) {
                           "them), {} in all",
                           opts_.node_id, came, example, held.size());
   held_ = std::move(held);
-  counted_held_ = true; // what this node held at its start came with it, not from another
   last_beat_ = started;
   book_.fresh_until(started + duration_cast<lease_book::clock::duration>(
                                   duration<double>(opts_.dead_after - opts_.heartbeat_interval)));

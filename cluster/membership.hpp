@@ -126,7 +126,6 @@ private:
   std::chrono::steady_clock::time_point steady_since_{};
   std::chrono::steady_clock::time_point last_beat_{};
   std::set<std::int64_t> held_; // the tenants whose leases the last heartbeat found here
-  bool counted_held_ = false;
   std::atomic<bool> judging_{false};
 
   std::atomic<std::uint64_t> heartbeats_{0}, heartbeat_failures_{0}, declared_dead_{0},

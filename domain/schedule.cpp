@@ -169,6 +169,18 @@ bool holds_slot(appointment_status s) {
   return is_live(s) || s == appointment_status::completed;
 }
 
+const char* status_event(std::optional<appointment_status> to) {
+  using st = appointment_status;
+  if (!to) return nullptr;
+  switch (*to) {
+  case st::confirmed: return "appointment.confirmed";
+  case st::completed: return "appointment.completed";
+  case st::no_show: return "appointment.no_show";
+  case st::cancelled: return "appointment.cancelled";
+  default: return nullptr;
+  }
+}
+
 bool is_time_zone(std::string_view name) {
   return zone_of(name) != nullptr;
 }

@@ -53,6 +53,9 @@ std::optional<appointment_source> parse_appointment_source(std::string_view s);
 bool is_live(appointment_status s);
 // Live or completed: it holds its slot (cancelled and no-show appointments free theirs).
 bool holds_slot(appointment_status s);
+// The event a change to status `to` emits: appointment.confirmed, .completed, .no_show,
+// .cancelled; none for arriving or for a change of notes alone.
+const char* status_event(std::optional<appointment_status> to);
 
 // The bounds of every field, named once for the readers and the OpenAPI schema.
 namespace schedule_rules {

@@ -192,7 +192,7 @@ outcome<answer_plan> schedule_store::plan_answer(const patient_answer& m, std::i
   p.what = answer_plan::step::change;
   p.change = std::move(*change);
   p.change.source = appointment_source::patient_reply;
-  p.event = confirm ? "appointment.confirmed" : "appointment.cancelled";
+  p.event = status_event(p.change.status);
   p.action = confirm ? "update_appointment" : "cancel_appointment";
   p.ack = reminder_acknowledgement(m.text, what, when, true);
   return p;

@@ -79,4 +79,14 @@ Callback forgetting_unknown(secret_gate& g, Callback reply) {
   });
 }
 
+// `reply` of a change of `id`'s secret (an update, a rotation, a delete), first forgetting what
+// `g` holds of `id` (whatever the outcome: the next call reads it again).
+template <class Callback>
+Callback forgetting(secret_gate& g, std::int64_t id, Callback reply) {
+  return Callback([&g, id, reply](auto r) {
+    g.forget(id);
+    reply(std::move(r));
+  });
+}
+
 } // namespace crm::http

@@ -493,8 +493,8 @@ insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
     // A calendar or service removed meanwhile, or an overlap another writer committed meanwhile
     // (another node, a restore): each row alone, so only its own fail. (ON CONFLICT DO NOTHING
     // would skip the overlapping row alone, but it searches the exclusion index twice a row,
-    // before and after the insert: a third of the INSERT's time for what the schedule actor
-    // already refused from memory.)
+    // before and after the insert, for what the schedule actor already refused from memory:
+    // 28 % more of that search a booking, benchmarks/RESULTS.md 2026-11-28T14:33Z.)
     if (!dynamic_cast<const pqxx::foreign_key_violation*>(&e) &&
         e.sqlstate() != exclusion_violation)
       throw;

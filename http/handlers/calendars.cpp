@@ -140,13 +140,8 @@ secret_gate& feed_gate() {
 void delete_calendar(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  auto reply = no_content_reply(ex);
-  actors::delete_calendar(
-      s.rt, ex->who.tenant_id, *id,
-      actors::callback<domain::done>([id = *id, reply](domain::outcome<domain::done> r) {
-        feed_gate().forget(id);
-        reply(std::move(r));
-      }));
+  actors::delete_calendar(s.rt, ex->who.tenant_id, *id,
+                          forgetting(feed_gate(), *id, no_content_reply(ex)));
 }
 
 // ---- the calendar feed -----------------------------------------------------------------------
@@ -154,13 +149,9 @@ void delete_calendar(services& s, const exchange_ptr& ex) {
 void rotate_feed_token(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  auto reply = json_reply(ex);
-  actors::rotate_feed_token(
-      s.rt, ex->who.tenant_id, *id,
-      actors::callback<std::string>([id = *id, reply](domain::outcome<std::string> r) {
-        feed_gate().forget(id); // the old token stops here at once
-        reply(std::move(r));
-      }));
+  // The old token stops here at once.
+  actors::rotate_feed_token(s.rt, ex->who.tenant_id, *id,
+                            forgetting(feed_gate(), *id, json_reply(ex)));
 }
 
 // GET /calendars/{id}/feed.ics?token=: no bearer token (a calendar app fetches it); a missing or

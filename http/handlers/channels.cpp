@@ -106,13 +106,8 @@ void update(services& s, const exchange_ptr& ex) {
   p.is_active = body.boolean("is_active", false);
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
-  auto reply = json_reply(ex);
-  actors::update_channel(
-      s.rt, ex->who.tenant_id, *id, std::move(p),
-      actors::callback<std::string>([id = *id, reply](domain::outcome<std::string> r) {
-        channel_gate().forget(id);
-        reply(std::move(r));
-      }));
+  actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
+                         forgetting(channel_gate(), *id, json_reply(ex)));
 }
 
 void remove(services& s, const exchange_ptr& ex) {

@@ -140,25 +140,15 @@ void update(services& s, const exchange_ptr& ex) {
   auto p = read_patch(body, false);
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
-  auto reply = json_reply(ex);
-  actors::update_workflow(
-      s.rt, ex->who.tenant_id, *id, std::move(p),
-      actors::callback<std::string>([id = *id, reply](domain::outcome<std::string> r) {
-        workflow_gate().forget(id);
-        reply(std::move(r));
-      }));
+  actors::update_workflow(s.rt, ex->who.tenant_id, *id, std::move(p),
+                          forgetting(workflow_gate(), *id, json_reply(ex)));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  auto reply = no_content_reply(ex);
-  actors::delete_workflow(
-      s.rt, ex->who.tenant_id, *id,
-      actors::callback<domain::done>([id = *id, reply](domain::outcome<domain::done> r) {
-        workflow_gate().forget(id);
-        reply(std::move(r));
-      }));
+  actors::delete_workflow(s.rt, ex->who.tenant_id, *id,
+                          forgetting(workflow_gate(), *id, no_content_reply(ex)));
 }
 
 actors::callback<std::int64_t> accepted(const exchange_ptr& ex) {
