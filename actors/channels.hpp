@@ -43,15 +43,26 @@ void delete_channel(runtime& rt, std::int64_t tenant, std::int64_t id,
                     callback<domain::done> reply);
 
 // The inbound channel webhook (the tenant is the channel's, looked up by the caller).
-enum class inbound_kind : std::uint8_t { api, telegram };
+enum class inbound_kind : std::uint8_t { api, telegram, whatsapp };
 struct inbound_call {
   inbound_kind kind = inbound_kind::api;
-  std::string secret;
+  std::string secret; // whatsapp: the X-Hub-Signature-256 header (the body's HMAC)
   std::string body;
   int depth = 0; // carecrm-chain-depth: the workflow chain this call comes from
 };
 void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, inbound_call call,
                      callback<std::string> reply);
+// A WhatsApp channel's subscription handshake (Meta's GET with hub.mode, hub.verify_token,
+// hub.challenge): the challenge when the token is the channel's verify_token, else 403.
+struct hub_verification {
+  std::string mode, token, challenge;
+};
+void verify_hub(runtime& rt, std::int64_t tenant, std::int64_t channel_id, hub_verification v,
+                callback<std::string> reply);
+// A WhatsApp channel's message templates, as its business account lists them at the provider
+// ({"items": [...]}, domain::whatsapp::read_templates).
+void list_templates(runtime& rt, std::int64_t tenant, std::int64_t channel_id,
+                    callback<std::string> reply);
 
 struct conversation_filter {
   std::optional<domain::conversation_status> status;
@@ -94,6 +105,9 @@ struct outbound_request {
   // With contact_id and channel_id: when the contact has no conversation on the channel, one is
   // opened, if the channel can write first to the contact (else 404 naming why).
   bool open_conversation = false;
+  // WhatsApp: an approved template (domain::whatsapp::template_to_json) sent instead of `text`,
+  // also outside the 24-hour window; `text` is how staff read it.
+  std::string template_json;
 };
 inline constexpr std::string_view reminder_sent_already = "the reminder was sent already";
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,

@@ -29,6 +29,7 @@
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/validation.hpp"
+#include "domain/whatsapp.hpp"
 #include "net/http_client.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
@@ -52,6 +53,8 @@ template <>
 struct allowed_unsafe_message_type<crm::actors::channel_filter> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::inbound_call> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::hub_verification> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::conversation_filter> : std::true_type {};
 template <>
@@ -87,6 +90,8 @@ using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
 using consent_atom = caf::atom_constant<caf::atom("consent")>;
 using allow_atom = caf::atom_constant<caf::atom("allow")>;
 using erase_atom = caf::atom_constant<caf::atom("erase")>;
+using hub_atom = caf::atom_constant<caf::atom("hub")>;
+using tmpl_atom = caf::atom_constant<caf::atom("tmpl")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -696,6 +701,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   }
   conv.unread_count++;
   conv.last_message_at = now;
+  conv.last_inbound_at = now;
   conv.updated_at = std::max(now, conv.updated_at + 1);
   // An agent never reads a message of a contact who withdrew ai_processing, nor a "STOP": the
   // conversation goes to a person instead.
@@ -795,12 +801,124 @@ void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_m
                 callback<contact_match>(std::move(k)));
 }
 
+// One inbound message, parsed: answered with its ack once committed (or as a duplicate).
+void receive_one(ch_actor* self, std::int64_t channel_id, domain::inbound_message m, int depth,
+                 callback<std::string> reply) {
+  auto& st = self->state;
+  auto key = std::make_pair(channel_id, m.external_message_id);
+  if (auto w = st.storing.find(key); w != st.storing.end()) {
+    w->second.push_back(std::move(reply));
+    return;
+  }
+  st.storing[key].push_back(std::move(reply));
+  db<std::optional<persistence::stored_inbound>>(
+      self,
+      // From `key`, not `m`: the next argument moves `m`, and may be made first.
+      [channel_id, ext = key.second](persistence::pg_conn& c) {
+        return persistence::find_inbound(c, channel_id, ext);
+      },
+      [self, channel_id, key, m = std::move(m),
+       depth](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
+        if (!r) return answer_inbound(self, key, r.error(), false);
+        if (*r) return answer_inbound(self, key, **r, true);
+        conv_serial_inbound(self, [self, channel_id, m = std::move(m), depth] {
+          match_then_store(self, channel_id, m, depth);
+        });
+      });
+}
+
+// A WhatsApp delivery status: the message moves on (never back). A status for an id no message
+// of the channel has yet, while a send is in flight, may be for that send, whose id is not
+// stored yet: 503, so the provider posts it again.
+void apply_status(ch_actor* self, std::int64_t channel_id, domain::whatsapp::status_update u,
+                  callback<domain::done> reply) {
+  persistence::delivery_update d;
+  d.channel_id = channel_id;
+  d.provider_message_id = std::move(u.provider_message_id);
+  d.status = std::string(domain::whatsapp::to_string(u.status));
+  d.from = domain::whatsapp::delivery_predecessors(u.status);
+  d.error = std::move(u.error);
+  db<persistence::delivery_applied>(
+      self,
+      [tid = self->state.env.tenant_id, d](persistence::pg_conn& c) {
+        return persistence::apply_delivery(c, tid, d);
+      },
+      [self, reply](domain::outcome<persistence::delivery_applied> r) {
+        if (!r) return reply(r.error());
+        if (*r == persistence::delivery_applied::unknown && !self->state.sending.empty())
+          return reply(failure::of(errc::service_unavailable,
+                                   "a status for a message being sent: post it again"));
+        reply(domain::done{});
+      });
+}
+
+// A WhatsApp webhook POST: its messages are stored as any inbound message is, its statuses
+// applied; the answer comes once all are (Meta retries anything else, and a retry finds the
+// messages stored already as duplicates).
+void receive_whatsapp(ch_actor* self, const domain::channel& ch, const inbound_call& call,
+                      callback<std::string> reply) {
+  std::vector<domain::issue> issues;
+  auto number = ch.config.if_contains("phone_number_id");
+  auto batch = domain::whatsapp::parse_webhook(
+      call.body, number && number->is_string() ? std::string_view(number->get_string()) : "",
+      issues);
+  if (!batch) return reply(failure::invalid(std::move(issues)));
+  struct tally {
+    json::array messages;
+    std::size_t statuses = 0, ignored = 0, left = 0;
+    std::optional<failure> failed;
+    callback<std::string> reply;
+  };
+  auto t = std::make_shared<tally>();
+  t->ignored = batch->ignored;
+  t->left = batch->messages.size() + batch->statuses.size() + 1;
+  t->reply = std::move(reply);
+  auto one_done = [t] {
+    if (--t->left > 0) return;
+    if (t->failed) return t->reply(*t->failed);
+    t->reply(json::serialize(json::object{{"status", "accepted"},
+                                          {"messages", std::move(t->messages)},
+                                          {"statuses", t->statuses},
+                                          {"ignored", t->ignored}}));
+  };
+  for (auto& m : batch->messages)
+    receive_one(self, ch.id, std::move(m), call.depth,
+                callback<std::string>([t, one_done](domain::outcome<std::string> r) {
+                  if (!r) {
+                    if (!t->failed) t->failed = r.error();
+                  } else {
+                    t->messages.push_back(json::parse(*r));
+                  }
+                  one_done();
+                }));
+  for (auto& u : batch->statuses)
+    apply_status(self, ch.id, std::move(u),
+                 callback<domain::done>([t, one_done](domain::outcome<domain::done> r) {
+                   if (!r && !t->failed) t->failed = r.error();
+                   if (r) t->statuses++;
+                   one_done();
+                 }));
+  one_done();
+}
+
 void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
                 callback<std::string> reply) {
   auto& st = self->state;
   auto it = st.channels.find(channel_id);
   if (it == st.channels.end()) return reply(failure::of(errc::not_found, "channel not found"));
   auto& ch = it->second;
+  if (call.kind == inbound_kind::whatsapp) {
+    // Meta signs the body with the app's secret; the channel has no webhook_secret to present.
+    if (ch.type != domain::channel_type::whatsapp)
+      return reply(failure::of(errc::not_found, "not a WhatsApp channel"));
+    auto secret = ch.config.if_contains("app_secret");
+    if (!secret || !secret->is_string() ||
+        !domain::whatsapp::signature_matches(std::string_view(secret->get_string()), call.body,
+                                             call.secret))
+      return reply(failure::of(errc::invalid_credentials, "missing or wrong X-Hub-Signature-256"));
+    if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
+    return receive_whatsapp(self, ch, call, std::move(reply));
+  }
   // A channel without a secret never matches; the comparison is made all the same, so the
   // answer takes as long as for a wrong secret.
   auto& keys = st.env.pool->keys();
@@ -822,26 +940,7 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
     m = domain::parse_api_inbound(call.body, issues);
   }
   if (!m) return reply(failure::invalid(std::move(issues)));
-  auto key = std::make_pair(channel_id, m->external_message_id);
-  if (auto w = st.storing.find(key); w != st.storing.end()) {
-    w->second.push_back(std::move(reply));
-    return;
-  }
-  st.storing[key].push_back(std::move(reply));
-  db<std::optional<persistence::stored_inbound>>(
-      self,
-      // From `key`, not `m`: the next argument moves `m`, and may be made first.
-      [channel_id, ext = key.second](persistence::pg_conn& c) {
-        return persistence::find_inbound(c, channel_id, ext);
-      },
-      [self, channel_id, key, m = std::move(*m),
-       depth = call.depth](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
-        if (!r) return answer_inbound(self, key, r.error(), false);
-        if (*r) return answer_inbound(self, key, **r, true);
-        conv_serial_inbound(self, [self, channel_id, m = std::move(m), depth] {
-          match_then_store(self, channel_id, m, depth);
-        });
-      });
+  receive_one(self, channel_id, std::move(*m), call.depth, std::move(reply));
 }
 
 // Hands the open inbound batch to the group committer when none is in flight (docs/channels.md
@@ -935,6 +1034,7 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
   out.channel_id = m.channel_id;
   out.text = m.text;
   out.created_at = m.created_at;
+  out.template_json = m.template_json;
   if (auto chat = st.chats.find({m.channel_id, m.contact_id}); chat != st.chats.end())
     out.external_id = chat->second;
   auto channel = ch->second;
@@ -947,7 +1047,8 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
         }
         auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
         auto& st = self->state;
-        auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id) {
+        auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id,
+                                bool retry = true) {
           persistence::send_outcome o;
           o.message_id = m.id;
           o.attempts = m.attempts + 1;
@@ -956,7 +1057,7 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
             o.status = "sent";
           } else {
             o.error = std::move(error);
-            if (o.attempts < max_send_attempts) {
+            if (retry && o.attempts < max_send_attempts) {
               o.status = "queued";
               o.next_attempt_at = domain::now_micros() +
                                   retry_delays_ms[static_cast<std::size_t>(
@@ -986,7 +1087,7 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
             self, [finish, type = channel.type](net::client_response res) mutable {
               if (!res.ok) return finish(false, res.error, std::nullopt);
               auto result = domain::read_outbound_response(type, res.status, res.body);
-              finish(result.sent, result.error, result.provider_message_id);
+              finish(result.sent, result.error, result.provider_message_id, result.retry);
             });
         st.opts->client->send(std::move(req), std::move(done));
       });
@@ -1050,6 +1151,13 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   if (auto refused = consent_refusal(st, conv->contact_id, req.purpose, conv->channel_id))
     return reply(failure::of(errc::conflict, *refused));
   auto now = domain::now_micros();
+  if (!req.template_json.empty() && ch->second.type != domain::channel_type::whatsapp)
+    return reply(failure::of(errc::conflict, "templates are sent on WhatsApp channels only"));
+  if (ch->second.type == domain::channel_type::whatsapp && req.template_json.empty() &&
+      domain::whatsapp::outside_window(conv->last_inbound_at, now))
+    return reply(failure::of(errc::conflict,
+                             "outside WhatsApp's 24-hour window (the contact last wrote more than "
+                             "24 hours ago, or never): only an approved template may be sent"));
   persistence::outbound_write w;
   w.tenant_id = st.env.tenant_id;
   w.conversation = *conv;
@@ -1066,6 +1174,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.created_at = now;
   w.message_id = take(st.message_ids);
   w.reminder = req.reminder;
+  w.template_json = std::move(req.template_json);
   w.audit.push_back(
       conversation_row(reply_to.who(), st, w.conversation, "send_message", {"text"}, 201));
   db<persistence::outbound_written>(
@@ -1378,6 +1487,48 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                       on_inbound(self, channel_id, std::move(call), reply);
                     });
       },
+      [self, measure](hub_atom, std::int64_t channel_id, hub_verification& v,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, channel_id, v, reply] {
+          auto it = self->state.channels.find(channel_id);
+          if (it == self->state.channels.end() || it->second.type != domain::channel_type::whatsapp)
+            return reply(failure::of(errc::not_found, "no such WhatsApp channel"));
+          auto token = it->second.config.if_contains("verify_token");
+          if (!token || !token->is_string() ||
+              !domain::whatsapp::verification_accepted(v.mode, v.token,
+                                                       std::string_view(token->get_string())))
+            return reply(failure::of(errc::insufficient_permissions,
+                                     "hub.mode must be subscribe and hub.verify_token the "
+                                     "channel's verify_token"));
+          reply(v.challenge);
+        });
+      },
+      [self, measure](tmpl_atom, std::int64_t channel_id, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, channel_id, reply] {
+          auto& st = self->state;
+          auto it = st.channels.find(channel_id);
+          if (it == st.channels.end()) return missing_channel(self, channel_id, reply);
+          if (it->second.type != domain::channel_type::whatsapp)
+            return reply(failure::of(errc::conflict, "templates are WhatsApp's"));
+          auto plan = domain::whatsapp::plan_list_templates(it->second);
+          if (!plan.request) return reply(failure::of(errc::conflict, plan.error));
+          if (!st.opts || !st.opts->client)
+            return reply(failure::of(errc::service_unavailable, "outbound HTTP is not set up"));
+          net::client_request req;
+          req.method = plan.request->method;
+          req.url = plan.request->url;
+          req.headers = plan.request->headers;
+          st.opts->client->send(
+              std::move(req),
+              in_actor<net::client_response>(self, [reply](net::client_response res) {
+                if (!res.ok)
+                  return reply(failure::of(errc::service_unavailable, "whatsapp: " + res.error));
+                reply(domain::whatsapp::read_templates(res.status, res.body));
+              }));
+        });
+      },
       [self, measure](conv_atom, list_atom, conversation_filter& f, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, f, reply] {
@@ -1596,6 +1747,14 @@ void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, 
                      callback<std::string> reply) {
   send(rt, tenant,
        caf::make_message(inbound_atom::value, channel_id, std::move(call), std::move(reply)));
+}
+void verify_hub(runtime& rt, std::int64_t tenant, std::int64_t channel_id, hub_verification v,
+                callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(hub_atom::value, channel_id, std::move(v), std::move(reply)));
+}
+void list_templates(runtime& rt, std::int64_t tenant, std::int64_t channel_id,
+                    callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(tmpl_atom::value, channel_id, std::move(reply)));
 }
 void list_conversations(runtime& rt, std::int64_t tenant, conversation_filter f,
                         callback<std::string> reply) {

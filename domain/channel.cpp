@@ -8,6 +8,7 @@
 #include "domain/json_nul.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
+#include "domain/whatsapp.hpp"
 #include "domain/workflow.hpp"
 
 #include <boost/json.hpp>
@@ -60,24 +61,6 @@ std::optional<std::string> identifier(checker& ck, const json::value& v, const l
   if (auto u = v.if_uint64()) return std::to_string(*u);
   if (auto s = ck.string(v, l, 1, external_id_max)) return std::string(*s);
   return std::nullopt;
-}
-
-// The body as a JSON object; the 422 json_invalid of contract §4 otherwise.
-const json::object* body_object(checker& ck, std::string_view text, json::value& doc) {
-  boost::system::error_code ec;
-  doc = crm::domain::parse_json(text, ec);
-  if (ec) {
-    ck.add(body_loc, "JSON decode error", "json_invalid");
-    return nullptr;
-  }
-  if (auto at = nul_location(text, doc, body_loc)) {
-    auto item = nul_issue(std::move(*at));
-    ck.add(std::move(item.loc), std::move(item.msg), std::move(item.type));
-    return nullptr;
-  }
-  auto o = doc.if_object();
-  if (!o) ck.add(body_loc, "Input should be a valid dictionary", "json_invalid");
-  return o;
 }
 
 std::optional<std::string> config_string(const json::object& config, std::string_view key) {
@@ -144,6 +127,50 @@ void check_telegram_config(checker& ck, const json::object& sent, const loc_path
     check_url(ck, *v, at(l, "api_base_url"), true, out, "api_base_url");
 }
 
+// WhatsApp Cloud API (docs/channels.md "WhatsApp"): the number's id, the business account's
+// (for its templates), the Graph API's address and version, and three secrets.
+void check_whatsapp_config(checker& ck, const json::object& sent, const loc_path& l,
+                           json::object& out) {
+  ck.extra_keys(sent,
+                {"phone_number_id", "business_account_id", "api_base_url", "api_version",
+                 "access_token", "app_secret", "verify_token"},
+                l);
+  auto digits = [&](std::string_view key) {
+    auto v = given(sent, key);
+    if (!v) return;
+    auto where = at(l, key);
+    if (auto s = ck.string(*v, where, 1, whatsapp_id_max)) {
+      if (std::all_of(s->begin(), s->end(), [](char c) { return c >= '0' && c <= '9'; }))
+        out[key] = *s;
+      else
+        ck.add(where, std::string(key) + " is the number Meta shows: digits only", "value_error");
+    }
+  };
+  digits("phone_number_id");
+  digits("business_account_id");
+  if (auto v = given(sent, "api_base_url"))
+    check_url(ck, *v, at(l, "api_base_url"), true, out, "api_base_url");
+  if (auto v = given(sent, "api_version")) {
+    auto where = at(l, "api_version");
+    if (auto s = ck.string(*v, where, 2, 10)) {
+      auto rest = s->substr(1);
+      auto dot = rest.find('.');
+      auto number = [](std::string_view n) {
+        return !n.empty() &&
+               std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
+      };
+      if ((*s)[0] == 'v' && dot != std::string_view::npos && number(rest.substr(0, dot)) &&
+          number(rest.substr(dot + 1)))
+        out["api_version"] = *s;
+      else
+        ck.add(where, "a Graph API version such as v19.0", "value_error");
+    }
+  }
+  for (auto key : {"access_token", "app_secret", "verify_token"})
+    if (auto v = given(sent, key))
+      if (auto s = ck.string(*v, at(l, key), 1, config_value_max)) out[key] = *s;
+}
+
 void check_free_config(checker& ck, const json::object& sent, const loc_path& l,
                        json::object& out) {
   if (sent.size() > config_keys_max)
@@ -204,6 +231,7 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   switch (type) {
   case channel_type::api: check_api_config(ck, sent, l, out); break;
   case channel_type::telegram: check_telegram_config(ck, sent, l, out); break;
+  case channel_type::whatsapp: check_whatsapp_config(ck, sent, l, out); break;
   default: check_free_config(ck, sent, l, out); break;
   }
   // Secrets are never shown, so a client editing the rest cannot send them back: one not sent
@@ -233,6 +261,14 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   if (type == channel_type::telegram && !token_asked && !given(sent, "bot_token") &&
       !out.contains("bot_token"))
     ck.add(at(l, "bot_token"), "Field required", "missing");
+  // A WhatsApp channel cannot send without its number and token, nor receive without its app
+  // secret (the webhook's signature) and verify token (Meta's subscription handshake).
+  if (type == channel_type::whatsapp)
+    for (auto key : {"phone_number_id", "access_token", "app_secret", "verify_token"})
+      if (!out.contains(key) && !given(sent, key) &&
+          std::none_of(issues.begin() + static_cast<std::ptrdiff_t>(before), issues.end(),
+                       [&](const issue& i) { return i.loc == at(l, key); }))
+        ck.add(at(l, key), "Field required", "missing");
   if (out.size() > config_keys_max && sent.size() <= config_keys_max)
     ck.add(l,
            "the config would hold " + std::to_string(out.size()) +
@@ -247,6 +283,8 @@ bool is_secret_config_key(channel_type type, std::string_view key) {
   switch (type) {
   case channel_type::api: return key == "signing_secret";
   case channel_type::telegram: return key == "bot_token";
+  case channel_type::whatsapp:
+    return key == "access_token" || key == "app_secret" || key == "verify_token";
   default: {
     auto k = ascii_lower(key);
     for (std::string_view word : {"token", "secret", "password", "key"})
@@ -266,6 +304,10 @@ json::object public_config(channel_type type, const json::object& config) {
     break;
   case channel_type::telegram:
     out["has_bot_token"] = config_string(config, "bot_token").has_value();
+    break;
+  case channel_type::whatsapp:
+    for (auto key : {"access_token", "app_secret", "verify_token"})
+      out["has_" + std::string(key)] = config_string(config, key).has_value();
     break;
   default:
     // "has_<secret key>" is itself a secret key's name (it contains the same word), so it can
@@ -369,7 +411,7 @@ std::optional<inbound_message> parse_api_inbound(std::string_view body,
   checker ck{issues};
   const auto before = issues.size();
   json::value doc;
-  auto o = body_object(ck, body, doc);
+  auto o = body_object(body, doc, ck.issues);
   if (!o) return std::nullopt;
   ck.extra_keys(*o, {"event", "contact", "message", "timestamp"}, body_loc);
   if (auto e = given(*o, "event")) {
@@ -399,7 +441,7 @@ std::optional<inbound_message> parse_telegram_update(std::string_view body, bool
   checker ck{issues};
   const auto before = issues.size();
   json::value doc;
-  auto o = body_object(ck, body, doc);
+  auto o = body_object(body, doc, ck.issues);
   if (!o) return std::nullopt;
   // Edits, stickers, photos, callbacks...: acknowledged (Telegram would resend anything else)
   // and not stored.
@@ -579,6 +621,14 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
   switch (c.type) {
   case channel_type::api: return plan_api(c, m, now_seconds);
   case channel_type::telegram: return plan_telegram(c, m);
+  case channel_type::whatsapp: {
+    std::optional<whatsapp::template_message> tpl;
+    if (!m.template_json.empty()) {
+      tpl = whatsapp::template_from_json(m.template_json);
+      if (!tpl) return {std::nullopt, "the stored template is not readable"};
+    }
+    return whatsapp::plan_send(c, m, tpl);
+  }
   default: {
     adapter_plan plan;
     plan.error = no_adapter(c.type);
@@ -588,6 +638,10 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
 }
 
 std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat) {
+  // Outside the 24-hour window, which a conversation carecrm opens is, WhatsApp takes only an
+  // approved template.
+  if (c.type == channel_type::whatsapp)
+    return "WhatsApp lets a business write first only with an approved template";
   outbound_message probe;
   probe.channel_id = c.id;
   probe.external_id = std::move(chat);
@@ -630,6 +684,7 @@ adapter_result read_outbound_response(channel_type type, int status, std::string
     r.error = "telegram answered " + std::to_string(status);
     return r;
   }
+  case channel_type::whatsapp: return whatsapp::read_send_response(status, body);
   default: r.error = no_adapter(type); return r;
   }
 }

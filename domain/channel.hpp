@@ -40,6 +40,8 @@ inline constexpr std::size_t config_keys_max = 20;
 inline constexpr std::size_t config_key_max = 64;
 inline constexpr std::size_t config_value_max = 1000;
 inline constexpr std::size_t url_max = 2048; // outbound_url, api_base_url
+// A WhatsApp phone number id or business account id: digits.
+inline constexpr std::size_t whatsapp_id_max = 32;
 // A Telegram bot token: digits, ':', then at least this many of A-Z, a-z, 0-9, _ and -.
 inline constexpr std::size_t bot_token_secret_min = 20;
 // The generic inbound body (parse_api_inbound): its event, the contact's name (trimmed), the
@@ -77,6 +79,8 @@ struct conversation {
   std::optional<std::int64_t> assignee_id;
   std::int64_t unread_count = 0;
   std::int64_t last_message_at = 0;
+  // When the contact last wrote (0: never): WhatsApp's 24-hour window for free text opens then.
+  std::int64_t last_inbound_at = 0;
   // Handed to a person by an AI agent (docs/ai.md): no agent answers until a person does.
   bool ai_paused = false;
   std::optional<std::string> handoff_reason;
@@ -138,7 +142,9 @@ struct outbound_message {
   // The contact as the channel knows it.
   std::optional<std::string> phone;
   std::optional<std::string> email;
-  std::optional<std::string> external_id; // Telegram: the chat id
+  std::optional<std::string> external_id; // Telegram: the chat id; WhatsApp: the wa_id
+  // WhatsApp: an approved template to send instead of the text (whatsapp::template_to_json).
+  std::string template_json;
 };
 
 struct adapter_request {
@@ -149,8 +155,8 @@ struct adapter_request {
 };
 
 // The request that sends `m` through channel `c`, or an error message when it cannot be sent
-// ("no adapter for whatsapp channels yet (not configured)", "not configured: the channel has
-// no outbound_url", "the contact has no chat on this channel"). `now_seconds` is the signing
+// ("no adapter for sms channels yet (not configured)", "not configured: the channel has no
+// outbound_url", "the contact has no chat on this channel"). `now_seconds` is the signing
 // timestamp for api channels with a signing_secret.
 struct adapter_plan {
   std::optional<adapter_request> request;
@@ -169,6 +175,7 @@ std::optional<std::string> cannot_write_first(const channel& c, std::optional<st
 // reason it failed.
 struct adapter_result {
   bool sent = false;
+  bool retry = true; // not sent: whether another attempt may succeed
   std::optional<std::string> provider_message_id;
   std::string error;
 };

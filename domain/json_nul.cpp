@@ -1,5 +1,7 @@
 #include "domain/json_nul.hpp"
 
+#include "domain/json_parse.hpp"
+
 #include <boost/json.hpp>
 
 namespace crm::domain {
@@ -38,6 +40,28 @@ std::optional<std::vector<loc_part>> nul_location(std::string_view raw, const bo
 
 issue nul_issue(std::vector<loc_part> loc) {
   return {std::move(loc), "String should not contain the NUL character (U+0000)", "value_error"};
+}
+
+} // namespace crm::domain
+
+namespace crm::domain {
+
+const boost::json::object* body_object(std::string_view text, boost::json::value& doc,
+                                       std::vector<issue>& issues) {
+  const std::vector<loc_part> body = {std::string("body")};
+  boost::system::error_code ec;
+  doc = parse_json(text, ec);
+  if (ec) {
+    issues.push_back({body, "JSON decode error", "json_invalid"});
+    return nullptr;
+  }
+  if (auto at = nul_location(text, doc, body)) {
+    issues.push_back(nul_issue(std::move(*at)));
+    return nullptr;
+  }
+  auto o = doc.if_object();
+  if (!o) issues.push_back({body, "Input should be a valid dictionary", "json_invalid"});
+  return o;
 }
 
 } // namespace crm::domain

@@ -9,8 +9,9 @@
 #include <vector>
 
 namespace boost::json {
+class object;
 class value;
-}
+} // namespace boost::json
 
 namespace crm::domain {
 
@@ -22,5 +23,10 @@ std::optional<std::vector<loc_part>> nul_location(std::string_view raw, const bo
 
 // The 422 item for that place.
 issue nul_issue(std::vector<loc_part> loc);
+
+// A request body parsed into `doc` as a JSON object; nothing and the 422 json_invalid of
+// contract §4 (at ["body"]) when it is not JSON, holds U+0000, or is not an object.
+const boost::json::object* body_object(std::string_view text, boost::json::value& doc,
+                                       std::vector<issue>& issues);
 
 } // namespace crm::domain

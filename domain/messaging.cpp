@@ -16,7 +16,9 @@ json::object channel_to_json(const channel& c, std::string_view public_url) {
   o["is_active"] = c.is_active;
   o["has_secret"] = c.webhook_secret.has_value();
   o["webhook_url"] = std::string(public_url) + "/api/v1/channels/" + std::to_string(c.id) +
-                     (c.type == channel_type::telegram ? "/telegram/webhook" : "/api/webhook");
+                     (c.type == channel_type::telegram   ? "/telegram/webhook"
+                      : c.type == channel_type::whatsapp ? "/whatsapp/webhook"
+                                                         : "/api/webhook");
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);
   return o;
@@ -33,6 +35,8 @@ json::object conversation_to_json(const conversation& c) {
   o["ai_paused"] = c.ai_paused;
   o["handoff_reason"] = c.handoff_reason ? json::value(*c.handoff_reason) : json::value(nullptr);
   o["last_message_at"] = format_rfc3339(c.last_message_at);
+  o["last_inbound_at"] =
+      c.last_inbound_at ? json::value(format_rfc3339(c.last_inbound_at)) : json::value(nullptr);
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);
   return o;

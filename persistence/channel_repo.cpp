@@ -58,7 +58,7 @@ const char* conversation_columns =
     "id, tenant_id, channel_id, contact_id, status, assignee_id, "
     "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS("created_at") ", " CRM_MICROS(
         "updated_at") ", ai_paused,"
-                      " handoff_reason";
+                      " handoff_reason, " CRM_MICROS("last_inbound_at");
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -75,6 +75,7 @@ domain::conversation to_conversation(const pqxx::row& r) {
   c.updated_at = r[9].as<std::int64_t>();
   c.ai_paused = r[10].as<bool>();
   if (!r[11].is_null()) c.handoff_reason = r[11].as<std::string>();
+  c.last_inbound_at = micros_or_zero(r[12]);
   return c;
 }
 
@@ -118,22 +119,25 @@ void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool i
   }
   auto status = std::string(domain::to_string(conv.status));
   const char* reason = conv.handoff_reason ? conv.handoff_reason->c_str() : nullptr;
+  std::optional<std::string> inbound;
+  if (conv.last_inbound_at) inbound = ts(conv.last_inbound_at);
   if (insert) {
     tx.exec_params(
         "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
-        " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason)"
-        " VALUES ($12, $1, $2, $3, $4, $5::bigint, $6, $7::timestamptz, $8::timestamptz,"
-        " $9::timestamptz, $10, $11)",
+        " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
+        " last_inbound_at) VALUES ($12, $1, $2, $3, $4, $5::bigint, $6, $7::timestamptz,"
+        " $8::timestamptz, $9::timestamptz, $10, $11, $13::timestamptz)",
         conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
         ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason,
-        conv.id);
+        conv.id, inbound ? inbound->c_str() : nullptr);
   } else {
     tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
                    " unread_count = $5, last_message_at = $6::timestamptz,"
-                   " updated_at = $7::timestamptz, ai_paused = $8, handoff_reason = $9"
-                   " WHERE tenant_id = $1 AND id = $2",
+                   " updated_at = $7::timestamptz, ai_paused = $8, handoff_reason = $9,"
+                   " last_inbound_at = $10::timestamptz WHERE tenant_id = $1 AND id = $2",
                    conv.tenant_id, conv.id, status, assignee, conv.unread_count,
-                   ts(conv.last_message_at), ts(conv.updated_at), conv.ai_paused, reason);
+                   ts(conv.last_message_at), ts(conv.updated_at), conv.ai_paused, reason,
+                   inbound ? inbound->c_str() : nullptr);
   }
 }
 
@@ -203,7 +207,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
   for (auto r :
        tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
                       "m.text, m.attempts, " CRM_MICROS("m.next_attempt_at") ", " CRM_MICROS(
-                          "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL"
+                          "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL, m.template"
                                           " FROM messages m JOIN"
                                           " conversations c ON c.id ="
                                           " m.conversation_id WHERE"
@@ -222,6 +226,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
     q.purpose = domain::parse_consent_purpose(r[8].as<std::string>())
                     .value_or(domain::consent_purpose::treatment_communication);
     q.from_agent = r[9].as<bool>();
+    if (!r[10].is_null()) q.template_json = r[10].as<std::string>();
     out.queued.push_back(std::move(q));
   }
   for (auto r : tx.exec_params(std::string("SELECT ") + consent_columns +
@@ -375,21 +380,22 @@ void inbound_batch::append_sql(sql_text& out) const {
   };
   if (!conversations.empty()) {
     s += "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
-         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason)"
-         " VALUES ";
+         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
+         " last_inbound_at) VALUES ";
     rows(conversations, [&](const domain::conversation& c) {
       s += std::to_string(c.id) + "," + tid + "," + std::to_string(c.channel_id) + "," +
            std::to_string(c.contact_id) + "," + out.quote(domain::to_string(c.status)) + "," +
            (c.assignee_id ? std::to_string(*c.assignee_id) : "NULL") + "," +
            std::to_string(c.unread_count) + "," + ts(c.last_message_at) + "," + ts(c.created_at) +
            "," + ts(c.updated_at) + "," + (c.ai_paused ? "true" : "false") + "," +
-           (c.handoff_reason ? out.quote(*c.handoff_reason) : "NULL");
+           (c.handoff_reason ? out.quote(*c.handoff_reason) : "NULL") + "," +
+           (c.last_inbound_at ? ts(c.last_inbound_at) : "NULL");
     });
     s += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status,"
          " assignee_id = EXCLUDED.assignee_id, unread_count = EXCLUDED.unread_count,"
          " last_message_at = EXCLUDED.last_message_at, updated_at = EXCLUDED.updated_at,"
-         " ai_paused = EXCLUDED.ai_paused, handoff_reason = EXCLUDED.handoff_reason"
-         " WHERE conversations.tenant_id = " +
+         " ai_paused = EXCLUDED.ai_paused, handoff_reason = EXCLUDED.handoff_reason,"
+         " last_inbound_at = EXCLUDED.last_inbound_at WHERE conversations.tenant_id = " +
          tid + ";\n";
   }
   if (!messages.empty()) {
@@ -462,17 +468,21 @@ pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
                              const domain::conversation& conv, const std::string& text,
                              const std::optional<std::int64_t>& user,
                              const std::optional<std::int64_t>& agent, std::int64_t created_at,
-                             domain::consent_purpose purpose, std::int64_t id) {
+                             domain::consent_purpose purpose, std::int64_t id,
+                             const std::string& template_json = {}) {
   auto u = id_text(user);
   auto a = id_text(agent);
   return tx.exec_params(
-      std::string("INSERT INTO messages AS m (id, tenant_id, conversation_id, channel_id,"
-                  " direction, text, status, sender_user_id, sender_agent_id, next_attempt_at,"
-                  " created_at, purpose) VALUES ($9, $1, $2, $3, 'outbound', $4, 'queued',"
-                  " $5::bigint, $6::bigint, $7::timestamptz, $7::timestamptz, $8) RETURNING ") +
+      std::string(
+          "INSERT INTO messages AS m (id, tenant_id, conversation_id, channel_id,"
+          " direction, text, status, sender_user_id, sender_agent_id, next_attempt_at,"
+          " created_at, purpose, template) VALUES ($9, $1, $2, $3, 'outbound', $4, 'queued',"
+          " $5::bigint, $6::bigint, $7::timestamptz, $7::timestamptz, $8, $10::jsonb)"
+          " RETURNING ") +
           message_columns,
       tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr, a ? a->c_str() : nullptr,
-      ts(created_at), std::string(domain::to_string(purpose)), id);
+      ts(created_at), std::string(domain::to_string(purpose)), id,
+      template_json.empty() ? nullptr : template_json.c_str());
 }
 
 std::string id_array(const std::vector<std::int64_t>& ids) {
@@ -582,7 +592,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   auto conv = w.conversation;
   write_conversation(tx, conv, w.new_conversation);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
-                           w.created_at, w.purpose, w.message_id);
+                           w.created_at, w.purpose, w.message_id, w.template_json);
   outbound_written out;
   if (w.reminder) {
     // Sent once: a row already there (another attempt, another node) leaves nothing written; so
@@ -614,6 +624,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   out.message.created_at = w.created_at;
   out.message.purpose = w.purpose;
   out.message.from_agent = w.sender_agent_id.has_value();
+  out.message.template_json = w.template_json;
   return out;
 }
 
@@ -631,6 +642,30 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
                  tenant_id, o.message_id, o.status, o.attempts, error, provider,
                  next.empty() ? nullptr : next.c_str());
   tx.commit();
+}
+
+delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delivery_update& u) {
+  pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
+  array_literal from;
+  for (auto s : u.from) from.add(s);
+  const char* error = u.error ? u.error->c_str() : nullptr;
+  auto r = tx.exec_params(
+      "UPDATE messages SET status = $4, error = COALESCE($6, error),"
+      " sent_at = COALESCE(sent_at, now()) WHERE tenant_id = $1 AND channel_id = $2 AND"
+      " external_message_id = $3 AND direction = 'outbound' AND status = ANY($5::text[])"
+      " RETURNING id",
+      tenant_id, u.channel_id, u.provider_message_id, u.status, from.text(), error);
+  delivery_applied out = delivery_applied::moved;
+  if (r.empty())
+    out = tx.exec_params("SELECT 1 FROM messages WHERE tenant_id = $1 AND channel_id = $2 AND"
+                         " external_message_id = $3 AND direction = 'outbound'",
+                         tenant_id, u.channel_id, u.provider_message_id)
+                  .empty()
+              ? delivery_applied::unknown
+              : delivery_applied::behind;
+  tx.commit();
+  return out;
 }
 
 void save_conversation(pg_conn& c, const domain::conversation& conv,

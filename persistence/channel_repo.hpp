@@ -33,7 +33,8 @@ struct queued_message {
   std::int64_t next_attempt_at = 0;
   std::int64_t created_at = 0;
   domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
-  bool from_agent = false; // an AI agent's reply: needs ai_processing consent too
+  bool from_agent = false;   // an AI agent's reply: needs ai_processing consent too
+  std::string template_json; // WhatsApp: the template it sends (domain::whatsapp), else empty
 };
 
 struct messaging_snapshot {
@@ -147,6 +148,7 @@ struct outbound_write {
   std::vector<domain::audit_record> audit; // of the change, in its transaction
   // An appointment's reminder: recorded as sent in the same transaction.
   std::optional<domain::reminder_key> reminder;
+  std::string template_json; // WhatsApp: an approved template instead of free text
 };
 struct outbound_written {
   queued_message message;
@@ -213,6 +215,20 @@ struct send_outcome {
   std::int64_t next_attempt_at = 0;
 };
 void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o);
+
+// A provider's report of an outbound message's delivery (WhatsApp's statuses), applied when
+// the message, found by the provider's id on the channel, is in one of `from`.
+struct delivery_update {
+  std::int64_t channel_id = 0;
+  std::string provider_message_id;
+  std::string status; // delivered, read, failed, sent
+  std::vector<std::string_view> from;
+  std::optional<std::string> error;
+};
+enum class delivery_applied : std::uint8_t { moved, behind, unknown };
+// moved; behind: the message is there with a later status (a report out of order); unknown:
+// no outbound message of the channel has that id.
+delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delivery_update& u);
 
 void save_conversation(pg_conn& c, const domain::conversation& conv,
                        const std::vector<domain::audit_record>& audit);

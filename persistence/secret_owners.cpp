@@ -35,6 +35,20 @@ std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id
   return owner_of(c, "channels", id);
 }
 
+std::optional<secret_owner> signing_owner_of_whatsapp(pg_conn& c, std::int64_t id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT tenant_id, config->>'app_secret' FROM channels WHERE id = $1"
+                          " AND type = 'whatsapp'",
+                          id);
+  if (r.empty()) return std::nullopt;
+  secret_owner o;
+  o.tenant_id = r.front()[0].as<std::int64_t>();
+  if (!r.front()[1].is_null())
+    o.secret = c.keys().open(sealed::channel_config("app_secret"), o.tenant_id,
+                             r.front()[1].as<std::string>());
+  return o;
+}
+
 std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id) {
   return owner_of(c, "calendars", id, "feed_token_hash");
 }

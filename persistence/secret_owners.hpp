@@ -24,6 +24,9 @@ struct secret_owner {
 // Nothing when Postgres knows no such id.
 std::optional<secret_owner> webhook_owner_of_workflow(pg_conn& c, std::int64_t id);
 std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id);
+// A WhatsApp channel and its app secret opened (the webhook's signature is its HMAC). Nothing
+// for an id of no WhatsApp channel.
+std::optional<secret_owner> signing_owner_of_whatsapp(pg_conn& c, std::int64_t id);
 // A calendar and the keyed hash of its feed token (docs/appointments.md "Calendar feed").
 std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id);
 

@@ -6,6 +6,7 @@
 
 #include "actors/channels.hpp"
 #include "domain/secret_keys.hpp"
+#include "domain/whatsapp.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
@@ -28,6 +29,20 @@ namespace {
 secret_gate& channel_gate() {
   static secret_gate gate("channel", &persistence::webhook_owner_of_channel);
   return gate;
+}
+
+// WhatsApp's webhook is signed with the app's secret: this gate holds each WhatsApp channel's
+// owner and app secret, and checks the signature before the tenant is woken.
+secret_gate& whatsapp_gate() {
+  static secret_gate gate("whatsapp", &persistence::signing_owner_of_whatsapp);
+  return gate;
+}
+
+// A change of a channel's secrets (its webhook secret, a WhatsApp app secret) is in force at
+// the gates at once on this node.
+template <class Callback>
+Callback forgetting_channel(std::int64_t id, Callback reply) {
+  return forgetting(channel_gate(), id, forgetting(whatsapp_gate(), id, std::move(reply)));
 }
 
 using domain::failure;
@@ -67,7 +82,9 @@ void create(services& s, const exchange_ptr& ex) {
   c.is_active = active.value_or(true);
   actors::create_channel(
       s.rt, ex->who.tenant_id, std::move(c),
-      forgetting_unknown(channel_gate(), created_reply(ex, "/api/v1/channels/")));
+      forgetting_unknown(
+          channel_gate(),
+          forgetting_unknown(whatsapp_gate(), created_reply(ex, "/api/v1/channels/"))));
 }
 
 void list(services& s, const exchange_ptr& ex) {
@@ -107,13 +124,14 @@ void update(services& s, const exchange_ptr& ex) {
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
   actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
-                         forgetting(channel_gate(), *id, json_reply(ex)));
+                         forgetting_channel(*id, json_reply(ex)));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
-  actors::delete_channel(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
+  actors::delete_channel(s.rt, ex->who.tenant_id, *id,
+                         forgetting_channel(*id, no_content_reply(ex)));
 }
 
 void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
@@ -168,6 +186,81 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
       });
 }
 
+// ---- WhatsApp (docs/channels.md "WhatsApp") ---------------------------------------------------
+
+// Admits a call on a WhatsApp channel through whatsapp_gate: `accepts` judges the app secret,
+// then `deliver(tenant)` runs within the tenant. Unknown → 404; refused → `refused`.
+template <class Deliver>
+void admit_whatsapp(services& s, const exchange_ptr& ex, secret_gate::accepts_fn accepts,
+                    failure refused, Deliver deliver) {
+  std::vector<issue> issues;
+  auto id = path_id(ex->param("id"), "channel_id", issues);
+  if (!id) return ex->fail(failure::invalid(std::move(issues)));
+  whatsapp_gate().admit(
+      s.pool, *id, std::move(accepts),
+      [&s, ex, id = *id, refused = std::move(refused),
+       deliver = std::move(deliver)](domain::outcome<secret_gate::admission> r) mutable {
+        if (!r) return ex->fail(r.error());
+        if (r->v == secret_gate::verdict::unknown)
+          return ex->fail(failure::of(domain::errc::not_found, "no such WhatsApp channel"));
+        if (r->v == secret_gate::verdict::refused) return ex->fail(std::move(refused));
+        auto tenant = r->tenant;
+        within_tenant(s, ex, tenant, [ex, id, tenant, deliver = std::move(deliver)]() mutable {
+          deliver(tenant, id);
+        });
+      });
+}
+
+// GET: Meta's subscription handshake. The challenge is echoed as text when hub.verify_token is
+// the channel's; a wrong token is 403, as Meta expects.
+void whatsapp_verify(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto challenge = ex->req.query_value("hub.challenge");
+  if (!challenge || challenge->empty() || challenge->size() > 256)
+    issues.push_back({{"query", "hub.challenge"}, "Field required: 1-256 characters", "missing"});
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::hub_verification v{std::string(ex->req.query_value("hub.mode").value_or("")),
+                             std::string(ex->req.query_value("hub.verify_token").value_or("")),
+                             std::string(*challenge)};
+  admit_whatsapp(
+      s, ex, [](const persistence::secret_owner&) { return true; }, failure{},
+      [&s, ex, v = std::move(v)](std::int64_t tenant, std::int64_t id) mutable {
+        actors::verify_hub(s.rt, tenant, id, std::move(v),
+                           actors::callback<std::string>([ex](domain::outcome<std::string> r) {
+                             if (!r) return ex->fail(r.error());
+                             response res;
+                             res.body = std::move(*r);
+                             res.content_type = "text/plain; charset=utf-8";
+                             ex->respond(std::move(res));
+                           }));
+      });
+}
+
+// POST: messages and statuses, signed with X-Hub-Signature-256 (missing or wrong → 401).
+void whatsapp_webhook(services& s, const exchange_ptr& ex) {
+  auto refused =
+      failure::of(domain::errc::invalid_credentials, "missing or wrong X-Hub-Signature-256");
+  auto signature = ex->req.header("x-hub-signature-256");
+  if (!signature) return ex->fail(refused);
+  auto call = std::make_shared<actors::inbound_call>(
+      actors::inbound_call{actors::inbound_kind::whatsapp, std::string(*signature), ex->req.body});
+  admit_whatsapp(
+      s, ex,
+      [call](const persistence::secret_owner& o) {
+        return domain::whatsapp::signature_matches(*o.secret, call->body, call->secret);
+      },
+      std::move(refused),
+      [&s, ex, call](std::int64_t tenant, std::int64_t id) {
+        actors::receive_inbound(s.rt, tenant, id, std::move(*call), json_reply(ex));
+      });
+}
+
+void templates(services& s, const exchange_ptr& ex) {
+  auto id = id_param(ex);
+  if (!id) return;
+  actors::list_templates(s.rt, ex->who.tenant_id, *id, json_reply(ex));
+}
+
 void api_webhook(services& s, const exchange_ptr& ex) {
   inbound(s, ex, actors::inbound_kind::api);
 }
@@ -188,22 +281,22 @@ constexpr std::string_view ignored_status = "ignored";
 constexpr std::string_view blank_class = "[ \\t\\n\\r\\f\\v]";
 constexpr std::string_view http_url_start = "^[Hh][Tt][Tt][Pp][Ss]?://";
 
-// One object schema per kind of channel, told apart by `type`: api, telegram and the free-form
-// types (whatsapp, sms, email). `make(type_schema, kind)` builds each; the free-form ones are
-// built with kind whatsapp.
+// One object schema per kind of channel, told apart by `type`: api, telegram, whatsapp and the
+// free-form types (sms, email). `make(type_schema, kind)` builds each; the free-form ones are
+// built with kind sms.
 template <class Make>
 object_t by_channel_type(Make make) {
   using domain::channel_type;
+  constexpr std::array typed = {channel_type::api, channel_type::telegram, channel_type::whatsapp};
   json::array free_types;
   for (auto t : rules::types)
-    if (t != domain::to_string(channel_type::api) && t != domain::to_string(channel_type::telegram))
+    if (std::none_of(typed.begin(), typed.end(), [&](auto k) { return domain::to_string(k) == t; }))
       free_types.emplace_back(t);
-  return object_t{
-      {"oneOf", json::array{make(constant(domain::to_string(channel_type::api)), channel_type::api),
-                            make(constant(domain::to_string(channel_type::telegram)),
-                                 channel_type::telegram),
-                            make(object_t{{"type", "string"}, {"enum", std::move(free_types)}},
-                                 channel_type::whatsapp)}}};
+  json::array kinds;
+  for (auto k : typed) kinds.push_back(make(constant(domain::to_string(k)), k));
+  kinds.push_back(
+      make(object_t{{"type", "string"}, {"enum", std::move(free_types)}}, channel_type::sms));
+  return object_t{{"oneOf", std::move(kinds)}};
 }
 
 object_t url(bool as_base) {
@@ -234,6 +327,17 @@ void define_channel_schemas(router& r) {
     define(
         r, creating ? "ChannelTelegramConfigCreate" : "ChannelTelegramConfigUpdate",
         object({{"bot_token", bot_token, creating}, {"api_base_url", nullable(url(true)), false}}));
+  // WhatsApp (domain::whatsapp): the number's id and the three secrets are required on create.
+  auto digits = text_matching("^[0-9]{1," + std::to_string(rules::whatsapp_id_max) + "}$");
+  for (bool creating : {true, false})
+    define(r, creating ? "ChannelWhatsAppConfigCreate" : "ChannelWhatsAppConfigUpdate",
+           object({{"phone_number_id", digits, creating},
+                   {"business_account_id", nullable(digits), false},
+                   {"api_base_url", nullable(url(true)), false},
+                   {"api_version", nullable(text_matching("^v[0-9]+\\.[0-9]+$")), false},
+                   {"access_token", text({.min = 1, .max = rules::config_value_max}), creating},
+                   {"app_secret", text({.min = 1, .max = rules::config_value_max}), creating},
+                   {"verify_token", text({.min = 1, .max = rules::config_value_max}), creating}}));
   auto free_config = any_object();
   free_config["maxProperties"] = rules::config_keys_max;
   free_config["propertyNames"] =
@@ -245,14 +349,16 @@ void define_channel_schemas(router& r) {
   // telegram channel cannot have: its bot_token is required).
   define(r, "ChannelCreate", by_channel_type([&](object_t type, domain::channel_type kind) {
            bool telegram = kind == domain::channel_type::telegram;
+           bool whatsapp = kind == domain::channel_type::whatsapp;
            return object(
                {{"name", text(name_rule)},
                 {"type", std::move(type)},
                 {"config",
                  telegram                            ? ref("ChannelTelegramConfigCreate")
+                 : whatsapp                          ? ref("ChannelWhatsAppConfigCreate")
                  : kind == domain::channel_type::api ? nullable(ref("ChannelApiConfigInput"))
                                                      : nullable(ref("ChannelFreeConfigInput")),
-                 telegram},
+                 telegram || whatsapp},
                 {"webhook_secret", nullable(text(secret_rule)), false},
                 {"is_active", boolean(), false}});
          }));
@@ -263,6 +369,7 @@ void define_channel_schemas(router& r) {
                  {"config",
                   nullable(object_t{{"anyOf", json::array{ref("ChannelApiConfigInput"),
                                                           ref("ChannelTelegramConfigUpdate"),
+                                                          ref("ChannelWhatsAppConfigUpdate"),
                                                           ref("ChannelFreeConfigInput")}}}),
                   false},
                  {"webhook_secret", nullable(text(secret_rule)), false},
@@ -274,6 +381,14 @@ void define_channel_schemas(router& r) {
          object({{"outbound_url", text({}), false}, {"has_signing_secret", boolean()}}));
   define(r, "ChannelTelegramConfig",
          object({{"api_base_url", text({}), false}, {"has_bot_token", boolean()}}));
+  define(r, "ChannelWhatsAppConfig",
+         object({{"phone_number_id", text({})},
+                 {"business_account_id", text({}), false},
+                 {"api_base_url", text({}), false},
+                 {"api_version", text({}), false},
+                 {"has_access_token", boolean()},
+                 {"has_app_secret", boolean()},
+                 {"has_verify_token", boolean()}}));
   auto shown = any_object();
   shown["additionalProperties"] =
       object_t{{"type", json::array{"string", "boolean"}},
@@ -282,6 +397,7 @@ void define_channel_schemas(router& r) {
   define(r, "Channel", by_channel_type([&](object_t type, domain::channel_type kind) {
            auto config = kind == domain::channel_type::api        ? ref("ChannelApiConfig")
                          : kind == domain::channel_type::telegram ? ref("ChannelTelegramConfig")
+                         : kind == domain::channel_type::whatsapp ? ref("ChannelWhatsAppConfig")
                                                                   : ref("ChannelFreeConfig");
            auto has_secret = boolean();
            has_secret["description"] = "whether a webhook_secret is set (it is never shown)";
@@ -348,6 +464,41 @@ void define_channel_schemas(router& r) {
                  {"channel_post", nullable(ref("TelegramMessage")), false}},
                 false));
   define(r, "ChannelInboundIgnored", object({{"status", constant(ignored_status)}}));
+
+  // Meta's webhook body (domain::whatsapp::parse_webhook): entries of changes; the "messages"
+  // field's value holds the number's metadata, the senders' profiles, messages and statuses.
+  auto wa_message = object({{"from", text_matching("^[0-9]{1,20}$")},
+                            {"id", text({.min = 1, .max = rules::external_id_max})},
+                            {"type", text({.min = 1})},
+                            {"timestamp", text({}), false}},
+                           false);
+  auto wa_status = object({{"id", text({.min = 1, .max = rules::external_id_max})},
+                           {"status", text({})},
+                           {"errors", array_of(any_object()), false}},
+                          false);
+  auto wa_value = object({{"metadata", object({{"phone_number_id", text({})}}, false), false},
+                          {"contacts", array_of(any_object()), false},
+                          {"messages", array_of(wa_message), false},
+                          {"statuses", array_of(wa_status), false}},
+                         false);
+  auto wa_change = object({{"field", text({}), false}, {"value", wa_value, false}}, false);
+  define(r, "WhatsAppWebhook",
+         object({{"object", text({}), false},
+                 {"entry", array_of(object({{"changes", array_of(wa_change), false}}, false))}},
+                false));
+  define(r, "WhatsAppWebhookAck",
+         object({{"status", constant(accepted_status)},
+                 {"messages", array_of(ref("ChannelInboundAck"))},
+                 {"statuses", integer()},
+                 {"ignored", integer()}}));
+  define(r, "WhatsAppTemplate",
+         object({{"name", nullable(text({}))},
+                 {"language", nullable(text({}))},
+                 {"status", nullable(text({}))},
+                 {"category", nullable(text({}))},
+                 {"body", nullable(text({}))},
+                 {"parameters", integer()}}));
+  define(r, "WhatsAppTemplateList", object({{"items", array_of(ref("WhatsAppTemplate"))}}));
   define(r, "TelegramWebhookAnswer",
          object_t{{"oneOf", json::array{ref("ChannelInboundAck"), ref("ChannelInboundIgnored")}}});
 }
@@ -416,6 +567,35 @@ void add_channel_routes(router& r, services& s) {
         route_doc("TelegramUpdate", "TelegramWebhookAnswer")
             .with_secret_headers({"X-Telegram-Bot-Api-Secret-Token"})
             .fails_with({409}));
+  r.add({verb::get,
+         "/api/v1/channels/{id}/whatsapp/webhook",
+         access::open,
+         {},
+         bind(s, whatsapp_verify),
+         "Meta's webhook verification (hub.mode, hub.verify_token, hub.challenge)",
+         "channels"},
+        route_doc("", "")
+            .with_query({schema::query("hub.mode", schema::constant("subscribe"), "subscribe"),
+                         schema::query("hub.verify_token", schema::text({}),
+                                       "the channel's config.verify_token"),
+                         schema::query("hub.challenge", schema::text({.min = 1, .max = 256}),
+                                       "echoed back as text when the token matches")})
+            .with_media("", "text/plain")
+            .fails_with({403}));
+  r.add({verb::post,
+         "/api/v1/channels/{id}/whatsapp/webhook",
+         access::open,
+         {},
+         bind(s, whatsapp_webhook),
+         "Receive WhatsApp messages and delivery statuses (header X-Hub-Signature-256)",
+         "channels"},
+        route_doc("WhatsAppWebhook", "WhatsAppWebhookAck")
+            .with_secret_headers({"X-Hub-Signature-256"})
+            .fails_with({409, 503}));
+  r.add({verb::get, "/api/v1/channels/{id}/templates", access::bearer,
+         domain::permission::write_records, bind(s, templates),
+         "A WhatsApp channel's message templates, as the provider lists them", "channels"},
+        route_doc("", "WhatsAppTemplateList").fails_with({409, 503}));
 }
 
 } // namespace crm::http

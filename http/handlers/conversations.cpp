@@ -2,6 +2,8 @@
 // change a conversation and send messages.
 #include "http/api.hpp"
 
+#include "domain/whatsapp.hpp"
+
 #include "actors/channels.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
@@ -112,7 +114,13 @@ void post_message(services& s, const exchange_ptr& ex) {
   auto id = path_id(ex->param("id"), "id", path_issues);
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
-  auto text = body.text("text", true, {.min = 1, .max = rules::text_max});
+  // A WhatsApp template may stand in for the text (outside the 24-hour window it must).
+  std::optional<domain::whatsapp::template_message> tpl;
+  if (auto t = body.raw("template"); t && !t->is_null())
+    tpl = domain::whatsapp::parse_template(*t, {std::string("body"), std::string("template")},
+                                           body.issues());
+  auto text = body.text("text", !body.raw("template") || body.raw("template")->is_null(),
+                        {.min = 1, .max = rules::text_max});
   if (text && text->find_first_not_of(blank) == std::string::npos) {
     body.add({"body", "text"}, "String should have at least 1 character", "string_too_short");
     text.reset();
@@ -121,7 +129,12 @@ void post_message(services& s, const exchange_ptr& ex) {
   if (!body.finish()) return ex->fail(body.failure());
   actors::outbound_request req;
   req.conversation_id = *id;
-  req.text = *text;
+  if (tpl) {
+    req.template_json = domain::whatsapp::template_to_json(*tpl);
+    req.text = text ? *text : domain::whatsapp::template_text(*tpl);
+  } else {
+    req.text = *text;
+  }
   if (purpose) req.purpose = domain::parse_consent_purpose(*purpose).value_or(req.purpose);
   req.sender_user_id = ex->who.acting_user();
   actors::send_message(
@@ -133,7 +146,8 @@ void post_message(services& s, const exchange_ptr& ex) {
 
 // A message's direction and status as stored (persistence/migrations/005_channels.sql).
 constexpr std::array<std::string_view, 2> message_directions{"inbound", "outbound"};
-constexpr std::array<std::string_view, 4> message_statuses{"received", "queued", "sent", "failed"};
+constexpr std::array<std::string_view, 6> message_statuses{"received",  "queued", "sent",
+                                                           "delivered", "read",   "failed"};
 
 constexpr const char* send_example = R"({
   "text": "Your appointment is confirmed for Tuesday at 10:00.",
@@ -153,6 +167,7 @@ void define_conversation_schemas(router& r) {
                  {"ai_paused", boolean()},
                  {"handoff_reason", nullable(text({}))},
                  {"last_message_at", timestamp()},
+                 {"last_inbound_at", nullable(timestamp())},
                  {"created_at", timestamp()},
                  {"updated_at", timestamp()}}));
   define(r, "ConversationPage", page_of("Conversation"));
@@ -181,7 +196,19 @@ void define_conversation_schemas(router& r) {
   auto purpose = one_of(domain::consent_rules::purposes);
   purpose["default"] = domain::to_string(actors::outbound_request{}.purpose);
   purpose["description"] = "what the message is for: the contact's consents must allow it";
-  define(r, "ConversationMessageSend", object({{"text", text_rule}, {"purpose", purpose, false}}));
+  auto tpl = object(
+      {{"name", text_matching("^[a-z0-9_]{1,512}$")},
+       {"language", text_matching("^[A-Za-z_]{2,15}$")},
+       {"parameters", array_of(text({.min = 1, .max = domain::whatsapp::template_parameter_max})),
+        false}});
+  tpl["description"] = "WhatsApp: an approved template sent instead of free text (required "
+                       "outside the 24-hour window); text is then optional, how staff read it";
+  auto send = object({{"text", text_rule, false},
+                      {"template", nullable(std::move(tpl)), false},
+                      {"purpose", purpose, false}});
+  send["anyOf"] = json::array{object_t{{"required", json::array{"text"}}},
+                              object_t{{"required", json::array{"template"}}}};
+  define(r, "ConversationMessageSend", std::move(send));
 }
 
 } // namespace

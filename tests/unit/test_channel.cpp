@@ -258,11 +258,11 @@ TEST(channel_config, free_form_update_keeps_secret_keys_and_drops_the_rest) {
 // ---- Config: free-form types ---------------------------------------------------------------
 
 TEST(channel_config, free_form_types_take_string_values) {
-  for (auto t : {channel_type::whatsapp, channel_type::sms, channel_type::email}) {
+  for (auto t : {channel_type::sms, channel_type::email}) {
     auto c = config_ok(t, R"({"phone_number_id":"42","access_token":"x","smtp_password":"p"})");
     EXPECT_EQ(c.size(), 3u);
   }
-  EXPECT_EQ(config_issues(channel_type::whatsapp, R"({"retries":3,"on":true,"list":["a"]})"),
+  EXPECT_EQ(config_issues(channel_type::sms, R"({"retries":3,"on":true,"list":["a"]})"),
             (strings{"body/config/retries:string_type", "body/config/on:string_type",
                      "body/config/list:string_type"}));
 }
@@ -290,8 +290,8 @@ TEST(channel_config, free_form_config_has_at_most_20_keys) {
     for (int i = 0; i < n; ++i) o["k" + std::to_string(i)] = "v";
     return json::serialize(o);
   };
-  config_ok(channel_type::whatsapp, build(20));
-  EXPECT_EQ(config_issues(channel_type::whatsapp, build(21)), (strings{"body/config:too_long"}));
+  config_ok(channel_type::sms, build(20));
+  EXPECT_EQ(config_issues(channel_type::sms, build(21)), (strings{"body/config:too_long"}));
 }
 
 TEST(channel_config, kept_secrets_count_towards_the_20_keys) {
@@ -309,7 +309,11 @@ TEST(channel_config, secret_keys_by_type) {
   EXPECT_TRUE(is_secret_config_key(channel_type::telegram, "bot_token"));
   EXPECT_FALSE(is_secret_config_key(channel_type::telegram, "api_base_url"));
   for (auto k : {"access_token", "client_secret", "smtp_password", "api_key", "keyring"})
+    EXPECT_TRUE(is_secret_config_key(channel_type::sms, k)) << k;
+  for (auto k : {"access_token", "app_secret", "verify_token"})
     EXPECT_TRUE(is_secret_config_key(channel_type::whatsapp, k)) << k;
+  for (auto k : {"phone_number_id", "business_account_id", "api_base_url", "api_version"})
+    EXPECT_FALSE(is_secret_config_key(channel_type::whatsapp, k)) << k;
   for (auto k : {"phone_number_id", "from", "host"})
     EXPECT_FALSE(is_secret_config_key(channel_type::email, k)) << k;
 }
@@ -336,11 +340,10 @@ TEST(public_config, hides_the_telegram_bot_token) {
 }
 
 TEST(public_config, free_form_shows_has_key_for_each_secret_present) {
-  auto shown =
-      public_config(channel_type::whatsapp,
-                    obj(R"({"phone_number_id":"42","access_token":"EAAG","app_secret":"s3"})"));
+  auto shown = public_config(
+      channel_type::sms, obj(R"({"account_sid":"AC42","access_token":"EAAG","app_secret":"s3"})"));
   EXPECT_EQ(json::serialize(shown),
-            R"({"phone_number_id":"42","has_access_token":true,"has_app_secret":true})");
+            R"({"account_sid":"AC42","has_access_token":true,"has_app_secret":true})");
   EXPECT_EQ(json::serialize(shown).find("EAAG"), std::string::npos);
 }
 
@@ -741,8 +744,7 @@ TEST(plan_outbound, carecrm_writes_first_only_where_the_adapter_can_reach_the_co
 
 TEST(plan_outbound, types_without_an_adapter_are_not_configured) {
   for (auto [t, msg] :
-       {std::pair{channel_type::whatsapp, "no adapter for whatsapp channels yet (not configured)"},
-        std::pair{channel_type::sms, "no adapter for sms channels yet (not configured)"},
+       {std::pair{channel_type::sms, "no adapter for sms channels yet (not configured)"},
         std::pair{channel_type::email, "no adapter for email channels yet (not configured)"}}) {
     channel c;
     c.type = t;
