@@ -1888,12 +1888,13 @@ CONVERSATIONS = "/api/v1/conversations"
 CHANNEL_TYPES = ("api", "telegram", "whatsapp", "sms", "email")
 CONVERSATION_STATUSES = ("open", "pending", "closed")
 MESSAGE_DIRECTIONS = ("inbound", "outbound")
-MESSAGE_STATUSES = ("received", "queued", "sent", "failed")
+MESSAGE_STATUSES = ("received", "queued", "sent", "delivered", "read", "failed")
 
 CHANNEL_KEYS = {"id", "name", "type", "config", "is_active", "has_secret", "webhook_url",
                 "created_at", "updated_at"}
 CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", "unread_count",
-                     "last_message_at", "ai_paused", "handoff_reason", "created_at", "updated_at"}
+                     "last_message_at", "last_inbound_at", "ai_paused", "handoff_reason",
+                     "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
                 "error", "attempts", "sender_user_id", "sender_agent_id", "created_at", "sent_at"}
 INBOUND_ACK_KEYS = {"status", "message_id", "conversation_id", "contact_id", "duplicate"}
@@ -1930,6 +1931,15 @@ def unique_phone() -> str:
                                                          for _ in range(9))
 
 
+def whatsapp_config(**overrides) -> dict:
+    """A WhatsApp channel's config with its required keys (docs/channels.md "WhatsApp")."""
+    config = {"phone_number_id": str(secrets.randbelow(9_000_000) + 1_000_000),
+              "access_token": "EAAG" + secrets.token_hex(16),
+              "app_secret": secrets.token_hex(16), "verify_token": "verify-" + secrets.token_hex(8)}
+    config.update(overrides)
+    return config
+
+
 def bot_token() -> str:
     """A Telegram bot token matching ^[0-9]+:[A-Za-z0-9_-]{20,}$."""
     return f"{secrets.randbelow(9_000_000_000) + 1_000_000_000}:AA{secrets.token_hex(16)}"
@@ -1947,7 +1957,8 @@ def assert_channel(body: Any, **expected) -> None:
     for key in body["config"]:
         if key.startswith("has_"):
             assert isinstance(body["config"][key], bool), f"config.{key}: {body}"
-    suffix = "telegram/webhook" if body["type"] == "telegram" else "api/webhook"
+    suffix = {"telegram": "telegram/webhook", "whatsapp": "whatsapp/webhook"}.get(
+        body["type"], "api/webhook")
     assert isinstance(body["webhook_url"], str) and \
         body["webhook_url"].endswith(f"/api/v1/channels/{body['id']}/{suffix}"), body
     assert body["webhook_url"].startswith(("http://", "https://")), body
@@ -1985,6 +1996,8 @@ def assert_conversation(body: Any, **expected) -> None:
     assert body["assignee_id"] is None or is_int(body["assignee_id"]), body
     for key in ("last_message_at", "created_at", "updated_at"):
         assert_timestamp(body[key])
+    if body["last_inbound_at"] is not None:
+        assert_timestamp(body["last_inbound_at"])
     _assert_expected(body, expected)
 
 

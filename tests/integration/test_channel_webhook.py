@@ -606,7 +606,7 @@ def test_another_tenant_cannot_read_the_conversation(client, admin, sess_b, own_
 
 def test_whatsapp_channel_takes_the_generic_webhook(client, admin):
     wa = crm.create_channel(client, admin, type="whatsapp", webhook_secret=SECRET,
-                            config={"phone_number_id": "123"})
+                            config=crm.whatsapp_config())
     ack = crm.inbound(client, wa["id"], SECRET, {"phone": crm.unique_phone()}, "via whatsapp")
     assert crm.get_conversation(client, admin, ack["conversation_id"])["channel_id"] == wa["id"]
 

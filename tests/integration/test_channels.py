@@ -98,7 +98,7 @@ def test_telegram_api_base_url_is_optional(client, admin):
     assert config in ({}, {"api_base_url": "https://api.telegram.org"}), created
 
 
-@pytest.mark.parametrize("kind", ["whatsapp", "sms", "email"])
+@pytest.mark.parametrize("kind", ["sms", "email"])
 def test_free_form_config_hides_keys_that_look_secret(client, admin, kind):
     config = {"phone_number_id": "10987", "access_token": "tok-" + secrets.token_hex(8),
               "api_key": "key-" + secrets.token_hex(8), "db_password": "pw-" + secrets.token_hex(8),
@@ -279,6 +279,8 @@ def test_type_cannot_change(client, admin, method, new_type):
     body = {"type": new_type}
     if new_type == "telegram":
         body["config"] = {"bot_token": crm.bot_token()}
+    if new_type == "whatsapp":
+        body["config"] = crm.whatsapp_config()
     crm.assert_error(client.request(method, url(chan["id"]), body, token=admin), 409, "CONFLICT")
     assert crm.get_channel(client, admin, chan["id"]) == chan
 
@@ -395,12 +397,22 @@ INVALID_CREATE = [
     ("api config with a telegram key", {"config": {"bot_token": crm.bot_token()}},
      [(("body", "config", "bot_token"), "extra_forbidden")]),
     ("config not an object", {"config": "outbound_url=x"}, [("body", "config")]),
-    ("whatsapp value not a string", {"type": "whatsapp", "config": {"phone_number_id": 5}},
-     [("body", "config", "phone_number_id")]),
-    ("whatsapp value 1001", {"type": "whatsapp", "config": {"note": "n" * 1001}},
+    ("sms value not a string", {"type": "sms", "config": {"account_sid": 5}},
+     [("body", "config", "account_sid")]),
+    ("sms value 1001", {"type": "sms", "config": {"note": "n" * 1001}},
      [("body", "config", "note")]),
-    ("whatsapp 21 keys", {"type": "whatsapp",
-                          "config": {f"k{i}": "v" for i in range(21)}}, [("body", "config")]),
+    ("sms 21 keys", {"type": "sms",
+                     "config": {f"k{i}": "v" for i in range(21)}}, [("body", "config")]),
+    ("whatsapp without its number and secrets", {"type": "whatsapp", "config": {}},
+     [(("body", "config", "phone_number_id"), "missing"),
+      (("body", "config", "access_token"), "missing"),
+      (("body", "config", "app_secret"), "missing"),
+      (("body", "config", "verify_token"), "missing")]),
+    ("whatsapp number id not digits",
+     {"type": "whatsapp", "config": {**crm.whatsapp_config(), "phone_number_id": "+1555"}},
+     [(("body", "config", "phone_number_id"), "value_error")]),
+    ("whatsapp unknown key", {"type": "whatsapp", "config": {**crm.whatsapp_config(), "x": "1"}},
+     [(("body", "config", "x"), "extra_forbidden")]),
     ("webhook_secret 15", {"webhook_secret": "s" * 15},
      [(("body", "webhook_secret"), "string_too_short")]),
     ("webhook_secret 257", {"webhook_secret": "s" * 257},
@@ -440,7 +452,8 @@ def test_invalid_create_is_422_and_stores_nothing(client, admin, override, expec
     {"config": {"outbound_url": "http://integrator.example.test:8080/a?b=c"}},
     {"config": {"signing_secret": "s" * 16}}, {"config": {"signing_secret": "s" * 256}},
     {"type": "telegram", "config": {"bot_token": "1:" + "A_-" * 7}},
-    {"type": "whatsapp", "config": {f"k{i}": "v" * 1000 for i in range(20)}},
+    {"type": "sms", "config": {f"k{i}": "v" * 1000 for i in range(20)}},
+    {"type": "whatsapp", "config": crm.whatsapp_config(api_version="v21.0")},
     {"type": "email", "config": {}}, {"is_active": False},
 ])
 def test_valid_edges_are_accepted(client, admin, override):
