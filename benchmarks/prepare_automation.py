@@ -4,6 +4,8 @@ assignments. Stdlib only.
 
   prepare_automation.py HOST:PORT channels EMAIL PASSWORD SECRET
       an api channel with webhook secret SECRET: BENCH_CHANNEL=<id>
+  prepare_automation.py HOST:PORT whatsapp EMAIL PASSWORD PHONE_NUMBER_ID APP_SECRET
+      a WhatsApp channel of that number and app secret: BENCH_CHANNEL=<id>
   prepare_automation.py HOST:PORT subscription EMAIL PASSWORD URL
       a webhook subscription to contact.created at URL: BENCH_TOKEN=...
   prepare_automation.py HOST:PORT workflow EMAIL PASSWORD
@@ -24,6 +26,12 @@ def main():
     if what == "channels":
         ch = call(conn, "POST", "/api/v1/channels",
                   {"name": "Portal", "type": "api", "webhook_secret": sys.argv[5]}, token)
+        print(f"BENCH_CHANNEL={ch['id']}")
+    elif what == "whatsapp":
+        ch = call(conn, "POST", "/api/v1/channels",
+                  {"name": "WhatsApp", "type": "whatsapp",
+                   "config": {"phone_number_id": sys.argv[5], "access_token": "EAAG-bench",
+                              "app_secret": sys.argv[6], "verify_token": "bench-verify"}}, token)
         print(f"BENCH_CHANNEL={ch['id']}")
     elif what == "subscription":
         call(conn, "POST", "/api/v1/webhook-subscriptions",
