@@ -306,14 +306,21 @@ std::optional<std::int64_t> tenant_of_conversation(pg_conn& c, std::int64_t id) 
   return tenant_of_row(c.raw(), "conversations", id);
 }
 
+namespace {
+// Every inbound message asks this first: parsed and planned once per connection.
+const prepared_statement find_inbound_statement{
+    "crm_find_inbound",
+    "SELECT m.id, m.conversation_id, c.contact_id FROM messages m JOIN conversations c ON c.id ="
+    " m.conversation_id WHERE m.channel_id = $1 AND m.external_message_id = $2 AND"
+    " m.direction = 'inbound'"};
+} // namespace
+
 std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
                                            const std::string& external_message_id) {
-  // One statement, no BEGIN and COMMIT around it: every inbound message asks this first.
+  // One statement, no BEGIN and COMMIT around it.
+  c.prepare_once(find_inbound_statement); // before the statement: it may (re)connect
   pqxx::nontransaction tx(c.raw());
-  auto r = tx.exec_params("SELECT m.id, m.conversation_id, c.contact_id FROM messages m JOIN"
-                          " conversations c ON c.id = m.conversation_id WHERE m.channel_id = $1"
-                          " AND m.external_message_id = $2 AND m.direction = 'inbound'",
-                          channel_id, external_message_id);
+  auto r = tx.exec_prepared(find_inbound_statement.name, channel_id, external_message_id);
   if (r.empty()) return std::nullopt;
   return stored_inbound{r.front()[0].as<std::int64_t>(), r.front()[1].as<std::int64_t>(),
                         r.front()[2].as<std::int64_t>()};
