@@ -43,15 +43,23 @@ void delete_channel(runtime& rt, std::int64_t tenant, std::int64_t id,
                     callback<domain::done> reply);
 
 // The inbound channel webhook (the tenant is the channel's, looked up by the caller).
-enum class inbound_kind : std::uint8_t { api, telegram, whatsapp };
+enum class inbound_kind : std::uint8_t { api, telegram, whatsapp, sms };
 struct inbound_call {
   inbound_kind kind = inbound_kind::api;
-  std::string secret; // whatsapp: the X-Hub-Signature-256 header (the body's HMAC)
+  // whatsapp: the X-Hub-Signature-256 header (the body's HMAC); sms: X-Twilio-Signature.
+  std::string secret;
   std::string body;
   int depth = 0; // carecrm-chain-depth: the workflow chain this call comes from
+  // sms: the posted form's fields, and the URL Twilio called (its signature covers both).
+  std::vector<std::pair<std::string, std::string>> form;
+  std::string url;
 };
 void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, inbound_call call,
                      callback<std::string> reply);
+// The address providers call carecrm at (--public-url, else the listening address): the URL a
+// Twilio signature covers is this followed by the request's target.
+std::string public_base_url(runtime& rt);
+
 // A WhatsApp channel's subscription handshake (Meta's GET with hub.mode, hub.verify_token,
 // hub.challenge): the challenge when the token is the channel's verify_token, else 403.
 struct hub_verification {

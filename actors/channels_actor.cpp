@@ -28,6 +28,7 @@
 #include "domain/messaging.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
+#include "domain/twilio.hpp"
 #include "domain/validation.hpp"
 #include "domain/whatsapp.hpp"
 #include "net/http_client.hpp"
@@ -830,13 +831,13 @@ void receive_one(ch_actor* self, std::int64_t channel_id, domain::inbound_messag
 // A WhatsApp delivery status: the message moves on (never back). A status for an id no message
 // of the channel has yet, while a send is in flight, may be for that send, whose id is not
 // stored yet: 503, so the provider posts it again.
-void apply_status(ch_actor* self, std::int64_t channel_id, domain::whatsapp::status_update u,
+void apply_status(ch_actor* self, std::int64_t channel_id, domain::status_update u,
                   callback<domain::done> reply) {
   persistence::delivery_update d;
   d.channel_id = channel_id;
   d.provider_message_id = std::move(u.provider_message_id);
-  d.status = std::string(domain::whatsapp::to_string(u.status));
-  d.from = domain::whatsapp::delivery_predecessors(u.status);
+  d.status = std::string(domain::to_string(u.status));
+  d.from = domain::delivery_predecessors(u.status);
   d.error = std::move(u.error);
   db<persistence::delivery_applied>(
       self,
@@ -901,6 +902,24 @@ void receive_whatsapp(ch_actor* self, const domain::channel& ch, const inbound_c
   one_done();
 }
 
+// A Twilio webhook POST: an incoming message, or a status callback of a message sent. Answered
+// with the message's ack, {"status": "applied"} or {"status": "ignored"}.
+void receive_sms(ch_actor* self, const domain::channel& ch, const inbound_call& call,
+                 callback<std::string> reply) {
+  std::vector<domain::issue> issues;
+  auto sid = ch.config.if_contains("account_sid");
+  auto w = domain::twilio::parse_webhook(
+      call.form, sid && sid->is_string() ? std::string_view(sid->get_string()) : "", issues);
+  if (!w) return reply(failure::invalid(std::move(issues)));
+  if (w->message) return receive_one(self, ch.id, std::move(*w->message), call.depth, reply);
+  if (!w->status) return reply(std::string(R"({"status":"ignored"})"));
+  apply_status(self, ch.id, std::move(*w->status),
+               callback<domain::done>([reply](domain::outcome<domain::done> r) {
+                 if (!r) return reply(r.error());
+                 reply(std::string(R"({"status":"applied"})"));
+               }));
+}
+
 void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
                 callback<std::string> reply) {
   auto& st = self->state;
@@ -918,6 +937,17 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
       return reply(failure::of(errc::invalid_credentials, "missing or wrong X-Hub-Signature-256"));
     if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
     return receive_whatsapp(self, ch, call, std::move(reply));
+  }
+  if (call.kind == inbound_kind::sms) {
+    if (ch.type != domain::channel_type::sms)
+      return reply(failure::of(errc::not_found, "not an SMS channel"));
+    auto token = ch.config.if_contains("auth_token");
+    if (!token || !token->is_string() ||
+        !domain::twilio::signature_matches(std::string_view(token->get_string()), call.url,
+                                           call.form, call.secret))
+      return reply(failure::of(errc::invalid_credentials, "missing or wrong X-Twilio-Signature"));
+    if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
+    return receive_sms(self, ch, call, std::move(reply));
   }
   // A channel without a secret never matches; the comparison is made all the same, so the
   // answer takes as long as for a wrong secret.
@@ -1035,6 +1065,9 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
   out.text = m.text;
   out.created_at = m.created_at;
   out.template_json = m.template_json;
+  if (ch->second.type == domain::channel_type::sms)
+    out.callback_url =
+        public_url(st) + "/api/v1/channels/" + std::to_string(m.channel_id) + "/sms/webhook";
   if (auto chat = st.chats.find({m.channel_id, m.contact_id}); chat != st.chats.end())
     out.external_id = chat->second;
   auto channel = ch->second;
@@ -1175,6 +1208,8 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.message_id = take(st.message_ids);
   w.reminder = req.reminder;
   w.template_json = std::move(req.template_json);
+  if (ch->second.type == domain::channel_type::sms)
+    w.segments = domain::twilio::count_segments(w.text).count;
   w.audit.push_back(
       conversation_row(reply_to.who(), st, w.conversation, "send_message", {"text"}, 201));
   db<persistence::outbound_written>(
@@ -1747,6 +1782,10 @@ void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, 
                      callback<std::string> reply) {
   send(rt, tenant,
        caf::make_message(inbound_atom::value, channel_id, std::move(call), std::move(reply)));
+}
+std::string public_base_url(runtime& rt) {
+  auto o = automation_options_of(rt.internals());
+  return o ? o->public_url : std::string();
 }
 void verify_hub(runtime& rt, std::int64_t tenant, std::int64_t channel_id, hub_verification v,
                 callback<std::string> reply) {

@@ -7,6 +7,7 @@
 #include "domain/json_check.hpp"
 #include "domain/json_nul.hpp"
 #include "domain/json_parse.hpp"
+#include "domain/twilio.hpp"
 #include "domain/validation.hpp"
 #include "domain/whatsapp.hpp"
 #include "domain/workflow.hpp"
@@ -171,6 +172,38 @@ void check_whatsapp_config(checker& ck, const json::object& sent, const loc_path
       if (auto s = ck.string(*v, at(l, key), 1, config_value_max)) out[key] = *s;
 }
 
+// SMS through Twilio (docs/channels.md "SMS"): the account, the number it sends from, the API's
+// address, and the auth token (sends, and the webhook's signature).
+void check_sms_config(checker& ck, const json::object& sent, const loc_path& l, json::object& out) {
+  ck.extra_keys(sent, {"account_sid", "from_number", "api_base_url", "auth_token"}, l);
+  if (auto v = given(sent, "account_sid")) {
+    auto where = at(l, "account_sid");
+    if (auto s = ck.string(*v, where, 1, twilio::account_sid_length)) {
+      auto hex = [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      };
+      if (s->size() == twilio::account_sid_length && s->starts_with("AC") &&
+          std::all_of(s->begin() + 2, s->end(), hex))
+        out["account_sid"] = *s;
+      else
+        ck.add(where, "a Twilio account SID: AC and 32 hexadecimal digits", "value_error");
+    }
+  }
+  if (auto v = given(sent, "from_number")) {
+    auto where = at(l, "from_number");
+    if (auto s = ck.string(*v, where, 1, 16)) {
+      if (is_e164(*s))
+        out["from_number"] = *s;
+      else
+        ck.add(where, "an E.164 phone number such as +15551234567", "value_error.phone");
+    }
+  }
+  if (auto v = given(sent, "api_base_url"))
+    check_url(ck, *v, at(l, "api_base_url"), true, out, "api_base_url");
+  if (auto v = given(sent, "auth_token"))
+    if (auto s = ck.string(*v, at(l, "auth_token"), 1, config_value_max)) out["auth_token"] = *s;
+}
+
 void check_free_config(checker& ck, const json::object& sent, const loc_path& l,
                        json::object& out) {
   if (sent.size() > config_keys_max)
@@ -232,6 +265,7 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   case channel_type::api: check_api_config(ck, sent, l, out); break;
   case channel_type::telegram: check_telegram_config(ck, sent, l, out); break;
   case channel_type::whatsapp: check_whatsapp_config(ck, sent, l, out); break;
+  case channel_type::sms: check_sms_config(ck, sent, l, out); break;
   default: check_free_config(ck, sent, l, out); break;
   }
   // Secrets are never shown, so a client editing the rest cannot send them back: one not sent
@@ -262,13 +296,17 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
       !out.contains("bot_token"))
     ck.add(at(l, "bot_token"), "Field required", "missing");
   // A WhatsApp channel cannot send without its number and token, nor receive without its app
-  // secret (the webhook's signature) and verify token (Meta's subscription handshake).
+  // secret (the webhook's signature) and verify token (Meta's subscription handshake); an SMS
+  // channel without its account, number and auth token.
+  std::vector<const char*> required;
   if (type == channel_type::whatsapp)
-    for (auto key : {"phone_number_id", "access_token", "app_secret", "verify_token"})
-      if (!out.contains(key) && !given(sent, key) &&
-          std::none_of(issues.begin() + static_cast<std::ptrdiff_t>(before), issues.end(),
-                       [&](const issue& i) { return i.loc == at(l, key); }))
-        ck.add(at(l, key), "Field required", "missing");
+    required = {"phone_number_id", "access_token", "app_secret", "verify_token"};
+  if (type == channel_type::sms) required = {"account_sid", "from_number", "auth_token"};
+  for (auto key : required)
+    if (!out.contains(key) && !given(sent, key) &&
+        std::none_of(issues.begin() + static_cast<std::ptrdiff_t>(before), issues.end(),
+                     [&](const issue& i) { return i.loc == at(l, key); }))
+      ck.add(at(l, key), "Field required", "missing");
   if (out.size() > config_keys_max && sent.size() <= config_keys_max)
     ck.add(l,
            "the config would hold " + std::to_string(out.size()) +
@@ -285,6 +323,7 @@ bool is_secret_config_key(channel_type type, std::string_view key) {
   case channel_type::telegram: return key == "bot_token";
   case channel_type::whatsapp:
     return key == "access_token" || key == "app_secret" || key == "verify_token";
+  case channel_type::sms: return key == "auth_token";
   default: {
     auto k = ascii_lower(key);
     for (std::string_view word : {"token", "secret", "password", "key"})
@@ -308,6 +347,9 @@ json::object public_config(channel_type type, const json::object& config) {
   case channel_type::whatsapp:
     for (auto key : {"access_token", "app_secret", "verify_token"})
       out["has_" + std::string(key)] = config_string(config, key).has_value();
+    break;
+  case channel_type::sms:
+    out["has_auth_token"] = config_string(config, "auth_token").has_value();
     break;
   default:
     // "has_<secret key>" is itself a secret key's name (it contains the same word), so it can
@@ -629,6 +671,7 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
     }
     return whatsapp::plan_send(c, m, tpl);
   }
+  case channel_type::sms: return twilio::plan_send(c, m, m.callback_url);
   default: {
     adapter_plan plan;
     plan.error = no_adapter(c.type);
@@ -645,6 +688,8 @@ std::optional<std::string> cannot_write_first(const channel& c, std::optional<st
   outbound_message probe;
   probe.channel_id = c.id;
   probe.external_id = std::move(chat);
+  // SMS reaches any phone: the contact's is checked as the message leaves.
+  if (c.type == channel_type::sms) probe.phone = "+15555550100";
   auto plan = plan_outbound(c, probe, 0);
   if (plan.request) return std::nullopt;
   return plan.error;
@@ -685,8 +730,33 @@ adapter_result read_outbound_response(channel_type type, int status, std::string
     return r;
   }
   case channel_type::whatsapp: return whatsapp::read_send_response(status, body);
+  case channel_type::sms: return twilio::read_send_response(status, body);
   default: r.error = no_adapter(type); return r;
   }
+}
+
+// ---- Delivery reports ----------------------------------------------------------------------
+
+constexpr std::array<std::string_view, 4> delivery_names = {"sent", "delivered", "read", "failed"};
+
+std::optional<delivery> parse_delivery(std::string_view s) {
+  for (std::size_t i = 0; i < delivery_names.size(); ++i)
+    if (delivery_names[i] == s) return static_cast<delivery>(i);
+  return std::nullopt;
+}
+
+std::string_view to_string(delivery d) {
+  return delivery_names[static_cast<std::size_t>(d)];
+}
+
+std::vector<std::string_view> delivery_predecessors(delivery d) {
+  switch (d) {
+  case delivery::sent: return {"queued"};
+  case delivery::delivered: return {"queued", "sent"};
+  case delivery::read: return {"queued", "sent", "delivered"};
+  case delivery::failed: return {"queued", "sent", "delivered"};
+  }
+  return {};
 }
 
 } // namespace crm::domain

@@ -145,6 +145,8 @@ struct outbound_message {
   std::optional<std::string> external_id; // Telegram: the chat id; WhatsApp: the wa_id
   // WhatsApp: an approved template to send instead of the text (whatsapp::template_to_json).
   std::string template_json;
+  // SMS: where the provider reports the message's delivery (the channel's webhook URL).
+  std::string callback_url;
 };
 
 struct adapter_request {
@@ -155,7 +157,7 @@ struct adapter_request {
 };
 
 // The request that sends `m` through channel `c`, or an error message when it cannot be sent
-// ("no adapter for sms channels yet (not configured)", "not configured: the channel has no
+// ("no adapter for email channels yet (not configured)", "not configured: the channel has no
 // outbound_url", "the contact has no chat on this channel"). `now_seconds` is the signing
 // timestamp for api channels with a signing_secret.
 struct adapter_plan {
@@ -180,5 +182,21 @@ struct adapter_result {
   std::string error;
 };
 adapter_result read_outbound_response(channel_type type, int status, std::string_view body);
+
+// ---- Delivery reports -------------------------------------------------------------------
+// A message's delivery as a provider reports it after the send (WhatsApp's statuses, Twilio's
+// status callbacks). Statuses only move forward: queued → sent → delivered → read; failed from
+// any status before read.
+enum class delivery : std::uint8_t { sent, delivered, read, failed };
+std::optional<delivery> parse_delivery(std::string_view s);
+std::string_view to_string(delivery d);
+// The stored statuses (messages.status) a message may move to `d` from.
+std::vector<std::string_view> delivery_predecessors(delivery d);
+
+struct status_update {
+  std::string provider_message_id; // the provider's id carecrm stored as external_message_id
+  delivery status = delivery::sent;
+  std::optional<std::string> error; // failed: the provider's code and reason
+};
 
 } // namespace crm::domain

@@ -92,6 +92,19 @@ sha256_digest hmac_sha256(std::string_view key, std::string_view data) {
   return out;
 }
 
+std::string hmac_sha1(std::string_view key, std::string_view data) {
+  if (key.size() > INT_MAX) throw std::length_error("HMAC key too long");
+  static constexpr unsigned char empty = 0;
+  const auto* k = key.empty() ? &empty : reinterpret_cast<const unsigned char*>(key.data());
+  const auto* d = data.empty() ? &empty : reinterpret_cast<const unsigned char*>(data.data());
+  unsigned char out[20];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha1(), k, static_cast<int>(key.size()), d, data.size(), out, &len) == nullptr ||
+      len != sizeof out)
+    throw std::runtime_error("HMAC-SHA1 failed");
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
 std::string base64url_encode(std::string_view bytes) {
   return encode_base64(bytes, b64_url, false);
 }

@@ -13,6 +13,10 @@ using sha256_digest = std::array<std::uint8_t, 32>;
 
 sha256_digest hmac_sha256(std::string_view key, std::string_view data);
 
+// HMAC-SHA1's 20 raw bytes: only where a provider's protocol fixes it (Twilio's request
+// signature, docs/channels.md "SMS").
+std::string hmac_sha1(std::string_view key, std::string_view data);
+
 std::string base64url_encode(std::string_view bytes);               // no padding
 std::optional<std::string> base64url_decode(std::string_view text); // rejects padding and junk
 std::string base64_encode(std::string_view bytes);                  // standard, padded

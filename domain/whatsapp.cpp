@@ -140,28 +140,6 @@ bool verification_accepted(std::string_view mode, std::string_view token,
   return mode == "subscribe" && !verify_token.empty() && secrets_equal(token, verify_token);
 }
 
-constexpr std::array<std::string_view, 4> delivery_names = {"sent", "delivered", "read", "failed"};
-
-std::optional<delivery> parse_delivery(std::string_view s) {
-  for (std::size_t i = 0; i < delivery_names.size(); ++i)
-    if (delivery_names[i] == s) return static_cast<delivery>(i);
-  return std::nullopt;
-}
-
-std::string_view to_string(delivery d) {
-  return delivery_names[static_cast<std::size_t>(d)];
-}
-
-std::vector<std::string_view> delivery_predecessors(delivery d) {
-  switch (d) {
-  case delivery::sent: return {"queued"};
-  case delivery::delivered: return {"queued", "sent"};
-  case delivery::read: return {"queued", "sent", "delivered"};
-  case delivery::failed: return {"queued", "sent", "delivered"};
-  }
-  return {};
-}
-
 std::optional<webhook_batch> parse_webhook(std::string_view body, std::string_view phone_number_id,
                                            std::vector<issue>& issues) {
   checker ck{issues};

@@ -38,20 +38,6 @@ std::string signature(std::string_view app_secret, std::string_view body);
 bool verification_accepted(std::string_view mode, std::string_view token,
                            std::string_view verify_token);
 
-// A message's delivery as the provider reports it. Statuses only move forward: queued → sent →
-// delivered → read; failed from any status before read.
-enum class delivery : std::uint8_t { sent, delivered, read, failed };
-std::optional<delivery> parse_delivery(std::string_view s);
-std::string_view to_string(delivery d);
-// The stored statuses (messages.status) a message may move to `d` from.
-std::vector<std::string_view> delivery_predecessors(delivery d);
-
-struct status_update {
-  std::string provider_message_id; // the wamid carecrm stored as the message's external id
-  delivery status = delivery::sent;
-  std::optional<std::string> error; // failed: "131047 Re-engagement message: <details>"
-};
-
 // What one webhook POST carries for the channel's number: messages (contact by wa_id, with the
 // profile name), delivery statuses, and how many entries were for something else (another
 // number of the app, an unknown field, a status carecrm does not track).

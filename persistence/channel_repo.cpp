@@ -83,7 +83,7 @@ const char* message_columns =
     "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
     " m.attempts, m.sender_user_id, " CRM_MICROS("m.created_at") ", " CRM_MICROS(
         "m.sent_at") ","
-                     " m.sender_agent_id";
+                     " m.sender_agent_id, m.segments";
 
 json::object message_json(const pqxx::row& r) {
   json::object o;
@@ -103,6 +103,7 @@ json::object message_json(const pqxx::row& r) {
       r[8].is_null() ? json::value(nullptr) : json::value(r[8].as<std::int64_t>());
   o["sender_agent_id"] =
       r[11].is_null() ? json::value(nullptr) : json::value(r[11].as<std::int64_t>());
+  o["segments"] = r[12].is_null() ? json::value(nullptr) : json::value(r[12].as<int>());
   o["created_at"] = domain::format_rfc3339(r[9].as<std::int64_t>());
   o["sent_at"] = r[10].is_null() ? json::value(nullptr)
                                  : json::value(domain::format_rfc3339(r[10].as<std::int64_t>()));
@@ -476,20 +477,22 @@ pqxx::result insert_outbound(pqxx::work& tx, std::int64_t tenant_id,
                              const std::optional<std::int64_t>& user,
                              const std::optional<std::int64_t>& agent, std::int64_t created_at,
                              domain::consent_purpose purpose, std::int64_t id,
-                             const std::string& template_json = {}) {
+                             const std::string& template_json = {}, int segments = 0) {
   auto u = id_text(user);
   auto a = id_text(agent);
   return tx.exec_params(
       std::string(
           "INSERT INTO messages AS m (id, tenant_id, conversation_id, channel_id,"
           " direction, text, status, sender_user_id, sender_agent_id, next_attempt_at,"
-          " created_at, purpose, template) VALUES ($9, $1, $2, $3, 'outbound', $4, 'queued',"
-          " $5::bigint, $6::bigint, $7::timestamptz, $7::timestamptz, $8, $10::jsonb)"
+          " created_at, purpose, template, segments) VALUES ($9, $1, $2, $3, 'outbound', $4,"
+          " 'queued', $5::bigint, $6::bigint, $7::timestamptz, $7::timestamptz, $8, $10::jsonb,"
+          " $11::integer)"
           " RETURNING ") +
           message_columns,
       tenant_id, conv.id, conv.channel_id, text, u ? u->c_str() : nullptr, a ? a->c_str() : nullptr,
       ts(created_at), std::string(domain::to_string(purpose)), id,
-      template_json.empty() ? nullptr : template_json.c_str());
+      template_json.empty() ? nullptr : template_json.c_str(),
+      segments > 0 ? std::optional<int>(segments) : std::nullopt);
 }
 
 std::string id_array(const std::vector<std::int64_t>& ids) {
@@ -599,7 +602,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   auto conv = w.conversation;
   write_conversation(tx, conv, w.new_conversation);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
-                           w.created_at, w.purpose, w.message_id, w.template_json);
+                           w.created_at, w.purpose, w.message_id, w.template_json, w.segments);
   outbound_written out;
   if (w.reminder) {
     // Sent once: a row already there (another attempt, another node) leaves nothing written; so

@@ -149,6 +149,7 @@ struct outbound_write {
   // An appointment's reminder: recorded as sent in the same transaction.
   std::optional<domain::reminder_key> reminder;
   std::string template_json; // WhatsApp: an approved template instead of free text
+  int segments = 0;          // SMS: the segments the text takes (0: not an SMS)
 };
 struct outbound_written {
   queued_message message;

@@ -35,18 +35,31 @@ std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id
   return owner_of(c, "channels", id);
 }
 
-std::optional<secret_owner> signing_owner_of_whatsapp(pg_conn& c, std::int64_t id) {
+namespace {
+
+// A channel of `type` and the secret `key` of its config, opened.
+std::optional<secret_owner> signing_owner(pg_conn& c, std::int64_t id, const char* type,
+                                          const char* key) {
   pqxx::read_transaction tx(c.raw());
-  auto r = tx.exec_params("SELECT tenant_id, config->>'app_secret' FROM channels WHERE id = $1"
-                          " AND type = 'whatsapp'",
-                          id);
+  auto r = tx.exec_params("SELECT tenant_id, config->>$3 FROM channels WHERE id = $1 AND type = $2",
+                          id, type, key);
   if (r.empty()) return std::nullopt;
   secret_owner o;
   o.tenant_id = r.front()[0].as<std::int64_t>();
   if (!r.front()[1].is_null())
-    o.secret = c.keys().open(sealed::channel_config("app_secret"), o.tenant_id,
-                             r.front()[1].as<std::string>());
+    o.secret =
+        c.keys().open(sealed::channel_config(key), o.tenant_id, r.front()[1].as<std::string>());
   return o;
+}
+
+} // namespace
+
+std::optional<secret_owner> signing_owner_of_whatsapp(pg_conn& c, std::int64_t id) {
+  return signing_owner(c, id, "whatsapp", "app_secret");
+}
+
+std::optional<secret_owner> signing_owner_of_sms(pg_conn& c, std::int64_t id) {
+  return signing_owner(c, id, "sms", "auth_token");
 }
 
 std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id) {

@@ -6,6 +6,7 @@
 
 #include "actors/channels.hpp"
 #include "domain/secret_keys.hpp"
+#include "domain/twilio.hpp"
 #include "domain/whatsapp.hpp"
 #include "http/contact_input.hpp"
 #include "http/json.hpp"
@@ -38,11 +39,18 @@ secret_gate& whatsapp_gate() {
   return gate;
 }
 
-// A change of a channel's secrets (its webhook secret, a WhatsApp app secret) is in force at
-// the gates at once on this node.
+// Twilio signs its webhooks with the account's auth token: the same for SMS channels.
+secret_gate& sms_gate() {
+  static secret_gate gate("sms", &persistence::signing_owner_of_sms);
+  return gate;
+}
+
+// A change of a channel's secrets (its webhook secret, a WhatsApp app secret, a Twilio auth
+// token) is in force at the gates at once on this node.
 template <class Callback>
 Callback forgetting_channel(std::int64_t id, Callback reply) {
-  return forgetting(channel_gate(), id, forgetting(whatsapp_gate(), id, std::move(reply)));
+  return forgetting(channel_gate(), id,
+                    forgetting(whatsapp_gate(), id, forgetting(sms_gate(), id, std::move(reply))));
 }
 
 using domain::failure;
@@ -154,7 +162,10 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
   std::vector<issue> issues;
   auto id = path_id(ex->param("id"), "channel_id", issues);
   if (!id) return ex->fail(failure::invalid(std::move(issues)));
-  actors::inbound_call call{kind, std::string(*secret), ex->req.body};
+  actors::inbound_call call;
+  call.kind = kind;
+  call.secret = std::string(*secret);
+  call.body = ex->req.body;
   // A workflow's http_request says how deep its chain is: a loop through this channel stops
   // like any other chain of workflows.
   if (auto v = ex->req.header("carecrm-chain-depth")) {
@@ -188,21 +199,22 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
 
 // ---- WhatsApp (docs/channels.md "WhatsApp") ---------------------------------------------------
 
-// Admits a call on a WhatsApp channel through whatsapp_gate: `accepts` judges the app secret,
-// then `deliver(tenant)` runs within the tenant. Unknown → 404; refused → `refused`.
+// Admits a call on a provider's channel through its gate: `accepts` judges the provider's
+// secret, then `deliver(tenant, id)` runs within the tenant. Unknown (no channel of the gate's
+// type) → 404; refused → `refused`.
 template <class Deliver>
-void admit_whatsapp(services& s, const exchange_ptr& ex, secret_gate::accepts_fn accepts,
-                    failure refused, Deliver deliver) {
+void admit_signed(services& s, const exchange_ptr& ex, secret_gate& gate,
+                  secret_gate::accepts_fn accepts, failure refused, Deliver deliver) {
   std::vector<issue> issues;
   auto id = path_id(ex->param("id"), "channel_id", issues);
   if (!id) return ex->fail(failure::invalid(std::move(issues)));
-  whatsapp_gate().admit(
+  gate.admit(
       s.pool, *id, std::move(accepts),
       [&s, ex, id = *id, refused = std::move(refused),
        deliver = std::move(deliver)](domain::outcome<secret_gate::admission> r) mutable {
         if (!r) return ex->fail(r.error());
         if (r->v == secret_gate::verdict::unknown)
-          return ex->fail(failure::of(domain::errc::not_found, "no such WhatsApp channel"));
+          return ex->fail(failure::of(domain::errc::not_found, "no such channel of this type"));
         if (r->v == secret_gate::verdict::refused) return ex->fail(std::move(refused));
         auto tenant = r->tenant;
         within_tenant(s, ex, tenant, [ex, id, tenant, deliver = std::move(deliver)]() mutable {
@@ -222,8 +234,8 @@ void whatsapp_verify(services& s, const exchange_ptr& ex) {
   actors::hub_verification v{std::string(ex->req.query_value("hub.mode").value_or("")),
                              std::string(ex->req.query_value("hub.verify_token").value_or("")),
                              std::string(*challenge)};
-  admit_whatsapp(
-      s, ex, [](const persistence::secret_owner&) { return true; }, failure{},
+  admit_signed(
+      s, ex, whatsapp_gate(), [](const persistence::secret_owner&) { return true; }, failure{},
       [&s, ex, v = std::move(v)](std::int64_t tenant, std::int64_t id) mutable {
         actors::verify_hub(s.rt, tenant, id, std::move(v),
                            actors::callback<std::string>([ex](domain::outcome<std::string> r) {
@@ -242,16 +254,52 @@ void whatsapp_webhook(services& s, const exchange_ptr& ex) {
       failure::of(domain::errc::invalid_credentials, "missing or wrong X-Hub-Signature-256");
   auto signature = ex->req.header("x-hub-signature-256");
   if (!signature) return ex->fail(refused);
-  auto call = std::make_shared<actors::inbound_call>(
-      actors::inbound_call{actors::inbound_kind::whatsapp, std::string(*signature), ex->req.body});
-  admit_whatsapp(
-      s, ex,
+  auto call = std::make_shared<actors::inbound_call>();
+  call->kind = actors::inbound_kind::whatsapp;
+  call->secret = std::string(*signature);
+  call->body = ex->req.body;
+  admit_signed(
+      s, ex, whatsapp_gate(),
       [call](const persistence::secret_owner& o) {
         return domain::whatsapp::signature_matches(*o.secret, call->body, call->secret);
       },
       std::move(refused),
       [&s, ex, call](std::int64_t tenant, std::int64_t id) {
         actors::receive_inbound(s.rt, tenant, id, std::move(*call), json_reply(ex));
+      });
+}
+
+// ---- SMS (Twilio; docs/channels.md "SMS") -------------------------------------------------------
+
+// POST: an incoming message or a status callback, as a form signed with X-Twilio-Signature
+// over the URL Twilio called and the fields. Answered with empty TwiML (Twilio sends nothing
+// back on its own).
+void sms_webhook(services& s, const exchange_ptr& ex) {
+  auto refused =
+      failure::of(domain::errc::invalid_credentials, "missing or wrong X-Twilio-Signature");
+  auto signature = ex->req.header("x-twilio-signature");
+  if (!signature) return ex->fail(refused);
+  auto call = std::make_shared<actors::inbound_call>();
+  call->kind = actors::inbound_kind::sms;
+  call->secret = std::string(*signature);
+  call->form = parse_query(ex->req.body);
+  call->url = actors::public_base_url(s.rt) + ex->req.target;
+  admit_signed(
+      s, ex, sms_gate(),
+      [call](const persistence::secret_owner& o) {
+        return domain::twilio::signature_matches(*o.secret, call->url, call->form, call->secret);
+      },
+      std::move(refused),
+      [&s, ex, call](std::int64_t tenant, std::int64_t id) {
+        actors::receive_inbound(s.rt, tenant, id, std::move(*call),
+                                actors::callback<std::string>([ex](domain::outcome<std::string> r) {
+                                  if (!r) return ex->fail(r.error());
+                                  response res;
+                                  res.body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                                             "<Response></Response>";
+                                  res.content_type = "text/xml; charset=utf-8";
+                                  ex->respond(std::move(res));
+                                }));
       });
 }
 
@@ -281,13 +329,14 @@ constexpr std::string_view ignored_status = "ignored";
 constexpr std::string_view blank_class = "[ \\t\\n\\r\\f\\v]";
 constexpr std::string_view http_url_start = "^[Hh][Tt][Tt][Pp][Ss]?://";
 
-// One object schema per kind of channel, told apart by `type`: api, telegram, whatsapp and the
-// free-form types (sms, email). `make(type_schema, kind)` builds each; the free-form ones are
-// built with kind sms.
+// One object schema per kind of channel, told apart by `type`: api, telegram, whatsapp, sms and
+// the free-form type (email). `make(type_schema, kind)` builds each; the free-form ones are
+// built with kind email.
 template <class Make>
 object_t by_channel_type(Make make) {
   using domain::channel_type;
-  constexpr std::array typed = {channel_type::api, channel_type::telegram, channel_type::whatsapp};
+  constexpr std::array typed = {channel_type::api, channel_type::telegram, channel_type::whatsapp,
+                                channel_type::sms};
   json::array free_types;
   for (auto t : rules::types)
     if (std::none_of(typed.begin(), typed.end(), [&](auto k) { return domain::to_string(k) == t; }))
@@ -295,7 +344,7 @@ object_t by_channel_type(Make make) {
   json::array kinds;
   for (auto k : typed) kinds.push_back(make(constant(domain::to_string(k)), k));
   kinds.push_back(
-      make(object_t{{"type", "string"}, {"enum", std::move(free_types)}}, channel_type::sms));
+      make(object_t{{"type", "string"}, {"enum", std::move(free_types)}}, channel_type::email));
   return object_t{{"oneOf", std::move(kinds)}};
 }
 
@@ -338,6 +387,13 @@ void define_channel_schemas(router& r) {
                    {"access_token", text({.min = 1, .max = rules::config_value_max}), creating},
                    {"app_secret", text({.min = 1, .max = rules::config_value_max}), creating},
                    {"verify_token", text({.min = 1, .max = rules::config_value_max}), creating}}));
+  // SMS through Twilio: the account, its number and the auth token are required on create.
+  for (bool creating : {true, false})
+    define(r, creating ? "ChannelSmsConfigCreate" : "ChannelSmsConfigUpdate",
+           object({{"account_sid", text_matching("^AC[0-9a-fA-F]{32}$"), creating},
+                   {"from_number", text_matching("^\\+[1-9][0-9]{1,14}$"), creating},
+                   {"api_base_url", nullable(url(true)), false},
+                   {"auth_token", text({.min = 1, .max = rules::config_value_max}), creating}}));
   auto free_config = any_object();
   free_config["maxProperties"] = rules::config_keys_max;
   free_config["propertyNames"] =
@@ -350,15 +406,17 @@ void define_channel_schemas(router& r) {
   define(r, "ChannelCreate", by_channel_type([&](object_t type, domain::channel_type kind) {
            bool telegram = kind == domain::channel_type::telegram;
            bool whatsapp = kind == domain::channel_type::whatsapp;
+           bool sms = kind == domain::channel_type::sms;
            return object(
                {{"name", text(name_rule)},
                 {"type", std::move(type)},
                 {"config",
                  telegram                            ? ref("ChannelTelegramConfigCreate")
                  : whatsapp                          ? ref("ChannelWhatsAppConfigCreate")
+                 : sms                               ? ref("ChannelSmsConfigCreate")
                  : kind == domain::channel_type::api ? nullable(ref("ChannelApiConfigInput"))
                                                      : nullable(ref("ChannelFreeConfigInput")),
-                 telegram || whatsapp},
+                 telegram || whatsapp || sms},
                 {"webhook_secret", nullable(text(secret_rule)), false},
                 {"is_active", boolean(), false}});
          }));
@@ -367,10 +425,11 @@ void define_channel_schemas(router& r) {
          object({{"name", text(name_rule), false},
                  {"type", one_of(rules::types), false},
                  {"config",
-                  nullable(object_t{{"anyOf", json::array{ref("ChannelApiConfigInput"),
-                                                          ref("ChannelTelegramConfigUpdate"),
-                                                          ref("ChannelWhatsAppConfigUpdate"),
-                                                          ref("ChannelFreeConfigInput")}}}),
+                  nullable(object_t{
+                      {"anyOf",
+                       json::array{ref("ChannelApiConfigInput"), ref("ChannelTelegramConfigUpdate"),
+                                   ref("ChannelWhatsAppConfigUpdate"),
+                                   ref("ChannelSmsConfigUpdate"), ref("ChannelFreeConfigInput")}}}),
                   false},
                  {"webhook_secret", nullable(text(secret_rule)), false},
                  {"is_active", boolean(), false}}));
@@ -389,6 +448,11 @@ void define_channel_schemas(router& r) {
                  {"has_access_token", boolean()},
                  {"has_app_secret", boolean()},
                  {"has_verify_token", boolean()}}));
+  define(r, "ChannelSmsConfig",
+         object({{"account_sid", text({})},
+                 {"from_number", text({})},
+                 {"api_base_url", text({}), false},
+                 {"has_auth_token", boolean()}}));
   auto shown = any_object();
   shown["additionalProperties"] =
       object_t{{"type", json::array{"string", "boolean"}},
@@ -398,6 +462,7 @@ void define_channel_schemas(router& r) {
            auto config = kind == domain::channel_type::api        ? ref("ChannelApiConfig")
                          : kind == domain::channel_type::telegram ? ref("ChannelTelegramConfig")
                          : kind == domain::channel_type::whatsapp ? ref("ChannelWhatsAppConfig")
+                         : kind == domain::channel_type::sms      ? ref("ChannelSmsConfig")
                                                                   : ref("ChannelFreeConfig");
            auto has_secret = boolean();
            has_secret["description"] = "whether a webhook_secret is set (it is never shown)";
@@ -491,6 +556,18 @@ void define_channel_schemas(router& r) {
                  {"messages", array_of(ref("ChannelInboundAck"))},
                  {"statuses", integer()},
                  {"ignored", integer()}}));
+  // Twilio's form (domain::twilio::parse_webhook): an incoming message (From, Body, media) or
+  // a status callback (MessageStatus); other fields Twilio sends are taken and ignored.
+  auto twilio = object({{"AccountSid", text({})},
+                        {"MessageSid", text({.min = 1, .max = rules::external_id_max})},
+                        {"From", text({}), false},
+                        {"To", text({}), false},
+                        {"Body", text({}), false},
+                        {"NumMedia", text({}), false},
+                        {"MessageStatus", text({}), false},
+                        {"ErrorCode", text({}), false}},
+                       false);
+  define(r, "TwilioWebhook", twilio);
   define(r, "WhatsAppTemplate",
          object({{"name", nullable(text({}))},
                  {"language", nullable(text({}))},
@@ -591,6 +668,17 @@ void add_channel_routes(router& r, services& s) {
          "channels"},
         route_doc("WhatsAppWebhook", "WhatsAppWebhookAck")
             .with_secret_headers({"X-Hub-Signature-256"})
+            .fails_with({409, 503}));
+  r.add({verb::post,
+         "/api/v1/channels/{id}/sms/webhook",
+         access::open,
+         {},
+         bind(s, sms_webhook),
+         "Receive an SMS, or a sent one's status, from Twilio (header X-Twilio-Signature)",
+         "channels"},
+        route_doc("TwilioWebhook", "")
+            .with_media("application/x-www-form-urlencoded", "text/xml")
+            .with_secret_headers({"X-Twilio-Signature"})
             .fails_with({409, 503}));
   r.add({verb::get, "/api/v1/channels/{id}/templates", access::bearer,
          domain::permission::write_records, bind(s, templates),

@@ -188,6 +188,7 @@ void define_conversation_schemas(router& r) {
                  {"attempts", integer()},
                  {"sender_user_id", nullable(id())},
                  {"sender_agent_id", nullable(id())},
+                 {"segments", nullable(integer())},
                  {"created_at", timestamp()},
                  {"sent_at", nullable(timestamp())}}));
   define(r, "ConversationMessagePage", page_of("ConversationMessage"));

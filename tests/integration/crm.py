@@ -1896,7 +1896,8 @@ CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", 
                      "last_message_at", "last_inbound_at", "ai_paused", "handoff_reason",
                      "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
-                "error", "attempts", "sender_user_id", "sender_agent_id", "created_at", "sent_at"}
+                "error", "attempts", "sender_user_id", "sender_agent_id", "segments", "created_at",
+                "sent_at"}
 INBOUND_ACK_KEYS = {"status", "message_id", "conversation_id", "contact_id", "duplicate"}
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 

@@ -122,7 +122,7 @@ TEST(channel_config, a_config_that_is_not_an_object_is_one_issue) {
   EXPECT_FALSE(parse_channel_config(channel_type::api, js("[1]"), nullptr, issues));
   ASSERT_EQ(described(issues), (strings{"body/config:value_error"}));
   EXPECT_EQ(issues[0].msg, "Input should be a valid dictionary");
-  EXPECT_EQ(config_issues(channel_type::sms, R"("x")"), (strings{"body/config:value_error"}));
+  EXPECT_EQ(config_issues(channel_type::email, R"("x")"), (strings{"body/config:value_error"}));
 }
 
 // ---- Config: telegram ----------------------------------------------------------------------
@@ -194,10 +194,10 @@ TEST(channel_config, a_new_address_needs_the_secrets_sent_again) {
                          &previous);
   EXPECT_EQ(moved.at("api_base_url"), "https://tg2.example");
   // Free-form configs: any key ending in url.
-  auto sms = obj(R"({"api_url":"https://a.example","auth_token":"t0k3n","region":"eu"})");
-  EXPECT_EQ(config_issues(channel_type::sms, R"({"api_url":"https://b.example"})", &sms),
+  auto email_config = obj(R"({"api_url":"https://a.example","auth_token":"t0k3n","region":"eu"})");
+  EXPECT_EQ(config_issues(channel_type::email, R"({"api_url":"https://b.example"})", &email_config),
             (strings{"body/config/auth_token:missing"}));
-  auto kept = config_ok(channel_type::sms, R"({"api_url":"https://a.example"})", &sms);
+  auto kept = config_ok(channel_type::email, R"({"api_url":"https://a.example"})", &email_config);
   EXPECT_EQ(kept.at("auth_token"), "t0k3n");
   // An api channel's signing secret is never sent anywhere: its outbound_url may change.
   auto api = obj(R"({"outbound_url":"https://a.example","signing_secret":"0123456789abcdef"})");
@@ -249,20 +249,19 @@ TEST(channel_config, a_secret_sent_again_replaces_the_stored_one) {
 
 TEST(channel_config, free_form_update_keeps_secret_keys_and_drops_the_rest) {
   auto previous = obj(R"({"account_sid":"AC1","auth_token":"t0k","from_number":"+15550001"})");
-  auto c = config_ok(channel_type::sms, R"({"from_number":"+15550002"})", &previous);
+  auto c = config_ok(channel_type::email, R"({"from_number":"+15550002"})", &previous);
   EXPECT_EQ(json::serialize(c), R"({"from_number":"+15550002","auth_token":"t0k"})");
-  auto removed = config_ok(channel_type::sms, R"({"auth_token":null})", &previous);
+  auto removed = config_ok(channel_type::email, R"({"auth_token":null})", &previous);
   EXPECT_TRUE(removed.empty());
 }
 
 // ---- Config: free-form types ---------------------------------------------------------------
 
 TEST(channel_config, free_form_types_take_string_values) {
-  for (auto t : {channel_type::sms, channel_type::email}) {
-    auto c = config_ok(t, R"({"phone_number_id":"42","access_token":"x","smtp_password":"p"})");
-    EXPECT_EQ(c.size(), 3u);
-  }
-  EXPECT_EQ(config_issues(channel_type::sms, R"({"retries":3,"on":true,"list":["a"]})"),
+  auto c = config_ok(channel_type::email,
+                     R"({"phone_number_id":"42","access_token":"x","smtp_password":"p"})");
+  EXPECT_EQ(c.size(), 3u);
+  EXPECT_EQ(config_issues(channel_type::email, R"({"retries":3,"on":true,"list":["a"]})"),
             (strings{"body/config/retries:string_type", "body/config/on:string_type",
                      "body/config/list:string_type"}));
 }
@@ -278,8 +277,8 @@ TEST(channel_config, free_form_keys_are_short_lower_case_words) {
 }
 
 TEST(channel_config, free_form_values_are_at_most_1000_characters) {
-  config_ok(channel_type::sms, std::string(R"({"note":")") + std::string(1000, 'a') + R"("})");
-  EXPECT_EQ(config_issues(channel_type::sms,
+  config_ok(channel_type::email, std::string(R"({"note":")") + std::string(1000, 'a') + R"("})");
+  EXPECT_EQ(config_issues(channel_type::email,
                           std::string(R"({"note":")") + std::string(1001, 'a') + R"("})"),
             (strings{"body/config/note:string_too_long"}));
 }
@@ -290,8 +289,8 @@ TEST(channel_config, free_form_config_has_at_most_20_keys) {
     for (int i = 0; i < n; ++i) o["k" + std::to_string(i)] = "v";
     return json::serialize(o);
   };
-  config_ok(channel_type::sms, build(20));
-  EXPECT_EQ(config_issues(channel_type::sms, build(21)), (strings{"body/config:too_long"}));
+  config_ok(channel_type::email, build(20));
+  EXPECT_EQ(config_issues(channel_type::email, build(21)), (strings{"body/config:too_long"}));
 }
 
 TEST(channel_config, kept_secrets_count_towards_the_20_keys) {
@@ -299,7 +298,7 @@ TEST(channel_config, kept_secrets_count_towards_the_20_keys) {
   for (int i = 0; i < 5; ++i) previous["api_key_" + std::to_string(i)] = "s";
   json::object sent;
   for (int i = 0; i < 16; ++i) sent["k" + std::to_string(i)] = "v";
-  EXPECT_EQ(config_issues(channel_type::sms, json::serialize(sent), &previous),
+  EXPECT_EQ(config_issues(channel_type::email, json::serialize(sent), &previous),
             (strings{"body/config:value_error"}));
 }
 
@@ -309,7 +308,10 @@ TEST(channel_config, secret_keys_by_type) {
   EXPECT_TRUE(is_secret_config_key(channel_type::telegram, "bot_token"));
   EXPECT_FALSE(is_secret_config_key(channel_type::telegram, "api_base_url"));
   for (auto k : {"access_token", "client_secret", "smtp_password", "api_key", "keyring"})
-    EXPECT_TRUE(is_secret_config_key(channel_type::sms, k)) << k;
+    EXPECT_TRUE(is_secret_config_key(channel_type::email, k)) << k;
+  EXPECT_TRUE(is_secret_config_key(channel_type::sms, "auth_token"));
+  for (auto k : {"account_sid", "from_number", "api_base_url"})
+    EXPECT_FALSE(is_secret_config_key(channel_type::sms, k)) << k;
   for (auto k : {"access_token", "app_secret", "verify_token"})
     EXPECT_TRUE(is_secret_config_key(channel_type::whatsapp, k)) << k;
   for (auto k : {"phone_number_id", "business_account_id", "api_base_url", "api_version"})
@@ -340,8 +342,9 @@ TEST(public_config, hides_the_telegram_bot_token) {
 }
 
 TEST(public_config, free_form_shows_has_key_for_each_secret_present) {
-  auto shown = public_config(
-      channel_type::sms, obj(R"({"account_sid":"AC42","access_token":"EAAG","app_secret":"s3"})"));
+  auto shown =
+      public_config(channel_type::email,
+                    obj(R"({"account_sid":"AC42","access_token":"EAAG","app_secret":"s3"})"));
   EXPECT_EQ(json::serialize(shown),
             R"({"account_sid":"AC42","has_access_token":true,"has_app_secret":true})");
   EXPECT_EQ(json::serialize(shown).find("EAAG"), std::string::npos);
@@ -737,15 +740,14 @@ TEST(plan_outbound, carecrm_writes_first_only_where_the_adapter_can_reach_the_co
             "not configured: the channel has no outbound_url");
   EXPECT_EQ(cannot_write_first(telegram_channel(), {}), "the contact has no chat on this channel");
   EXPECT_EQ(cannot_write_first(telegram_channel(), "4242"), std::nullopt);
-  channel sms;
-  sms.type = channel_type::sms;
-  EXPECT_EQ(cannot_write_first(sms, {}), "no adapter for sms channels yet (not configured)");
+  channel email;
+  email.type = channel_type::email;
+  EXPECT_EQ(cannot_write_first(email, {}), "no adapter for email channels yet (not configured)");
 }
 
 TEST(plan_outbound, types_without_an_adapter_are_not_configured) {
   for (auto [t, msg] :
-       {std::pair{channel_type::sms, "no adapter for sms channels yet (not configured)"},
-        std::pair{channel_type::email, "no adapter for email channels yet (not configured)"}}) {
+       {std::pair{channel_type::email, "no adapter for email channels yet (not configured)"}}) {
     channel c;
     c.type = t;
     c.config = obj(R"({"access_token":"x"})");

@@ -153,7 +153,7 @@ TEST(whatsapp_webhook, reads_messages_with_their_sender_and_statuses) {
   EXPECT_EQ(m.timestamp, 1'700'000'000'000'000);
   ASSERT_EQ(b->statuses.size(), 1u);
   EXPECT_EQ(b->statuses[0].provider_message_id, "wamid.OUT1");
-  EXPECT_EQ(b->statuses[0].status, wa::delivery::read);
+  EXPECT_EQ(b->statuses[0].status, delivery::read);
   EXPECT_EQ(b->ignored, 0u);
 }
 
@@ -219,22 +219,21 @@ TEST(whatsapp_webhook, failed_statuses_carry_the_providers_reason) {
       "1", issues);
   ASSERT_TRUE(b);
   ASSERT_EQ(b->statuses.size(), 1u);
-  EXPECT_EQ(b->statuses[0].status, wa::delivery::failed);
+  EXPECT_EQ(b->statuses[0].status, delivery::failed);
   EXPECT_EQ(b->statuses[0].error, "whatsapp: 131047 Re-engagement message: more than 24 hours");
   EXPECT_EQ(b->ignored, 1u);
 }
 
 TEST(whatsapp_delivery, statuses_only_move_forward) {
-  auto from = [](wa::delivery d) { return wa::delivery_predecessors(d); };
+  auto from = [](delivery d) { return delivery_predecessors(d); };
   using v = std::vector<std::string_view>;
-  EXPECT_EQ(from(wa::delivery::sent), (v{"queued"}));
-  EXPECT_EQ(from(wa::delivery::delivered), (v{"queued", "sent"}));
-  EXPECT_EQ(from(wa::delivery::read), (v{"queued", "sent", "delivered"}));
+  EXPECT_EQ(from(delivery::sent), (v{"queued"}));
+  EXPECT_EQ(from(delivery::delivered), (v{"queued", "sent"}));
+  EXPECT_EQ(from(delivery::read), (v{"queued", "sent", "delivered"}));
   // A failure after a read is a late report: the patient read it.
-  EXPECT_EQ(from(wa::delivery::failed), (v{"queued", "sent", "delivered"}));
-  for (auto d :
-       {wa::delivery::sent, wa::delivery::delivered, wa::delivery::read, wa::delivery::failed})
-    EXPECT_EQ(wa::parse_delivery(wa::to_string(d)), d);
+  EXPECT_EQ(from(delivery::failed), (v{"queued", "sent", "delivered"}));
+  for (auto d : {delivery::sent, delivery::delivered, delivery::read, delivery::failed})
+    EXPECT_EQ(parse_delivery(to_string(d)), d);
 }
 
 TEST(whatsapp_send, text_goes_to_the_numbers_messages_endpoint_with_the_token) {
