@@ -18,6 +18,7 @@ json::object channel_to_json(const channel& c, std::string_view public_url) {
   o["webhook_url"] = std::string(public_url) + "/api/v1/channels/" + std::to_string(c.id) +
                      (c.type == channel_type::telegram   ? "/telegram/webhook"
                       : c.type == channel_type::whatsapp ? "/whatsapp/webhook"
+                      : c.type == channel_type::sms      ? "/sms/webhook"
                                                          : "/api/webhook");
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);

@@ -77,7 +77,9 @@ bool is_json(std::string_view media) {
 
 // The schema of a body of `media`: the named component for JSON, else text.
 json::object body_schema(std::string_view media, const std::string& component) {
-  if (!is_json(media)) return type("string");
+  // A form's fields are an object's properties in OpenAPI (Twilio's webhooks).
+  const bool form = media == "application/x-www-form-urlencoded";
+  if (!is_json(media) && !(form && !component.empty())) return type("string");
   return component.empty() ? type("object") : ref("schemas", component);
 }
 

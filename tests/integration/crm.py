@@ -1941,6 +1941,14 @@ def whatsapp_config(**overrides) -> dict:
     return config
 
 
+def sms_config(**overrides) -> dict:
+    """An SMS (Twilio) channel's config with its required keys (docs/channels.md "SMS")."""
+    config = {"account_sid": "AC" + secrets.token_hex(16), "from_number": "+15005550006",
+              "auth_token": secrets.token_hex(16)}
+    config.update(overrides)
+    return config
+
+
 def bot_token() -> str:
     """A Telegram bot token matching ^[0-9]+:[A-Za-z0-9_-]{20,}$."""
     return f"{secrets.randbelow(9_000_000_000) + 1_000_000_000}:AA{secrets.token_hex(16)}"
@@ -1958,7 +1966,8 @@ def assert_channel(body: Any, **expected) -> None:
     for key in body["config"]:
         if key.startswith("has_"):
             assert isinstance(body["config"][key], bool), f"config.{key}: {body}"
-    suffix = {"telegram": "telegram/webhook", "whatsapp": "whatsapp/webhook"}.get(
+    suffix = {"telegram": "telegram/webhook", "whatsapp": "whatsapp/webhook",
+              "sms": "sms/webhook"}.get(
         body["type"], "api/webhook")
     assert isinstance(body["webhook_url"], str) and \
         body["webhook_url"].endswith(f"/api/v1/channels/{body['id']}/{suffix}"), body
@@ -2021,6 +2030,7 @@ def assert_message(body: Any, **expected) -> None:
     if body["sender_agent_id"] is not None:
         assert body["direction"] == "outbound" and body["sender_user_id"] is None, body
     assert body["sender_user_id"] is None or is_int(body["sender_user_id"]), body
+    assert body["segments"] is None or (is_int(body["segments"]) and body["segments"] >= 1), body
     assert_timestamp(body["created_at"])
     _assert_optional_timestamp(body, "sent_at")
     if body["direction"] == "inbound":

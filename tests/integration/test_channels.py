@@ -98,7 +98,7 @@ def test_telegram_api_base_url_is_optional(client, admin):
     assert config in ({}, {"api_base_url": "https://api.telegram.org"}), created
 
 
-@pytest.mark.parametrize("kind", ["sms", "email"])
+@pytest.mark.parametrize("kind", ["email"])
 def test_free_form_config_hides_keys_that_look_secret(client, admin, kind):
     config = {"phone_number_id": "10987", "access_token": "tok-" + secrets.token_hex(8),
               "api_key": "key-" + secrets.token_hex(8), "db_password": "pw-" + secrets.token_hex(8),
@@ -152,7 +152,8 @@ def test_list_filters_type_and_is_active(client, fresh):
     api_on = crm.create_channel(client, t, type="api")
     api_off = crm.create_channel(client, t, type="api", is_active=False)
     tg = crm.create_channel(client, t, type="telegram", config={"bot_token": crm.bot_token()})
-    sms_off = crm.create_channel(client, t, type="sms", is_active=False)
+    sms_off = crm.create_channel(client, t, type="sms", is_active=False,
+                                 config=crm.sms_config())
 
     def ids(params):
         return [c["id"] for c in crm.list_all(client, t, CHANNELS, params)]
@@ -232,7 +233,7 @@ def test_a_new_telegram_address_needs_the_bot_token_again(client, admin, method)
 def test_a_new_address_of_any_channel_needs_its_secrets_again(client, admin):
     """The same rule for channels whose config is free-form: a key ending in url changes →
     every kept secret must be sent again."""
-    chan = crm.create_channel(client, admin, type="sms",
+    chan = crm.create_channel(client, admin, type="email",
                               config={"api_url": "https://sms.example.test",
                                       "auth_token": "sms-secret-" + secrets.token_hex(8)})
     resp = client.patch(url(chan["id"]), {"config": {"api_url": "https://evil.example.test"}},
@@ -397,12 +398,19 @@ INVALID_CREATE = [
     ("api config with a telegram key", {"config": {"bot_token": crm.bot_token()}},
      [(("body", "config", "bot_token"), "extra_forbidden")]),
     ("config not an object", {"config": "outbound_url=x"}, [("body", "config")]),
-    ("sms value not a string", {"type": "sms", "config": {"account_sid": 5}},
+    ("email value not a string", {"type": "email", "config": {"account_sid": 5}},
      [("body", "config", "account_sid")]),
-    ("sms value 1001", {"type": "sms", "config": {"note": "n" * 1001}},
+    ("email value 1001", {"type": "email", "config": {"note": "n" * 1001}},
      [("body", "config", "note")]),
-    ("sms 21 keys", {"type": "sms",
-                     "config": {f"k{i}": "v" for i in range(21)}}, [("body", "config")]),
+    ("email 21 keys", {"type": "email",
+                       "config": {f"k{i}": "v" for i in range(21)}}, [("body", "config")]),
+    ("sms without its account, number and token", {"type": "sms", "config": {}},
+     [(("body", "config", "account_sid"), "missing"),
+      (("body", "config", "from_number"), "missing"),
+      (("body", "config", "auth_token"), "missing")]),
+    ("sms from a number that is not E.164",
+     {"type": "sms", "config": {**crm.sms_config(), "from_number": "5550006"}},
+     [(("body", "config", "from_number"), "value_error.phone")]),
     ("whatsapp without its number and secrets", {"type": "whatsapp", "config": {}},
      [(("body", "config", "phone_number_id"), "missing"),
       (("body", "config", "access_token"), "missing"),
@@ -452,7 +460,8 @@ def test_invalid_create_is_422_and_stores_nothing(client, admin, override, expec
     {"config": {"outbound_url": "http://integrator.example.test:8080/a?b=c"}},
     {"config": {"signing_secret": "s" * 16}}, {"config": {"signing_secret": "s" * 256}},
     {"type": "telegram", "config": {"bot_token": "1:" + "A_-" * 7}},
-    {"type": "sms", "config": {f"k{i}": "v" * 1000 for i in range(20)}},
+    {"type": "email", "config": {f"k{i}": "v" * 1000 for i in range(20)}},
+    {"type": "sms", "config": crm.sms_config()},
     {"type": "whatsapp", "config": crm.whatsapp_config(api_version="v21.0")},
     {"type": "email", "config": {}}, {"is_active": False},
 ])

@@ -20,6 +20,7 @@ SUB_SECRET = "sub-secret-" + secrets.token_hex(10)
 HEADER = "Bearer header-secret-" + secrets.token_hex(10)
 API_KEY = "sk-provider-" + secrets.token_hex(12)
 SMS_TOKEN = "sms-secret-" + secrets.token_hex(10)
+TWILIO_TOKEN = "twilio-secret-" + secrets.token_hex(10)
 
 # Receivers listen on 127.0.0.1.
 SERVER_ENV = {"CARECRM_OUTBOUND_ALLOW_PRIVATE": "true"}
@@ -44,9 +45,14 @@ def store_everything(client: crm.Client, token: str) -> dict:
     made["api"] = crm.create_channel(client, token, type="api", webhook_secret=SECRET,
                                      config={"outbound_url": "https://out.example.test/m",
                                              "signing_secret": SIGNING})
+    # A free-form config: its keys that look secret are sealed too.
+    made["mail"] = crm.create_channel(client, token, type="email",
+                                      config={"api_url": "https://sms.example.test",
+                                              "auth_token": SMS_TOKEN})
     made["sms"] = crm.create_channel(client, token, type="sms",
-                                     config={"api_url": "https://sms.example.test",
-                                             "auth_token": SMS_TOKEN})
+                                     config={"account_sid": "AC" + "0" * 32,
+                                             "from_number": "+15005550006",
+                                             "auth_token": TWILIO_TOKEN})
     made["workflow"] = crm.create_workflow(
         client, token, trigger_type="manual", webhook_secret=WF_SECRET,
         actions=[{"type": "http_request",
@@ -77,7 +83,8 @@ def secrets_cli(env: dict, verb: str) -> dict:
 
 def test_no_secret_is_stored_in_plaintext_and_each_still_works(client, admin_token, database):
     made = store_everything(client, admin_token)
-    assert_nothing_in_plaintext(database, made["bot"], SECRET, SIGNING, SMS_TOKEN, WF_SECRET,
+    assert_nothing_in_plaintext(database, made["bot"], SECRET, SIGNING, SMS_TOKEN, TWILIO_TOKEN,
+                               WF_SECRET,
                                 HEADER, SUB_SECRET, API_KEY)
     rows = crm.sql_rows(database, "SELECT webhook_secret, config FROM channels WHERE id = "
                                   f"{made['telegram']['id']}")
@@ -87,7 +94,9 @@ def test_no_secret_is_stored_in_plaintext_and_each_still_works(client, admin_tok
     assert inbound_status(client, made["api"]["id"], SECRET) == 422
     assert inbound_status(client, made["api"]["id"], SECRET + "x") == 401
     assert made["telegram"]["config"] == {"has_bot_token": True}
-    assert made["sms"]["config"] == {"api_url": "https://sms.example.test", "has_auth_token": True}
+    assert made["mail"]["config"] == {"api_url": "https://sms.example.test", "has_auth_token": True}
+    assert made["sms"]["config"] == {"account_sid": "AC" + "0" * 32, "from_number": "+15005550006",
+                                     "has_auth_token": True}
     # The http_request header was sent (the step failed on the closed port, not before it),
     # and neither the workflow nor the run shows its value.
     step = made["run"]["steps"][0]
