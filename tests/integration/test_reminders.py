@@ -10,6 +10,7 @@ Tests that restart this module's server use `server.client()` afterwards."""
 import datetime as dt
 import secrets
 import time
+import urllib.parse
 from zoneinfo import ZoneInfo
 
 import crm
@@ -265,6 +266,42 @@ def test_an_answer_left_unsettled_is_settled_once(client, sess, database):
 
 
 # Last: it restarts this module's server (the module's `client` then points nowhere).
+def test_sms_reaches_a_patient_who_never_wrote_in_but_whatsapp_does_not(client, sess, database):
+    """SMS reaches any phone, so carecrm opens the conversation; WhatsApp lets a business write
+    first only with an approved template, so the reminder is skipped with that reason."""
+    t = sess.admin
+    twilio_ok = (201, {"Content-Type": "application/json"}, '{"sid": "SMrem1"}')
+    with crm.Receiver([twilio_ok]) as twilio:
+        sms = crm.create_channel(client, t, type="sms",
+                                 config=crm.sms_config(api_base_url=twilio.url("")))
+        wa = crm.create_channel(client, t, type="whatsapp",
+                                config=crm.whatsapp_config(api_base_url=twilio.url("")))
+        cal = crm.create_calendar(client, t, name="Dr. Sms", time_zone=ZONE, slot_step_minutes=5,
+                                  working_hours=crm.every_day(("00:00", "24:00")))
+        by_sms = crm.create_service(client, t, [cal["id"]], name="Exame", reminders=[
+            {"before_minutes": 1440, "channel_id": sms["id"], "text": TEMPLATE}])
+        by_wa = crm.create_service(client, t, [cal["id"]], name="Retorno", reminders=[
+            {"before_minutes": 1440, "channel_id": wa["id"], "text": TEMPLATE}])
+        phone = crm.unique_phone()
+        patient = crm.create_contact(client, t, first_name="Bia", phone=phone)["id"]
+        start = slot_after(30)
+        crm.booked(client, t, patient, by_sms["id"], cal["id"], rfc3339(start))
+        other = crm.create_contact(client, t, first_name="Caio", phone=crm.unique_phone())["id"]
+        on_wa = crm.booked(client, t, other, by_wa["id"], cal["id"], rfc3339(slot_after(60)))
+        [req] = twilio.wait_for(1, TIMEOUT)
+        assert crm.eventually(lambda: on_wa["id"] in skipped_reminders(database),
+                              timeout=TIMEOUT), skipped_reminders(database)
+        time.sleep(1)
+        paths = [r.path for r in twilio.requests]
+    form = dict(urllib.parse.parse_qsl(req.body.decode()))
+    assert form["To"] == phone and form["Body"].startswith(f"Olá Bia, Exame em {local(start)}"), form
+    assert all("/Messages.json" in p for p in paths), paths  # nothing went to the Graph API
+    reason = skipped_reminders(database)[on_wa["id"]]["reason"]
+    assert "approved template" in reason, reason
+    convs = crm.list_all(client, t, crm.CONVERSATIONS, {"contact_id": patient})
+    assert [c["channel_id"] for c in convs] == [sms["id"]], convs
+
+
 def test_a_reminder_due_while_down_goes_out_once_across_kills(server, cli_env, database):
     s = crm.tenant_session(server.client(), cli_env)
     t = s.admin
@@ -296,3 +333,4 @@ def test_a_reminder_due_while_down_goes_out_once_across_kills(server, cli_env, d
     rows = crm.sql_rows(database, "SELECT status, message_id FROM appointment_reminders WHERE "
                         f"appointment_id = {appt['id']}")
     assert len(rows) == 1 and rows[0]["status"] == "sent" and rows[0]["message_id"], rows
+
