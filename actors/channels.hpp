@@ -6,6 +6,7 @@
 #include "actors/callback.hpp"
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
+#include "domain/email.hpp"
 #include "domain/schedule.hpp"
 
 #include <boost/json/value.hpp>
@@ -43,16 +44,18 @@ void delete_channel(runtime& rt, std::int64_t tenant, std::int64_t id,
                     callback<domain::done> reply);
 
 // The inbound channel webhook (the tenant is the channel's, looked up by the caller).
-enum class inbound_kind : std::uint8_t { api, telegram, whatsapp, sms };
+enum class inbound_kind : std::uint8_t { api, telegram, whatsapp, sms, email };
 struct inbound_call {
   inbound_kind kind = inbound_kind::api;
   // whatsapp: the X-Hub-Signature-256 header (the body's HMAC); sms: X-Twilio-Signature.
   std::string secret;
   std::string body;
   int depth = 0; // carecrm-chain-depth: the workflow chain this call comes from
-  // sms: the posted form's fields, and the URL Twilio called (its signature covers both).
+  // sms, email: the posted form's fields; sms: the URL Twilio called (its signature covers
+  // both); email: the files of a multipart form (described, not kept).
   std::vector<std::pair<std::string, std::string>> form;
   std::string url;
+  std::vector<domain::email::attachment_info> files;
 };
 void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, inbound_call call,
                      callback<std::string> reply);

@@ -24,6 +24,7 @@
 #include "actors/writer.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
+#include "domain/email.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/messaging.hpp"
 #include "domain/page_json.hpp"
@@ -32,6 +33,7 @@
 #include "domain/validation.hpp"
 #include "domain/whatsapp.hpp"
 #include "net/http_client.hpp"
+#include "net/smtp_client.hpp"
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/sealed_columns.hpp"
@@ -602,7 +604,7 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
   else
     b.sql.conversations[pos->second] = conv;
   b.sql.messages.push_back({ids.message_id, conv.id, w.channel_id, w.text, w.external_message_id,
-                            w.received_at, w.ai_pending, answer, contact.id});
+                            w.received_at, w.ai_pending, answer, contact.id, w.subject});
   if (w.external_id) {
     auto id_key = std::make_pair(w.channel_id, *w.external_id);
     if (auto [pos, added] = b.identity_pos.try_emplace(id_key, b.sql.identities.size()); added)
@@ -680,6 +682,18 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   auto& st = self->state;
   auto key = std::make_pair(channel_id, m.external_message_id);
   auto open = open_conversation(st, contact.id, channel_id);
+  // An e-mail answering a conversation of this contact on this channel joins it, closed or not.
+  if (m.conversation_hint && (!open || open->id != *m.conversation_hint)) {
+    auto staged = st.staged.find(*m.conversation_hint);
+    auto held = st.conversations.find(*m.conversation_hint);
+    const domain::conversation* hinted = staged != st.staged.end()        ? &staged->second.conv
+                                         : held != st.conversations.end() ? &held->second
+                                                                          : nullptr;
+    if (hinted && hinted->contact_id == contact.id && hinted->channel_id == channel_id) {
+      open = *hinted;
+      open->status = domain::conversation_status::open;
+    }
+  }
   const bool answer = open && is_reminder_answer(st, open->id, m.text);
   const bool stop = !answer && domain::is_stop_request(m.text);
   // A STOP, and any message after a batch of unknown outcome, waits for committed (and, after
@@ -725,6 +739,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.text = m.text;
   w.external_message_id = m.external_message_id;
   w.received_at = now;
+  w.subject = m.subject;
   w.external_id = m.contact.external_id;
   w.depth = depth;
   // "STOP" withdraws consent to every kind of message on this channel, with the message as
@@ -920,6 +935,18 @@ void receive_sms(ch_actor* self, const domain::channel& ch, const inbound_call& 
                }));
 }
 
+// An e-mail a Mailgun route forwarded: stored as any inbound message, joining the conversation
+// it answers.
+void receive_email(ch_actor* self, const domain::channel& ch, const inbound_call& call,
+                   callback<std::string> reply) {
+  std::vector<domain::issue> issues;
+  auto mail = domain::email::parse_inbound(call.form, call.files, issues);
+  if (!mail) return reply(failure::invalid(std::move(issues)));
+  mail->message.subject = std::move(mail->subject);
+  mail->message.conversation_hint = mail->conversation;
+  receive_one(self, ch.id, std::move(mail->message), call.depth, std::move(reply));
+}
+
 void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
                 callback<std::string> reply) {
   auto& st = self->state;
@@ -948,6 +975,22 @@ void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
       return reply(failure::of(errc::invalid_credentials, "missing or wrong X-Twilio-Signature"));
     if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
     return receive_sms(self, ch, call, std::move(reply));
+  }
+  if (call.kind == inbound_kind::email) {
+    if (ch.type != domain::channel_type::email)
+      return reply(failure::of(errc::not_found, "not an e-mail channel"));
+    auto key = ch.config.if_contains("inbound_signing_key");
+    auto field = [&](std::string_view name) {
+      for (auto& [k, v] : call.form)
+        if (k == name) return std::string_view(v);
+      return std::string_view();
+    };
+    if (!key || !key->is_string() ||
+        !domain::email::signature_matches(std::string_view(key->get_string()), field("timestamp"),
+                                          field("token"), field("signature")))
+      return reply(failure::of(errc::invalid_credentials, "missing or wrong Mailgun signature"));
+    if (!ch.is_active) return reply(failure::of(errc::conflict, "the channel is inactive"));
+    return receive_email(self, ch, call, std::move(reply));
   }
   // A channel without a secret never matches; the comparison is made all the same, so the
   // answer takes as long as for a wrong secret.
@@ -1036,6 +1079,51 @@ void record(ch_actor* self, persistence::send_outcome o, persistence::queued_mes
       });
 }
 
+// An e-mail: its thread (the contact's last mail in the conversation) is read first, so the
+// reply answers it (In-Reply-To, References, "Re: " its subject); then the SMTP server takes it.
+// `finish(sent, error, id, retry)` records the attempt; the mail's Message-ID is the message's
+// external id.
+template <class Finish>
+void send_email(ch_actor* self, domain::outbound_message out, domain::channel channel,
+                Finish finish) {
+  auto& st = self->state;
+  db<std::pair<std::string, std::string>>(
+      self,
+      [tid = st.env.tenant_id, conv = out.conversation_id](persistence::pg_conn& c) {
+        return persistence::last_inbound_of(c, tid, conv);
+      },
+      [self, out, channel, finish](domain::outcome<std::pair<std::string, std::string>> r) {
+        if (!r) return finish(false, r.error().detail, std::nullopt, true);
+        auto plan = domain::email::plan_send(channel, out, {r->first, r->second});
+        if (!plan.m) return finish(false, plan.error, std::nullopt, false);
+        auto smtp = self->state.opts ? self->state.opts->smtp : nullptr;
+        if (!smtp) return finish(false, "e-mail is not set up on this server", std::nullopt, false);
+        auto& p = *plan.m;
+        net::smtp_message mail;
+        mail.host = p.host;
+        mail.port = p.port;
+        mail.security = p.security == "tls"    ? net::smtp_security::tls
+                        : p.security == "none" ? net::smtp_security::none
+                                               : net::smtp_security::starttls;
+        mail.username = p.username;
+        mail.password = p.password;
+        mail.from = p.from;
+        mail.from_name = p.from_name;
+        mail.to = p.to;
+        mail.subject = p.subject;
+        mail.text = p.text;
+        mail.html = p.html;
+        mail.message_id = p.message_id;
+        mail.in_reply_to = p.in_reply_to;
+        mail.references = p.references;
+        smtp->send(
+            std::move(mail), in_actor<net::smtp_result>(self, [finish, id = p.message_id](
+                                                                  net::smtp_result res) mutable {
+              finish(res.sent, res.error, res.sent ? std::optional(id) : std::nullopt, res.retry);
+            }));
+      });
+}
+
 void attempt_send(ch_actor* self, persistence::queued_message m) {
   auto& st = self->state;
   if (st.stopping || st.sending.count(m.id)) return;
@@ -1078,7 +1166,6 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
           out.phone = r->front().phone;
           out.email = r->front().email;
         }
-        auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
         auto& st = self->state;
         auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id,
                                 bool retry = true) {
@@ -1102,6 +1189,9 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
           }
           record(self, o, m);
         };
+        if (channel.type == domain::channel_type::email)
+          return send_email(self, std::move(out), channel, finish);
+        auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
         // A channel that cannot send at all (no adapter, not configured) fails at once.
         if (!plan.request) {
           persistence::send_outcome o;

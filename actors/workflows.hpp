@@ -19,7 +19,8 @@
 
 namespace crm::net {
 class http_client;
-}
+class smtp_client;
+} // namespace crm::net
 
 namespace crm::actors {
 
@@ -27,6 +28,7 @@ class runtime;
 
 struct automation_options {
   net::http_client* client = nullptr; // outbound deliveries and http_request actions
+  net::smtp_client* smtp = nullptr;   // e-mail channels' sends
   std::string public_url;             // base of webhook_url
   double retry_base = 5;              // seconds before the first retry
   double retry_max = 3600;            // longest delay between attempts

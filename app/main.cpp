@@ -20,6 +20,7 @@
 #include "http/rate_limits.hpp"
 #include "http/server.hpp"
 #include "net/http_client.hpp"
+#include "net/smtp_client.hpp"
 #include "net/trusted_proxies.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
@@ -242,8 +243,13 @@ int serve(config::settings cfg) {
   // Model providers stream an answer as server-sent events: a long one needs more than 64 KiB.
   outbound.max_response_body = 1024 * 1024;
   net::http_client client(outbound);
+  net::smtp_options smtp_opts;
+  smtp_opts.allow_private = cfg.outbound_allow_private;
+  smtp_opts.ca_file = cfg.smtp_ca_file;
+  net::smtp_client smtp(smtp_opts);
   actors::automation_options automation;
   automation.client = &client;
+  automation.smtp = &smtp;
   automation.public_url = cfg.public_url.empty() ? "http://" + api_at : cfg.public_url;
   while (!automation.public_url.empty() && automation.public_url.back() == '/')
     automation.public_url.pop_back();

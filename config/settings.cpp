@@ -320,6 +320,10 @@ const std::vector<option>& options() {
        [](settings& s, const std::string& v) {
          s.outbound_allow_private = to_bool("outbound-allow-private", v);
        }},
+      {"smtp-ca-file", "automation", "smtp_ca_file", "CARECRM_SMTP_CA_FILE",
+       "PEM file of the CAs e-mail channels' SMTP servers are trusted by, instead of the "
+       "system's (an internal mail relay)",
+       [](settings& s, const std::string& v) { s.smtp_ca_file = v; }},
       {"outbound-connect-timeout", "automation", "outbound_connect_timeout",
        "CARECRM_OUTBOUND_CONNECT_TIMEOUT", "seconds to connect to a webhook receiver",
        [](settings& s, const std::string& v) {

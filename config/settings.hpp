@@ -67,7 +67,8 @@ struct settings {
   double dead_after = 5;
   double shutdown_grace = 0; // seconds /readyz answers 503 before a stopping node stops accepting
   // [automation] (docs/automation.md)
-  bool outbound_allow_private = false;
+  bool outbound_allow_private = false; // also e-mail channels' SMTP servers
+  std::string smtp_ca_file;            // empty: the system's CAs
   double outbound_connect_timeout = 5;
   double outbound_timeout = 10;
   double webhook_retry_base = 5;

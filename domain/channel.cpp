@@ -4,6 +4,7 @@
 #include "domain/channel.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/email.hpp"
 #include "domain/json_check.hpp"
 #include "domain/json_nul.hpp"
 #include "domain/json_parse.hpp"
@@ -82,12 +83,6 @@ bool looks_like_bot_token(std::string_view s) {
   };
   return std::all_of(id.begin(), id.end(), digit) && secret.size() >= bot_token_secret_min &&
          std::all_of(secret.begin(), secret.end(), secret_char);
-}
-
-bool is_config_key(std::string_view k) {
-  return !k.empty() && k.size() <= config_key_max && std::all_of(k.begin(), k.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
 }
 
 // An http(s) URL under the adapter's control. `as_base`: paths are appended to it, so a query
@@ -204,24 +199,57 @@ void check_sms_config(checker& ck, const json::object& sent, const loc_path& l, 
     if (auto s = ck.string(*v, at(l, "auth_token"), 1, config_value_max)) out["auth_token"] = *s;
 }
 
-void check_free_config(checker& ck, const json::object& sent, const loc_path& l,
-                       json::object& out) {
-  if (sent.size() > config_keys_max)
-    ck.add(l,
-           "Dictionary should have at most " + std::to_string(config_keys_max) +
-               " items after validation, not " + std::to_string(sent.size()),
-           "too_long");
-  for (auto& kv : sent) {
-    auto key = kv.key();
-    auto where = at(l, key);
-    if (!is_config_key(key)) {
-      ck.add(where, "config keys are 1-64 characters of a-z, 0-9 and _", "value_error");
-      continue;
+// E-mail (docs/channels.md "E-mail"): the SMTP server carecrm sends through (credentials only
+// over TLS), the sender, a subject for new threads, and Mailgun's webhook signing key for
+// inbound mail.
+void check_email_config(checker& ck, const json::object& sent, const loc_path& l,
+                        json::object& out) {
+  ck.extra_keys(sent,
+                {"smtp_host", "smtp_port", "smtp_security", "smtp_username", "smtp_password",
+                 "from_address", "from_name", "subject", "inbound_signing_key"},
+                l);
+  if (auto v = given(sent, "smtp_host")) {
+    auto where = at(l, "smtp_host");
+    if (auto s = ck.string(*v, where, 1, 253)) {
+      if (std::all_of(s->begin(), s->end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '.' || c == '-';
+          }))
+        out["smtp_host"] = *s;
+      else
+        ck.add(where, "a host name or IPv4 address", "value_error");
     }
-    // null: a secret removed, or an optional value not given.
-    if (kv.value().is_null()) continue;
-    if (auto s = ck.string(kv.value(), where, 0, config_value_max)) out[key] = *s;
   }
+  if (auto v = given(sent, "smtp_port"))
+    if (auto n = ck.integer(*v, at(l, "smtp_port"), 1, 65535)) out["smtp_port"] = *n;
+  if (auto v = given(sent, "smtp_security")) {
+    auto where = at(l, "smtp_security");
+    if (auto s = ck.string(*v, where, 1, 16)) {
+      if (*s == "starttls" || *s == "tls" || *s == "none")
+        out["smtp_security"] = *s;
+      else
+        ck.add(where, "Input should be 'starttls', 'tls' or 'none'", "enum");
+    }
+  }
+  if (auto v = given(sent, "from_address")) {
+    auto where = at(l, "from_address");
+    if (auto s = ck.string(*v, where, 3, 254)) {
+      if (is_valid_email(*s))
+        out["from_address"] = *s;
+      else
+        ck.add(where, "value is not a valid email address", "value_error.email");
+    }
+  }
+  for (auto key : {"smtp_username", "from_name", "subject"})
+    if (auto v = given(sent, key))
+      if (auto s = ck.string(*v, at(l, key), 1, 200)) out[key] = *s;
+  for (auto key : {"smtp_password", "inbound_signing_key"})
+    if (auto v = given(sent, key))
+      if (auto s = ck.string(*v, at(l, key), 1, config_value_max)) out[key] = *s;
+  auto security = out.if_contains("smtp_security");
+  if (security && *security == "none" && out.contains("smtp_username"))
+    ck.add(at(l, "smtp_security"), "credentials are sent only over TLS: starttls or tls",
+           "value_error");
 }
 
 } // namespace
@@ -266,7 +294,7 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   case channel_type::telegram: check_telegram_config(ck, sent, l, out); break;
   case channel_type::whatsapp: check_whatsapp_config(ck, sent, l, out); break;
   case channel_type::sms: check_sms_config(ck, sent, l, out); break;
-  default: check_free_config(ck, sent, l, out); break;
+  case channel_type::email: check_email_config(ck, sent, l, out); break;
   }
   // Secrets are never shown, so a client editing the rest cannot send them back: one not sent
   // is kept; null is how it is removed. But a kept secret only goes where it went before: when
@@ -302,17 +330,12 @@ std::optional<json::object> parse_channel_config(channel_type type, const json::
   if (type == channel_type::whatsapp)
     required = {"phone_number_id", "access_token", "app_secret", "verify_token"};
   if (type == channel_type::sms) required = {"account_sid", "from_number", "auth_token"};
+  if (type == channel_type::email) required = {"smtp_host", "from_address"};
   for (auto key : required)
     if (!out.contains(key) && !given(sent, key) &&
         std::none_of(issues.begin() + static_cast<std::ptrdiff_t>(before), issues.end(),
                      [&](const issue& i) { return i.loc == at(l, key); }))
       ck.add(at(l, key), "Field required", "missing");
-  if (out.size() > config_keys_max && sent.size() <= config_keys_max)
-    ck.add(l,
-           "the config would hold " + std::to_string(out.size()) +
-               " keys with the secrets kept from before, at most " +
-               std::to_string(config_keys_max) + " (send a secret as null to remove it)",
-           "value_error");
   if (issues.size() != before) return std::nullopt;
   return out;
 }
@@ -324,13 +347,9 @@ bool is_secret_config_key(channel_type type, std::string_view key) {
   case channel_type::whatsapp:
     return key == "access_token" || key == "app_secret" || key == "verify_token";
   case channel_type::sms: return key == "auth_token";
-  default: {
-    auto k = ascii_lower(key);
-    for (std::string_view word : {"token", "secret", "password", "key"})
-      if (k.find(word) != std::string::npos) return true;
-    return false;
+  case channel_type::email: return key == "smtp_password" || key == "inbound_signing_key";
   }
-  }
+  return false;
 }
 
 json::object public_config(channel_type type, const json::object& config) {
@@ -351,12 +370,9 @@ json::object public_config(channel_type type, const json::object& config) {
   case channel_type::sms:
     out["has_auth_token"] = config_string(config, "auth_token").has_value();
     break;
-  default:
-    // "has_<secret key>" is itself a secret key's name (it contains the same word), so it can
-    // never overwrite a value shown above.
-    for (auto& kv : config)
-      if (is_secret_config_key(type, kv.key()))
-        out["has_" + std::string(kv.key())] = !kv.value().is_null();
+  case channel_type::email:
+    for (auto key : {"smtp_password", "inbound_signing_key"})
+      out["has_" + std::string(key)] = config_string(config, key).has_value();
     break;
   }
   return out;
@@ -557,9 +573,8 @@ std::pair<std::string, std::optional<std::string>> split_name(std::string_view n
 
 namespace {
 
-std::string no_adapter(channel_type t) {
-  return "no adapter for " + std::string(to_string(t)) + " channels yet (not configured)";
-}
+// E-mail leaves through net/smtp_client, not as an HTTP request (email::plan_send).
+constexpr std::string_view over_smtp = "e-mail is sent over SMTP, not HTTP";
 
 json::value optional_text(const std::optional<std::string>& s) {
   return s ? json::value(*s) : json::value(nullptr);
@@ -672,12 +687,9 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
     return whatsapp::plan_send(c, m, tpl);
   }
   case channel_type::sms: return twilio::plan_send(c, m, m.callback_url);
-  default: {
-    adapter_plan plan;
-    plan.error = no_adapter(c.type);
-    return plan;
+  case channel_type::email: return {std::nullopt, std::string(over_smtp)};
   }
-  }
+  return {};
 }
 
 std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat) {
@@ -688,6 +700,12 @@ std::optional<std::string> cannot_write_first(const channel& c, std::optional<st
   outbound_message probe;
   probe.channel_id = c.id;
   probe.external_id = std::move(chat);
+  // E-mail reaches any address: the contact's is checked as the message leaves.
+  if (c.type == channel_type::email) {
+    probe.email = "probe@example.com";
+    auto plan = email::plan_send(c, probe, {});
+    return plan.m ? std::nullopt : std::optional<std::string>(plan.error);
+  }
   // SMS reaches any phone: the contact's is checked as the message leaves.
   if (c.type == channel_type::sms) probe.phone = "+15555550100";
   auto plan = plan_outbound(c, probe, 0);
@@ -731,8 +749,9 @@ adapter_result read_outbound_response(channel_type type, int status, std::string
   }
   case channel_type::whatsapp: return whatsapp::read_send_response(status, body);
   case channel_type::sms: return twilio::read_send_response(status, body);
-  default: r.error = no_adapter(type); return r;
+  case channel_type::email: r.error = over_smtp; return r;
   }
+  return r;
 }
 
 // ---- Delivery reports ----------------------------------------------------------------------

@@ -33,11 +33,7 @@ inline constexpr std::array<std::string_view, 3> conversation_statuses{"open", "
 // A shared secret in characters: an api channel's signing_secret, a channel's webhook_secret.
 inline constexpr std::size_t secret_min = 16;
 inline constexpr std::size_t secret_max = 256;
-// The config of the free-form types (whatsapp, sms, email): at most config_keys_max keys of
-// 1..config_key_max characters of a-z, 0-9 and _, each a string of at most config_value_max
-// characters (or null).
-inline constexpr std::size_t config_keys_max = 20;
-inline constexpr std::size_t config_key_max = 64;
+// A provider's token or secret in a channel's config, in characters.
 inline constexpr std::size_t config_value_max = 1000;
 inline constexpr std::size_t url_max = 2048; // outbound_url, api_base_url
 // A WhatsApp phone number id or business account id: digits.
@@ -100,7 +96,7 @@ std::optional<boost::json::object> parse_channel_config(channel_type type,
 // True for the keys of `type`'s config that are secret (write-only).
 bool is_secret_config_key(channel_type type, std::string_view key);
 // The config as responses show it: secret keys removed, "has_<key>" added for each secret key
-// the type knows (and for each secret key present, for the free-form types).
+// the type knows.
 boost::json::object public_config(channel_type type, const boost::json::object& config);
 
 // ---- Inbound ----------------------------------------------------------------------------
@@ -116,6 +112,10 @@ struct inbound_message {
   std::string text;
   std::string external_message_id;
   std::int64_t timestamp = 0; // 0: not sent
+  std::string subject;        // e-mail: the Subject
+  // E-mail: the carecrm conversation the message answers (In-Reply-To, References); it joins
+  // it when it is the contact's on the channel.
+  std::optional<std::int64_t> conversation_hint;
 };
 
 // The generic channel webhook body (docs/channels.md, step 5): nothing and `issues` (loc
@@ -157,9 +157,9 @@ struct adapter_request {
 };
 
 // The request that sends `m` through channel `c`, or an error message when it cannot be sent
-// ("no adapter for email channels yet (not configured)", "not configured: the channel has no
-// outbound_url", "the contact has no chat on this channel"). `now_seconds` is the signing
-// timestamp for api channels with a signing_secret.
+// ("not configured: the channel has no outbound_url", "the contact has no chat on this
+// channel"). E-mail has no request: it leaves over SMTP (email::plan_send). `now_seconds` is the
+// signing timestamp for api channels with a signing_secret.
 struct adapter_plan {
   std::optional<adapter_request> request;
   std::string error;
@@ -168,7 +168,7 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
 
 // Why carecrm cannot write first to a contact on channel `c` (nothing: it can), asked before a
 // conversation is opened for an outbound message: the adapter's own reason ("the contact has
-// no chat on this channel", "not configured: ...", "no adapter for ..."). `chat`: the contact's
+// no chat on this channel", "not configured: ..."). `chat`: the contact's
 // id on the channel, when the channel knows one (a Telegram chat). An api channel reaches any
 // contact through its outbound_url (the receiver gets the contact's phone, e-mail and id).
 std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat);

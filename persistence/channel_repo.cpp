@@ -83,7 +83,7 @@ const char* message_columns =
     "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
     " m.attempts, m.sender_user_id, " CRM_MICROS("m.created_at") ", " CRM_MICROS(
         "m.sent_at") ","
-                     " m.sender_agent_id, m.segments";
+                     " m.sender_agent_id, m.segments, m.subject";
 
 json::object message_json(const pqxx::row& r) {
   json::object o;
@@ -104,6 +104,7 @@ json::object message_json(const pqxx::row& r) {
   o["sender_agent_id"] =
       r[11].is_null() ? json::value(nullptr) : json::value(r[11].as<std::int64_t>());
   o["segments"] = r[12].is_null() ? json::value(nullptr) : json::value(r[12].as<int>());
+  o["subject"] = text_or_null(r[13]);
   o["created_at"] = domain::format_rfc3339(r[9].as<std::int64_t>());
   o["sent_at"] = r[10].is_null() ? json::value(nullptr)
                                  : json::value(domain::format_rfc3339(r[10].as<std::int64_t>()));
@@ -335,11 +336,11 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   write_conversation(tx, out.conversation, w.new_conversation);
   auto r = tx.exec_params(
       "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
-      " external_message_id, status, created_at) VALUES ($7, $1, $2, $3, 'inbound', $4, $5,"
-      " 'received', $6::timestamptz) ON CONFLICT (channel_id, external_message_id)"
+      " external_message_id, status, created_at, subject) VALUES ($7, $1, $2, $3, 'inbound', $4,"
+      " $5, 'received', $6::timestamptz, $8) ON CONFLICT (channel_id, external_message_id)"
       " WHERE direction = 'inbound' DO NOTHING RETURNING id",
       w.tenant_id, out.conversation.id, w.channel_id, w.text, w.external_message_id,
-      ts(w.received_at), w.message_id);
+      ts(w.received_at), w.message_id, w.subject.empty() ? nullptr : w.subject.c_str());
   if (r.empty()) {
     // Stored meanwhile (another node, or a retry racing this one): nothing else is written.
     tx.abort();
@@ -408,11 +409,12 @@ void inbound_batch::append_sql(sql_text& out) const {
   }
   if (!messages.empty()) {
     s += "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
-         " external_message_id, status, created_at) VALUES ";
+         " external_message_id, status, created_at, subject) VALUES ";
     rows(messages, [&](const inbound_row& m) {
       s += std::to_string(m.message_id) + "," + tid + "," + std::to_string(m.conversation_id) +
            "," + std::to_string(m.channel_id) + ",'inbound'," + out.quote(m.text) + "," +
-           out.quote(m.external_message_id) + ",'received'," + ts(m.received_at);
+           out.quote(m.external_message_id) + ",'received'," + ts(m.received_at) + "," +
+           (m.subject.empty() ? std::string("NULL") : out.quote(m.subject));
     });
     s += ";\n";
   }
@@ -652,6 +654,17 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
                  tenant_id, o.message_id, o.status, o.attempts, error, provider,
                  next.empty() ? nullptr : next.c_str());
   tx.commit();
+}
+
+std::pair<std::string, std::string> last_inbound_of(pg_conn& c, std::int64_t tenant_id,
+                                                    std::int64_t conversation_id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT external_message_id, coalesce(subject, '') FROM messages WHERE"
+                          " tenant_id = $1 AND conversation_id = $2 AND direction = 'inbound'"
+                          " ORDER BY id DESC LIMIT 1",
+                          tenant_id, conversation_id);
+  if (r.empty() || r.front()[0].is_null()) return {};
+  return {r.front()[0].as<std::string>(), r.front()[1].as<std::string>()};
 }
 
 delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delivery_update& u) {

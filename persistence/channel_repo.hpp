@@ -81,6 +81,7 @@ struct inbound_write {
   std::string text;
   std::string external_message_id;
   std::int64_t received_at = 0;
+  std::string subject;                    // e-mail's, else empty
   std::optional<std::string> external_id; // identity to remember
   std::string event_payload;              // message.received; empty: nobody listens
   int depth = 0;                          // workflow chain depth of the event
@@ -116,6 +117,7 @@ struct inbound_row {
   // it (docs/appointments.md "Answers").
   bool reminder_answer = false;
   std::int64_t contact_id = 0;
+  std::string subject; // e-mail's, else empty
 };
 struct inbound_batch final : tx_batch {
   std::int64_t tenant_id = 0;
@@ -227,6 +229,10 @@ struct delivery_update {
   std::optional<std::string> error;
 };
 enum class delivery_applied : std::uint8_t { moved, behind, unknown };
+// The Message-ID and Subject of the conversation's last inbound message (e-mail threading);
+// empty when there is none.
+std::pair<std::string, std::string> last_inbound_of(pg_conn& c, std::int64_t tenant_id,
+                                                    std::int64_t conversation_id);
 // moved; behind: the message is there with a later status (a report out of order); unknown:
 // no outbound message of the channel has that id.
 delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delivery_update& u);

@@ -62,6 +62,10 @@ std::optional<secret_owner> signing_owner_of_sms(pg_conn& c, std::int64_t id) {
   return signing_owner(c, id, "sms", "auth_token");
 }
 
+std::optional<secret_owner> signing_owner_of_email(pg_conn& c, std::int64_t id) {
+  return signing_owner(c, id, "email", "inbound_signing_key");
+}
+
 std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id) {
   return owner_of(c, "calendars", id, "feed_token_hash");
 }

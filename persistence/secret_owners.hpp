@@ -29,6 +29,8 @@ std::optional<secret_owner> webhook_owner_of_channel(pg_conn& c, std::int64_t id
 std::optional<secret_owner> signing_owner_of_whatsapp(pg_conn& c, std::int64_t id);
 // An SMS channel and its Twilio auth token opened (the webhook's signature is its HMAC).
 std::optional<secret_owner> signing_owner_of_sms(pg_conn& c, std::int64_t id);
+// An e-mail channel and its Mailgun webhook signing key opened.
+std::optional<secret_owner> signing_owner_of_email(pg_conn& c, std::int64_t id);
 // A calendar and the keyed hash of its feed token (docs/appointments.md "Calendar feed").
 std::optional<secret_owner> feed_owner_of_calendar(pg_conn& c, std::int64_t id);
 

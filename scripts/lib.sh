@@ -16,10 +16,10 @@ CRM_PG_SYSTEM_USER=carecrm-pg
 CRM_PACKAGES=(
   build-essential cmake pkg-config ccache git
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libhiredis-dev libpqxx-dev libsodium-dev
-  libssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev libcurl4-openssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhowardhinnant-date-dev tzdata
   postgresql-15 postgresql-client-15 redis-server
-  python3 python3-pytest python3-jsonschema python3-icalendar wrk procps iproute2 curl iso-codes openssl
+  python3 python3-pytest python3-jsonschema python3-icalendar python3-aiosmtpd wrk procps iproute2 curl iso-codes openssl
   clang-14 libclang-rt-14-dev
   help2man lintian systemd prometheus chromium jq haproxy
 )

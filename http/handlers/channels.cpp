@@ -5,6 +5,7 @@
 #include "http/placement.hpp"
 
 #include "actors/channels.hpp"
+#include "domain/email.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/twilio.hpp"
 #include "domain/whatsapp.hpp"
@@ -45,12 +46,20 @@ secret_gate& sms_gate() {
   return gate;
 }
 
+// Mailgun signs the e-mails a route forwards with the account's webhook signing key.
+secret_gate& email_gate() {
+  static secret_gate gate("email", &persistence::signing_owner_of_email);
+  return gate;
+}
+
 // A change of a channel's secrets (its webhook secret, a WhatsApp app secret, a Twilio auth
-// token) is in force at the gates at once on this node.
+// token, a Mailgun signing key) is in force at the gates at once on this node.
 template <class Callback>
 Callback forgetting_channel(std::int64_t id, Callback reply) {
-  return forgetting(channel_gate(), id,
-                    forgetting(whatsapp_gate(), id, forgetting(sms_gate(), id, std::move(reply))));
+  return forgetting(
+      channel_gate(), id,
+      forgetting(whatsapp_gate(), id,
+                 forgetting(sms_gate(), id, forgetting(email_gate(), id, std::move(reply)))));
 }
 
 using domain::failure;
@@ -303,6 +312,44 @@ void sms_webhook(services& s, const exchange_ptr& ex) {
       });
 }
 
+// ---- E-mail (Mailgun's inbound routes; docs/channels.md "E-mail") -----------------------------
+
+// POST: an e-mail a route forwarded, as a form (urlencoded, or multipart with attachments)
+// signed with timestamp, token and signature (HMAC-SHA256 under the webhook signing key).
+void email_webhook(services& s, const exchange_ptr& ex) {
+  auto refused =
+      failure::of(domain::errc::invalid_credentials, "missing or wrong Mailgun signature");
+  auto call = std::make_shared<actors::inbound_call>();
+  call->kind = actors::inbound_kind::email;
+  auto type = ex->req.header("content-type").value_or("");
+  if (auto boundary = domain::email::multipart_boundary(type)) {
+    auto parts = domain::email::parse_multipart(ex->req.body, *boundary);
+    if (!parts)
+      return ex->fail(
+          failure::invalid({{{"body"}, "not a multipart/form-data document", "value_error"}}));
+    call->form = std::move(parts->fields);
+    call->files = std::move(parts->files);
+  } else {
+    call->form = parse_query(ex->req.body);
+  }
+  auto field = [call](std::string_view name) {
+    for (auto& [k, v] : call->form)
+      if (k == name) return v;
+    return std::string();
+  };
+  if (field("signature").empty()) return ex->fail(refused);
+  admit_signed(
+      s, ex, email_gate(),
+      [call, field](const persistence::secret_owner& o) {
+        return domain::email::signature_matches(*o.secret, field("timestamp"), field("token"),
+                                                field("signature"));
+      },
+      std::move(refused),
+      [&s, ex, call](std::int64_t tenant, std::int64_t id) {
+        actors::receive_inbound(s.rt, tenant, id, std::move(*call), json_reply(ex));
+      });
+}
+
 void templates(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
@@ -329,22 +376,16 @@ constexpr std::string_view ignored_status = "ignored";
 constexpr std::string_view blank_class = "[ \\t\\n\\r\\f\\v]";
 constexpr std::string_view http_url_start = "^[Hh][Tt][Tt][Pp][Ss]?://";
 
-// One object schema per kind of channel, told apart by `type`: api, telegram, whatsapp, sms and
-// the free-form type (email). `make(type_schema, kind)` builds each; the free-form ones are
-// built with kind email.
+// One object schema per kind of channel, told apart by `type`: `make(type_schema, kind)`
+// builds each.
 template <class Make>
 object_t by_channel_type(Make make) {
   using domain::channel_type;
-  constexpr std::array typed = {channel_type::api, channel_type::telegram, channel_type::whatsapp,
-                                channel_type::sms};
-  json::array free_types;
-  for (auto t : rules::types)
-    if (std::none_of(typed.begin(), typed.end(), [&](auto k) { return domain::to_string(k) == t; }))
-      free_types.emplace_back(t);
+  constexpr std::array kinds_of = {channel_type::api, channel_type::telegram,
+                                   channel_type::whatsapp, channel_type::sms, channel_type::email};
+  static_assert(kinds_of.size() == rules::types.size());
   json::array kinds;
-  for (auto k : typed) kinds.push_back(make(constant(domain::to_string(k)), k));
-  kinds.push_back(
-      make(object_t{{"type", "string"}, {"enum", std::move(free_types)}}, channel_type::email));
+  for (auto k : kinds_of) kinds.push_back(make(constant(domain::to_string(k)), k));
   return object_t{{"oneOf", std::move(kinds)}};
 }
 
@@ -364,8 +405,7 @@ object_t external_id() {
 void define_channel_schemas(router& r) {
   using namespace schema;
   // The config a client sends, by type (domain::parse_channel_config). null members are not
-  // given; on an update a secret not sent is kept and null removes it. The free-form types
-  // take string values under keys of a-z, 0-9 and _.
+  // given; on an update a secret not sent is kept and null removes it.
   define(r, "ChannelApiConfigInput",
          object({{"outbound_url", nullable(url(false)), false},
                  {"signing_secret", nullable(text(secret_rule)), false}}));
@@ -394,12 +434,22 @@ void define_channel_schemas(router& r) {
                    {"from_number", text_matching("^\\+[1-9][0-9]{1,14}$"), creating},
                    {"api_base_url", nullable(url(true)), false},
                    {"auth_token", text({.min = 1, .max = rules::config_value_max}), creating}}));
-  auto free_config = any_object();
-  free_config["maxProperties"] = rules::config_keys_max;
-  free_config["propertyNames"] =
-      text_matching("^[a-z0-9_]{1," + std::to_string(rules::config_key_max) + "}$");
-  free_config["additionalProperties"] = nullable(text({.max = rules::config_value_max}));
-  define(r, "ChannelFreeConfigInput", free_config);
+  // E-mail: the SMTP server and sender are required on create.
+  for (bool creating : {true, false})
+    define(
+        r, creating ? "ChannelEmailConfigCreate" : "ChannelEmailConfigUpdate",
+        object(
+            {{"smtp_host", text_matching("^[A-Za-z0-9.-]{1,253}$"), creating},
+             {"smtp_port", nullable(integer()), false},
+             {"smtp_security",
+              nullable(one_of(std::array<std::string_view, 3>{"starttls", "tls", "none"})), false},
+             {"smtp_username", nullable(text({.min = 1, .max = 200})), false},
+             {"smtp_password", nullable(text({.min = 1, .max = rules::config_value_max})), false},
+             {"from_address", text({.min = 3, .max = 254}), creating},
+             {"from_name", nullable(text({.min = 1, .max = 200})), false},
+             {"subject", nullable(text({.min = 1, .max = 200})), false},
+             {"inbound_signing_key", nullable(text({.min = 1, .max = rules::config_value_max})),
+              false}}));
 
   // A create names its type, and the config is checked for it (none: an empty one, which a
   // telegram channel cannot have: its bot_token is required).
@@ -407,35 +457,35 @@ void define_channel_schemas(router& r) {
            bool telegram = kind == domain::channel_type::telegram;
            bool whatsapp = kind == domain::channel_type::whatsapp;
            bool sms = kind == domain::channel_type::sms;
-           return object(
-               {{"name", text(name_rule)},
-                {"type", std::move(type)},
-                {"config",
-                 telegram                            ? ref("ChannelTelegramConfigCreate")
-                 : whatsapp                          ? ref("ChannelWhatsAppConfigCreate")
-                 : sms                               ? ref("ChannelSmsConfigCreate")
-                 : kind == domain::channel_type::api ? nullable(ref("ChannelApiConfigInput"))
-                                                     : nullable(ref("ChannelFreeConfigInput")),
-                 telegram || whatsapp || sms},
-                {"webhook_secret", nullable(text(secret_rule)), false},
-                {"is_active", boolean(), false}});
+           bool email = kind == domain::channel_type::email;
+           return object({{"name", text(name_rule)},
+                          {"type", std::move(type)},
+                          {"config",
+                           telegram   ? ref("ChannelTelegramConfigCreate")
+                           : whatsapp ? ref("ChannelWhatsAppConfigCreate")
+                           : sms      ? ref("ChannelSmsConfigCreate")
+                           : email    ? ref("ChannelEmailConfigCreate")
+                                      : nullable(ref("ChannelApiConfigInput")),
+                           telegram || whatsapp || sms || email},
+                          {"webhook_secret", nullable(text(secret_rule)), false},
+                          {"is_active", boolean(), false}});
          }));
   // An update's config is checked against the channel's type, which cannot change (409).
   define(r, "ChannelUpdate",
          object({{"name", text(name_rule), false},
                  {"type", one_of(rules::types), false},
                  {"config",
-                  nullable(object_t{
-                      {"anyOf",
-                       json::array{ref("ChannelApiConfigInput"), ref("ChannelTelegramConfigUpdate"),
-                                   ref("ChannelWhatsAppConfigUpdate"),
-                                   ref("ChannelSmsConfigUpdate"), ref("ChannelFreeConfigInput")}}}),
+                  nullable(object_t{{"anyOf", json::array{ref("ChannelApiConfigInput"),
+                                                          ref("ChannelTelegramConfigUpdate"),
+                                                          ref("ChannelWhatsAppConfigUpdate"),
+                                                          ref("ChannelSmsConfigUpdate"),
+                                                          ref("ChannelEmailConfigUpdate")}}}),
                   false},
                  {"webhook_secret", nullable(text(secret_rule)), false},
                  {"is_active", boolean(), false}}));
 
   // The config as answers show it (domain::public_config): secrets are never rendered, only
-  // has_<key> flags; the free-form types show their other values as they are.
+  // has_<key> flags.
   define(r, "ChannelApiConfig",
          object({{"outbound_url", text({}), false}, {"has_signing_secret", boolean()}}));
   define(r, "ChannelTelegramConfig",
@@ -453,17 +503,22 @@ void define_channel_schemas(router& r) {
                  {"from_number", text({})},
                  {"api_base_url", text({}), false},
                  {"has_auth_token", boolean()}}));
-  auto shown = any_object();
-  shown["additionalProperties"] =
-      object_t{{"type", json::array{"string", "boolean"}},
-               {"description", "a value, or has_<key> for a secret key (true: set)"}};
-  define(r, "ChannelFreeConfig", shown);
+  define(r, "ChannelEmailConfig",
+         object({{"smtp_host", text({})},
+                 {"smtp_port", integer(), false},
+                 {"smtp_security", text({}), false},
+                 {"smtp_username", text({}), false},
+                 {"from_address", text({})},
+                 {"from_name", text({}), false},
+                 {"subject", text({}), false},
+                 {"has_smtp_password", boolean()},
+                 {"has_inbound_signing_key", boolean()}}));
   define(r, "Channel", by_channel_type([&](object_t type, domain::channel_type kind) {
            auto config = kind == domain::channel_type::api        ? ref("ChannelApiConfig")
                          : kind == domain::channel_type::telegram ? ref("ChannelTelegramConfig")
                          : kind == domain::channel_type::whatsapp ? ref("ChannelWhatsAppConfig")
                          : kind == domain::channel_type::sms      ? ref("ChannelSmsConfig")
-                                                                  : ref("ChannelFreeConfig");
+                                                                  : ref("ChannelEmailConfig");
            auto has_secret = boolean();
            has_secret["description"] = "whether a webhook_secret is set (it is never shown)";
            return object({{"id", id()},
@@ -568,6 +623,21 @@ void define_channel_schemas(router& r) {
                         {"ErrorCode", text({}), false}},
                        false);
   define(r, "TwilioWebhook", twilio);
+  // Mailgun's forwarded message (domain::email::parse_inbound); also as multipart/form-data
+  // with attachments.
+  define(r, "MailgunInbound",
+         object({{"timestamp", text({})},
+                 {"token", text({})},
+                 {"signature", text({})},
+                 {"sender", text({}), false},
+                 {"from", text({}), false},
+                 {"subject", text({}), false},
+                 {"body-plain", text({}), false},
+                 {"stripped-text", text({}), false},
+                 {"Message-Id", text({})},
+                 {"In-Reply-To", text({}), false},
+                 {"References", text({}), false}},
+                false));
   define(r, "WhatsAppTemplate",
          object({{"name", nullable(text({}))},
                  {"language", nullable(text({}))},
@@ -680,6 +750,16 @@ void add_channel_routes(router& r, services& s) {
             .with_media("application/x-www-form-urlencoded", "text/xml")
             .with_secret_headers({"X-Twilio-Signature"})
             .fails_with({409, 503}));
+  r.add({verb::post,
+         "/api/v1/channels/{id}/email/webhook",
+         access::open,
+         {},
+         bind(s, email_webhook),
+         "Receive an e-mail a Mailgun route forwarded (signed with timestamp, token, signature)",
+         "channels"},
+        route_doc("MailgunInbound", "ChannelInboundAck")
+            .with_media("application/x-www-form-urlencoded", "application/json")
+            .fails_with({409}));
   r.add({verb::get, "/api/v1/channels/{id}/templates", access::bearer,
          domain::permission::write_records, bind(s, templates),
          "A WhatsApp channel's message templates, as the provider lists them", "channels"},

@@ -9,6 +9,8 @@ ALTER TABLE messages ADD CONSTRAINT messages_status_check
 ALTER TABLE messages ADD COLUMN template jsonb;
 -- SMS: how many segments an outbound text takes (GSM-7 or UCS-2), as the provider bills it.
 ALTER TABLE messages ADD COLUMN segments integer;
+-- E-mail: an inbound mail's Subject (a reply's is "Re: " and it).
+ALTER TABLE messages ADD COLUMN subject text;
 CREATE INDEX messages_provider_idx ON messages (channel_id, external_message_id)
   WHERE direction = 'outbound';
 

@@ -193,11 +193,15 @@ TEST(channel_config, a_new_address_needs_the_secrets_sent_again) {
                              std::string(token) + R"("})",
                          &previous);
   EXPECT_EQ(moved.at("api_base_url"), "https://tg2.example");
-  // Free-form configs: any key ending in url.
-  auto email_config = obj(R"({"api_url":"https://a.example","auth_token":"t0k3n","region":"eu"})");
-  EXPECT_EQ(config_issues(channel_type::email, R"({"api_url":"https://b.example"})", &email_config),
+  // Every provider's: a Twilio auth token does not follow a new api_base_url either.
+  auto sms = obj(R"({"account_sid":"AC0123456789abcdef0123456789abcdef",
+                     "from_number":"+15005550006","api_base_url":"https://a.example",
+                     "auth_token":"t0k3n"})");
+  auto same = std::string(R"({"account_sid":"AC0123456789abcdef0123456789abcdef",)"
+                          R"("from_number":"+15005550006","api_base_url":)");
+  EXPECT_EQ(config_issues(channel_type::sms, same + R"("https://b.example"})", &sms),
             (strings{"body/config/auth_token:missing"}));
-  auto kept = config_ok(channel_type::email, R"({"api_url":"https://a.example"})", &email_config);
+  auto kept = config_ok(channel_type::sms, same + R"("https://a.example"})", &sms);
   EXPECT_EQ(kept.at("auth_token"), "t0k3n");
   // An api channel's signing secret is never sent anywhere: its outbound_url may change.
   auto api = obj(R"({"outbound_url":"https://a.example","signing_secret":"0123456789abcdef"})");
@@ -247,68 +251,15 @@ TEST(channel_config, a_secret_sent_again_replaces_the_stored_one) {
   EXPECT_EQ(c.at("signing_secret"), "fedcba9876543210");
 }
 
-TEST(channel_config, free_form_update_keeps_secret_keys_and_drops_the_rest) {
-  auto previous = obj(R"({"account_sid":"AC1","auth_token":"t0k","from_number":"+15550001"})");
-  auto c = config_ok(channel_type::email, R"({"from_number":"+15550002"})", &previous);
-  EXPECT_EQ(json::serialize(c), R"({"from_number":"+15550002","auth_token":"t0k"})");
-  auto removed = config_ok(channel_type::email, R"({"auth_token":null})", &previous);
-  EXPECT_TRUE(removed.empty());
-}
-
-// ---- Config: free-form types ---------------------------------------------------------------
-
-TEST(channel_config, free_form_types_take_string_values) {
-  auto c = config_ok(channel_type::email,
-                     R"({"phone_number_id":"42","access_token":"x","smtp_password":"p"})");
-  EXPECT_EQ(c.size(), 3u);
-  EXPECT_EQ(config_issues(channel_type::email, R"({"retries":3,"on":true,"list":["a"]})"),
-            (strings{"body/config/retries:string_type", "body/config/on:string_type",
-                     "body/config/list:string_type"}));
-}
-
-TEST(channel_config, free_form_keys_are_short_lower_case_words) {
-  EXPECT_EQ(config_issues(channel_type::email, R"({"Host":"a","":"b","smtp-host":"c"})"),
-            (strings{"body/config/Host:value_error", "body/config/:value_error",
-                     "body/config/smtp-host:value_error"}));
-  config_ok(channel_type::email, std::string(R"({")") + std::string(64, 'k') + R"(":"v"})");
-  EXPECT_EQ(
-      config_issues(channel_type::email, std::string(R"({")") + std::string(65, 'k') + R"(":"v"})"),
-      (strings{"body/config/" + std::string(65, 'k') + ":value_error"}));
-}
-
-TEST(channel_config, free_form_values_are_at_most_1000_characters) {
-  config_ok(channel_type::email, std::string(R"({"note":")") + std::string(1000, 'a') + R"("})");
-  EXPECT_EQ(config_issues(channel_type::email,
-                          std::string(R"({"note":")") + std::string(1001, 'a') + R"("})"),
-            (strings{"body/config/note:string_too_long"}));
-}
-
-TEST(channel_config, free_form_config_has_at_most_20_keys) {
-  auto build = [](int n) {
-    json::object o;
-    for (int i = 0; i < n; ++i) o["k" + std::to_string(i)] = "v";
-    return json::serialize(o);
-  };
-  config_ok(channel_type::email, build(20));
-  EXPECT_EQ(config_issues(channel_type::email, build(21)), (strings{"body/config:too_long"}));
-}
-
-TEST(channel_config, kept_secrets_count_towards_the_20_keys) {
-  json::object previous;
-  for (int i = 0; i < 5; ++i) previous["api_key_" + std::to_string(i)] = "s";
-  json::object sent;
-  for (int i = 0; i < 16; ++i) sent["k" + std::to_string(i)] = "v";
-  EXPECT_EQ(config_issues(channel_type::email, json::serialize(sent), &previous),
-            (strings{"body/config:value_error"}));
-}
-
 TEST(channel_config, secret_keys_by_type) {
   EXPECT_TRUE(is_secret_config_key(channel_type::api, "signing_secret"));
   EXPECT_FALSE(is_secret_config_key(channel_type::api, "outbound_url"));
   EXPECT_TRUE(is_secret_config_key(channel_type::telegram, "bot_token"));
   EXPECT_FALSE(is_secret_config_key(channel_type::telegram, "api_base_url"));
-  for (auto k : {"access_token", "client_secret", "smtp_password", "api_key", "keyring"})
+  for (auto k : {"smtp_password", "inbound_signing_key"})
     EXPECT_TRUE(is_secret_config_key(channel_type::email, k)) << k;
+  for (auto k : {"smtp_host", "smtp_username", "from_address", "subject"})
+    EXPECT_FALSE(is_secret_config_key(channel_type::email, k)) << k;
   EXPECT_TRUE(is_secret_config_key(channel_type::sms, "auth_token"));
   for (auto k : {"account_sid", "from_number", "api_base_url"})
     EXPECT_FALSE(is_secret_config_key(channel_type::sms, k)) << k;
@@ -341,13 +292,13 @@ TEST(public_config, hides_the_telegram_bot_token) {
             R"({"api_base_url":"https://tg.example","has_bot_token":false})");
 }
 
-TEST(public_config, free_form_shows_has_key_for_each_secret_present) {
-  auto shown =
-      public_config(channel_type::email,
-                    obj(R"({"account_sid":"AC42","access_token":"EAAG","app_secret":"s3"})"));
-  EXPECT_EQ(json::serialize(shown),
-            R"({"account_sid":"AC42","has_access_token":true,"has_app_secret":true})");
-  EXPECT_EQ(json::serialize(shown).find("EAAG"), std::string::npos);
+TEST(public_config, email_shows_has_flags_for_its_secrets) {
+  auto shown = public_config(channel_type::email,
+                             obj(R"({"smtp_host":"smtp.example","from_address":"a@b.example",
+                                     "smtp_password":"pw-secret"})"));
+  EXPECT_EQ(json::serialize(shown), R"({"smtp_host":"smtp.example","from_address":"a@b.example",)"
+                                    R"("has_smtp_password":true,"has_inbound_signing_key":false})");
+  EXPECT_EQ(json::serialize(shown).find("pw-secret"), std::string::npos);
 }
 
 // ---- Inbound: the generic api body ---------------------------------------------------------
@@ -740,24 +691,13 @@ TEST(plan_outbound, carecrm_writes_first_only_where_the_adapter_can_reach_the_co
             "not configured: the channel has no outbound_url");
   EXPECT_EQ(cannot_write_first(telegram_channel(), {}), "the contact has no chat on this channel");
   EXPECT_EQ(cannot_write_first(telegram_channel(), "4242"), std::nullopt);
+  // E-mail reaches any address once the channel has its SMTP server and sender.
   channel email;
   email.type = channel_type::email;
-  EXPECT_EQ(cannot_write_first(email, {}), "no adapter for email channels yet (not configured)");
-}
-
-TEST(plan_outbound, types_without_an_adapter_are_not_configured) {
-  for (auto [t, msg] :
-       {std::pair{channel_type::email, "no adapter for email channels yet (not configured)"}}) {
-    channel c;
-    c.type = t;
-    c.config = obj(R"({"access_token":"x"})");
-    auto plan = plan_outbound(c, sample_message(), 0);
-    EXPECT_FALSE(plan.request);
-    EXPECT_EQ(plan.error, msg);
-    auto r = read_outbound_response(t, 200, "{}");
-    EXPECT_FALSE(r.sent);
-    EXPECT_EQ(r.error, msg);
-  }
+  EXPECT_EQ(cannot_write_first(email, {}),
+            "not configured: the channel has no smtp_host or from_address");
+  email.config = obj(R"({"smtp_host":"smtp.example","from_address":"a@b.example"})");
+  EXPECT_EQ(cannot_write_first(email, {}), std::nullopt);
 }
 
 // ---- read_outbound_response ----------------------------------------------------------------
