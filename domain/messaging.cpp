@@ -19,6 +19,7 @@ json::object channel_to_json(const channel& c, std::string_view public_url) {
                      (c.type == channel_type::telegram   ? "/telegram/webhook"
                       : c.type == channel_type::whatsapp ? "/whatsapp/webhook"
                       : c.type == channel_type::sms      ? "/sms/webhook"
+                      : c.type == channel_type::email    ? "/email/webhook"
                                                          : "/api/webhook");
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);

@@ -759,7 +759,7 @@ void add_channel_routes(router& r, services& s) {
          "channels"},
         route_doc("MailgunInbound", "ChannelInboundAck")
             .with_media("application/x-www-form-urlencoded", "application/json")
-            .fails_with({409}));
+            .fails_with({401, 409}));
   r.add({verb::get, "/api/v1/channels/{id}/templates", access::bearer,
          domain::permission::write_records, bind(s, templates),
          "A WhatsApp channel's message templates, as the provider lists them", "channels"},

@@ -189,6 +189,7 @@ void define_conversation_schemas(router& r) {
                  {"sender_user_id", nullable(id())},
                  {"sender_agent_id", nullable(id())},
                  {"segments", nullable(integer())},
+                 {"subject", nullable(text({}))},
                  {"created_at", timestamp()},
                  {"sent_at", nullable(timestamp())}}));
   define(r, "ConversationMessagePage", page_of("ConversationMessage"));

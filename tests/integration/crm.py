@@ -1896,8 +1896,8 @@ CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", 
                      "last_message_at", "last_inbound_at", "ai_paused", "handoff_reason",
                      "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
-                "error", "attempts", "sender_user_id", "sender_agent_id", "segments", "created_at",
-                "sent_at"}
+                "error", "attempts", "sender_user_id", "sender_agent_id", "segments", "subject",
+                "created_at", "sent_at"}
 INBOUND_ACK_KEYS = {"status", "message_id", "conversation_id", "contact_id", "duplicate"}
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
@@ -1949,6 +1949,13 @@ def sms_config(**overrides) -> dict:
     return config
 
 
+def email_config(**overrides) -> dict:
+    """An e-mail channel's config with its required keys (docs/channels.md "E-mail")."""
+    config = {"smtp_host": "smtp.clinic.example", "from_address": "desk@clinic.example"}
+    config.update(overrides)
+    return config
+
+
 def bot_token() -> str:
     """A Telegram bot token matching ^[0-9]+:[A-Za-z0-9_-]{20,}$."""
     return f"{secrets.randbelow(9_000_000_000) + 1_000_000_000}:AA{secrets.token_hex(16)}"
@@ -1967,7 +1974,7 @@ def assert_channel(body: Any, **expected) -> None:
         if key.startswith("has_"):
             assert isinstance(body["config"][key], bool), f"config.{key}: {body}"
     suffix = {"telegram": "telegram/webhook", "whatsapp": "whatsapp/webhook",
-              "sms": "sms/webhook"}.get(
+              "sms": "sms/webhook", "email": "email/webhook"}.get(
         body["type"], "api/webhook")
     assert isinstance(body["webhook_url"], str) and \
         body["webhook_url"].endswith(f"/api/v1/channels/{body['id']}/{suffix}"), body
@@ -2031,6 +2038,7 @@ def assert_message(body: Any, **expected) -> None:
         assert body["direction"] == "outbound" and body["sender_user_id"] is None, body
     assert body["sender_user_id"] is None or is_int(body["sender_user_id"]), body
     assert body["segments"] is None or (is_int(body["segments"]) and body["segments"] >= 1), body
+    assert body["subject"] is None or isinstance(body["subject"], str), body
     assert_timestamp(body["created_at"])
     _assert_optional_timestamp(body, "sent_at")
     if body["direction"] == "inbound":

@@ -470,18 +470,6 @@ def test_api_channel_without_outbound_url_fails_not_configured(client, admin, pl
     assert "not configured" in failed["error"] and "outbound_url" in failed["error"], failed
 
 
-@pytest.mark.parametrize("kind", ["email"])
-def test_channel_type_without_an_adapter_fails_not_configured(client, admin, kind):
-    chan = crm.create_channel(client, admin, type=kind, webhook_secret=SECRET,
-                              config={"account": "x"})
-    ack = new_conversation(client, chan["id"])
-    queued = crm.send_message(client, admin, ack["conversation_id"], "no adapter")
-    failed = crm.wait_message(client, admin, ack["conversation_id"], queued["id"],
-                              timeout=SEND_TIMEOUT)
-    assert failed["status"] == "failed", failed
-    assert "not configured" in failed["error"] and kind in failed["error"], failed
-
-
 def test_inactive_channel_refuses_outbound_with_409(client, admin):
     with crm.Receiver([200]) as rcv:
         chan = api_channel(client, admin, outbound_url=rcv.url())

@@ -45,10 +45,8 @@ def store_everything(client: crm.Client, token: str) -> dict:
     made["api"] = crm.create_channel(client, token, type="api", webhook_secret=SECRET,
                                      config={"outbound_url": "https://out.example.test/m",
                                              "signing_secret": SIGNING})
-    # A free-form config: its keys that look secret are sealed too.
     made["mail"] = crm.create_channel(client, token, type="email",
-                                      config={"api_url": "https://sms.example.test",
-                                              "auth_token": SMS_TOKEN})
+                                      config=crm.email_config(smtp_password=SMS_TOKEN))
     made["sms"] = crm.create_channel(client, token, type="sms",
                                      config={"account_sid": "AC" + "0" * 32,
                                              "from_number": "+15005550006",
@@ -94,7 +92,8 @@ def test_no_secret_is_stored_in_plaintext_and_each_still_works(client, admin_tok
     assert inbound_status(client, made["api"]["id"], SECRET) == 422
     assert inbound_status(client, made["api"]["id"], SECRET + "x") == 401
     assert made["telegram"]["config"] == {"has_bot_token": True}
-    assert made["mail"]["config"] == {"api_url": "https://sms.example.test", "has_auth_token": True}
+    assert made["mail"]["config"] == {**crm.email_config(), "has_smtp_password": True,
+                                      "has_inbound_signing_key": False}
     assert made["sms"]["config"] == {"account_sid": "AC" + "0" * 32, "from_number": "+15005550006",
                                      "has_auth_token": True}
     # The http_request header was sent (the step failed on the closed port, not before it),
