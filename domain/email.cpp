@@ -142,7 +142,9 @@ std::optional<std::int64_t> answered_conversation(std::string_view in_reply_to,
       std::int64_t id = 0;
       auto start = text.data() + at + 10;
       auto [p, ec] = std::from_chars(start, text.data() + text.size(), id);
-      if (ec == std::errc{} && p != start && *p == '.' && id > 0) return id;
+      if (ec == std::errc{} && p != start && p != text.data() + text.size() && *p == '.' &&
+          id > 0)
+        return id;
     }
   }
   return std::nullopt;

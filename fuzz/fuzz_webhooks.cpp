@@ -1,7 +1,10 @@
-// Inbound webhook bodies: the generic channel API body, Telegram updates, and a workflow
-// webhook's Standard Webhooks signature check with its JSON body.
+// Inbound webhook bodies: the generic channel API body, Telegram updates, WhatsApp's webhook,
+// a multipart form (Mailgun's) and e-mail threading headers, and a workflow webhook's Standard
+// Webhooks signature check with its JSON body.
 #include "domain/channel.hpp"
+#include "domain/email.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/whatsapp.hpp"
 #include "domain/workflow.hpp"
 
 #include <boost/json/parse.hpp>
@@ -17,6 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool ignored = false;
   issues.clear();
   (void)crm::domain::parse_telegram_update(body, ignored, issues);
+  issues.clear();
+  (void)crm::domain::whatsapp::parse_webhook(body, "1069", issues);
+  if (auto parts = crm::domain::email::parse_multipart(body, "XyZ")) {
+    issues.clear();
+    (void)crm::domain::email::parse_inbound(parts->fields, parts->files, issues);
+  }
+  (void)crm::domain::email::answered_conversation(body, body);
   // Headers from the first line ("id ts sig"), the body after it.
   auto nl = body.find('\n');
   auto head = body.substr(0, nl);

@@ -116,6 +116,9 @@ TEST(email_inbound, a_reply_names_the_conversation_it_answers) {
   EXPECT_EQ(em::answered_conversation("", "<a@b> <carecrm.c5.m9@x> <carecrm.c12.m77@x>"), 12);
   EXPECT_EQ(em::answered_conversation("<a@b>", "<c@d>"), std::nullopt);
   EXPECT_EQ(em::answered_conversation("<carecrm.cX.m1@x>", ""), std::nullopt);
+  // A header that ends in the id (found by the fuzzer: read past its end).
+  std::string cut = "<carecrm.c12";
+  EXPECT_EQ(em::answered_conversation(std::string_view(cut), ""), std::nullopt);
 }
 
 TEST(email_inbound, mailguns_signature_is_the_hmac_of_timestamp_and_token) {
