@@ -7,11 +7,14 @@
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
 #include "domain/email.hpp"
+#include "domain/inbox.hpp"
 #include "domain/schedule.hpp"
 
 #include <boost/json/value.hpp>
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +83,7 @@ struct conversation_filter {
   std::optional<std::int64_t> channel_id;
   std::optional<std::int64_t> contact_id;
   std::optional<std::int64_t> assignee_id;
+  std::optional<std::int64_t> team_id;
   int page = 1;
   int per_page = 20;
 };
@@ -165,6 +169,15 @@ void require_consent(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                      domain::consent_purpose purpose, callback<domain::done> reply);
 
 void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels);
+
+// Where each channel's new conversations go (its team's route) and who is not available, from
+// the inbox actor after each change of its teams or of a user's availability.
+struct inbox_routes {
+  std::map<std::int64_t, domain::team_route> routes;
+  std::set<std::int64_t> unavailable;
+};
+void set_routes(runtime& rt, std::int64_t tenant, std::map<std::int64_t, domain::team_route> routes,
+                std::set<std::int64_t> unavailable);
 
 // The patient's erasure (docs/compliance.md): the contact's conversations with their messages
 // and AI decisions, channel identities and consents go from Postgres and from memory, after

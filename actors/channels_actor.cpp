@@ -35,6 +35,7 @@
 #include "net/http_client.hpp"
 #include "net/smtp_client.hpp"
 #include "persistence/channel_repo.hpp"
+#include "persistence/inbox_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/sealed_columns.hpp"
 #include "persistence/subject_repo.hpp"
@@ -58,6 +59,8 @@ template <>
 struct allowed_unsafe_message_type<crm::actors::inbound_call> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::hub_verification> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::actors::inbox_routes> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::actors::conversation_filter> : std::true_type {};
 template <>
@@ -95,6 +98,7 @@ using allow_atom = caf::atom_constant<caf::atom("allow")>;
 using erase_atom = caf::atom_constant<caf::atom("erase")>;
 using hub_atom = caf::atom_constant<caf::atom("hub")>;
 using tmpl_atom = caf::atom_constant<caf::atom("tmpl")>;
+using routes_atom = caf::atom_constant<caf::atom("routes")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -136,6 +140,10 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending;     // outbound messages with an attempt in flight
   std::set<std::int64_t> ai_channels; // served by an active auto-replying agent
+  // The shared inbox (docs/channels.md "Teams and assignment"): each team channel's route, who
+  // is not available, and when each member of a team was last given a conversation.
+  inbox_routes inbox;
+  std::map<std::int64_t, std::map<std::int64_t, std::int64_t>> last_assigned; // team → user → µs
   // Conversations a reminder went out on, with the latest start it was for: "1" or "2" there
   // before that start answers it (docs/appointments.md "Answers").
   std::map<std::int64_t, std::int64_t> reminded;
@@ -293,7 +301,11 @@ void read_messaging(ch_actor* self) {
   db<persistence::messaging_snapshot>(
       self,
       [tid = st.env.tenant_id](persistence::pg_conn& c) {
-        return persistence::load_messaging(c, tid);
+        auto snap = persistence::load_messaging(c, tid);
+        auto inbox = persistence::load_inbox(c, tid);
+        snap.routes = inbox.routes();
+        snap.unavailable = std::move(inbox.unavailable);
+        return snap;
       },
       [self](domain::outcome<persistence::messaging_snapshot> r) {
         auto& st = self->state;
@@ -302,6 +314,7 @@ void read_messaging(ch_actor* self) {
         for (auto& c : r->channels) st.channels[c.id] = std::move(c);
         adopt_messaging(st, *r);
         st.ai_channels.insert(r->ai_channels.begin(), r->ai_channels.end());
+        st.inbox = {std::move(r->routes), std::move(r->unavailable)};
         if (!st.listeners_told) st.event_listeners = r->event_listeners;
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
@@ -676,6 +689,25 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
       });
 }
 
+// A new conversation on a team's channel: the team's, and the member who takes it
+// (domain::pick_assignee), counting each member's open conversations, staged ones included.
+void assign(channels_state& st, domain::conversation& conv, std::int64_t now) {
+  auto route = st.inbox.routes.find(conv.channel_id);
+  if (route == st.inbox.routes.end()) return;
+  auto& r = route->second;
+  conv.team_id = r.team_id;
+  std::map<std::int64_t, std::int64_t> open;
+  auto count = [&](const domain::conversation& c) {
+    if (c.assignee_id && c.status != domain::conversation_status::closed) open[*c.assignee_id]++;
+  };
+  for (auto& [id, c] : st.conversations)
+    if (!st.staged.count(id)) count(c);
+  for (auto& [id, s] : st.staged) count(s.conv);
+  auto& last = st.last_assigned[r.team_id];
+  conv.assignee_id = domain::pick_assignee(r, st.inbox.unavailable, open, last);
+  if (conv.assignee_id) last[*conv.assignee_id] = now;
+}
+
 // Inside conv_serial_inbound().
 void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_message m,
                    const domain::contact& contact, int depth) {
@@ -713,6 +745,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
     conv.channel_id = channel_id;
     conv.contact_id = contact.id;
     conv.created_at = now;
+    assign(st, conv, now);
   }
   conv.unread_count++;
   conv.last_message_at = now;
@@ -1663,6 +1696,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             if (f.channel_id && c.channel_id != *f.channel_id) continue;
             if (f.contact_id && c.contact_id != *f.contact_id) continue;
             if (f.assignee_id && c.assignee_id != f.assignee_id) continue;
+            if (f.team_id && c.team_id != f.team_id) continue;
             found.push_back(&c);
           }
           std::sort(found.begin(), found.end(), [](auto a, auto b) {
@@ -1822,6 +1856,13 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           reply(json::serialize(o));
         });
       },
+      [self, measure](routes_atom, inbox_routes& r) {
+        auto _ = measure();
+        // After the load, whose read may predate this change.
+        when_loaded(
+            self, [](const failure&) {},
+            [self, r = std::move(r)]() mutable { self->state.inbox = std::move(r); });
+      },
       [self, measure](aichan_atom, std::vector<std::int64_t>& channels) {
         auto _ = measure();
         auto& st = self->state;
@@ -1937,6 +1978,12 @@ void list_consents(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                    callback<std::string> reply) {
   send(rt, tenant,
        caf::make_message(consent_atom::value, list_atom::value, contact_id, std::move(reply)));
+}
+void set_routes(runtime& rt, std::int64_t tenant, std::map<std::int64_t, domain::team_route> routes,
+                std::set<std::int64_t> unavailable) {
+  send(rt, tenant,
+       caf::make_message(routes_atom::value,
+                         inbox_routes{std::move(routes), std::move(unavailable)}));
 }
 void set_ai_channels(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> channels) {
   send(rt, tenant, caf::make_message(aichan_atom::value, std::move(channels)));

@@ -85,7 +85,9 @@ using continuation = std::function<void()>;
 // spawn table, which calls `spawn_NAME` (defined in actors/NAME_actor.cpp). docs/aggregates.md
 // shows the steps.
 #define CRM_TENANT_CHILDREN(X)                                                                     \
-  X(users) X(contacts) X(fields) X(workflows) X(channels) X(deals) X(agents) X(notes) X(schedule)
+  X(users)                                                                                         \
+  X(contacts)                                                                                      \
+  X(fields) X(workflows) X(channels) X(deals) X(agents) X(notes) X(schedule) X(inbox)
 
 #define CRM_CHILD_KIND(name) name,
 enum class child_kind : std::uint8_t { CRM_TENANT_CHILDREN(CRM_CHILD_KIND) count_ };

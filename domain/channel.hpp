@@ -73,6 +73,7 @@ struct conversation {
   std::int64_t contact_id = 0;
   conversation_status status = conversation_status::open;
   std::optional<std::int64_t> assignee_id;
+  std::optional<std::int64_t> team_id; // the team its channel routed it to (docs/channels.md)
   std::int64_t unread_count = 0;
   std::int64_t last_message_at = 0;
   // When the contact last wrote (0: never): WhatsApp's 24-hour window for free text opens then.

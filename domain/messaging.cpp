@@ -33,6 +33,7 @@ json::object conversation_to_json(const conversation& c) {
   o["contact_id"] = c.contact_id;
   o["status"] = to_string(c.status);
   o["assignee_id"] = c.assignee_id ? json::value(*c.assignee_id) : json::value(nullptr);
+  o["team_id"] = c.team_id ? json::value(*c.team_id) : json::value(nullptr);
   o["unread_count"] = c.unread_count;
   o["ai_paused"] = c.ai_paused;
   o["handoff_reason"] = c.handoff_reason ? json::value(*c.handoff_reason) : json::value(nullptr);

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -156,8 +157,12 @@ public:
 
   // Component schemas of the OpenAPI document (JSON text, by name), which routes name as their
   // request_schema and response_schema (http/openapi_schema.hpp builds them).
+  // A name defined twice must mean one schema: two areas that chose the same name would
+  // otherwise describe one of them wrongly, silently.
   void define_schema(std::string name, std::string json) {
-    schemas_[std::move(name)] = std::move(json);
+    auto [it, added] = schemas_.try_emplace(name, json);
+    if (!added && it->second != json)
+      throw std::logic_error("OpenAPI schema " + name + " defined twice, differently");
   }
   const std::map<std::string, std::string>& schemas() const { return schemas_; }
 

@@ -58,7 +58,7 @@ const char* conversation_columns =
     "id, tenant_id, channel_id, contact_id, status, assignee_id, "
     "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS("created_at") ", " CRM_MICROS(
         "updated_at") ", ai_paused,"
-                      " handoff_reason, " CRM_MICROS("last_inbound_at");
+                      " handoff_reason, " CRM_MICROS("last_inbound_at") ", team_id";
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -76,6 +76,7 @@ domain::conversation to_conversation(const pqxx::row& r) {
   c.ai_paused = r[10].as<bool>();
   if (!r[11].is_null()) c.handoff_reason = r[11].as<std::string>();
   c.last_inbound_at = micros_or_zero(r[12]);
+  c.team_id = opt_int(r[13]);
   return c;
 }
 
@@ -123,23 +124,27 @@ void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool i
   const char* reason = conv.handoff_reason ? conv.handoff_reason->c_str() : nullptr;
   std::optional<std::string> inbound;
   if (conv.last_inbound_at) inbound = ts(conv.last_inbound_at);
+  std::optional<std::string> team;
+  if (conv.team_id) team = std::to_string(*conv.team_id);
   if (insert) {
     tx.exec_params(
         "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
-        " last_inbound_at) VALUES ($12, $1, $2, $3, $4, $5::bigint, $6, $7::timestamptz,"
-        " $8::timestamptz, $9::timestamptz, $10, $11, $13::timestamptz)",
+        " last_inbound_at, team_id) VALUES ($12, $1, $2, $3, $4, $5::bigint, $6,"
+        " $7::timestamptz, $8::timestamptz, $9::timestamptz, $10, $11, $13::timestamptz,"
+        " $14::bigint)",
         conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
         ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason,
-        conv.id, inbound ? inbound->c_str() : nullptr);
+        conv.id, inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr);
   } else {
     tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
                    " unread_count = $5, last_message_at = $6::timestamptz,"
                    " updated_at = $7::timestamptz, ai_paused = $8, handoff_reason = $9,"
-                   " last_inbound_at = $10::timestamptz WHERE tenant_id = $1 AND id = $2",
+                   " last_inbound_at = $10::timestamptz, team_id = $11::bigint WHERE tenant_id ="
+                   " $1 AND id = $2",
                    conv.tenant_id, conv.id, status, assignee, conv.unread_count,
                    ts(conv.last_message_at), ts(conv.updated_at), conv.ai_paused, reason,
-                   inbound ? inbound->c_str() : nullptr);
+                   inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr);
   }
 }
 
@@ -390,7 +395,7 @@ void inbound_batch::append_sql(sql_text& out) const {
   if (!conversations.empty()) {
     s += "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
          " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
-         " last_inbound_at) VALUES ";
+         " last_inbound_at, team_id) VALUES ";
     rows(conversations, [&](const domain::conversation& c) {
       s += std::to_string(c.id) + "," + tid + "," + std::to_string(c.channel_id) + "," +
            std::to_string(c.contact_id) + "," + out.quote(domain::to_string(c.status)) + "," +
@@ -398,13 +403,15 @@ void inbound_batch::append_sql(sql_text& out) const {
            std::to_string(c.unread_count) + "," + ts(c.last_message_at) + "," + ts(c.created_at) +
            "," + ts(c.updated_at) + "," + (c.ai_paused ? "true" : "false") + "," +
            (c.handoff_reason ? out.quote(*c.handoff_reason) : "NULL") + "," +
-           (c.last_inbound_at ? ts(c.last_inbound_at) : "NULL");
+           (c.last_inbound_at ? ts(c.last_inbound_at) : "NULL") + "," +
+           (c.team_id ? std::to_string(*c.team_id) : "NULL");
     });
     s += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status,"
          " assignee_id = EXCLUDED.assignee_id, unread_count = EXCLUDED.unread_count,"
          " last_message_at = EXCLUDED.last_message_at, updated_at = EXCLUDED.updated_at,"
          " ai_paused = EXCLUDED.ai_paused, handoff_reason = EXCLUDED.handoff_reason,"
-         " last_inbound_at = EXCLUDED.last_inbound_at WHERE conversations.tenant_id = " +
+         " last_inbound_at = EXCLUDED.last_inbound_at, team_id = EXCLUDED.team_id"
+         " WHERE conversations.tenant_id = " +
          tid + ";\n";
   }
   if (!messages.empty()) {

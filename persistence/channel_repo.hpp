@@ -4,12 +4,15 @@
 #include "domain/audit.hpp"
 #include "domain/channel.hpp"
 #include "domain/consent.hpp"
+#include "domain/inbox.hpp"
 #include "domain/schedule.hpp"
 #include "persistence/contact_repo.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/tx_batch.hpp"
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -49,6 +52,10 @@ struct messaging_snapshot {
   std::vector<std::pair<std::int64_t, std::int64_t>> reminded;
   // An active record-event workflow or webhook subscription exists (has_event_listeners).
   bool event_listeners = true;
+  // Where each channel's new conversations go, and who is not available (persistence/
+  // inbox_repo.hpp load_inbox; read with the rest at the channels actor's load).
+  std::map<std::int64_t, domain::team_route> routes;
+  std::set<std::int64_t> unavailable;
 };
 messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id);
 

@@ -55,6 +55,7 @@ void list(services& s, const exchange_ptr& ex) {
   f.channel_id = query_id(ex->req, "channel_id", issues);
   f.contact_id = query_id(ex->req, "contact_id", issues);
   f.assignee_id = query_id(ex->req, "assignee_id", issues);
+  f.team_id = query_id(ex->req, "team_id", issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   f.page = *page;
   f.per_page = *per_page;
@@ -163,6 +164,7 @@ void define_conversation_schemas(router& r) {
                  {"contact_id", id()},
                  {"status", one_of(rules::conversation_statuses)},
                  {"assignee_id", nullable(id())},
+                 {"team_id", nullable(id())},
                  {"unread_count", integer()},
                  {"ai_paused", boolean()},
                  {"handoff_reason", nullable(text({}))},
@@ -228,7 +230,8 @@ void add_conversation_routes(router& r, services& s) {
                                "only conversations in this status"),
                          query("channel_id", schema::id(), "only this channel's"),
                          query("contact_id", schema::id(), "only this contact's"),
-                         query("assignee_id", schema::id(), "only those assigned to this user")}));
+                         query("assignee_id", schema::id(), "only those assigned to this user"),
+                         query("team_id", schema::id(), "only those routed to this team")}));
   r.add({verb::get, "/api/v1/conversations/{id}", access::bearer, permission::read_records,
          bind(s, get), "Get a conversation", "conversations"},
         {"", "Conversation"});

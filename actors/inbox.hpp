@@ -1,0 +1,28 @@
+// The shared inbox of a tenant (contract §12, docs/channels.md "Teams and assignment"): its teams
+// and who is available, owned by the tenant's inbox actor on the record kernel. After each change
+// the channels actor is told where each channel's new conversations go. Answers are the JSON the
+// API returns.
+#pragma once
+#include "actors/callback.hpp"
+#include "domain/inbox.hpp"
+
+#include <string>
+
+namespace crm::actors {
+
+class runtime;
+
+void list_teams(runtime& rt, std::int64_t tenant, int page, int per_page,
+                callback<std::string> reply);
+void get_team(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void create_team(runtime& rt, std::int64_t tenant, domain::team t, callback<std::string> reply);
+void update_team(runtime& rt, std::int64_t tenant, std::int64_t id, domain::team_patch p,
+                 callback<std::string> reply);
+void delete_team(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply);
+// {"user_id", "available"}: whether new conversations may go to the user.
+void get_availability(runtime& rt, std::int64_t tenant, std::int64_t user,
+                      callback<std::string> reply);
+void set_availability(runtime& rt, std::int64_t tenant, std::int64_t user, bool available,
+                      callback<std::string> reply);
+
+} // namespace crm::actors

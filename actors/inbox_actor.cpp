@@ -1,0 +1,164 @@
+// The inbox actor of one tenant, on the record kernel (actors/record_actor.hpp): the teams and
+// who is available are the domain's (domain::inbox_store); each change commits in its own
+// transaction, then the channels actor learns the routes (actors/channels.hpp set_routes).
+#include "actors/inbox.hpp"
+
+#include "actors/channels.hpp"
+#include "actors/record_actor.hpp"
+#include "domain/clock.hpp"
+#include "domain/page_json.hpp"
+#include "persistence/inbox_repo.hpp"
+#include "persistence/pg_pool.hpp"
+
+#include <boost/json.hpp>
+
+namespace caf {
+template <>
+struct allowed_unsafe_message_type<crm::domain::team> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::team_patch> : std::true_type {};
+} // namespace caf
+
+namespace crm::actors {
+namespace {
+
+using domain::team;
+
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+using avail_atom = caf::atom_constant<caf::atom("avail")>;
+
+using inbox_aggregate = aggregate<child_kind::inbox, domain::inbox_store, &persistence::load_inbox,
+                                  &persistence::tenant_of_team>;
+
+using inbox_actor = record_actor<inbox_aggregate>;
+using store = inbox_aggregate::store;
+
+std::string render(const team& t) {
+  return boost::json::serialize(domain::team_to_json(t));
+}
+
+std::string availability_json(std::int64_t user, bool available) {
+  return boost::json::serialize(boost::json::object{{"user_id", user}, {"available", available}});
+}
+
+// The channels actor routes new conversations as the store now says.
+void publish(inbox_actor* self) {
+  auto& s = self->state.store;
+  set_routes(*self->state.env.rt->owner, self->state.env.tenant_id, s.routes(), s.unavailable);
+}
+
+std::string stored(inbox_actor* self, team saved) {
+  self->state.store.put(saved);
+  publish(self);
+  return render(saved);
+}
+
+struct availability {
+  std::int64_t user = 0;
+  bool available = true;
+};
+
+caf::behavior inbox_behavior(inbox_actor* self, tenant_env env) {
+  return record_behavior(
+      self, env,
+      [](inbox_actor* self, list_atom, int page, int per_page, callback<std::string>& reply) {
+        read(self, 0, reply, [=](const store& s) {
+          auto p = s.list(page, per_page);
+          boost::json::array items;
+          for (auto& t : p.items) items.push_back(domain::team_to_json(t));
+          return domain::render_page(std::move(items), p.total, page, per_page);
+        });
+      },
+      [](inbox_actor* self, get_atom, std::int64_t id, callback<std::string>& reply) {
+        read(self, id, reply, [=](const store& s) -> domain::outcome<std::string> {
+          auto t = s.get(id);
+          if (!t) return t.error();
+          return render(*t);
+        });
+      },
+      [](inbox_actor* self, create_atom, team& t, callback<std::string>& reply) {
+        change(
+            self, 0, reply,
+            [t = std::move(t), tenant = self->state.env.tenant_id](const store& s) {
+              return s.plan_create(t, tenant, domain::now_micros());
+            },
+            [](persistence::pg_conn& c, const team& t) { return persistence::insert_team(c, t); },
+            stored);
+      },
+      [](inbox_actor* self, update_atom, std::int64_t id, domain::team_patch& p,
+         callback<std::string>& reply) {
+        change(
+            self, id, reply,
+            [id, p = std::move(p)](const store& s) {
+              return s.plan_update(id, p, domain::now_micros());
+            },
+            [](persistence::pg_conn& c, const team& t) { return persistence::update_team(c, t); },
+            stored);
+      },
+      [](inbox_actor* self, delete_atom, std::int64_t id, callback<domain::done>& reply) {
+        change(
+            self, id, reply, [id](const store& s) { return s.plan_delete(id); },
+            [](persistence::pg_conn& c, const team& t) { return persistence::delete_team(c, t); },
+            [](inbox_actor* self, team gone) {
+              self->state.store.erase(gone.id);
+              publish(self);
+              return domain::done{};
+            });
+      },
+      [](inbox_actor* self, avail_atom, std::int64_t user, callback<std::string>& reply) {
+        read(self, 0, reply, [user](const store& s) -> domain::outcome<std::string> {
+          return availability_json(user, s.available(user));
+        });
+      },
+      [](inbox_actor* self, avail_atom, std::int64_t user, bool available,
+         callback<std::string>& reply) {
+        change(
+            self, 0, reply,
+            [user, available](const store&) {
+              return domain::outcome<availability>(availability{user, available});
+            },
+            [tenant = self->state.env.tenant_id](persistence::pg_conn& c, const availability& a) {
+              persistence::set_availability(c, tenant, a.user, a.available);
+              return a;
+            },
+            [](inbox_actor* self, availability a) {
+              self->state.store.set_available(a.user, a.available);
+              publish(self);
+              return availability_json(a.user, a.available);
+            });
+      });
+}
+
+} // namespace
+
+caf::actor spawn_inbox(caf::event_based_actor* parent, const tenant_env& env) {
+  return parent->spawn<caf::monitored + caf::linked>(inbox_behavior, env);
+}
+
+void list_teams(runtime& rt, std::int64_t tenant, int page, int per_page,
+                callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, list_atom::value, page, per_page, std::move(reply));
+}
+void get_team(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, get_atom::value, id, std::move(reply));
+}
+void create_team(runtime& rt, std::int64_t tenant, team t, callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, create_atom::value, std::move(t), std::move(reply));
+}
+void update_team(runtime& rt, std::int64_t tenant, std::int64_t id, domain::team_patch p,
+                 callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, update_atom::value, id, std::move(p), std::move(reply));
+}
+void delete_team(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply) {
+  tell<child_kind::inbox>(rt, tenant, delete_atom::value, id, std::move(reply));
+}
+void get_availability(runtime& rt, std::int64_t tenant, std::int64_t user,
+                      callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, avail_atom::value, user, std::move(reply));
+}
+void set_availability(runtime& rt, std::int64_t tenant, std::int64_t user, bool available,
+                      callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, avail_atom::value, user, available, std::move(reply));
+}
+
+} // namespace crm::actors

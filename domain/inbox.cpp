@@ -1,0 +1,153 @@
+#include "domain/inbox.hpp"
+
+#include "domain/clock.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <tuple>
+
+namespace crm::domain {
+
+namespace json = boost::json;
+
+json::object team_to_json(const team& t) {
+  json::array members(t.member_ids.begin(), t.member_ids.end());
+  json::array channels(t.channel_ids.begin(), t.channel_ids.end());
+  json::object o;
+  o["id"] = t.id;
+  o["name"] = t.name;
+  o["member_ids"] = std::move(members);
+  o["channel_ids"] = std::move(channels);
+  o["max_open_per_member"] =
+      t.max_open_per_member ? json::value(*t.max_open_per_member) : json::value(nullptr);
+  o["created_at"] = format_rfc3339(t.created_at);
+  o["updated_at"] = format_rfc3339(t.updated_at);
+  return o;
+}
+
+namespace {
+
+failure not_found() {
+  return failure::of(errc::not_found, "team not found");
+}
+
+// Sorted, without repeats.
+std::vector<std::int64_t> set_of(std::vector<std::int64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+// A channel of `t` that another team serves already.
+std::optional<failure> channel_taken(const inbox_store& s, const team& t) {
+  for (auto& [id, other] : s.teams) {
+    if (id == t.id) continue;
+    for (auto c : t.channel_ids)
+      if (std::find(other.channel_ids.begin(), other.channel_ids.end(), c) !=
+          other.channel_ids.end())
+        return failure::of(errc::conflict, "channel " + std::to_string(c) + " is team " +
+                                               std::to_string(id) + "'s already");
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+outcome<team> inbox_store::get(std::int64_t id) const {
+  auto it = teams.find(id);
+  if (it == teams.end()) return not_found();
+  return it->second;
+}
+
+page<team> inbox_store::list(int number, int per_page) const {
+  std::vector<const team*> all;
+  for (auto& [id, t] : teams) all.push_back(&t);
+  std::sort(all.begin(), all.end(), [](const team* a, const team* b) {
+    return std::tie(a->name, a->id) < std::tie(b->name, b->id);
+  });
+  page<team> out;
+  out.number = number;
+  out.per_page = per_page;
+  out.total = static_cast<std::int64_t>(all.size());
+  auto skip =
+      static_cast<std::size_t>(std::max(0, number - 1)) * static_cast<std::size_t>(per_page);
+  for (auto i = skip; i < all.size() && out.items.size() < static_cast<std::size_t>(per_page); ++i)
+    out.items.push_back(*all[i]);
+  return out;
+}
+
+outcome<team> inbox_store::plan_create(team t, std::int64_t tenant, std::int64_t now) const {
+  t.id = 0;
+  t.tenant_id = tenant;
+  t.member_ids = set_of(std::move(t.member_ids));
+  t.channel_ids = set_of(std::move(t.channel_ids));
+  t.created_at = t.updated_at = now;
+  if (auto taken = channel_taken(*this, t)) return *taken;
+  return t;
+}
+
+outcome<team> inbox_store::plan_update(std::int64_t id, const team_patch& p,
+                                       std::int64_t now) const {
+  auto found = get(id);
+  if (!found) return found;
+  auto next = *found;
+  if (p.name) next.name = *p.name;
+  if (p.member_ids) next.member_ids = set_of(*p.member_ids);
+  if (p.channel_ids) next.channel_ids = set_of(*p.channel_ids);
+  if (p.max_open_per_member) next.max_open_per_member = *p.max_open_per_member;
+  next.updated_at = std::max(now, found->updated_at + 1);
+  if (auto taken = channel_taken(*this, next)) return *taken;
+  return next;
+}
+
+outcome<team> inbox_store::plan_delete(std::int64_t id) const {
+  return get(id);
+}
+
+void inbox_store::put(const team& t) {
+  teams[t.id] = t;
+}
+
+void inbox_store::erase(std::int64_t id) {
+  teams.erase(id);
+}
+
+void inbox_store::set_available(std::int64_t user, bool available) {
+  if (available)
+    unavailable.erase(user);
+  else
+    unavailable.insert(user);
+}
+
+std::map<std::int64_t, team_route> inbox_store::routes() const {
+  std::map<std::int64_t, team_route> out;
+  for (auto& [id, t] : teams)
+    for (auto c : t.channel_ids) out[c] = {id, t.member_ids, t.max_open_per_member};
+  return out;
+}
+
+std::optional<std::int64_t>
+pick_assignee(const team_route& r, const std::set<std::int64_t>& unavailable,
+              const std::map<std::int64_t, std::int64_t>& open_counts,
+              const std::map<std::int64_t, std::int64_t>& last_assigned) {
+  auto get = [](const std::map<std::int64_t, std::int64_t>& m, std::int64_t k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::int64_t{0} : it->second;
+  };
+  std::optional<std::int64_t> best;
+  std::tuple<std::int64_t, std::int64_t, std::int64_t> best_key{};
+  for (auto m : r.members) {
+    if (unavailable.count(m)) continue;
+    auto open = get(open_counts, m);
+    if (r.max_open && open >= *r.max_open) continue;
+    auto key = std::make_tuple(open, get(last_assigned, m), m);
+    if (!best || key < best_key) {
+      best = m;
+      best_key = key;
+    }
+  }
+  return best;
+}
+
+} // namespace crm::domain

@@ -1,0 +1,24 @@
+// The shared inbox's teams and who is available (migration 026, domain/inbox.hpp): the inbox
+// actor's load and its writes, each in one transaction with the tenant's fence.
+#pragma once
+#include "domain/inbox.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace crm::persistence {
+
+class pg_conn;
+
+// The tenant's teams, and the users who are not available (said so, or deactivated).
+domain::inbox_store load_inbox(pg_conn& c, std::int64_t tenant_id);
+std::optional<std::int64_t> tenant_of_team(pg_conn& c, std::int64_t id);
+
+// The team as stored. A member that is not an active user of the tenant, or a channel not the
+// tenant's: 422 at body.member_ids / body.channel_ids, nothing written.
+domain::outcome<domain::team> insert_team(pg_conn& c, const domain::team& t);
+domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t);
+domain::outcome<domain::team> delete_team(pg_conn& c, const domain::team& t);
+void set_availability(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id, bool available);
+
+} // namespace crm::persistence

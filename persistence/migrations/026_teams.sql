@@ -1,0 +1,23 @@
+-- The shared inbox (contract §12, docs/channels.md "Teams and assignment"): teams of users who
+-- answer the conversations of some channels (a channel belongs to one team at most), whether a
+-- user is available for new conversations, and the team a conversation is routed to.
+CREATE TABLE teams (
+  id                   bigserial PRIMARY KEY,
+  tenant_id            bigint NOT NULL REFERENCES tenants (id),
+  name                 text NOT NULL,
+  member_ids           bigint[] NOT NULL DEFAULT '{}',
+  channel_ids          bigint[] NOT NULL DEFAULT '{}',
+  max_open_per_member  integer,
+  created_at           timestamptz NOT NULL,
+  updated_at           timestamptz NOT NULL
+);
+CREATE INDEX teams_tenant_idx ON teams (tenant_id, id);
+
+CREATE TABLE user_availability (
+  user_id     bigint PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+  tenant_id   bigint NOT NULL REFERENCES tenants (id),
+  available   boolean NOT NULL,
+  updated_at  timestamptz NOT NULL
+);
+
+ALTER TABLE conversations ADD COLUMN team_id bigint;
