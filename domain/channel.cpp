@@ -65,12 +65,6 @@ std::optional<std::string> identifier(checker& ck, const json::value& v, const l
   return std::nullopt;
 }
 
-std::optional<std::string> config_string(const json::object& config, std::string_view key) {
-  auto v = given(config, key);
-  if (!v || !v->is_string() || v->get_string().empty()) return std::nullopt;
-  return std::string(sv(v->get_string()));
-}
-
 // ^[0-9]+:[A-Za-z0-9_-]{20,}$, the shape BotFather hands out.
 bool looks_like_bot_token(std::string_view s) {
   auto colon = s.find(':');
@@ -253,6 +247,12 @@ void check_email_config(checker& ck, const json::object& sent, const loc_path& l
 }
 
 } // namespace
+
+std::optional<std::string> config_string(const json::object& config, std::string_view key) {
+  auto v = given(config, key);
+  if (!v || !v->is_string() || v->get_string().empty()) return std::nullopt;
+  return std::string(sv(v->get_string()));
+}
 
 std::optional<channel_type> parse_channel_type(std::string_view s) {
   return lookup(channel_names, s);

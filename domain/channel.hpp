@@ -94,6 +94,9 @@ std::optional<boost::json::object> parse_channel_config(channel_type type,
                                                         const boost::json::value& config,
                                                         const boost::json::object* previous,
                                                         std::vector<issue>& issues);
+// A config's string at `key`, when it is one and not empty (the adapters read their settings
+// with it).
+std::optional<std::string> config_string(const boost::json::object& config, std::string_view key);
 // True for the keys of `type`'s config that are secret (write-only).
 bool is_secret_config_key(channel_type type, std::string_view key);
 // The config as responses show it: secret keys removed, "has_<key>" added for each secret key

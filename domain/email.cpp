@@ -18,12 +18,6 @@ using namespace detail;
 
 namespace {
 
-std::optional<std::string> setting(const json::object& config, std::string_view key) {
-  auto v = given(config, key);
-  if (!v || !v->is_string() || v->get_string().empty()) return std::nullopt;
-  return std::string(sv(v->get_string()));
-}
-
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && ascii_lower(a) == ascii_lower(b);
 }
@@ -142,8 +136,7 @@ std::optional<std::int64_t> answered_conversation(std::string_view in_reply_to,
       std::int64_t id = 0;
       auto start = text.data() + at + 10;
       auto [p, ec] = std::from_chars(start, text.data() + text.size(), id);
-      if (ec == std::errc{} && p != start && p != text.data() + text.size() && *p == '.' &&
-          id > 0)
+      if (ec == std::errc{} && p != start && p != text.data() + text.size() && *p == '.' && id > 0)
         return id;
     }
   }
@@ -176,8 +169,8 @@ std::string html_of(std::string_view text) {
 
 mail_plan plan_send(const channel& c, const outbound_message& m, const thread_info& thread) {
   mail_plan plan;
-  auto host = setting(c.config, "smtp_host");
-  auto from = setting(c.config, "from_address");
+  auto host = config_string(c.config, "smtp_host");
+  auto from = config_string(c.config, "from_address");
   if (!host || !from) {
     plan.error = "not configured: the channel has no smtp_host or from_address";
     return plan;
@@ -190,17 +183,17 @@ mail_plan plan_send(const channel& c, const outbound_message& m, const thread_in
   out.host = *host;
   if (auto p = given(c.config, "smtp_port"); p && as_integer(*p))
     out.port = static_cast<int>(*as_integer(*p));
-  out.security = setting(c.config, "smtp_security").value_or("starttls");
-  out.username = setting(c.config, "smtp_username").value_or("");
-  out.password = setting(c.config, "smtp_password").value_or("");
+  out.security = config_string(c.config, "smtp_security").value_or("starttls");
+  out.username = config_string(c.config, "smtp_username").value_or("");
+  out.password = config_string(c.config, "smtp_password").value_or("");
   out.from = *from;
-  out.from_name = setting(c.config, "from_name").value_or("");
+  out.from_name = config_string(c.config, "from_name").value_or("");
   out.to = *m.email;
   auto subject = thread.subject;
   if (!subject.empty()) {
     if (!ascii_lower(subject).starts_with("re:")) subject = "Re: " + subject;
   } else {
-    subject = setting(c.config, "subject")
+    subject = config_string(c.config, "subject")
                   .value_or(out.from_name.empty() ? std::string("A message for you")
                                                   : "A message from " + out.from_name);
   }

@@ -21,12 +21,6 @@ using namespace detail;
 
 namespace {
 
-std::optional<std::string> setting(const json::object& config, std::string_view key) {
-  auto v = given(config, key);
-  if (!v || !v->is_string() || v->get_string().empty()) return std::nullopt;
-  return std::string(sv(v->get_string()));
-}
-
 const std::string* field(const form& f, std::string_view name) {
   for (auto& [k, v] : f)
     if (k == name) return &v;
@@ -222,9 +216,9 @@ std::optional<webhook> parse_webhook(const form& f, std::string_view account_sid
 
 adapter_plan plan_send(const channel& c, const outbound_message& m, std::string_view status_url) {
   adapter_plan plan;
-  auto sid = setting(c.config, "account_sid");
-  auto token = setting(c.config, "auth_token");
-  auto from = setting(c.config, "from_number");
+  auto sid = config_string(c.config, "account_sid");
+  auto token = config_string(c.config, "auth_token");
+  auto from = config_string(c.config, "from_number");
   if (!sid || !token || !from) {
     plan.error = "not configured: the channel has no account_sid, auth_token or from_number";
     return plan;
@@ -236,7 +230,7 @@ adapter_plan plan_send(const channel& c, const outbound_message& m, std::string_
     plan.error = "the contact has no phone number";
     return plan;
   }
-  auto base = setting(c.config, "api_base_url").value_or(std::string(default_base_url));
+  auto base = config_string(c.config, "api_base_url").value_or(std::string(default_base_url));
   while (!base.empty() && base.back() == '/') base.pop_back();
   form f = {{"To", *to}, {"From", *from}, {"Body", m.text}};
   if (!status_url.empty()) f.emplace_back("StatusCallback", std::string(status_url));

@@ -25,12 +25,6 @@ namespace {
 using channel_rules::external_id_max;
 using channel_rules::text_max;
 
-std::optional<std::string> config_string(const json::object& config, std::string_view key) {
-  auto v = given(config, key);
-  if (!v || !v->is_string() || v->get_string().empty()) return std::nullopt;
-  return std::string(sv(v->get_string()));
-}
-
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }

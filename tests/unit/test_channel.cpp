@@ -9,7 +9,10 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "issue_text.hpp"
+
 using namespace crm::domain;
+using crm::testing::described;
 namespace json = boost::json;
 
 namespace {
@@ -20,23 +23,6 @@ json::value js(std::string_view text) {
 
 json::object obj(std::string_view text) {
   return json::parse(text).as_object();
-}
-
-// "body/contact/phone:value_error.phone" for each issue, to compare whole lists at once.
-std::vector<std::string> described(const std::vector<issue>& issues) {
-  std::vector<std::string> out;
-  for (auto& i : issues) {
-    std::string s;
-    for (auto& p : i.loc) {
-      if (!s.empty()) s += '/';
-      if (auto k = std::get_if<std::string>(&p))
-        s += *k;
-      else
-        s += std::to_string(std::get<std::int64_t>(p));
-    }
-    out.push_back(s + ":" + i.type);
-  }
-  return out;
 }
 
 using strings = std::vector<std::string>;

@@ -8,27 +8,14 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "issue_text.hpp"
+
 using namespace crm::domain;
+using crm::testing::described;
 namespace em = crm::domain::email;
 namespace json = boost::json;
 
 namespace {
-
-std::vector<std::string> locs(const std::vector<issue>& issues) {
-  std::vector<std::string> out;
-  for (auto& i : issues) {
-    std::string s;
-    for (auto& p : i.loc) {
-      if (!s.empty()) s += '/';
-      if (auto k = std::get_if<std::string>(&p))
-        s += *k;
-      else
-        s += std::to_string(std::get<std::int64_t>(p));
-    }
-    out.push_back(s + ":" + i.type);
-  }
-  return out;
-}
 
 channel mail_channel() {
   channel c;
@@ -56,26 +43,26 @@ outbound_message to_ana() {
 TEST(email_config, requires_a_server_and_sender_and_no_credentials_in_clear) {
   std::vector<issue> issues;
   EXPECT_FALSE(parse_channel_config(channel_type::email, json::object(), nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/smtp_host:missing",
-                                                    "body/config/from_address:missing"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/config/smtp_host:missing",
+                                                         "body/config/from_address:missing"}));
   issues.clear();
   EXPECT_FALSE(parse_channel_config(
       channel_type::email,
       json::parse(R"({"smtp_host":"smtp example","smtp_port":70000,"smtp_security":"ssl",
                       "from_address":"nope","x":"1"})"),
       nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/x:extra_forbidden",
-                                                    "body/config/smtp_host:value_error",
-                                                    "body/config/smtp_port:less_than_equal",
-                                                    "body/config/smtp_security:enum",
-                                                    "body/config/from_address:value_error.email"}));
+  EXPECT_EQ(described(issues),
+            (std::vector<std::string>{
+                "body/config/x:extra_forbidden", "body/config/smtp_host:value_error",
+                "body/config/smtp_port:less_than_equal", "body/config/smtp_security:enum",
+                "body/config/from_address:value_error.email"}));
   issues.clear();
   EXPECT_FALSE(parse_channel_config(
       channel_type::email,
       json::parse(R"({"smtp_host":"relay","smtp_security":"none","smtp_username":"u",
                       "smtp_password":"p","from_address":"a@b.example"})"),
       nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/smtp_security:value_error"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/config/smtp_security:value_error"}));
   issues.clear();
   EXPECT_TRUE(parse_channel_config(channel_type::email, json::value(mail_channel().config), nullptr,
                                    issues));
@@ -139,7 +126,7 @@ TEST(email_inbound, a_forwarded_mail_reads_into_a_message) {
                               {"Message-Id", "<reply1@patient.example>"},
                               {"In-Reply-To", "<carecrm.c12.m77@clinic.example>"}},
                              {{"exame.pdf", "application/pdf", 1234}}, issues);
-  ASSERT_TRUE(m) << locs(issues).size();
+  ASSERT_TRUE(m) << described(issues).size();
   EXPECT_EQ(m->message.contact.email, "ana@patient.example");
   EXPECT_EQ(m->message.contact.name, "Ana Souza");
   EXPECT_EQ(m->message.external_message_id, "<reply1@patient.example>");
@@ -148,7 +135,7 @@ TEST(email_inbound, a_forwarded_mail_reads_into_a_message) {
   EXPECT_EQ(m->subject, "Re: A message from Clínica Sol");
   EXPECT_EQ(m->conversation, 12);
   EXPECT_FALSE(em::parse_inbound({{"subject", "x"}}, {}, issues));
-  EXPECT_EQ(locs(issues),
+  EXPECT_EQ(described(issues),
             (std::vector<std::string>{"body/sender:missing", "body/Message-Id:missing"}));
 }
 

@@ -8,29 +8,16 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "issue_text.hpp"
+
 using namespace crm::domain;
+using crm::testing::described;
 namespace tw = crm::domain::twilio;
 namespace json = boost::json;
 
 namespace {
 
 constexpr std::string_view sid = "AC0123456789abcdef0123456789abcdef";
-
-std::vector<std::string> locs(const std::vector<issue>& issues) {
-  std::vector<std::string> out;
-  for (auto& i : issues) {
-    std::string s;
-    for (auto& p : i.loc) {
-      if (!s.empty()) s += '/';
-      if (auto k = std::get_if<std::string>(&p))
-        s += *k;
-      else
-        s += std::to_string(std::get<std::int64_t>(p));
-    }
-    out.push_back(s + ":" + i.type);
-  }
-  return out;
-}
 
 channel sms_channel() {
   channel c;
@@ -48,17 +35,18 @@ channel sms_channel() {
 TEST(sms_config, requires_the_account_number_and_token_and_checks_their_shape) {
   std::vector<issue> issues;
   EXPECT_FALSE(parse_channel_config(channel_type::sms, json::object(), nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/account_sid:missing",
-                                                    "body/config/from_number:missing",
-                                                    "body/config/auth_token:missing"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/config/account_sid:missing",
+                                                         "body/config/from_number:missing",
+                                                         "body/config/auth_token:missing"}));
   issues.clear();
   EXPECT_FALSE(parse_channel_config(
       channel_type::sms,
       json::parse(R"({"account_sid":"AC12","from_number":"5550006","auth_token":"t","x":"1"})"),
       nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/x:extra_forbidden",
-                                                    "body/config/account_sid:value_error",
-                                                    "body/config/from_number:value_error.phone"}));
+  EXPECT_EQ(described(issues),
+            (std::vector<std::string>{"body/config/x:extra_forbidden",
+                                      "body/config/account_sid:value_error",
+                                      "body/config/from_number:value_error.phone"}));
   issues.clear();
   auto ok =
       parse_channel_config(channel_type::sms, json::value(sms_channel().config), nullptr, issues);
@@ -99,7 +87,7 @@ TEST(sms_webhook, an_incoming_message_with_media_reads_into_a_message) {
                               {"MediaContentType0", "image/jpeg"},
                               {"SmsStatus", "received"}},
                              sid, issues);
-  ASSERT_TRUE(w) << locs(issues).size();
+  ASSERT_TRUE(w) << described(issues).size();
   ASSERT_TRUE(w->message);
   EXPECT_FALSE(w->status);
   EXPECT_EQ(w->message->external_message_id, "SM1");
@@ -140,15 +128,15 @@ TEST(sms_webhook, another_account_or_missing_fields_are_issues) {
                                   {"MessageSid", "SM1"},
                                   {"From", "+15551234567"}},
                                  sid, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/AccountSid:value_error"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/AccountSid:value_error"}));
   issues.clear();
   EXPECT_FALSE(
       tw::parse_webhook({{"AccountSid", std::string(sid)}, {"From", "nope"}}, sid, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/MessageSid:missing"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/MessageSid:missing"}));
   issues.clear();
   EXPECT_FALSE(tw::parse_webhook(
       {{"AccountSid", std::string(sid)}, {"MessageSid", "SM1"}, {"From", "nope"}}, sid, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/From:value_error.phone"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/From:value_error.phone"}));
 }
 
 TEST(sms_send, posts_a_form_with_basic_auth_and_the_status_callback) {

@@ -6,7 +6,10 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "issue_text.hpp"
+
 using namespace crm::domain;
+using crm::testing::described;
 namespace wa = crm::domain::whatsapp;
 namespace json = boost::json;
 
@@ -14,22 +17,6 @@ namespace {
 
 constexpr std::string_view full_config = R"({"phone_number_id":"1069","access_token":"EAAG1",
   "app_secret":"app-s3cret","verify_token":"hub-v3rify"})";
-
-std::vector<std::string> locs(const std::vector<issue>& issues) {
-  std::vector<std::string> out;
-  for (auto& i : issues) {
-    std::string s;
-    for (auto& p : i.loc) {
-      if (!s.empty()) s += '/';
-      if (auto k = std::get_if<std::string>(&p))
-        s += *k;
-      else
-        s += std::to_string(std::get<std::int64_t>(p));
-    }
-    out.push_back(s + ":" + i.type);
-  }
-  return out;
-}
 
 channel wa_channel(std::string_view extra = "") {
   channel c;
@@ -58,13 +45,13 @@ constexpr std::string_view webhook = R"({"object":"whatsapp_business_account","e
 TEST(whatsapp_config, requires_the_number_and_three_secrets_on_create) {
   std::vector<issue> issues;
   EXPECT_FALSE(parse_channel_config(channel_type::whatsapp, json::object(), nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/phone_number_id:missing",
-                                                    "body/config/access_token:missing",
-                                                    "body/config/app_secret:missing",
-                                                    "body/config/verify_token:missing"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/config/phone_number_id:missing",
+                                                         "body/config/access_token:missing",
+                                                         "body/config/app_secret:missing",
+                                                         "body/config/verify_token:missing"}));
   issues.clear();
   auto ok = parse_channel_config(channel_type::whatsapp, json::parse(full_config), nullptr, issues);
-  ASSERT_TRUE(ok) << locs(issues).size();
+  ASSERT_TRUE(ok) << described(issues).size();
   EXPECT_EQ(ok->size(), 4u);
 }
 
@@ -77,11 +64,11 @@ TEST(whatsapp_config, checks_ids_version_and_address_and_refuses_other_keys) {
   bad["api_base_url"] = "ftp://graph.example";
   bad["note"] = "x";
   EXPECT_FALSE(parse_channel_config(channel_type::whatsapp, bad, nullptr, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/note:extra_forbidden",
-                                                    "body/config/phone_number_id:value_error",
-                                                    "body/config/business_account_id:value_error",
-                                                    "body/config/api_base_url:value_error",
-                                                    "body/config/api_version:value_error"}));
+  EXPECT_EQ(described(issues),
+            (std::vector<std::string>{
+                "body/config/note:extra_forbidden", "body/config/phone_number_id:value_error",
+                "body/config/business_account_id:value_error",
+                "body/config/api_base_url:value_error", "body/config/api_version:value_error"}));
   issues.clear();
   auto good = json::parse(full_config).as_object();
   good["api_version"] = "v20.0";
@@ -103,10 +90,10 @@ TEST(whatsapp_config, an_update_keeps_secrets_but_a_new_address_needs_them_again
   EXPECT_FALSE(parse_channel_config(channel_type::whatsapp,
                                     json::parse(R"({"api_base_url":"https://evil.example"})"),
                                     &stored, issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/config/access_token:missing",
-                                                    "body/config/app_secret:missing",
-                                                    "body/config/verify_token:missing",
-                                                    "body/config/phone_number_id:missing"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/config/access_token:missing",
+                                                         "body/config/app_secret:missing",
+                                                         "body/config/verify_token:missing",
+                                                         "body/config/phone_number_id:missing"}));
 }
 
 TEST(whatsapp_config, shows_has_flags_not_secrets) {
@@ -142,7 +129,7 @@ TEST(whatsapp_webhook, the_handshake_needs_subscribe_and_the_token) {
 TEST(whatsapp_webhook, reads_messages_with_their_sender_and_statuses) {
   std::vector<issue> issues;
   auto b = wa::parse_webhook(webhook, "1069", issues);
-  ASSERT_TRUE(b) << locs(issues).size();
+  ASSERT_TRUE(b) << described(issues).size();
   ASSERT_EQ(b->messages.size(), 1u);
   auto& m = b->messages[0];
   EXPECT_EQ(m.text, "Posso remarcar?");
@@ -183,7 +170,7 @@ TEST(whatsapp_webhook, buttons_media_and_locations_read_as_text_staff_can_follow
        {"from":"1555","id":"d","type":"location","location":{"latitude":-23.5,"longitude":-46.6}}
       ]}}]}]})",
       "1", issues);
-  ASSERT_TRUE(b) << locs(issues).size();
+  ASSERT_TRUE(b) << described(issues).size();
   ASSERT_EQ(b->messages.size(), 4u);
   EXPECT_EQ(b->messages[0].text, "Confirmar");
   EXPECT_EQ(b->messages[1].text, "Cancelar");
@@ -194,10 +181,10 @@ TEST(whatsapp_webhook, buttons_media_and_locations_read_as_text_staff_can_follow
 TEST(whatsapp_webhook, a_malformed_body_is_issues_and_nothing_half_read) {
   std::vector<issue> issues;
   EXPECT_FALSE(wa::parse_webhook("not json", "1", issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body:json_invalid"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body:json_invalid"}));
   issues.clear();
   EXPECT_FALSE(wa::parse_webhook(R"({"object":"x"})", "1", issues));
-  EXPECT_EQ(locs(issues), (std::vector<std::string>{"body/entry:missing"}));
+  EXPECT_EQ(described(issues), (std::vector<std::string>{"body/entry:missing"}));
   issues.clear();
   // One good message and one without a sender: nothing of the body is taken.
   EXPECT_FALSE(wa::parse_webhook(
@@ -205,7 +192,7 @@ TEST(whatsapp_webhook, a_malformed_body_is_issues_and_nothing_half_read) {
       "messages":[{"from":"1555","id":"ok","type":"text","text":{"body":"hi"}},
                   {"id":"bad","type":"text","text":{"body":"hi"}}]}}]}]})",
       "1", issues));
-  EXPECT_EQ(locs(issues),
+  EXPECT_EQ(described(issues),
             (std::vector<std::string>{"body/entry/0/changes/0/value/messages/1/from:value_error"}));
 }
 
@@ -289,7 +276,7 @@ TEST(whatsapp_send, template_input_is_checked) {
   std::vector<issue> issues;
   EXPECT_FALSE(wa::parse_template(json::parse(R"({"name":"Bad Name","parameters":[""],"x":1})"),
                                   {std::string("body"), std::string("template")}, issues));
-  EXPECT_EQ(locs(issues),
+  EXPECT_EQ(described(issues),
             (std::vector<std::string>{
                 "body/template/x:extra_forbidden", "body/template/name:value_error",
                 "body/template/language:missing", "body/template/parameters/0:string_too_short"}));

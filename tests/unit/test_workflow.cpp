@@ -9,32 +9,18 @@
 #include <boost/json.hpp>
 #include <gtest/gtest.h>
 
+#include "issue_text.hpp"
+
 #include <set>
 
 using namespace crm::domain;
+using crm::testing::described;
 namespace json = boost::json;
 
 namespace {
 
 json::value js(std::string_view text) {
   return json::parse(text);
-}
-
-// "body/actions/2/params/status:enum" for each issue, to compare whole lists at once.
-std::vector<std::string> described(const std::vector<issue>& issues) {
-  std::vector<std::string> out;
-  for (auto& i : issues) {
-    std::string s;
-    for (auto& p : i.loc) {
-      if (!s.empty()) s += '/';
-      if (auto k = std::get_if<std::string>(&p))
-        s += *k;
-      else
-        s += std::to_string(std::get<std::int64_t>(p));
-    }
-    out.push_back(s + ":" + i.type);
-  }
-  return out;
 }
 
 std::vector<std::string> condition_issues(std::string_view text) {
