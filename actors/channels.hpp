@@ -101,6 +101,10 @@ void update_conversation(runtime& rt, std::int64_t tenant, std::int64_t id, conv
 void mark_read(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 void list_messages(runtime& rt, std::int64_t tenant, std::int64_t conversation_id, int page,
                    int per_page, callback<std::string> reply);
+// Response times of the conversations opened in [from, to) µs, by channel, assignee or team
+// (docs/channels.md "Response times"), from what is committed.
+void conversation_report(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t to,
+                         std::string group_by, callback<std::string> reply);
 
 // An outbound message: to `conversation_id`, or (workflows) to the contact's most recent
 // conversation, on `channel_id` when given. Answers the queued message as JSON.

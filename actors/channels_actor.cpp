@@ -99,6 +99,7 @@ using erase_atom = caf::atom_constant<caf::atom("erase")>;
 using hub_atom = caf::atom_constant<caf::atom("hub")>;
 using tmpl_atom = caf::atom_constant<caf::atom("tmpl")>;
 using routes_atom = caf::atom_constant<caf::atom("routes")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
 
 constexpr int max_send_attempts = 3;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
@@ -723,7 +724,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
                                                                           : nullptr;
     if (hinted && hinted->contact_id == contact.id && hinted->channel_id == channel_id) {
       open = *hinted;
-      open->status = domain::conversation_status::open;
+      domain::set_status(*open, domain::conversation_status::open, domain::now_micros());
     }
   }
   const bool answer = open && is_reminder_answer(st, open->id, m.text);
@@ -1319,7 +1320,8 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.conversation = *conv;
   w.new_conversation = conv == &opened;
   if (w.conversation.status == domain::conversation_status::closed)
-    w.conversation.status = domain::conversation_status::open;
+    domain::set_status(w.conversation, domain::conversation_status::open, now);
+  if (req.sender_user_id) domain::person_replied(w.conversation, now);
   w.conversation.last_message_at = now;
   w.conversation.updated_at = std::max(now, conv->updated_at + 1);
   // A person answering takes the conversation back from the hand-off: agents may answer again.
@@ -1396,7 +1398,8 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
       return reply(failure::of(errc::not_found, "conversation not found"));
     }
     auto next = it->second;
-    if (p.status) next.status = *p.status;
+    auto now = domain::now_micros();
+    if (p.status) domain::set_status(next, *p.status, now);
     if (p.assignee_id) next.assignee_id = *p.assignee_id;
     if (p.ai_paused) next.ai_paused = *p.ai_paused;
     next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
@@ -1856,6 +1859,16 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           reply(json::serialize(o));
         });
       },
+      [self, measure](report_atom, std::int64_t from, std::int64_t to, std::string& group_by,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        persistence::conversation_report_query q{from, to, std::move(group_by)};
+        self->state.env.pool->run<std::string>(
+            [tid = self->state.env.tenant_id, q](persistence::pg_conn& c) {
+              return persistence::conversation_report(c, tid, q);
+            },
+            [reply](domain::outcome<std::string> r) { reply(std::move(r)); });
+      },
       [self, measure](routes_atom, inbox_routes& r) {
         auto _ = measure();
         // After the load, whose read may predate this change.
@@ -1917,6 +1930,11 @@ void receive_inbound(runtime& rt, std::int64_t tenant, std::int64_t channel_id, 
 std::string public_base_url(runtime& rt) {
   auto o = automation_options_of(rt.internals());
   return o ? o->public_url : std::string();
+}
+void conversation_report(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t to,
+                         std::string group_by, callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(report_atom::value, from, to, std::move(group_by), std::move(reply)));
 }
 void verify_hub(runtime& rt, std::int64_t tenant, std::int64_t channel_id, hub_verification v,
                 callback<std::string> reply) {

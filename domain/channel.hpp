@@ -78,12 +78,23 @@ struct conversation {
   std::int64_t last_message_at = 0;
   // When the contact last wrote (0: never): WhatsApp's 24-hour window for free text opens then.
   std::int64_t last_inbound_at = 0;
+  // The shared inbox's figures (docs/channels.md "Response times"): a person's first reply to
+  // the contact, and when the conversation was closed (0: not yet / open again).
+  std::int64_t first_response_at = 0;
+  std::int64_t resolved_at = 0;
   // Handed to a person by an AI agent (docs/ai.md): no agent answers until a person does.
   bool ai_paused = false;
   std::optional<std::string> handoff_reason;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
 };
+
+// The conversation's status becomes `next` at `now`: closing it resolves it, opening it again
+// (a reply, a reopen) clears that.
+void set_status(conversation& c, conversation_status next, std::int64_t now);
+// A person (not an AI agent, not an automation) answers at `now`: the first such answer after
+// the contact wrote is the conversation's first response.
+void person_replied(conversation& c, std::int64_t now);
 
 // ---- Channel config ---------------------------------------------------------------------
 // Validates `config` for `type` (issues at ["body","config",key...]). `creating`: required keys

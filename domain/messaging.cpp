@@ -26,6 +26,17 @@ json::object channel_to_json(const channel& c, std::string_view public_url) {
   return o;
 }
 
+void set_status(conversation& c, conversation_status next, std::int64_t now) {
+  if (next == conversation_status::closed && c.status != conversation_status::closed)
+    c.resolved_at = now;
+  if (next != conversation_status::closed) c.resolved_at = 0;
+  c.status = next;
+}
+
+void person_replied(conversation& c, std::int64_t now) {
+  if (c.first_response_at == 0 && c.last_inbound_at != 0) c.first_response_at = now;
+}
+
 json::object conversation_to_json(const conversation& c) {
   json::object o;
   o["id"] = c.id;
@@ -38,8 +49,12 @@ json::object conversation_to_json(const conversation& c) {
   o["ai_paused"] = c.ai_paused;
   o["handoff_reason"] = c.handoff_reason ? json::value(*c.handoff_reason) : json::value(nullptr);
   o["last_message_at"] = format_rfc3339(c.last_message_at);
-  o["last_inbound_at"] =
-      c.last_inbound_at ? json::value(format_rfc3339(c.last_inbound_at)) : json::value(nullptr);
+  auto when = [](std::int64_t t) {
+    return t ? json::value(format_rfc3339(t)) : json::value(nullptr);
+  };
+  o["last_inbound_at"] = when(c.last_inbound_at);
+  o["first_response_at"] = when(c.first_response_at);
+  o["resolved_at"] = when(c.resolved_at);
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);
   return o;

@@ -16,6 +16,8 @@
 
 #include <pqxx/pqxx>
 
+#include <cmath>
+
 namespace json = boost::json;
 
 namespace crm::persistence {
@@ -58,7 +60,8 @@ const char* conversation_columns =
     "id, tenant_id, channel_id, contact_id, status, assignee_id, "
     "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS("created_at") ", " CRM_MICROS(
         "updated_at") ", ai_paused,"
-                      " handoff_reason, " CRM_MICROS("last_inbound_at") ", team_id";
+                      " handoff_reason, " CRM_MICROS("last_inbound_at") ", team_id, " CRM_MICROS(
+                          "first_response_at") ", " CRM_MICROS("resolved_at");
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -77,6 +80,8 @@ domain::conversation to_conversation(const pqxx::row& r) {
   if (!r[11].is_null()) c.handoff_reason = r[11].as<std::string>();
   c.last_inbound_at = micros_or_zero(r[12]);
   c.team_id = opt_int(r[13]);
+  c.first_response_at = micros_or_zero(r[14]);
+  c.resolved_at = micros_or_zero(r[15]);
   return c;
 }
 
@@ -126,25 +131,29 @@ void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool i
   if (conv.last_inbound_at) inbound = ts(conv.last_inbound_at);
   std::optional<std::string> team;
   if (conv.team_id) team = std::to_string(*conv.team_id);
+  auto at = [](std::int64_t t) { return t ? std::optional<std::string>(ts(t)) : std::nullopt; };
   if (insert) {
     tx.exec_params(
         "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
-        " last_inbound_at, team_id) VALUES ($12, $1, $2, $3, $4, $5::bigint, $6,"
-        " $7::timestamptz, $8::timestamptz, $9::timestamptz, $10, $11, $13::timestamptz,"
-        " $14::bigint)",
+        " last_inbound_at, team_id, first_response_at, resolved_at) VALUES ($12, $1, $2, $3, $4,"
+        " $5::bigint, $6, $7::timestamptz, $8::timestamptz, $9::timestamptz, $10, $11,"
+        " $13::timestamptz, $14::bigint, $15::timestamptz, $16::timestamptz)",
         conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
         ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason,
-        conv.id, inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr);
+        conv.id, inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr,
+        at(conv.first_response_at), at(conv.resolved_at));
   } else {
     tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
                    " unread_count = $5, last_message_at = $6::timestamptz,"
                    " updated_at = $7::timestamptz, ai_paused = $8, handoff_reason = $9,"
-                   " last_inbound_at = $10::timestamptz, team_id = $11::bigint WHERE tenant_id ="
-                   " $1 AND id = $2",
+                   " last_inbound_at = $10::timestamptz, team_id = $11::bigint,"
+                   " first_response_at = $12::timestamptz, resolved_at = $13::timestamptz"
+                   " WHERE tenant_id = $1 AND id = $2",
                    conv.tenant_id, conv.id, status, assignee, conv.unread_count,
                    ts(conv.last_message_at), ts(conv.updated_at), conv.ai_paused, reason,
-                   inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr);
+                   inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr,
+                   at(conv.first_response_at), at(conv.resolved_at));
   }
 }
 
@@ -395,7 +404,7 @@ void inbound_batch::append_sql(sql_text& out) const {
   if (!conversations.empty()) {
     s += "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
          " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
-         " last_inbound_at, team_id) VALUES ";
+         " last_inbound_at, team_id, first_response_at, resolved_at) VALUES ";
     rows(conversations, [&](const domain::conversation& c) {
       s += std::to_string(c.id) + "," + tid + "," + std::to_string(c.channel_id) + "," +
            std::to_string(c.contact_id) + "," + out.quote(domain::to_string(c.status)) + "," +
@@ -404,13 +413,16 @@ void inbound_batch::append_sql(sql_text& out) const {
            "," + ts(c.updated_at) + "," + (c.ai_paused ? "true" : "false") + "," +
            (c.handoff_reason ? out.quote(*c.handoff_reason) : "NULL") + "," +
            (c.last_inbound_at ? ts(c.last_inbound_at) : "NULL") + "," +
-           (c.team_id ? std::to_string(*c.team_id) : "NULL");
+           (c.team_id ? std::to_string(*c.team_id) : "NULL") + "," +
+           (c.first_response_at ? ts(c.first_response_at) : "NULL") + "," +
+           (c.resolved_at ? ts(c.resolved_at) : "NULL");
     });
     s += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status,"
          " assignee_id = EXCLUDED.assignee_id, unread_count = EXCLUDED.unread_count,"
          " last_message_at = EXCLUDED.last_message_at, updated_at = EXCLUDED.updated_at,"
          " ai_paused = EXCLUDED.ai_paused, handoff_reason = EXCLUDED.handoff_reason,"
-         " last_inbound_at = EXCLUDED.last_inbound_at, team_id = EXCLUDED.team_id"
+         " last_inbound_at = EXCLUDED.last_inbound_at, team_id = EXCLUDED.team_id,"
+         " first_response_at = EXCLUDED.first_response_at, resolved_at = EXCLUDED.resolved_at"
          " WHERE conversations.tenant_id = " +
          tid + ";\n";
   }
@@ -696,6 +708,62 @@ delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delive
               : delivery_applied::behind;
   tx.commit();
   return out;
+}
+
+std::string conversation_report(pg_conn& c, std::int64_t tenant_id,
+                                const conversation_report_query& q) {
+  // The column is one of three names, never the caller's text.
+  const char* key = q.group_by == "assignee" ? "assignee_id"
+                    : q.group_by == "team"   ? "team_id"
+                                             : "channel_id";
+  auto seconds = [](const char* end) {
+    return std::string("extract(epoch FROM ") + end + " - created_at)";
+  };
+  auto pct = [&](const char* p, const char* end) {
+    return std::string("percentile_cont(") + p + ") WITHIN GROUP (ORDER BY " + seconds(end) +
+           ") FILTER (WHERE " + end + " IS NOT NULL)";
+  };
+  pqxx::read_transaction tx(c.raw());
+  auto rows = tx.exec_params(
+      std::string("SELECT GROUPING(") + key + "), " + key +
+          ", count(*), count(first_response_at), count(resolved_at), " +
+          pct("0.5", "first_response_at") + ", " + pct("0.9", "first_response_at") + ", " +
+          pct("0.5", "resolved_at") + ", " + pct("0.9", "resolved_at") +
+          " FROM conversations WHERE tenant_id = $1 AND created_at >= $2::timestamptz AND"
+          " created_at < $3::timestamptz GROUP BY GROUPING SETS ((" +
+          key + "), ()) ORDER BY 1, 2 NULLS LAST",
+      tenant_id, ts(q.from), ts(q.to));
+  auto figure = [](const pqxx::field& f) -> json::value {
+    if (f.is_null()) return nullptr;
+    return std::round(f.as<double>() * 10) / 10;
+  };
+  auto figures = [&](const pqxx::row& r) {
+    json::object o;
+    o["conversations"] = r[2].as<std::int64_t>();
+    o["responded"] = r[3].as<std::int64_t>();
+    o["resolved"] = r[4].as<std::int64_t>();
+    o["first_response_seconds"] = json::object{{"median", figure(r[5])}, {"p90", figure(r[6])}};
+    o["resolution_seconds"] = json::object{{"median", figure(r[7])}, {"p90", figure(r[8])}};
+    return o;
+  };
+  json::array groups;
+  // The empty grouping set gives the total's row, also when no conversation matched.
+  json::object total;
+  for (auto r : rows) {
+    if (r[0].as<int>() == 1) {
+      total = figures(r);
+      continue;
+    }
+    auto g = figures(r);
+    g["key"] = r[1].is_null() ? json::value(nullptr) : json::value(r[1].as<std::int64_t>());
+    groups.push_back(std::move(g));
+  }
+  json::object out{{"from", domain::format_rfc3339(q.from)},
+                   {"to", domain::format_rfc3339(q.to)},
+                   {"group_by", q.group_by},
+                   {"groups", std::move(groups)},
+                   {"total", std::move(total)}};
+  return json::serialize(out);
 }
 
 void save_conversation(pg_conn& c, const domain::conversation& conv,

@@ -244,6 +244,16 @@ std::pair<std::string, std::string> last_inbound_of(pg_conn& c, std::int64_t ten
 // no outbound message of the channel has that id.
 delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delivery_update& u);
 
+// GET /reports/conversations (docs/channels.md "Response times"): the conversations opened in
+// [from, to) µs, grouped by `group_by` (channel_id, assignee_id or team_id), with the total.
+struct conversation_report_query {
+  std::int64_t from = 0;
+  std::int64_t to = 0;
+  std::string group_by = "channel";
+};
+std::string conversation_report(pg_conn& c, std::int64_t tenant_id,
+                                const conversation_report_query& q);
+
 void save_conversation(pg_conn& c, const domain::conversation& conv,
                        const std::vector<domain::audit_record>& audit);
 bool active_user_of(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id);

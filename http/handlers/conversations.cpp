@@ -2,6 +2,7 @@
 // change a conversation and send messages.
 #include "http/api.hpp"
 
+#include "domain/clock.hpp"
 #include "domain/whatsapp.hpp"
 
 #include "actors/channels.hpp"
@@ -143,6 +144,39 @@ void post_message(services& s, const exchange_ptr& ex) {
       created_reply(ex, "/api/v1/conversations/" + std::to_string(*id) + "/messages/"));
 }
 
+// GET /reports/conversations?from=&to=&group_by=: `to` defaults to now, `from` to 30 days
+// before it; the span is at most a year.
+void report(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto instant = [&](const char* name) -> std::optional<std::int64_t> {
+    auto v = ex->req.query_value(name);
+    if (!v) return std::nullopt;
+    auto t = domain::parse_rfc3339(*v);
+    if (!t)
+      issues.push_back(
+          {{"query", name}, "Input should be an RFC 3339 date-time", "datetime_parsing"});
+    return t;
+  };
+  auto to = instant("to");
+  auto from = instant("from");
+  std::string group_by = "channel";
+  if (auto g = ex->req.query_value("group_by")) {
+    if (*g != "channel" && *g != "assignee" && *g != "team")
+      issues.push_back(
+          {{"query", "group_by"}, "Input should be 'channel', 'assignee' or 'team'", "enum"});
+    group_by = std::string(*g);
+  }
+  constexpr std::int64_t day = 86'400'000'000;
+  auto end = to.value_or(domain::now_micros());
+  auto start = from.value_or(end - 30 * day);
+  if (issues.empty() && (start >= end || end - start > 366 * day))
+    issues.push_back(
+        {{"query", "from"}, "from must be before to, at most a year before", "value_error"});
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::conversation_report(s.rt, ex->who.tenant_id, start, end, std::move(group_by),
+                              json_reply(ex));
+}
+
 // ---- OpenAPI schemas -------------------------------------------------------------------------
 
 // A message's direction and status as stored (persistence/migrations/005_channels.sql).
@@ -170,6 +204,8 @@ void define_conversation_schemas(router& r) {
                  {"handoff_reason", nullable(text({}))},
                  {"last_message_at", timestamp()},
                  {"last_inbound_at", nullable(timestamp())},
+                 {"first_response_at", nullable(timestamp())},
+                 {"resolved_at", nullable(timestamp())},
                  {"created_at", timestamp()},
                  {"updated_at", timestamp()}}));
   define(r, "ConversationPage", page_of("Conversation"));
@@ -195,6 +231,26 @@ void define_conversation_schemas(router& r) {
                  {"created_at", timestamp()},
                  {"sent_at", nullable(timestamp())}}));
   define(r, "ConversationMessagePage", page_of("ConversationMessage"));
+  // persistence::conversation_report
+  auto spread = object({{"median", nullable(number())}, {"p90", nullable(number())}});
+  auto group = object({{"key", nullable(id())},
+                       {"conversations", integer()},
+                       {"responded", integer()},
+                       {"resolved", integer()},
+                       {"first_response_seconds", spread},
+                       {"resolution_seconds", spread}});
+  auto total = object({{"conversations", integer()},
+                       {"responded", integer()},
+                       {"resolved", integer()},
+                       {"first_response_seconds", spread},
+                       {"resolution_seconds", spread}});
+  define(
+      r, "ConversationReport",
+      object({{"from", timestamp()},
+              {"to", timestamp()},
+              {"group_by", one_of(std::array<std::string_view, 3>{"channel", "assignee", "team"})},
+              {"groups", array_of(group)},
+              {"total", total}}));
   auto text_rule = text({.min = 1, .max = rules::text_max});
   text_rule["pattern"] = "[^" + std::string(blank) + "]"; // not white space alone
   auto purpose = one_of(domain::consent_rules::purposes);
@@ -221,6 +277,18 @@ void add_conversation_routes(router& r, services& s) {
   using domain::permission;
   using schema::query;
   define_conversation_schemas(r);
+  r.add({verb::get, "/api/v1/reports/conversations", access::bearer, permission::manage_automation,
+         bind(s, report),
+         "Response and resolution times of the conversations opened in a span (from, to, "
+         "group_by channel|assignee|team)",
+         "inbox"},
+        route_doc("", "ConversationReport")
+            .with_query({query("from", schema::timestamp(), "start (default: 30 days before to)"),
+                         query("to", schema::timestamp(), "end, excluded (default: now)"),
+                         query("group_by",
+                               schema::one_of(
+                                   std::array<std::string_view, 3>{"channel", "assignee", "team"}),
+                               "what the groups are (default channel)")}));
   r.add({verb::get, "/api/v1/conversations", access::bearer, permission::read_records,
          bind(s, list), "List conversations (status, channel_id, contact_id, assignee_id)",
          "conversations"},

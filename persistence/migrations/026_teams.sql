@@ -21,3 +21,9 @@ CREATE TABLE user_availability (
 );
 
 ALTER TABLE conversations ADD COLUMN team_id bigint;
+-- Response times (docs/channels.md "Response times"): a person's first reply after the contact
+-- wrote, and when the conversation was closed.
+ALTER TABLE conversations ADD COLUMN first_response_at timestamptz;
+ALTER TABLE conversations ADD COLUMN resolved_at timestamptz;
+UPDATE conversations SET resolved_at = updated_at WHERE status = 'closed';
+CREATE INDEX conversations_created_idx ON conversations (tenant_id, created_at);

@@ -1893,7 +1893,7 @@ MESSAGE_STATUSES = ("received", "queued", "sent", "delivered", "read", "failed")
 CHANNEL_KEYS = {"id", "name", "type", "config", "is_active", "has_secret", "webhook_url",
                 "created_at", "updated_at"}
 CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", "team_id",
-                     "unread_count",
+                     "first_response_at", "resolved_at", "unread_count",
                      "last_message_at", "last_inbound_at", "ai_paused", "handoff_reason",
                      "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",

@@ -170,7 +170,10 @@ def test_patch_status(client, admin, conv):
         body = crm.assert_json_response(client.patch(conv_url(cid), {"status": status},
                                                      token=admin), 200)
         crm.assert_conversation(body, id=cid, status=status, unread_count=1)
-        assert body == dict(before, status=status, updated_at=body["updated_at"]), body
+        # Closing resolves it; opening it again clears that.
+        assert (body["resolved_at"] is not None) == (status == "closed"), body
+        assert body == dict(before, status=status, updated_at=body["updated_at"],
+                            resolved_at=body["resolved_at"]), body
         assert crm.get_conversation(client, admin, cid) == body
 
 

@@ -103,3 +103,44 @@ def test_teams_are_checked_and_shaped_by_managers(client, desk, sess_b):
     # Its channel is free again.
     crm.assert_json_response(client.post(TEAMS, {"name": "Desk", "channel_ids": [chan["id"]]},
                                          token=t), 201)
+
+
+def test_first_response_and_resolution_are_recorded_and_reported(client, desk):
+    s, chan = desk
+    t = s.admin
+    a = s.users["agent"]["id"]
+    team = crm.assert_json_response(client.post(TEAMS, {
+        "name": "Desk", "member_ids": [a], "channel_ids": [chan["id"]]}, token=t), 201)
+    convs = [new_conversation(client, t, chan) for _ in range(3)]
+    assert all(c["first_response_at"] is None and c["resolved_at"] is None for c in convs)
+    # An automation's or an agent's message is no person's answer; the agent's reply is.
+    for c in convs[:2]:
+        crm.send_message(client, s.tokens["agent"], c["id"], "Olá, como posso ajudar?")
+        crm.send_message(client, s.tokens["agent"], c["id"], "Mais alguma coisa?")
+    answered = crm.get_conversation(client, t, convs[0]["id"])
+    assert answered["first_response_at"] is not None, answered
+    assert crm.get_conversation(client, t, convs[0]["id"])["first_response_at"] == \
+        answered["first_response_at"]
+    closed = crm.assert_json_response(client.patch(crm.conversation_url(convs[0]["id"]),
+                                                   {"status": "closed"}, token=t), 200)
+    assert closed["resolved_at"] is not None, closed
+    report = crm.assert_json_response(client.get(
+        "/api/v1/reports/conversations?group_by=assignee", token=s.tokens["manager"]), 200)
+    assert report["group_by"] == "assignee", report
+    [group] = report["groups"]
+    assert (group["key"], group["conversations"], group["responded"], group["resolved"]) == \
+        (a, 3, 2, 1), report
+    assert group["first_response_seconds"]["median"] >= 0, report
+    assert group["resolution_seconds"]["p90"] >= 0, report
+    assert report["total"]["conversations"] == 3, report
+    by_team = crm.assert_json_response(client.get(
+        "/api/v1/reports/conversations?group_by=team", token=t), 200)
+    assert [g["key"] for g in by_team["groups"]] == [team["id"]], by_team
+    # Reopening (a reply to a closed conversation) clears the resolution.
+    crm.send_message(client, s.tokens["agent"], convs[0]["id"], "Reabrindo")
+    assert crm.get_conversation(client, t, convs[0]["id"])["resolved_at"] is None
+    crm.assert_validation(client.get("/api/v1/reports/conversations?group_by=day&from=x",
+                                     token=t),
+                          (("query", "group_by"), "enum"), (("query", "from"), "datetime_parsing"))
+    crm.assert_error(client.get("/api/v1/reports/conversations", token=s.tokens["agent"]), 403,
+                     "INSUFFICIENT_PERMISSIONS")

@@ -2,6 +2,7 @@
 // updates), the inbound api body and Telegram Update into 422 issues, names, and the provider
 // adapters' requests and how their answers read (docs/channels.md).
 #include "domain/channel.hpp"
+#include "domain/messaging.hpp"
 
 #include "domain/clock.hpp"
 #include "domain/workflow.hpp"
@@ -738,4 +739,23 @@ TEST(read_outbound_response, telegram_other_answers_fail_with_the_status) {
     EXPECT_FALSE(r.sent) << body;
     EXPECT_EQ(r.error, "telegram answered " + std::to_string(status)) << body;
   }
+}
+
+// ---- Response times ----------------------------------------------------------------------------
+
+TEST(response_times, the_first_reply_of_a_person_after_the_contact_wrote_and_the_close) {
+  conversation c;
+  person_replied(c, 50); // nobody wrote yet: no response to measure
+  EXPECT_EQ(c.first_response_at, 0);
+  c.last_inbound_at = 100;
+  person_replied(c, 160);
+  person_replied(c, 200);
+  EXPECT_EQ(c.first_response_at, 160);
+  set_status(c, conversation_status::closed, 300);
+  EXPECT_EQ(c.resolved_at, 300);
+  set_status(c, conversation_status::closed, 400); // closing again keeps the first close
+  EXPECT_EQ(c.resolved_at, 300);
+  set_status(c, conversation_status::open, 500);
+  EXPECT_EQ(c.resolved_at, 0);
+  EXPECT_EQ(c.status, conversation_status::open);
 }
