@@ -66,15 +66,7 @@ page<team> inbox_store::list(int number, int per_page) const {
   std::sort(all.begin(), all.end(), [](const team* a, const team* b) {
     return std::tie(a->name, a->id) < std::tie(b->name, b->id);
   });
-  page<team> out;
-  out.number = number;
-  out.per_page = per_page;
-  out.total = static_cast<std::int64_t>(all.size());
-  auto skip =
-      static_cast<std::size_t>(std::max(0, number - 1)) * static_cast<std::size_t>(per_page);
-  for (auto i = skip; i < all.size() && out.items.size() < static_cast<std::size_t>(per_page); ++i)
-    out.items.push_back(*all[i]);
-  return out;
+  return page_of(all, number, per_page);
 }
 
 outcome<team> inbox_store::plan_create(team t, std::int64_t tenant, std::int64_t now) const {

@@ -68,16 +68,7 @@ page<note> note_store::list(std::int64_t contact, std::string_view query, int nu
     if (a->pinned != b->pinned) return a->pinned;
     return a->id > b->id; // ids grow with time: newest first
   });
-  page<note> out;
-  out.number = number;
-  out.per_page = per_page;
-  out.total = static_cast<std::int64_t>(found.size());
-  auto skip =
-      static_cast<std::size_t>(std::max(0, number - 1)) * static_cast<std::size_t>(per_page);
-  for (auto i = skip; i < found.size() && out.items.size() < static_cast<std::size_t>(per_page);
-       ++i)
-    out.items.push_back(*found[i]);
-  return out;
+  return page_of(found, number, per_page);
 }
 
 note note_store::plan_create(note n, std::int64_t tenant, const note_editor& by,
