@@ -24,5 +24,9 @@ void get_availability(runtime& rt, std::int64_t tenant, std::int64_t user,
                       callback<std::string> reply);
 void set_availability(runtime& rt, std::int64_t tenant, std::int64_t user, bool available,
                       callback<std::string> reply);
+// A user was deactivated or activated again: routing reads whether they are available now.
+// Answered once the channels actor has been told.
+void user_changed(runtime& rt, std::int64_t tenant, std::int64_t user,
+                  callback<domain::done> reply);
 
 } // namespace crm::actors

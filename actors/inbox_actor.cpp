@@ -26,6 +26,7 @@ using domain::team;
 
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using avail_atom = caf::atom_constant<caf::atom("avail")>;
+using user_atom = caf::atom_constant<caf::atom("user")>;
 
 using inbox_aggregate = aggregate<child_kind::inbox, domain::inbox_store, &persistence::load_inbox,
                                   &persistence::tenant_of_team>;
@@ -126,6 +127,18 @@ caf::behavior inbox_behavior(inbox_actor* self, tenant_env env) {
               publish(self);
               return availability_json(a.user, a.available);
             });
+      },
+      [](inbox_actor* self, user_atom, std::int64_t user, callback<domain::done>& reply) {
+        change(
+            self, 0, reply, [user](const store&) { return domain::outcome<std::int64_t>(user); },
+            [tenant = self->state.env.tenant_id](persistence::pg_conn& c, std::int64_t u) {
+              return availability{u, persistence::available_now(c, tenant, u)};
+            },
+            [](inbox_actor* self, availability a) {
+              self->state.store.set_available(a.user, a.available);
+              publish(self);
+              return domain::done{};
+            });
       });
 }
 
@@ -151,6 +164,10 @@ void update_team(runtime& rt, std::int64_t tenant, std::int64_t id, domain::team
 }
 void delete_team(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply) {
   tell<child_kind::inbox>(rt, tenant, delete_atom::value, id, std::move(reply));
+}
+void user_changed(runtime& rt, std::int64_t tenant, std::int64_t user,
+                  callback<domain::done> reply) {
+  tell<child_kind::inbox>(rt, tenant, user_atom::value, user, std::move(reply));
 }
 void get_availability(runtime& rt, std::int64_t tenant, std::int64_t user,
                       callback<std::string> reply) {

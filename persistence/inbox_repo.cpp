@@ -99,13 +99,14 @@ domain::outcome<domain::team> insert_team(pg_conn& c, const domain::team& t) {
   fence(tx, t.tenant_id);
   if (auto no = refused(tx, t)) return *no;
   auto cap = cap_text(t.max_open_per_member);
-  auto r = tx.exec_params(std::string("INSERT INTO teams (tenant_id, name, member_ids, channel_ids,"
-                                      " max_open_per_member, created_at, updated_at) VALUES ($1,"
-                                      " $2, $3::bigint[], $4::bigint[], $5::integer,"
-                                      " $6::timestamptz, $6::timestamptz) RETURNING ") +
-                              team_columns,
-                          t.tenant_id, t.name, team_id_array(t.member_ids), team_id_array(t.channel_ids),
-                          cap ? cap->c_str() : nullptr, domain::format_rfc3339(t.created_at));
+  auto r =
+      tx.exec_params(std::string("INSERT INTO teams (tenant_id, name, member_ids, channel_ids,"
+                                 " max_open_per_member, created_at, updated_at) VALUES ($1,"
+                                 " $2, $3::bigint[], $4::bigint[], $5::integer,"
+                                 " $6::timestamptz, $6::timestamptz) RETURNING ") +
+                         team_columns,
+                     t.tenant_id, t.name, team_id_array(t.member_ids), team_id_array(t.channel_ids),
+                     cap ? cap->c_str() : nullptr, domain::format_rfc3339(t.created_at));
   tx.commit();
   return row_to_team(r.front());
 }
@@ -115,14 +116,14 @@ domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t) {
   fence(tx, t.tenant_id);
   if (auto no = refused(tx, t)) return *no;
   auto cap = cap_text(t.max_open_per_member);
-  auto r =
-      tx.exec_params(std::string("UPDATE teams SET name = $3, member_ids = $4::bigint[],"
-                                 " channel_ids = $5::bigint[], max_open_per_member ="
-                                 " $6::integer, updated_at = $7::timestamptz WHERE"
-                                 " tenant_id = $1 AND id = $2 RETURNING ") +
-                         team_columns,
-                     t.tenant_id, t.id, t.name, team_id_array(t.member_ids), team_id_array(t.channel_ids),
-                     cap ? cap->c_str() : nullptr, domain::format_rfc3339(t.updated_at));
+  auto r = tx.exec_params(std::string("UPDATE teams SET name = $3, member_ids = $4::bigint[],"
+                                      " channel_ids = $5::bigint[], max_open_per_member ="
+                                      " $6::integer, updated_at = $7::timestamptz WHERE"
+                                      " tenant_id = $1 AND id = $2 RETURNING ") +
+                              team_columns,
+                          t.tenant_id, t.id, t.name, team_id_array(t.member_ids),
+                          team_id_array(t.channel_ids), cap ? cap->c_str() : nullptr,
+                          domain::format_rfc3339(t.updated_at));
   if (r.empty()) return team_gone();
   tx.commit();
   return row_to_team(r.front());
@@ -146,6 +147,15 @@ void set_availability(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id, 
                  " EXCLUDED.available, updated_at = now()",
                  tenant_id, user_id, available);
   tx.commit();
+}
+
+bool available_now(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT u.is_active AND coalesce(a.available, true) FROM users u LEFT"
+                          " JOIN user_availability a ON a.user_id = u.id WHERE u.tenant_id = $1"
+                          " AND u.id = $2",
+                          tenant_id, user_id);
+  return !r.empty() && r.front()[0].as<bool>();
 }
 
 } // namespace crm::persistence

@@ -20,5 +20,7 @@ domain::outcome<domain::team> insert_team(pg_conn& c, const domain::team& t);
 domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t);
 domain::outcome<domain::team> delete_team(pg_conn& c, const domain::team& t);
 void set_availability(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id, bool available);
+// Whether new conversations may go to the user now: active, and not said otherwise.
+bool available_now(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id);
 
 } // namespace crm::persistence

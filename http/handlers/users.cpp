@@ -1,6 +1,8 @@
 // Users of the caller's tenant (contract §3), admin only. The tenant comes from the token,
 // never from the request; ids of other tenants' users are 403, unknown ids 404.
 #include "http/api.hpp"
+
+#include "actors/inbox.hpp"
 #include "http/api_key_auth.hpp"
 
 #include "actors/users.hpp"
@@ -113,14 +115,24 @@ void get(services& s, const exchange_ptr& ex) {
 // with an old token is refused.
 void apply_patch(services& s, const exchange_ptr& ex, std::int64_t id, actors::user_patch patch,
                  bool no_content) {
-  actors::update_user(s.rt, ex->who.tenant_id, id, std::move(patch),
-                      actors::callback<actors::user_change>(
-                          [&s, ex, no_content](domain::outcome<actors::user_change> r) {
-                            if (!r) return ex->fail(r.error());
-                            s.revocations.revoke(r->revoked_sessions, [](bool) {});
-                            if (no_content) return ex->no_content();
-                            ex->json(200, encode_user(r->user));
-                          }));
+  const bool activity = patch.is_active.has_value();
+  actors::update_user(
+      s.rt, ex->who.tenant_id, id, std::move(patch),
+      actors::callback<actors::user_change>([&s, ex, no_content,
+                                             activity](domain::outcome<actors::user_change> r) {
+        if (!r) return ex->fail(r.error());
+        s.revocations.revoke(r->revoked_sessions, [](bool) {});
+        auto answer = [ex, no_content, user = r->user] {
+          if (no_content) return ex->no_content();
+          ex->json(200, encode_user(user));
+        };
+        if (!activity) return answer();
+        // The shared inbox routes no new conversation to a deactivated user, from the
+        // answer on (the change is committed either way).
+        actors::user_changed(
+            s.rt, ex->who.tenant_id, r->user.id,
+            actors::callback<domain::done>([answer](domain::outcome<domain::done>) { answer(); }));
+      }));
 }
 
 void update(services& s, const exchange_ptr& ex) {

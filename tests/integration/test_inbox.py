@@ -144,3 +144,17 @@ def test_first_response_and_resolution_are_recorded_and_reported(client, desk):
                           (("query", "group_by"), "enum"), (("query", "from"), "datetime_parsing"))
     crm.assert_error(client.get("/api/v1/reports/conversations", token=s.tokens["agent"]), 403,
                      "INSUFFICIENT_PERMISSIONS")
+
+
+def test_a_deactivated_member_gets_no_new_conversation(client, desk):
+    s, chan = desk
+    t = s.admin
+    a, m = s.users["agent"]["id"], s.users["manager"]["id"]
+    crm.assert_json_response(client.post(TEAMS, {
+        "name": "Desk", "member_ids": [a, m], "channel_ids": [chan["id"]]}, token=t), 201)
+    assert new_conversation(client, t, chan)["assignee_id"] == a
+    assert client.delete(f"/api/v1/users/{m}", token=t).status == 204
+    # The manager had none: without the deactivation the next would be theirs.
+    assert [new_conversation(client, t, chan)["assignee_id"] for _ in range(2)] == [a, a]
+    crm.assert_json_response(client.patch(f"/api/v1/users/{m}", {"is_active": True}, token=t), 200)
+    assert new_conversation(client, t, chan)["assignee_id"] == m
