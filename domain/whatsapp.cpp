@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdio>
 
 namespace crm::domain::whatsapp {
 namespace json = boost::json;
@@ -62,8 +63,13 @@ std::string described(std::string_view type, const json::object& m) {
           out += sv(*s);
         }
       auto lat = given(*po, "latitude"), lon = given(*po, "longitude");
-      if (lat && lon && lat->is_number() && lon->is_number())
-        out += " (" + json::serialize(*lat) + ", " + json::serialize(*lon) + ")";
+      if (lat && lon && lat->is_number() && lon->is_number()) {
+        // Degrees as people write them ("-23.5"), not JSON's exponent form ("-2.35E1").
+        char where[64];
+        std::snprintf(where, sizeof where, " (%.6g, %.6g)", lat->to_number<double>(),
+                      lon->to_number<double>());
+        out += where;
+      }
     }
   }
   return std::string(utf8_prefix(out, text_max));

@@ -233,7 +233,9 @@ def test_a_reply_goes_to_the_graph_api_and_statuses_only_move_it_forward(client,
         assert state()["status"] == expected, (step, state())
     # A status for a message carecrm never sent changes nothing.
     crm.assert_json_response(
-        post(client, chan, change(chan, statuses=[status("wamid.UNKNOWN", "read")])), 200)
+        post(client, chan, change(chan, statuses=[status("wamid.UNKNOWN", "failed")])), 200)
+    assert state()["status"] == "read", state()
+    assert [m["status"] for m in crm.list_messages(client, t, cid)] == ["received", "read"]
 
 
 def test_a_failed_status_records_the_providers_reason(client, fresh, graph):
@@ -375,7 +377,9 @@ def test_an_urgent_whatsapp_message_is_handed_to_a_person(client, fresh, graph):
 
     conv = crm.eventually(handed_off, WAIT, 0.2)
     assert conv and conv["handoff_reason"] == "urgent", crm.get_conversation(client, t, cid)
-    # The emergency text goes out through the Graph API, first.
+    # The emergency text goes out through the Graph API, first, as the agent's message.
     [req] = graph.wait_for(1, WAIT)[:1]
     assert req.json["text"]["body"].startswith("Ligue 192 agora."), req.json
-    assert agent["id"]
+    sent = [m for m in crm.list_messages(client, t, cid) if m["direction"] == "outbound"]
+    assert sent and sent[0]["sender_agent_id"] == agent["id"], sent
+    assert sent[0]["text"].startswith("Ligue 192 agora."), sent

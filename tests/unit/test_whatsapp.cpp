@@ -175,7 +175,7 @@ TEST(whatsapp_webhook, buttons_media_and_locations_read_as_text_staff_can_follow
   EXPECT_EQ(b->messages[0].text, "Confirmar");
   EXPECT_EQ(b->messages[1].text, "Cancelar");
   EXPECT_EQ(b->messages[2].text, "[image] exame (media MEDIA9)");
-  EXPECT_EQ(b->messages[3].text, "[location] (-2.35E1, -4.66E1)");
+  EXPECT_EQ(b->messages[3].text, "[location] (-23.5, -46.6)");
 }
 
 TEST(whatsapp_webhook, a_malformed_body_is_issues_and_nothing_half_read) {
