@@ -28,6 +28,10 @@ struct channel_patch {
   std::optional<boost::json::value> config; // validated by the actor against the stored one
   std::optional<std::optional<std::string>> webhook_secret;
   std::optional<bool> is_active;
+  // docs/channels.md "Business hours": null clears the hours (always open) or the reply.
+  std::optional<std::optional<domain::working_week>> business_hours;
+  std::optional<std::string> time_zone;
+  std::optional<std::optional<std::string>> after_hours_reply;
 };
 
 struct channel_filter {
@@ -78,19 +82,16 @@ void verify_hub(runtime& rt, std::int64_t tenant, std::int64_t channel_id, hub_v
 void list_templates(runtime& rt, std::int64_t tenant, std::int64_t channel_id,
                     callback<std::string> reply);
 
-struct conversation_filter {
-  std::optional<domain::conversation_status> status;
-  std::optional<std::int64_t> channel_id;
-  std::optional<std::int64_t> contact_id;
-  std::optional<std::int64_t> assignee_id;
-  std::optional<std::int64_t> team_id;
+struct conversation_filter : domain::conversation_query {
   int page = 1;
   int per_page = 20;
 };
 struct conversation_patch {
   std::optional<domain::conversation_status> status;
   std::optional<std::optional<std::int64_t>> assignee_id;
-  std::optional<bool> ai_paused; // false: agents may answer again after a hand-off
+  std::optional<bool> ai_paused;                  // false: agents may answer again after a hand-off
+  std::optional<std::vector<std::string>> labels; // the whole set
+  std::optional<std::optional<domain::conversation_priority>> priority; // null clears it
 };
 void list_conversations(runtime& rt, std::int64_t tenant, conversation_filter f,
                         callback<std::string> reply);
@@ -127,6 +128,9 @@ struct outbound_request {
   // WhatsApp: an approved template (domain::whatsapp::template_to_json) sent instead of `text`,
   // also outside the 24-hour window; `text` is how staff read it.
   std::string template_json;
+  // A canned response's text: its {{contact.*}} placeholders are filled from the conversation's
+  // contact first (domain::fill_for_contact).
+  bool fill_for_contact = false;
 };
 inline constexpr std::string_view reminder_sent_already = "the reminder was sent already";
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,

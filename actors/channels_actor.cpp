@@ -134,6 +134,15 @@ void read_messaging(ch_actor* self) {
       });
 }
 
+// A channel as the API shows it, with the team its conversations go to (the inbox actor's routes).
+json::object channel_json(const channels_state& st, const domain::channel& c) {
+  auto o = domain::channel_to_json(c, public_url(st));
+  auto route = st.inbox.routes.find(c.id);
+  o["team_id"] =
+      route != st.inbox.routes.end() ? json::value(route->second.team_id) : json::value();
+  return o;
+}
+
 void save_channel(ch_actor* self, domain::channel c, callback<std::string> reply) {
   db<domain::channel>(
       self, [c](persistence::pg_conn& conn) { return persistence::save_channel(conn, c); },
@@ -141,7 +150,7 @@ void save_channel(ch_actor* self, domain::channel c, callback<std::string> reply
         if (!r) return reply(r.error());
         auto& st = self->state;
         st.channels[r->id] = *r;
-        reply(json::serialize(domain::channel_to_json(*r, public_url(st))));
+        reply(json::serialize(channel_json(st, *r)));
       });
 }
 // Who acts for an inbound message: the channel's webhook (docs/compliance.md "Audit trail").
@@ -244,7 +253,8 @@ std::int64_t take(std::deque<std::int64_t>& ids) {
 // conversation step), then runs `retry`, or ends the step and answers `fail`; false.
 bool ids_ready(ch_actor* self, continuation retry, std::function<void(const failure&)> fail) {
   auto& st = self->state;
-  if (!st.message_ids.empty() && !st.conversation_ids.empty()) return true;
+  // Two message ids: an inbound message may take a second for its after-hours reply.
+  if (st.message_ids.size() >= 2 && !st.conversation_ids.empty()) return true;
   db<persistence::messaging_ids>(
       self, [](persistence::pg_conn& c) { return persistence::reserve_messaging_ids(c, 64); },
       [self, retry, fail](domain::outcome<persistence::messaging_ids> r) {
@@ -303,11 +313,15 @@ void patch_conversation(ch_actor* self, std::int64_t id, conversation_patch p,
     if (p.status) domain::set_status(next, *p.status, now);
     if (p.assignee_id) next.assignee_id = *p.assignee_id;
     if (p.ai_paused) next.ai_paused = *p.ai_paused;
+    if (p.labels) next.labels = domain::label_set(*p.labels);
+    if (p.priority) next.priority = *p.priority;
     next.updated_at = std::max(domain::now_micros(), next.updated_at + 1);
     std::vector<std::string> fields;
     if (p.status) fields.emplace_back("status");
     if (p.assignee_id) fields.emplace_back("assignee_id");
     if (p.ai_paused) fields.emplace_back("ai_paused");
+    if (p.labels) fields.emplace_back("labels");
+    if (p.priority) fields.emplace_back("priority");
     save_conv(self, std::move(next), reply, "update", std::move(fields));
   };
   if (!p.assignee_id || !*p.assignee_id) return apply();
@@ -360,10 +374,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
                 return (!f.type || c.type == *f.type) &&
                        (!f.is_active || c.is_active == *f.is_active);
               },
-              [&st](const domain::channel& c) {
-                return domain::channel_to_json(c, public_url(st));
-              },
-              f.page, f.per_page));
+              [&st](const domain::channel& c) { return channel_json(st, c); }, f.page, f.per_page));
         });
       },
       [self, measure](get_atom, std::int64_t id, callback<std::string>& reply) {
@@ -372,7 +383,7 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           auto& st = self->state;
           auto it = st.channels.find(id);
           if (it == st.channels.end()) return missing_channel(self, id, reply);
-          reply(json::serialize(domain::channel_to_json(it->second, public_url(st))));
+          reply(json::serialize(channel_json(st, it->second)));
         });
       },
       [self, measure](create_atom, domain::channel& c, callback<std::string>& reply) {
@@ -407,6 +418,9 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             if (p.name) next.name = *p.name;
             if (p.webhook_secret) next.webhook_secret = hashed_secret(self, *p.webhook_secret);
             if (p.is_active) next.is_active = *p.is_active;
+            if (p.business_hours) next.business_hours = *p.business_hours;
+            if (p.time_zone) next.time_zone = *p.time_zone;
+            if (p.after_hours_reply) next.after_hours_reply = *p.after_hours_reply;
             next.updated_at = std::max(domain::now_micros(), it->second.updated_at + 1);
             save_channel(self, std::move(next), reply);
           });
@@ -494,14 +508,8 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, f, reply] {
           std::vector<const domain::conversation*> found;
-          for (auto& [id, c] : self->state.conversations) {
-            if (f.status && c.status != *f.status) continue;
-            if (f.channel_id && c.channel_id != *f.channel_id) continue;
-            if (f.contact_id && c.contact_id != *f.contact_id) continue;
-            if (f.assignee_id && c.assignee_id != f.assignee_id) continue;
-            if (f.team_id && c.team_id != f.team_id) continue;
-            found.push_back(&c);
-          }
+          for (auto& [id, c] : self->state.conversations)
+            if (f.matches(c)) found.push_back(&c);
           std::sort(found.begin(), found.end(), [](auto a, auto b) {
             return a->last_message_at != b->last_message_at
                        ? a->last_message_at > b->last_message_at
@@ -562,7 +570,27 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       [self, measure](send_atom, outbound_request& req, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, req = std::move(req), reply]() mutable {
-          conv_serial(self, fail_with(reply), [self, req, reply] { do_send(self, req, reply); });
+          if (!req.fill_for_contact)
+            return conv_serial(self, fail_with(reply),
+                               [self, req, reply] { do_send(self, req, reply); });
+          // A canned response: its placeholders are filled from the conversation's contact,
+          // which the contacts actor owns, before the message takes its turn.
+          auto& convs = self->state.conversations;
+          auto it = req.conversation_id ? convs.find(*req.conversation_id) : convs.end();
+          if (it == convs.end())
+            return missing_conversation(self, req.conversation_id.value_or(0), reply);
+          auto k = in_actor<domain::outcome<std::vector<domain::contact>>>(
+              self, [self, req, reply](domain::outcome<std::vector<domain::contact>> r) mutable {
+                if (!r) return reply(r.error());
+                if (r->empty()) return reply(failure::of(errc::not_found, "contact not found"));
+                req.text = domain::fill_for_contact(req.text, r->front());
+                req.fill_for_contact = false;
+                conv_serial(self, fail_with(reply),
+                            [self, req, reply] { do_send(self, req, reply); });
+              });
+          fetch_contacts(*self->state.env.rt->owner, self->state.env.tenant_id,
+                         {it->second.contact_id},
+                         callback<std::vector<domain::contact>>(std::move(k)));
         });
       },
       [self, measure](agent_atom, agent_reply& a, callback<std::string>& reply) {

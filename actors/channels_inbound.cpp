@@ -171,9 +171,30 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
     if (row.resource == "conversation" && !row.resource_id) row.resource_id = conv.id;
     b.sql.audit.push_back(std::move(row));
   }
+  std::optional<persistence::queued_message> reply;
+  if (w.after_hours_reply) {
+    persistence::reply_row r;
+    auto& q = r.message;
+    q.id = take(st.message_ids);
+    q.conversation_id = conv.id;
+    q.channel_id = w.channel_id;
+    q.contact_id = contact.id;
+    q.text = *w.after_hours_reply;
+    q.created_at = q.next_attempt_at = w.received_at;
+    auto ch = st.channels.find(w.channel_id);
+    if (ch != st.channels.end() && ch->second.type == domain::channel_type::sms)
+      r.segments = domain::twilio::count_segments(q.text).count;
+    b.sql.replies.push_back(r);
+    // Sent by carecrm itself (no person, no agent).
+    b.sql.audit.push_back(conversation_row(nullptr, st, conv, "after_hours_reply", {"text"}, 201));
+    reply = q;
+  }
   st.staged[conv.id] = {conv, b.seq};
-  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth, at = w.received_at,
-                         answer] { received(self, key, ids, conv, text, depth, answer, at); });
+  b.on_commit.push_back(
+      [self, key, ids, conv, text = w.text, depth = w.depth, at = w.received_at, answer, reply] {
+        received(self, key, ids, conv, text, depth, answer, at);
+        if (reply) attempt_send(self, *reply);
+      });
   b.on_fail.push_back([self, key](const failure& f) { answer_inbound(self, key, f, false); });
   b.writes++;
   flush_inbound(self);
@@ -326,6 +347,21 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
       w.consents.push_back(std::move(c));
     }
   w.ai_pending = !conv.ai_paused && agent_serves && !answer;
+  // Outside the channel's business hours the patient is told so, once per conversation per
+  // closed period: not for a STOP, an answer to a reminder (answered itself), a message an agent
+  // will answer, or a contact whose consents refuse messages on the channel.
+  if (!stop && !answer && !w.ai_pending) {
+    auto ch = st.channels.find(channel_id);
+    if (ch != st.channels.end() && ch->second.is_active)
+      if (auto period = domain::after_hours_period(ch->second, conv, now);
+          period &&
+          !consent_refusal(st, contact.id, domain::consent_purpose::treatment_communication,
+                           channel_id)) {
+        conv.after_hours_for = *period;
+        w.conversation.after_hours_for = *period;
+        w.after_hours_reply = ch->second.after_hours_reply;
+      }
+  }
   auto webhook = channel_webhook(channel_id);
   w.audit.push_back(conversation_row(webhook.get(), st, conv, "message_received", {"text"}, 202));
   if (!w.consents.empty()) {

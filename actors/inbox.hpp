@@ -24,6 +24,17 @@ void get_availability(runtime& rt, std::int64_t tenant, std::int64_t user,
                       callback<std::string> reply);
 void set_availability(runtime& rt, std::int64_t tenant, std::int64_t user, bool available,
                       callback<std::string> reply);
+// Canned responses (docs/channels.md "Canned responses"): answered as the API shows them;
+// `canned_text` answers the text alone (for a message that sends it).
+void list_canned(runtime& rt, std::int64_t tenant, std::string query, int page, int per_page,
+                 callback<std::string> reply);
+void get_canned(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void canned_text(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
+void create_canned(runtime& rt, std::int64_t tenant, domain::canned_response r,
+                   callback<std::string> reply);
+void update_canned(runtime& rt, std::int64_t tenant, std::int64_t id, domain::canned_patch p,
+                   callback<std::string> reply);
+void delete_canned(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply);
 // A user was deactivated or activated again: routing reads whether they are available now.
 // Answered once the channels actor has been told.
 void user_changed(runtime& rt, std::int64_t tenant, std::int64_t user,

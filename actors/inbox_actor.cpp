@@ -17,6 +17,10 @@ template <>
 struct allowed_unsafe_message_type<crm::domain::team> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::domain::team_patch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::canned_response> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::domain::canned_patch> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -27,9 +31,22 @@ using domain::team;
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using avail_atom = caf::atom_constant<caf::atom("avail")>;
 using user_atom = caf::atom_constant<caf::atom("user")>;
+using canned_atom = caf::atom_constant<caf::atom("canned")>;
+using text_atom = caf::atom_constant<caf::atom("text")>;
 
-using inbox_aggregate = aggregate<child_kind::inbox, domain::inbox_store, &persistence::load_inbox,
-                                  &persistence::tenant_of_team>;
+// Teams and canned responses: a not_found names which of the two was missing.
+struct inbox_aggregate {
+  static constexpr child_kind kind = child_kind::inbox;
+  using store = domain::inbox_store;
+  static store load(persistence::pg_conn& c, std::int64_t tenant) {
+    return persistence::load_inbox(c, tenant);
+  }
+  static std::optional<std::int64_t> owner_of(persistence::pg_conn& c, std::int64_t id,
+                                              std::string_view what) {
+    return what.starts_with("canned") ? persistence::tenant_of_canned(c, id)
+                                      : persistence::tenant_of_team(c, id);
+  }
+};
 
 using inbox_actor = record_actor<inbox_aggregate>;
 using store = inbox_aggregate::store;
@@ -52,6 +69,11 @@ std::string stored(inbox_actor* self, team saved) {
   self->state.store.put(saved);
   publish(self);
   return render(saved);
+}
+
+std::string stored_canned(inbox_actor* self, domain::canned_response saved) {
+  self->state.store.put_canned(saved);
+  return boost::json::serialize(domain::canned_to_json(saved));
 }
 
 struct availability {
@@ -128,6 +150,65 @@ caf::behavior inbox_behavior(inbox_actor* self, tenant_env env) {
               return availability_json(a.user, a.available);
             });
       },
+      [](inbox_actor* self, canned_atom, list_atom, std::string& query, int page, int per_page,
+         callback<std::string>& reply) {
+        read(self, 0, reply, [=](const store& s) {
+          auto p = s.list_canned(query, page, per_page);
+          boost::json::array items;
+          for (auto& r : p.items) items.push_back(domain::canned_to_json(r));
+          return domain::render_page(std::move(items), p.total, page, per_page);
+        });
+      },
+      [](inbox_actor* self, canned_atom, get_atom, std::int64_t id, callback<std::string>& reply) {
+        read(self, id, reply, [=](const store& s) -> domain::outcome<std::string> {
+          auto r = s.get_canned(id);
+          if (!r) return r.error();
+          return boost::json::serialize(domain::canned_to_json(*r));
+        });
+      },
+      [](inbox_actor* self, canned_atom, text_atom, std::int64_t id, callback<std::string>& reply) {
+        read(self, id, reply, [=](const store& s) -> domain::outcome<std::string> {
+          auto r = s.get_canned(id);
+          if (!r) return r.error();
+          return r->text;
+        });
+      },
+      [](inbox_actor* self, canned_atom, create_atom, domain::canned_response& r,
+         callback<std::string>& reply) {
+        change(
+            self, 0, reply,
+            [r = std::move(r), tenant = self->state.env.tenant_id](const store& s) {
+              return s.plan_create_canned(r, tenant, domain::now_micros());
+            },
+            [](persistence::pg_conn& c, const domain::canned_response& r) {
+              return persistence::insert_canned(c, r);
+            },
+            stored_canned);
+      },
+      [](inbox_actor* self, canned_atom, update_atom, std::int64_t id, domain::canned_patch& p,
+         callback<std::string>& reply) {
+        change(
+            self, id, reply,
+            [id, p = std::move(p)](const store& s) {
+              return s.plan_update_canned(id, p, domain::now_micros());
+            },
+            [](persistence::pg_conn& c, const domain::canned_response& r) {
+              return persistence::update_canned(c, r);
+            },
+            stored_canned);
+      },
+      [](inbox_actor* self, canned_atom, delete_atom, std::int64_t id,
+         callback<domain::done>& reply) {
+        change(
+            self, id, reply, [id](const store& s) { return s.get_canned(id); },
+            [](persistence::pg_conn& c, const domain::canned_response& r) {
+              return persistence::delete_canned(c, r);
+            },
+            [](inbox_actor* self, domain::canned_response gone) {
+              self->state.store.erase_canned(gone.id);
+              return domain::done{};
+            });
+      },
       [](inbox_actor* self, user_atom, std::int64_t user, callback<domain::done>& reply) {
         change(
             self, 0, reply, [user](const store&) { return domain::outcome<std::int64_t>(user); },
@@ -164,6 +245,31 @@ void update_team(runtime& rt, std::int64_t tenant, std::int64_t id, domain::team
 }
 void delete_team(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply) {
   tell<child_kind::inbox>(rt, tenant, delete_atom::value, id, std::move(reply));
+}
+void list_canned(runtime& rt, std::int64_t tenant, std::string query, int page, int per_page,
+                 callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, canned_atom::value, list_atom::value, std::move(query), page,
+                          per_page, std::move(reply));
+}
+void get_canned(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, canned_atom::value, get_atom::value, id, std::move(reply));
+}
+void canned_text(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, canned_atom::value, text_atom::value, id, std::move(reply));
+}
+void create_canned(runtime& rt, std::int64_t tenant, domain::canned_response r,
+                   callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, canned_atom::value, create_atom::value, std::move(r),
+                          std::move(reply));
+}
+void update_canned(runtime& rt, std::int64_t tenant, std::int64_t id, domain::canned_patch p,
+                   callback<std::string> reply) {
+  tell<child_kind::inbox>(rt, tenant, canned_atom::value, update_atom::value, id, std::move(p),
+                          std::move(reply));
+}
+void delete_canned(runtime& rt, std::int64_t tenant, std::int64_t id,
+                   callback<domain::done> reply) {
+  tell<child_kind::inbox>(rt, tenant, canned_atom::value, delete_atom::value, id, std::move(reply));
 }
 void user_changed(runtime& rt, std::int64_t tenant, std::int64_t user,
                   callback<domain::done> reply) {

@@ -33,6 +33,8 @@ constexpr auto channel_names = table_of<channel_type>(types);
 static_assert(channel_names.back().first == channel_type::email);
 constexpr auto status_names = table_of<conversation_status>(conversation_statuses);
 static_assert(status_names.back().first == conversation_status::closed);
+constexpr auto priority_names = table_of<conversation_priority>(conversation_priorities);
+static_assert(priority_names.back().first == conversation_priority::urgent);
 
 constexpr std::string_view default_telegram_base = "https://api.telegram.org";
 constexpr std::string_view url_message = "Input should be a valid URL: http or https with a host";
@@ -272,6 +274,38 @@ std::string_view to_string(conversation_status s) {
 }
 std::string conversation_status_choices() {
   return one_of_message(status_names);
+}
+
+std::optional<conversation_priority> parse_conversation_priority(std::string_view s) {
+  return lookup(priority_names, s);
+}
+std::string_view to_string(conversation_priority p) {
+  return name_of(priority_names, p);
+}
+std::string conversation_priority_choices() {
+  return one_of_message(priority_names);
+}
+
+bool conversation_query::matches(const conversation& c) const {
+  return (!status || c.status == *status) && (!channel_id || c.channel_id == *channel_id) &&
+         (!contact_id || c.contact_id == *contact_id) &&
+         (!assignee_id || c.assignee_id == assignee_id) && (!team_id || c.team_id == team_id) &&
+         (!priority || c.priority == priority) &&
+         (!label || std::binary_search(c.labels.begin(), c.labels.end(), *label));
+}
+
+std::vector<std::string> label_set(std::vector<std::string> labels) {
+  std::sort(labels.begin(), labels.end());
+  labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+  return labels;
+}
+
+std::optional<std::int64_t> after_hours_period(const channel& ch, const conversation& c,
+                                               std::int64_t now) {
+  if (!ch.business_hours || !ch.after_hours_reply) return std::nullopt;
+  auto since = closed_since(*ch.business_hours, ch.time_zone, now);
+  if (!since || c.after_hours_for == since) return std::nullopt;
+  return since;
 }
 
 // ---- Channel config ------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // Telegram Update), and the provider adapters' outbound requests and their responses. No I/O.
 #pragma once
 #include "domain/failure.hpp"
+#include "domain/week.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -30,6 +31,14 @@ namespace channel_rules {
 inline constexpr std::array<std::string_view, 5> types{"api", "telegram", "whatsapp", "sms",
                                                        "email"};
 inline constexpr std::array<std::string_view, 3> conversation_statuses{"open", "pending", "closed"};
+inline constexpr std::array<std::string_view, 4> conversation_priorities{"low", "medium", "high",
+                                                                         "urgent"};
+// A conversation's labels (docs/channels.md "Labels and priority"): each trimmed, 1 to
+// label_max characters; at most labels_max, kept sorted without repeats.
+inline constexpr std::size_t label_max = 50;
+inline constexpr std::size_t labels_max = 20;
+// A channel's after-hours reply, in characters.
+inline constexpr std::size_t after_hours_reply_max = 1000;
 // A shared secret in characters: an api channel's signing_secret, a channel's webhook_secret.
 inline constexpr std::size_t secret_min = 16;
 inline constexpr std::size_t secret_max = 256;
@@ -56,6 +65,12 @@ struct channel {
   boost::json::object config; // secrets included: never rendered as they are
   std::optional<std::string> webhook_secret;
   bool is_active = true;
+  // The shared inbox (docs/channels.md "Business hours"): when the channel is staffed, in
+  // `time_zone` (none: always), and what a patient who writes outside those hours is told once
+  // per conversation per closed period (none: nothing).
+  std::optional<working_week> business_hours;
+  std::string time_zone = "UTC";
+  std::optional<std::string> after_hours_reply;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
 };
@@ -65,6 +80,11 @@ std::optional<conversation_status> parse_conversation_status(std::string_view s)
 std::string_view to_string(conversation_status s);
 // "Input should be 'open', 'pending' or 'closed'".
 std::string conversation_status_choices();
+
+enum class conversation_priority : std::uint8_t { low, medium, high, urgent };
+std::optional<conversation_priority> parse_conversation_priority(std::string_view s);
+std::string_view to_string(conversation_priority p);
+std::string conversation_priority_choices();
 
 struct conversation {
   std::int64_t id = 0;
@@ -85,9 +105,36 @@ struct conversation {
   // Handed to a person by an AI agent (docs/ai.md): no agent answers until a person does.
   bool ai_paused = false;
   std::optional<std::string> handoff_reason;
+  // Staff's sorting of the conversation (docs/channels.md "Labels and priority").
+  std::vector<std::string> labels; // sorted, without repeats
+  std::optional<conversation_priority> priority;
+  // The closed period of its channel (that period's start, µs) the after-hours reply was last
+  // sent for (docs/channels.md "Business hours"): one reply per closed period.
+  std::optional<std::int64_t> after_hours_for;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
 };
+
+// Which conversations a list shows: each filter given must hold.
+struct conversation_query {
+  std::optional<conversation_status> status;
+  std::optional<std::int64_t> channel_id;
+  std::optional<std::int64_t> contact_id;
+  std::optional<std::int64_t> assignee_id;
+  std::optional<std::int64_t> team_id;
+  std::optional<std::string> label;
+  std::optional<conversation_priority> priority;
+  bool matches(const conversation& c) const;
+};
+
+// Labels as a conversation keeps them: sorted, without repeats.
+std::vector<std::string> label_set(std::vector<std::string> labels);
+
+// The after-hours reply an inbound message at `now` on channel `ch` gets in conversation `c`:
+// the closed period it answers (its start, µs), when the channel has business hours and a reply,
+// is closed at `now`, and has not answered `c` in this closed period yet.
+std::optional<std::int64_t> after_hours_period(const channel& ch, const conversation& c,
+                                               std::int64_t now);
 
 // The conversation's status becomes `next` at `now`: closing it resolves it, opening it again
 // (a reply, a reopen) clears that.

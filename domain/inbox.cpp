@@ -1,6 +1,8 @@
 #include "domain/inbox.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/contact.hpp"
+#include "domain/placeholders.hpp"
 
 #include <boost/json.hpp>
 
@@ -117,6 +119,120 @@ std::map<std::int64_t, team_route> inbox_store::routes() const {
   for (auto& [id, t] : teams)
     for (auto c : t.channel_ids) out[c] = {id, t.member_ids, t.max_open_per_member};
   return out;
+}
+
+// ---- canned responses ----------------------------------------------------------------------
+
+bool is_shortcode(std::string_view s) {
+  if (s.empty() || s.size() > canned_rules::shortcode_max) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+std::vector<std::string> unknown_placeholders(std::string_view text) {
+  std::vector<std::string> out;
+  for (auto& name : placeholder_names(text))
+    if (std::find(canned_rules::placeholders.begin(), canned_rules::placeholders.end(), name) ==
+        canned_rules::placeholders.end())
+      out.push_back(name);
+  return out;
+}
+
+std::string fill_for_contact(std::string_view text, const contact& c) {
+  return fill_placeholders(text, [&c](std::string_view name) -> std::optional<std::string> {
+    if (name == "contact.first_name") return c.first_name;
+    if (name == "contact.last_name") return c.last_name;
+    if (name == "contact.full_name")
+      return c.last_name ? c.first_name + " " + *c.last_name : c.first_name;
+    if (name == "contact.email") return c.email;
+    if (name == "contact.phone") return c.phone;
+    return std::nullopt;
+  });
+}
+
+json::object canned_to_json(const canned_response& r) {
+  json::object o;
+  o["id"] = r.id;
+  o["shortcode"] = r.shortcode;
+  o["text"] = r.text;
+  o["created_by"] = r.created_by ? json::value(*r.created_by) : json::value(nullptr);
+  o["created_at"] = format_rfc3339(r.created_at);
+  o["updated_at"] = format_rfc3339(r.updated_at);
+  return o;
+}
+
+namespace {
+
+failure canned_not_found() {
+  return failure::of(errc::not_found, "canned response not found");
+}
+
+std::string lowered(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// A shortcode another canned response has.
+std::optional<failure> shortcode_taken(const inbox_store& s, const canned_response& r) {
+  for (auto& [id, other] : s.canned)
+    if (id != r.id && other.shortcode == r.shortcode)
+      return failure::of(errc::conflict, "the shortcode \"" + r.shortcode +
+                                             "\" is canned response " + std::to_string(id) +
+                                             "'s already");
+  return std::nullopt;
+}
+
+} // namespace
+
+outcome<canned_response> inbox_store::get_canned(std::int64_t id) const {
+  auto it = canned.find(id);
+  if (it == canned.end()) return canned_not_found();
+  return it->second;
+}
+
+page<canned_response> inbox_store::list_canned(const std::string& query, int number,
+                                               int per_page) const {
+  auto q = lowered(query);
+  std::vector<const canned_response*> all;
+  for (auto& [id, r] : canned)
+    if (q.empty() || r.shortcode.starts_with(q) || lowered(r.text).find(q) != std::string::npos)
+      all.push_back(&r);
+  std::sort(all.begin(), all.end(), [](const canned_response* a, const canned_response* b) {
+    return a->shortcode < b->shortcode;
+  });
+  return page_of(all, number, per_page);
+}
+
+outcome<canned_response> inbox_store::plan_create_canned(canned_response r, std::int64_t tenant,
+                                                         std::int64_t now) const {
+  r.id = 0;
+  r.tenant_id = tenant;
+  r.created_at = r.updated_at = now;
+  if (auto taken = shortcode_taken(*this, r)) return *taken;
+  return r;
+}
+
+outcome<canned_response> inbox_store::plan_update_canned(std::int64_t id, const canned_patch& p,
+                                                         std::int64_t now) const {
+  auto found = get_canned(id);
+  if (!found) return found;
+  auto next = *found;
+  if (p.shortcode) next.shortcode = *p.shortcode;
+  if (p.text) next.text = *p.text;
+  next.updated_at = std::max(now, found->updated_at + 1);
+  if (auto taken = shortcode_taken(*this, next)) return *taken;
+  return next;
+}
+
+void inbox_store::put_canned(const canned_response& r) {
+  canned[r.id] = r;
+}
+
+void inbox_store::erase_canned(std::int64_t id) {
+  canned.erase(id);
 }
 
 std::optional<std::int64_t>

@@ -1,22 +1,29 @@
 // The shared inbox's teams (contract §12, docs/channels.md "Teams and assignment"): who answers
 // the conversations of which channels, and who is available. A new conversation on a team's
 // channel goes to the available member with the fewest open conversations (under the team's
-// cap), round-robin among equals. The inbox actor's store (docs/aggregates.md): its state and
-// rules, unit-tested without an actor.
+// cap), round-robin among equals. And its canned responses ("Canned responses"): answers kept
+// under a shortcode, with {{contact.*}} placeholders filled in for the conversation's contact.
+// The inbox actor's store (docs/aggregates.md): its state and rules, unit-tested without an
+// actor.
 #pragma once
 #include "domain/failure.hpp"
 #include "domain/page.hpp"
 
 #include <boost/json/fwd.hpp>
 
+#include <array>
+
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace crm::domain {
+
+struct contact;
 
 struct team {
   std::int64_t id = 0;
@@ -45,6 +52,42 @@ struct team_patch {
   std::optional<std::optional<int>> max_open_per_member;
 };
 
+// A canned response: `text` sent as a message in place of typing it.
+struct canned_response {
+  std::int64_t id = 0;
+  std::int64_t tenant_id = 0;
+  std::string shortcode; // unique in the tenant
+  std::string text;
+  std::optional<std::int64_t> created_by; // the user (none: an API key)
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+namespace canned_rules {
+// A shortcode: 1 to shortcode_max of a-z, 0-9, '_' and '-' (what staff type after "/").
+inline constexpr std::size_t shortcode_max = 32;
+inline constexpr std::size_t text_max = 4096; // as a message's text
+inline constexpr std::size_t query_max = 100;
+// The placeholders a text may use, each filled from the conversation's contact (empty when the
+// contact has no value).
+inline constexpr std::array<std::string_view, 5> placeholders{
+    "contact.first_name", "contact.last_name", "contact.full_name", "contact.email",
+    "contact.phone"};
+} // namespace canned_rules
+
+bool is_shortcode(std::string_view s);
+// The placeholders of `text` that are not canned_rules::placeholders ("{{contact.age}}").
+std::vector<std::string> unknown_placeholders(std::string_view text);
+// `text` with its placeholders filled from `c`.
+std::string fill_for_contact(std::string_view text, const contact& c);
+
+boost::json::object canned_to_json(const canned_response& r);
+
+struct canned_patch {
+  std::optional<std::string> shortcode;
+  std::optional<std::string> text;
+};
+
 // Where a channel's new conversations go: its team, the members and the cap.
 struct team_route {
   std::int64_t team_id = 0;
@@ -53,8 +96,9 @@ struct team_route {
 };
 
 struct inbox_store {
-  std::map<std::int64_t, team> teams; // by id
-  std::set<std::int64_t> unavailable; // users who said they are not available
+  std::map<std::int64_t, team> teams;             // by id
+  std::set<std::int64_t> unavailable;             // users who said they are not available
+  std::map<std::int64_t, canned_response> canned; // by id
 
   outcome<team> get(std::int64_t id) const;
   page<team> list(int number, int per_page) const; // by name, then id
@@ -68,6 +112,17 @@ struct inbox_store {
   void erase(std::int64_t id);
   void set_available(std::int64_t user, bool available);
   bool available(std::int64_t user) const { return !unavailable.count(user); }
+
+  // Canned responses: a shortcode another one has → 409. `query` picks those whose shortcode
+  // starts with it or whose text holds it (case aside); listed by shortcode.
+  outcome<canned_response> get_canned(std::int64_t id) const;
+  page<canned_response> list_canned(const std::string& query, int number, int per_page) const;
+  outcome<canned_response> plan_create_canned(canned_response r, std::int64_t tenant,
+                                              std::int64_t now) const;
+  outcome<canned_response> plan_update_canned(std::int64_t id, const canned_patch& p,
+                                              std::int64_t now) const;
+  void put_canned(const canned_response& r);
+  void erase_canned(std::int64_t id);
 
   // Each channel a team serves, with its route (for the channels actor).
   std::map<std::int64_t, team_route> routes() const;

@@ -21,6 +21,11 @@ json::object channel_to_json(const channel& c, std::string_view public_url) {
                       : c.type == channel_type::sms      ? "/sms/webhook"
                       : c.type == channel_type::email    ? "/email/webhook"
                                                          : "/api/webhook");
+  o["business_hours"] =
+      c.business_hours ? json::value(working_hours_to_json(*c.business_hours)) : json::value();
+  o["time_zone"] = c.time_zone;
+  o["after_hours_reply"] =
+      c.after_hours_reply ? json::value(*c.after_hours_reply) : json::value(nullptr);
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);
   return o;
@@ -55,6 +60,10 @@ json::object conversation_to_json(const conversation& c) {
   o["last_inbound_at"] = when(c.last_inbound_at);
   o["first_response_at"] = when(c.first_response_at);
   o["resolved_at"] = when(c.resolved_at);
+  json::array labels;
+  for (auto& l : c.labels) labels.emplace_back(l);
+  o["labels"] = std::move(labels);
+  o["priority"] = c.priority ? json::value(to_string(*c.priority)) : json::value(nullptr);
   o["created_at"] = format_rfc3339(c.created_at);
   o["updated_at"] = format_rfc3339(c.updated_at);
   return o;

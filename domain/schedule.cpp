@@ -185,6 +185,24 @@ bool is_time_zone(std::string_view name) {
   return zone_of(name) != nullptr;
 }
 
+std::optional<std::int64_t> closed_since(const working_week& week, std::string_view zone,
+                                         std::int64_t now) {
+  auto* z = zone_of(zone);
+  if (!z) z = zone_of("UTC");
+  const auto today = local_of(z, now).day;
+  std::int64_t since = 0;
+  for (auto day = today - date::days(8); day <= today; day += date::days(1)) {
+    auto wd = static_cast<std::size_t>((date::weekday(day).c_encoding() + 6) % 7);
+    for (auto& span : week[wd]) {
+      auto opens = bound_of(z, day, span.start, false);
+      auto closes = bound_of(z, day, span.end, true);
+      if (opens <= now && now < closes) return std::nullopt;
+      if (closes <= now) since = std::max(since, closes);
+    }
+  }
+  return since;
+}
+
 // ---- working hours -------------------------------------------------------------------------
 
 std::optional<working_week> read_working_hours(const json::value& v, std::vector<loc_part> at,

@@ -6,6 +6,7 @@
 #pragma once
 #include "domain/failure.hpp"
 #include "domain/page.hpp"
+#include "domain/week.hpp"
 
 #include <boost/json/fwd.hpp>
 
@@ -37,9 +38,6 @@ inline constexpr std::array<std::string_view, 6> appointment_statuses{
     "booked", "confirmed", "arrived", "completed", "cancelled", "no_show"};
 inline constexpr std::array<std::string_view, 4> appointment_sources{"staff", "patient_reply", "ai",
                                                                      "api"};
-// The keys of working_hours, Monday first.
-inline constexpr std::array<std::string_view, 7> weekday_keys{"mon", "tue", "wed", "thu",
-                                                              "fri", "sat", "sun"};
 
 std::string_view to_string(calendar_kind k);
 std::string_view to_string(appointment_status s);
@@ -64,38 +62,15 @@ inline constexpr int step_min = 5, step_max = 240, step_default = 15;
 inline constexpr int duration_min = 5, duration_max = 720;
 inline constexpr int buffer_min = 0, buffer_max = 240;
 inline constexpr int range_max_days = 31;
-inline constexpr std::size_t spans_per_day_max = 12;
+inline constexpr std::size_t spans_per_day_max = domain::spans_per_day_max;
 inline constexpr std::size_t calendars_per_service_max = 100;
 inline constexpr std::size_t reminders_max = 5;
 inline constexpr int before_min = 5, before_max = 60 * 24 * 30; // minutes before the start
 inline constexpr std::size_t reminder_text_max = 1000;
 inline constexpr std::size_t notes_max = 2000;
 inline constexpr std::size_t reason_max = 500;
-inline constexpr std::size_t time_zone_max = 64;
+inline constexpr std::size_t time_zone_max = time_zone_name_max;
 } // namespace schedule_rules
-
-// Local time within a day, in minutes from midnight: [start, end), 0 ≤ start < end ≤ 1440.
-struct day_span {
-  int start = 0;
-  int end = 0;
-  bool operator==(const day_span&) const = default;
-};
-// Monday first; a day without spans is closed.
-using working_week = std::array<std::vector<day_span>, 7>;
-
-// working_hours as the API writes it: {"mon": [["08:00", "12:00"], ...], ...}. Every failing
-// entry is reported under `at` (spans that end before they start, overlap, or are out of order
-// are errors; a day may be absent).
-std::optional<working_week> read_working_hours(const boost::json::value& v,
-                                               std::vector<loc_part> at,
-                                               std::vector<issue>& issues);
-boost::json::object working_hours_to_json(const working_week& w);
-std::string working_hours_text(const working_week& w);
-// A stored working_hours text (written by working_hours_text); closed all week when unreadable.
-working_week parse_working_hours_text(std::string_view text);
-
-// The system's tz database knows this IANA name ("America/Sao_Paulo"; "UTC").
-bool is_time_zone(std::string_view name);
 
 struct calendar {
   std::int64_t id = 0;

@@ -1,6 +1,7 @@
 // A schedule's reminders and the patients' answers to them (docs/appointments.md "Reminders",
 // "Answers"): which reminders have come due, what an answer says, and what it changes.
 #include "domain/consent.hpp"
+#include "domain/placeholders.hpp"
 #include "domain/schedule.hpp"
 
 #include <algorithm>
@@ -78,28 +79,13 @@ std::string reminder_acknowledgement(std::string_view answer_text, reminder_answ
 }
 
 std::string render_reminder(std::string_view text, const reminder_values& v) {
-  std::string out;
-  out.reserve(text.size() + 32);
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    auto open = text.find("{{", pos);
-    if (open == std::string_view::npos) break;
-    auto close = text.find("}}", open + 2);
-    if (close == std::string_view::npos) break;
-    out.append(text.substr(pos, open - pos));
-    auto name = trimmed(text.substr(open + 2, close - open - 2));
-    if (name == "appointment.start_local")
-      out += v.start_local;
-    else if (name == "contact.first_name")
-      out += v.first_name;
-    else if (name == "service.name")
-      out += v.service_name;
-    else if (name == "calendar.name")
-      out += v.calendar_name;
-    pos = close + 2;
-  }
-  out.append(text.substr(pos));
-  return out;
+  return fill_placeholders(text, [&v](std::string_view name) -> std::optional<std::string> {
+    if (name == "appointment.start_local") return v.start_local;
+    if (name == "contact.first_name") return v.first_name;
+    if (name == "service.name") return v.service_name;
+    if (name == "calendar.name") return v.calendar_name;
+    return std::nullopt;
+  });
 }
 
 std::vector<due_reminder> schedule_store::due_reminders(std::int64_t now) const {

@@ -25,7 +25,8 @@ namespace {
 
 const char* channel_columns =
     "id, tenant_id, name, type, config::text, webhook_secret, is_active, " CRM_MICROS(
-        "created_at") ", " CRM_MICROS("updated_at");
+        "created_at") ", " CRM_MICROS("updated_at") ", business_hours, time_zone,"
+                                                    " after_hours_reply";
 
 // Provider secrets in the config are sealed; the inbound webhook secret arrives hashed already
 // (the actor hashes it).
@@ -53,6 +54,9 @@ domain::channel to_channel(const pqxx::row& r, const domain::secret_keys& keys) 
   ch.is_active = r[6].as<bool>();
   ch.created_at = r[7].as<std::int64_t>();
   ch.updated_at = r[8].as<std::int64_t>();
+  if (!r[9].is_null()) ch.business_hours = domain::parse_working_hours_text(r[9].c_str());
+  ch.time_zone = r[10].as<std::string>();
+  ch.after_hours_reply = opt_text(r[11]);
   return ch;
 }
 
@@ -61,7 +65,13 @@ const char* conversation_columns =
     "unread_count, " CRM_MICROS("last_message_at") ", " CRM_MICROS("created_at") ", " CRM_MICROS(
         "updated_at") ", ai_paused,"
                       " handoff_reason, " CRM_MICROS("last_inbound_at") ", team_id, " CRM_MICROS(
-                          "first_response_at") ", " CRM_MICROS("resolved_at");
+                          "first_response_at") ", " CRM_MICROS("resolved_at") ","
+                                                                              " array_to_json("
+                                                                              "labels)::text, "
+                                                                              "priority,"
+                                                                              " " CRM_MICROS(
+                                                                                  "after_hours_"
+                                                                                  "for");
 
 domain::conversation to_conversation(const pqxx::row& r) {
   domain::conversation c;
@@ -82,7 +92,73 @@ domain::conversation to_conversation(const pqxx::row& r) {
   c.team_id = opt_int(r[13]);
   c.first_response_at = micros_or_zero(r[14]);
   c.resolved_at = micros_or_zero(r[15]);
+  json::error_code ec;
+  auto labels = crm::domain::parse_json(r[16].c_str(), ec);
+  if (!ec && labels.is_array())
+    for (auto& l : labels.get_array())
+      if (l.is_string()) c.labels.emplace_back(l.get_string());
+  if (!r[17].is_null()) c.priority = domain::parse_conversation_priority(r[17].as<std::string>());
+  c.after_hours_for = opt_int(r[18]);
   return c;
+}
+
+// A conversation is written as one row of values in the order of conversation_write_columns
+// (each typed, so the row also reads as a VALUES list of an UPDATE); the first five never change
+// once it is stored.
+constexpr std::array<const char*, 19> conversation_write_columns = {
+    "id",          "tenant_id",      "channel_id",      "contact_id",      "created_at",
+    "status",      "assignee_id",    "unread_count",    "last_message_at", "updated_at",
+    "ai_paused",   "handoff_reason", "last_inbound_at", "team_id",         "first_response_at",
+    "resolved_at", "labels",         "priority",        "after_hours_for"};
+constexpr std::size_t conversation_fixed_columns = 5;
+
+template <class Quote>
+std::string conversation_values(const domain::conversation& c, Quote quote) {
+  auto at = [&](std::int64_t us) { return quote(domain::format_rfc3339(us)) + "::timestamptz"; };
+  auto at_or_null = [&](std::int64_t us) { return us ? at(us) : std::string("NULL::timestamptz"); };
+  auto id_or_null = [](const std::optional<std::int64_t>& v) {
+    return v ? std::to_string(*v) + "::bigint" : std::string("NULL::bigint");
+  };
+  array_literal labels;
+  for (auto& l : c.labels) labels.add(l);
+  std::string s = "(";
+  s += std::to_string(c.id) + "::bigint," + std::to_string(c.tenant_id) + "::bigint," +
+       std::to_string(c.channel_id) + "::bigint," + std::to_string(c.contact_id) + "::bigint," +
+       at(c.created_at) + "," + quote(domain::to_string(c.status)) + "::text," +
+       id_or_null(c.assignee_id) + "," + std::to_string(c.unread_count) + "::bigint," +
+       at(c.last_message_at) + "," + at(c.updated_at) + "," + (c.ai_paused ? "true" : "false") +
+       "," + (c.handoff_reason ? quote(*c.handoff_reason) : std::string("NULL")) + "::text," +
+       at_or_null(c.last_inbound_at) + "," + id_or_null(c.team_id) + "," +
+       at_or_null(c.first_response_at) + "," + at_or_null(c.resolved_at) + "," +
+       quote(labels.text()) + "::text[]," +
+       (c.priority ? quote(domain::to_string(*c.priority)) : std::string("NULL")) + "::text," +
+       (c.after_hours_for ? at(*c.after_hours_for) : std::string("NULL::timestamptz")) + ")";
+  return s;
+}
+
+std::string joined_columns(std::size_t from, const char* prefix = "") {
+  std::string s;
+  for (auto i = from; i < conversation_write_columns.size(); ++i)
+    s += std::string(i > from ? ", " : "") + prefix + conversation_write_columns[i];
+  return s;
+}
+
+// INSERT of the conversations (new ones, or ones changed: ON CONFLICT updates the row of the
+// tenant), as one statement.
+template <class Quote>
+std::string upsert_conversations(const std::vector<domain::conversation>& convs, Quote quote) {
+  static const std::string head = "INSERT INTO conversations (" + joined_columns(0) + ") VALUES ";
+  static const std::string tail = [] {
+    std::string t = " ON CONFLICT (id) DO UPDATE SET ";
+    for (auto i = conversation_fixed_columns; i < conversation_write_columns.size(); ++i)
+      t += std::string(i > conversation_fixed_columns ? ", " : "") + conversation_write_columns[i] +
+           " = EXCLUDED." + conversation_write_columns[i];
+    return t + " WHERE conversations.tenant_id = EXCLUDED.tenant_id";
+  }();
+  std::string s = head;
+  for (std::size_t i = 0; i < convs.size(); ++i)
+    s += (i ? "," : "") + conversation_values(convs[i], quote);
+  return s + tail;
 }
 
 const char* message_columns =
@@ -117,44 +193,22 @@ json::object message_json(const pqxx::row& r) {
   return o;
 }
 
-// `insert`: a new conversation, under the id the channels actor reserved; else an update.
+// `insert`: a new conversation, under the id the channels actor reserved; else an update of the
+// tenant's row (none left, after an erasure: nothing written).
 void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool insert = false) {
-  const char* assignee = nullptr;
-  std::string a;
-  if (conv.assignee_id) {
-    a = std::to_string(*conv.assignee_id);
-    assignee = a.c_str();
-  }
-  auto status = std::string(domain::to_string(conv.status));
-  const char* reason = conv.handoff_reason ? conv.handoff_reason->c_str() : nullptr;
-  std::optional<std::string> inbound;
-  if (conv.last_inbound_at) inbound = ts(conv.last_inbound_at);
-  std::optional<std::string> team;
-  if (conv.team_id) team = std::to_string(*conv.team_id);
-  auto at = [](std::int64_t t) { return t ? std::optional<std::string>(ts(t)) : std::nullopt; };
+  auto quote = [&tx](std::string_view v) { return tx.quote(std::string(v)); };
   if (insert) {
-    tx.exec_params(
-        "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
-        " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
-        " last_inbound_at, team_id, first_response_at, resolved_at) VALUES ($12, $1, $2, $3, $4,"
-        " $5::bigint, $6, $7::timestamptz, $8::timestamptz, $9::timestamptz, $10, $11,"
-        " $13::timestamptz, $14::bigint, $15::timestamptz, $16::timestamptz)",
-        conv.tenant_id, conv.channel_id, conv.contact_id, status, assignee, conv.unread_count,
-        ts(conv.last_message_at), ts(conv.created_at), ts(conv.updated_at), conv.ai_paused, reason,
-        conv.id, inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr,
-        at(conv.first_response_at), at(conv.resolved_at));
-  } else {
-    tx.exec_params("UPDATE conversations SET status = $3, assignee_id = $4::bigint,"
-                   " unread_count = $5, last_message_at = $6::timestamptz,"
-                   " updated_at = $7::timestamptz, ai_paused = $8, handoff_reason = $9,"
-                   " last_inbound_at = $10::timestamptz, team_id = $11::bigint,"
-                   " first_response_at = $12::timestamptz, resolved_at = $13::timestamptz"
-                   " WHERE tenant_id = $1 AND id = $2",
-                   conv.tenant_id, conv.id, status, assignee, conv.unread_count,
-                   ts(conv.last_message_at), ts(conv.updated_at), conv.ai_paused, reason,
-                   inbound ? inbound->c_str() : nullptr, team ? team->c_str() : nullptr,
-                   at(conv.first_response_at), at(conv.resolved_at));
+    tx.exec(upsert_conversations({conv}, quote));
+    return;
   }
+  static const std::string update = [] {
+    std::string u = "UPDATE conversations AS c SET (" + joined_columns(conversation_fixed_columns) +
+                    ") = (" + joined_columns(conversation_fixed_columns, "v.") + ") FROM (VALUES ";
+    return u;
+  }();
+  static const std::string where =
+      ") AS v (" + joined_columns(0) + ") WHERE c.tenant_id = v.tenant_id AND c.id = v.id";
+  tx.exec(update + conversation_values(conv, quote) + where);
 }
 
 const char* consent_columns = "id, tenant_id, contact_id, purpose, channel_id, granted, source,"
@@ -274,22 +328,27 @@ domain::channel save_channel(pg_conn& c, domain::channel ch) {
   auto cfg = json::serialize(sealed_config(ch, c.keys()));
   auto type = std::string(domain::to_string(ch.type));
   const char* secret = ch.webhook_secret ? ch.webhook_secret->c_str() : nullptr;
+  std::optional<std::string> hours;
+  if (ch.business_hours) hours = domain::working_hours_text(*ch.business_hours);
   pqxx::result r;
   if (ch.id == 0) {
     r = tx.exec_params(std::string("INSERT INTO channels (tenant_id, name, type, config,"
-                                   " webhook_secret, is_active, created_at, updated_at) VALUES"
+                                   " webhook_secret, is_active, created_at, updated_at,"
+                                   " business_hours, time_zone, after_hours_reply) VALUES"
                                    " ($1, $2, $3, $4::jsonb, $5, $6, $7::timestamptz,"
-                                   " $8::timestamptz) RETURNING ") +
+                                   " $8::timestamptz, $9, $10, $11) RETURNING ") +
                            channel_columns,
                        ch.tenant_id, ch.name, type, cfg, secret, ch.is_active, ts(ch.created_at),
-                       ts(ch.updated_at));
+                       ts(ch.updated_at), hours, ch.time_zone, ch.after_hours_reply);
   } else {
     r = tx.exec_params(std::string("UPDATE channels SET name = $3, config = $4::jsonb,"
                                    " webhook_secret = $5, is_active = $6, updated_at ="
-                                   " $7::timestamptz WHERE tenant_id = $1 AND id = $2"
+                                   " $7::timestamptz, business_hours = $8, time_zone = $9,"
+                                   " after_hours_reply = $10 WHERE tenant_id = $1 AND id = $2"
                                    " RETURNING ") +
                            channel_columns,
-                       ch.tenant_id, ch.id, ch.name, cfg, secret, ch.is_active, ts(ch.updated_at));
+                       ch.tenant_id, ch.id, ch.name, cfg, secret, ch.is_active, ts(ch.updated_at),
+                       hours, ch.time_zone, ch.after_hours_reply);
   }
   if (r.empty()) throw std::runtime_error("channel vanished");
   auto saved = to_channel(r.front(), c.keys());
@@ -401,31 +460,9 @@ void inbound_batch::append_sql(sql_text& out) const {
       s += ')';
     }
   };
-  if (!conversations.empty()) {
-    s += "INSERT INTO conversations (id, tenant_id, channel_id, contact_id, status, assignee_id,"
-         " unread_count, last_message_at, created_at, updated_at, ai_paused, handoff_reason,"
-         " last_inbound_at, team_id, first_response_at, resolved_at) VALUES ";
-    rows(conversations, [&](const domain::conversation& c) {
-      s += std::to_string(c.id) + "," + tid + "," + std::to_string(c.channel_id) + "," +
-           std::to_string(c.contact_id) + "," + out.quote(domain::to_string(c.status)) + "," +
-           (c.assignee_id ? std::to_string(*c.assignee_id) : "NULL") + "," +
-           std::to_string(c.unread_count) + "," + ts(c.last_message_at) + "," + ts(c.created_at) +
-           "," + ts(c.updated_at) + "," + (c.ai_paused ? "true" : "false") + "," +
-           (c.handoff_reason ? out.quote(*c.handoff_reason) : "NULL") + "," +
-           (c.last_inbound_at ? ts(c.last_inbound_at) : "NULL") + "," +
-           (c.team_id ? std::to_string(*c.team_id) : "NULL") + "," +
-           (c.first_response_at ? ts(c.first_response_at) : "NULL") + "," +
-           (c.resolved_at ? ts(c.resolved_at) : "NULL");
-    });
-    s += " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status,"
-         " assignee_id = EXCLUDED.assignee_id, unread_count = EXCLUDED.unread_count,"
-         " last_message_at = EXCLUDED.last_message_at, updated_at = EXCLUDED.updated_at,"
-         " ai_paused = EXCLUDED.ai_paused, handoff_reason = EXCLUDED.handoff_reason,"
-         " last_inbound_at = EXCLUDED.last_inbound_at, team_id = EXCLUDED.team_id,"
-         " first_response_at = EXCLUDED.first_response_at, resolved_at = EXCLUDED.resolved_at"
-         " WHERE conversations.tenant_id = " +
-         tid + ";\n";
-  }
+  if (!conversations.empty())
+    s += upsert_conversations(conversations, [&](std::string_view v) { return out.quote(v); }) +
+         ";\n";
   if (!messages.empty()) {
     s += "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
          " external_message_id, status, created_at, subject) VALUES ";
@@ -434,6 +471,19 @@ void inbound_batch::append_sql(sql_text& out) const {
            "," + std::to_string(m.channel_id) + ",'inbound'," + out.quote(m.text) + "," +
            out.quote(m.external_message_id) + ",'received'," + ts(m.received_at) + "," +
            (m.subject.empty() ? std::string("NULL") : out.quote(m.subject));
+    });
+    s += ";\n";
+  }
+  if (!replies.empty()) {
+    s += "INSERT INTO messages (id, tenant_id, conversation_id, channel_id, direction, text,"
+         " status, next_attempt_at, created_at, purpose, segments) VALUES ";
+    rows(replies, [&](const reply_row& r) {
+      auto& m = r.message;
+      s += std::to_string(m.id) + "," + tid + "," + std::to_string(m.conversation_id) + "," +
+           std::to_string(m.channel_id) + ",'outbound'," + out.quote(m.text) + ",'queued'," +
+           ts(m.next_attempt_at) + "," + ts(m.created_at) + "," +
+           out.quote(domain::to_string(m.purpose)) + "," +
+           (r.segments > 0 ? std::to_string(r.segments) : std::string("NULL"));
     });
     s += ";\n";
   }

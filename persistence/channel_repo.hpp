@@ -96,6 +96,9 @@ struct inbound_write {
   std::vector<domain::consent> consents;  // recorded with the message (a STOP request)
   // Audit rows of the change (a "conversation" row without an id gets the conversation's).
   std::vector<domain::audit_record> audit;
+  // The channel's after-hours reply to send in the conversation (docs/channels.md "Business
+  // hours"), if this message gets one: staged with it, queued after COMMIT.
+  std::optional<std::string> after_hours_reply;
 };
 struct inbound_written {
   stored_inbound ids;
@@ -126,8 +129,15 @@ struct inbound_row {
   std::int64_t contact_id = 0;
   std::string subject; // e-mail's, else empty
 };
+// A message carecrm writes itself beside an inbound one (the channel's after-hours reply),
+// stored queued in the same transaction and sent after COMMIT.
+struct reply_row {
+  queued_message message;
+  int segments = 0; // SMS: the segments its text takes
+};
 struct inbound_batch final : tx_batch {
   std::int64_t tenant_id = 0;
+  std::vector<reply_row> replies;
   std::vector<domain::conversation> conversations; // as the batch leaves each: one row per id
   std::vector<inbound_row> messages;
   std::vector<identity> identities; // the last contact of each (channel, external id)

@@ -64,6 +64,31 @@ std::optional<domain::failure> refused(pqxx::work& tx, const domain::team& t) {
   return domain::failure::invalid(std::move(issues));
 }
 
+constexpr const char* canned_columns = "id, tenant_id, shortcode, text, created_by,"
+                                       " (extract(epoch from created_at) * 1000000)::bigint,"
+                                       " (extract(epoch from updated_at) * 1000000)::bigint";
+
+domain::canned_response row_to_canned(const pqxx::row& r) {
+  domain::canned_response c;
+  c.id = r[0].as<std::int64_t>();
+  c.tenant_id = r[1].as<std::int64_t>();
+  c.shortcode = r[2].as<std::string>();
+  c.text = r[3].as<std::string>();
+  if (!r[4].is_null()) c.created_by = r[4].as<std::int64_t>();
+  c.created_at = r[5].as<std::int64_t>();
+  c.updated_at = r[6].as<std::int64_t>();
+  return c;
+}
+
+domain::failure canned_gone() {
+  return domain::failure::of(domain::errc::not_found, "canned response not found");
+}
+
+domain::failure shortcode_conflict(const std::string& code) {
+  return domain::failure::of(domain::errc::conflict,
+                             "the shortcode \"" + code + "\" is another canned response's");
+}
+
 domain::failure team_gone() {
   return domain::failure::of(domain::errc::not_found, "team not found");
 }
@@ -87,6 +112,10 @@ domain::inbox_store load_inbox(pg_conn& c, std::int64_t tenant_id) {
                                " tenant_id = $1 AND NOT is_active",
                                tenant_id))
     s.unavailable.insert(r[0].as<std::int64_t>());
+  for (auto r : tx.exec_params(std::string("SELECT ") + canned_columns +
+                                   " FROM canned_responses WHERE tenant_id = $1",
+                               tenant_id))
+    s.put_canned(row_to_canned(r));
   return s;
 }
 
@@ -137,6 +166,58 @@ domain::outcome<domain::team> delete_team(pg_conn& c, const domain::team& t) {
   if (r.empty()) return team_gone();
   tx.commit();
   return t;
+}
+
+std::optional<std::int64_t> tenant_of_canned(pg_conn& c, std::int64_t id) {
+  return tenant_of_row(c.raw(), "canned_responses", id);
+}
+
+domain::outcome<domain::canned_response> insert_canned(pg_conn& c,
+                                                       const domain::canned_response& r) {
+  pqxx::work tx(c.raw());
+  fence(tx, r.tenant_id);
+  auto by = r.created_by ? std::optional<std::int64_t>(*r.created_by) : std::nullopt;
+  auto row = tx.exec_params(
+      std::string("INSERT INTO canned_responses (tenant_id, shortcode, text, created_by,"
+                  " created_at, updated_at) VALUES ($1, $2, $3, $4, $5::timestamptz,"
+                  " $5::timestamptz) ON CONFLICT (tenant_id, shortcode) DO NOTHING RETURNING ") +
+          canned_columns,
+      r.tenant_id, r.shortcode, r.text, by, domain::format_rfc3339(r.created_at));
+  if (row.empty()) return shortcode_conflict(r.shortcode);
+  tx.commit();
+  return row_to_canned(row.front());
+}
+
+domain::outcome<domain::canned_response> update_canned(pg_conn& c,
+                                                       const domain::canned_response& r) {
+  pqxx::work tx(c.raw());
+  fence(tx, r.tenant_id);
+  if (!tx.exec_params("SELECT 1 FROM canned_responses WHERE tenant_id = $1 AND shortcode = $2"
+                      " AND id <> $3",
+                      r.tenant_id, r.shortcode, r.id)
+           .empty())
+    return shortcode_conflict(r.shortcode);
+  auto row =
+      tx.exec_params(std::string("UPDATE canned_responses SET shortcode = $3, text = $4,"
+                                 " updated_at = $5::timestamptz WHERE tenant_id = $1 AND"
+                                 " id = $2 RETURNING ") +
+                         canned_columns,
+                     r.tenant_id, r.id, r.shortcode, r.text, domain::format_rfc3339(r.updated_at));
+  if (row.empty()) return canned_gone();
+  tx.commit();
+  return row_to_canned(row.front());
+}
+
+domain::outcome<domain::canned_response> delete_canned(pg_conn& c,
+                                                       const domain::canned_response& r) {
+  pqxx::work tx(c.raw());
+  fence(tx, r.tenant_id);
+  auto row =
+      tx.exec_params("DELETE FROM canned_responses WHERE tenant_id = $1 AND id = $2 RETURNING id",
+                     r.tenant_id, r.id);
+  if (row.empty()) return canned_gone();
+  tx.commit();
+  return r;
 }
 
 void set_availability(pg_conn& c, std::int64_t tenant_id, std::int64_t user_id, bool available) {

@@ -463,8 +463,8 @@ schema::object_t working_hours_schema() {
   s["type"] = "object";
   s["properties"] = std::move(props);
   s["additionalProperties"] = false;
-  s["description"] = "spans [start, end) of each open day in the calendar's local time; days "
-                     "absent are closed";
+  s["description"] = "spans [start, end) of each open day in the local time of the time_zone "
+                     "beside it; days absent are closed";
   return s;
 }
 
@@ -473,13 +473,15 @@ void define_schedule_schemas(router& r) {
   auto step = integer(rules::step_min, rules::step_max);
   auto zone = text(zone_rule);
   zone["description"] = "an IANA time zone name, such as America/Sao_Paulo";
+  // Also a channel's business_hours (docs/channels.md "Business hours").
+  define(r, "WorkingHours", working_hours_schema());
   auto user = nullable(id());
   auto calendar_props = [&](bool create) {
     return object({{"name", text(name_rule), create},
                    {"kind", one_of(domain::calendar_kinds), false},
                    {"user_id", user, false},
                    {"time_zone", zone, create},
-                   {"working_hours", working_hours_schema(), create},
+                   {"working_hours", ref("WorkingHours"), create},
                    {"slot_step_minutes", step, false},
                    {"is_active", boolean(), false},
                    {"feed_shows_names", boolean(), false}});
@@ -492,7 +494,7 @@ void define_schedule_schemas(router& r) {
                  {"kind", one_of(domain::calendar_kinds)},
                  {"user_id", user},
                  {"time_zone", text({})},
-                 {"working_hours", working_hours_schema()},
+                 {"working_hours", ref("WorkingHours")},
                  {"slot_step_minutes", step},
                  {"is_active", boolean()},
                  {"feed_shows_names", boolean()},

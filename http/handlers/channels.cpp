@@ -71,6 +71,38 @@ namespace rules = domain::channel_rules;
 constexpr text_rule name_rule{.min = 1, .max = 200, .trim = true};
 constexpr text_rule secret_rule{.min = rules::secret_min, .max = rules::secret_max};
 
+constexpr text_rule zone_rule{.min = 1, .max = domain::time_zone_name_max};
+constexpr text_rule reply_rule{.min = 1, .max = rules::after_hours_reply_max, .trim = true};
+
+// business_hours (null: always open), time_zone and after_hours_reply (null: none) as sent
+// (docs/channels.md "Business hours").
+struct hours_input {
+  std::optional<std::optional<domain::working_week>> business_hours;
+  std::optional<std::string> time_zone;
+  std::optional<std::optional<std::string>> after_hours_reply;
+};
+
+hours_input read_hours(body_reader& body) {
+  hours_input h;
+  if (body.is_null("business_hours")) {
+    body.raw("business_hours");
+    h.business_hours = std::optional<domain::working_week>();
+  } else if (auto* v = body.raw("business_hours")) {
+    if (auto w = domain::read_working_hours(
+            *v, {std::string("body"), std::string("business_hours")}, body.issues()))
+      h.business_hours = std::optional<domain::working_week>(*w);
+  }
+  if (auto z = body.text("time_zone", false, zone_rule)) {
+    if (domain::is_time_zone(*z))
+      h.time_zone = *z;
+    else
+      body.add({"body", "time_zone"},
+               "unknown time zone: an IANA name such as \"America/Sao_Paulo\"", "value_error");
+  }
+  h.after_hours_reply = body.nullable_text("after_hours_reply", reply_rule);
+  return h;
+}
+
 std::optional<domain::channel_type> read_type(body_reader& body, bool required) {
   auto t = body.text("type", required);
   if (!t) return std::nullopt;
@@ -90,8 +122,12 @@ void create(services& s, const exchange_ptr& ex) {
                                           body.issues());
   auto secret = body.nullable_text("webhook_secret", secret_rule);
   auto active = body.boolean("is_active", false);
+  auto hours = read_hours(body);
   if (!body.finish() || !config) return ex->fail(body.failure());
   domain::channel c;
+  if (hours.business_hours) c.business_hours = *hours.business_hours;
+  if (hours.time_zone) c.time_zone = *hours.time_zone;
+  if (hours.after_hours_reply) c.after_hours_reply = *hours.after_hours_reply;
   c.name = *name;
   c.type = *type;
   c.config = std::move(*config);
@@ -138,6 +174,10 @@ void update(services& s, const exchange_ptr& ex) {
   if (auto cfg = body.raw("config")) p.config = *cfg;
   p.webhook_secret = body.nullable_text("webhook_secret", secret_rule);
   p.is_active = body.boolean("is_active", false);
+  auto hours = read_hours(body);
+  p.business_hours = std::move(hours.business_hours);
+  p.time_zone = std::move(hours.time_zone);
+  p.after_hours_reply = std::move(hours.after_hours_reply);
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
   actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
@@ -453,6 +493,11 @@ void define_channel_schemas(router& r) {
 
   // A create names its type, and the config is checked for it (none: an empty one, which a
   // telegram channel cannot have: its bot_token is required).
+  auto zone = [] {
+    auto z = text(zone_rule);
+    z["description"] = "an IANA time zone name (default UTC): the business_hours' local time";
+    return z;
+  };
   define(r, "ChannelCreate", by_channel_type([&](object_t type, domain::channel_type kind) {
            bool telegram = kind == domain::channel_type::telegram;
            bool whatsapp = kind == domain::channel_type::whatsapp;
@@ -468,7 +513,10 @@ void define_channel_schemas(router& r) {
                                       : nullable(ref("ChannelApiConfigInput")),
                            telegram || whatsapp || sms || email},
                           {"webhook_secret", nullable(text(secret_rule)), false},
-                          {"is_active", boolean(), false}});
+                          {"is_active", boolean(), false},
+                          {"business_hours", nullable(ref("WorkingHours")), false},
+                          {"time_zone", zone(), false},
+                          {"after_hours_reply", nullable(text(reply_rule)), false}});
          }));
   // An update's config is checked against the channel's type, which cannot change (409).
   define(r, "ChannelUpdate",
@@ -482,7 +530,10 @@ void define_channel_schemas(router& r) {
                                                           ref("ChannelEmailConfigUpdate")}}}),
                   false},
                  {"webhook_secret", nullable(text(secret_rule)), false},
-                 {"is_active", boolean(), false}}));
+                 {"is_active", boolean(), false},
+                 {"business_hours", nullable(ref("WorkingHours")), false},
+                 {"time_zone", zone(), false},
+                 {"after_hours_reply", nullable(text(reply_rule)), false}}));
 
   // The config as answers show it (domain::public_config): secrets are never rendered, only
   // has_<key> flags.
@@ -528,6 +579,10 @@ void define_channel_schemas(router& r) {
                           {"is_active", boolean()},
                           {"has_secret", has_secret},
                           {"webhook_url", text({})},
+                          {"business_hours", nullable(ref("WorkingHours"))},
+                          {"time_zone", text({})},
+                          {"after_hours_reply", nullable(text({}))},
+                          {"team_id", nullable(id())},
                           {"created_at", timestamp()},
                           {"updated_at", timestamp()}});
          }));

@@ -3,9 +3,11 @@
 #include "http/api.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/validation.hpp"
 #include "domain/whatsapp.hpp"
 
 #include "actors/channels.hpp"
+#include "actors/inbox.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
@@ -42,6 +44,46 @@ std::optional<std::int64_t> query_id(const request& req, std::string_view name,
   return id;
 }
 
+constexpr text_rule label_rule{.min = 1, .max = rules::label_max, .trim = true};
+
+// A conversation's labels as sent: a list of at most labels_max texts, each trimmed to 1 to
+// label_max characters.
+std::optional<std::vector<std::string>> read_labels(body_reader& body) {
+  auto v = body.raw("labels");
+  if (!v) return std::nullopt;
+  auto a = v->if_array();
+  if (!a) {
+    body.add({"body", "labels"}, "Input should be a valid list", "list_type");
+    return std::nullopt;
+  }
+  if (a->size() > rules::labels_max) {
+    body.add({"body", "labels"},
+             "List should have at most " + std::to_string(rules::labels_max) +
+                 " items after validation, not " + std::to_string(a->size()),
+             "too_long");
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    auto str = (*a)[i].if_string();
+    std::string_view t = str ? std::string_view(*str) : std::string_view();
+    auto b = t.find_first_not_of(blank);
+    t = b == std::string_view::npos ? std::string_view()
+                                    : t.substr(b, t.find_last_not_of(blank) - b + 1);
+    if (!str || t.empty() || domain::utf8_length(t) > rules::label_max) {
+      body.add({"body", "labels", static_cast<std::int64_t>(i)},
+               "Input should be a text of 1 to " + std::to_string(rules::label_max) + " characters",
+               "string_type");
+      ok = false;
+      continue;
+    }
+    out.emplace_back(t);
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
 void list(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
   actors::conversation_filter f;
@@ -57,6 +99,12 @@ void list(services& s, const exchange_ptr& ex) {
   f.contact_id = query_id(ex->req, "contact_id", issues);
   f.assignee_id = query_id(ex->req, "assignee_id", issues);
   f.team_id = query_id(ex->req, "team_id", issues);
+  if (auto v = ex->req.query_value("label")) f.label = std::string(*v);
+  if (auto v = ex->req.query_value("priority")) {
+    f.priority = domain::parse_conversation_priority(*v);
+    if (!f.priority)
+      issues.push_back({{"query", "priority"}, domain::conversation_priority_choices(), "enum"});
+  }
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   f.page = *page;
   f.per_page = *per_page;
@@ -91,6 +139,13 @@ void update(services& s, const exchange_ptr& ex) {
   }
   // false gives the conversation back to the AI agents after a hand-off (docs/ai.md).
   p.ai_paused = body.boolean("ai_paused", false);
+  p.labels = read_labels(body);
+  if (body.is_null("priority")) {
+    body.raw("priority");
+    p.priority = std::optional<domain::conversation_priority>();
+  } else if (auto pr = body.one_of("priority", false, rules::conversation_priorities)) {
+    p.priority = domain::parse_conversation_priority(*pr);
+  }
   if (!body.finish()) return ex->fail(body.failure());
   actors::update_conversation(s.rt, ex->who.tenant_id, *id, p, json_reply(ex));
 }
@@ -116,17 +171,24 @@ void post_message(services& s, const exchange_ptr& ex) {
   auto id = path_id(ex->param("id"), "id", path_issues);
   body_reader body(ex->req.body);
   for (auto& i : path_issues) body.issues().push_back(i);
-  // A WhatsApp template may stand in for the text (outside the 24-hour window it must).
+  // A WhatsApp template may stand in for the text (outside the 24-hour window it must), and so
+  // may a canned response.
   std::optional<domain::whatsapp::template_message> tpl;
   if (auto t = body.raw("template"); t && !t->is_null())
     tpl = domain::whatsapp::parse_template(*t, {std::string("body"), std::string("template")},
                                            body.issues());
-  auto text = body.text("text", !body.raw("template") || body.raw("template")->is_null(),
+  auto canned = body.id("canned_response_id", false);
+  const bool template_sent = body.raw("template") && !body.raw("template")->is_null();
+  auto text = body.text("text", !template_sent && !body.has("canned_response_id"),
                         {.min = 1, .max = rules::text_max});
   if (text && text->find_first_not_of(blank) == std::string::npos) {
     body.add({"body", "text"}, "String should have at least 1 character", "string_too_short");
     text.reset();
   }
+  if (canned && (text || template_sent))
+    body.add({"body", "canned_response_id"},
+             "a canned response is the message's text: send it without text or template",
+             "value_error");
   auto purpose = body.one_of("purpose", false, domain::consent_rules::purposes);
   if (!body.finish()) return ex->fail(body.failure());
   actors::outbound_request req;
@@ -134,14 +196,30 @@ void post_message(services& s, const exchange_ptr& ex) {
   if (tpl) {
     req.template_json = domain::whatsapp::template_to_json(*tpl);
     req.text = text ? *text : domain::whatsapp::template_text(*tpl);
-  } else {
+  } else if (text) {
     req.text = *text;
   }
   if (purpose) req.purpose = domain::parse_consent_purpose(*purpose).value_or(req.purpose);
   req.sender_user_id = ex->who.acting_user();
-  actors::send_message(
-      s.rt, ex->who.tenant_id, std::move(req),
-      created_reply(ex, "/api/v1/conversations/" + std::to_string(*id) + "/messages/"));
+  auto reply = created_reply(ex, "/api/v1/conversations/" + std::to_string(*id) + "/messages/");
+  if (!canned) return actors::send_message(s.rt, ex->who.tenant_id, std::move(req), reply);
+  // The canned response's text, then its placeholders filled for the conversation's contact.
+  actors::canned_text(
+      s.rt, ex->who.tenant_id, *canned,
+      actors::callback<std::string>(
+          [&s, ex, req = std::move(req), reply](domain::outcome<std::string> r) mutable {
+            if (!r) {
+              if (r.error().code != domain::errc::not_found &&
+                  r.error().code != domain::errc::insufficient_permissions)
+                return ex->fail(r.error());
+              return ex->fail(failure::invalid({{{"body", "canned_response_id"},
+                                                 "no canned response of the tenant has this id",
+                                                 "value_error"}}));
+            }
+            req.text = std::move(*r);
+            req.fill_for_contact = true;
+            actors::send_message(s.rt, ex->who.tenant_id, std::move(req), reply);
+          }));
 }
 
 // GET /reports/conversations?from=&to=&group_by=: `to` defaults to now, `from` to 30 days
@@ -206,14 +284,21 @@ void define_conversation_schemas(router& r) {
                  {"last_inbound_at", nullable(timestamp())},
                  {"first_response_at", nullable(timestamp())},
                  {"resolved_at", nullable(timestamp())},
+                 {"labels", array_of(text({}))},
+                 {"priority", nullable(one_of(rules::conversation_priorities))},
                  {"created_at", timestamp()},
                  {"updated_at", timestamp()}}));
   define(r, "ConversationPage", page_of("Conversation"));
+  auto labels = array_of(text(label_rule));
+  labels["maxItems"] = static_cast<std::int64_t>(rules::labels_max);
+  labels["description"] = "the whole set (kept sorted, without repeats)";
   // null assignee_id: unassigned; ai_paused false gives the conversation back to the agents.
   define(r, "ConversationUpdate",
          object({{"status", one_of(rules::conversation_statuses), false},
                  {"assignee_id", nullable(id()), false},
-                 {"ai_paused", boolean(), false}}));
+                 {"ai_paused", boolean(), false},
+                 {"labels", labels, false},
+                 {"priority", nullable(one_of(rules::conversation_priorities)), false}}));
   // persistence::message_json
   define(r, "ConversationMessage",
          object({{"id", id()},
@@ -263,11 +348,16 @@ void define_conversation_schemas(router& r) {
         false}});
   tpl["description"] = "WhatsApp: an approved template sent instead of free text (required "
                        "outside the 24-hour window); text is then optional, how staff read it";
+  auto canned = id();
+  canned["description"] = "a canned response sent as the text, its {{contact.*}} placeholders "
+                          "filled for the conversation's contact (without text or template)";
   auto send = object({{"text", text_rule, false},
                       {"template", nullable(std::move(tpl)), false},
+                      {"canned_response_id", canned, false},
                       {"purpose", purpose, false}});
   send["anyOf"] = json::array{object_t{{"required", json::array{"text"}}},
-                              object_t{{"required", json::array{"template"}}}};
+                              object_t{{"required", json::array{"template"}}},
+                              object_t{{"required", json::array{"canned_response_id"}}}};
   define(r, "ConversationMessageSend", std::move(send));
 }
 
@@ -290,7 +380,9 @@ void add_conversation_routes(router& r, services& s) {
                                    std::array<std::string_view, 3>{"channel", "assignee", "team"}),
                                "what the groups are (default channel)")}));
   r.add({verb::get, "/api/v1/conversations", access::bearer, permission::read_records,
-         bind(s, list), "List conversations (status, channel_id, contact_id, assignee_id)",
+         bind(s, list),
+         "List conversations (status, channel_id, contact_id, assignee_id, team_id, label, "
+         "priority)",
          "conversations"},
         route_doc("", "ConversationPage")
             .with_query(schema::paging())
@@ -299,12 +391,16 @@ void add_conversation_routes(router& r, services& s) {
                          query("channel_id", schema::id(), "only this channel's"),
                          query("contact_id", schema::id(), "only this contact's"),
                          query("assignee_id", schema::id(), "only those assigned to this user"),
-                         query("team_id", schema::id(), "only those routed to this team")}));
+                         query("team_id", schema::id(), "only those routed to this team"),
+                         query("label", schema::text({}), "only those with this label"),
+                         query("priority", schema::one_of(rules::conversation_priorities),
+                               "only those of this priority")}));
   r.add({verb::get, "/api/v1/conversations/{id}", access::bearer, permission::read_records,
          bind(s, get), "Get a conversation", "conversations"},
         {"", "Conversation"});
   r.add({verb::patch, "/api/v1/conversations/{id}", access::bearer, permission::write_records,
-         bind(s, update), "Change a conversation's status or assignee", "conversations"},
+         bind(s, update), "Change a conversation's status, assignee, labels or priority",
+         "conversations"},
         {"ConversationUpdate", "Conversation"});
   r.add({verb::post, "/api/v1/conversations/{id}/read", access::bearer, permission::write_records,
          bind(s, read), "Mark a conversation read", "conversations"},

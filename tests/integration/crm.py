@@ -1891,11 +1891,12 @@ MESSAGE_DIRECTIONS = ("inbound", "outbound")
 MESSAGE_STATUSES = ("received", "queued", "sent", "delivered", "read", "failed")
 
 CHANNEL_KEYS = {"id", "name", "type", "config", "is_active", "has_secret", "webhook_url",
+                "business_hours", "time_zone", "after_hours_reply", "team_id",
                 "created_at", "updated_at"}
 CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", "team_id",
                      "first_response_at", "resolved_at", "unread_count",
                      "last_message_at", "last_inbound_at", "ai_paused", "handoff_reason",
-                     "created_at", "updated_at"}
+                     "labels", "priority", "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
                 "error", "attempts", "sender_user_id", "sender_agent_id", "segments", "subject",
                 "created_at", "sent_at"}
@@ -1980,6 +1981,10 @@ def assert_channel(body: Any, **expected) -> None:
     assert isinstance(body["webhook_url"], str) and \
         body["webhook_url"].endswith(f"/api/v1/channels/{body['id']}/{suffix}"), body
     assert body["webhook_url"].startswith(("http://", "https://")), body
+    assert body["business_hours"] is None or isinstance(body["business_hours"], dict), body
+    assert isinstance(body["time_zone"], str) and body["time_zone"], body
+    assert body["after_hours_reply"] is None or isinstance(body["after_hours_reply"], str), body
+    assert body["team_id"] is None or is_int(body["team_id"]), body
     assert_timestamp(body["created_at"])
     assert_timestamp(body["updated_at"])
     assert body["updated_at"] >= body["created_at"], body
@@ -2016,6 +2021,8 @@ def assert_conversation(body: Any, **expected) -> None:
         assert_timestamp(body[key])
     if body["last_inbound_at"] is not None:
         assert_timestamp(body["last_inbound_at"])
+    assert isinstance(body["labels"], list) and body["labels"] == sorted(set(body["labels"])), body
+    assert body["priority"] in (None, "low", "medium", "high", "urgent"), body
     _assert_expected(body, expected)
 
 
