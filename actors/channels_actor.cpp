@@ -195,6 +195,28 @@ domain::audit_record consent_row(const domain::audit_context* who, std::int64_t 
   return row;
 }
 
+namespace {
+std::size_t type_of(const channels_state& st, std::int64_t channel_id) {
+  auto it = st.channels.find(channel_id);
+  auto t = it == st.channels.end() ? 0 : static_cast<std::size_t>(it->second.type);
+  return t < inbox_meter::types ? t : 0;
+}
+} // namespace
+
+void count_opened(const channels_state& st, const domain::conversation& c) {
+  inbox_counts().opened[type_of(st, c.channel_id)]++;
+}
+
+void count_change(const channels_state& st, const domain::conversation& before,
+                  const domain::conversation& after) {
+  auto& m = inbox_counts();
+  auto t = type_of(st, after.channel_id);
+  if (!before.first_response_at && after.first_response_at)
+    m.first_response[t].observe(after.first_response_at - after.created_at);
+  if (!before.resolved_at && after.resolved_at)
+    m.resolution[t].observe(after.resolved_at - after.created_at);
+}
+
 void conv_done(ch_actor* self) {
   self->state.conv.done();
 }
@@ -285,7 +307,12 @@ void save_conv(ch_actor* self, domain::conversation next, callback<std::string> 
         return domain::done{};
       },
       [self, next, reply](domain::outcome<domain::done> r) {
-        if (r) keep_conversation(self->state, next);
+        if (r) {
+          auto& st = self->state;
+          if (auto before = st.conversations.find(next.id); before != st.conversations.end())
+            count_change(st, before->second, next);
+          keep_conversation(st, next);
+        }
         conv_done(self);
         if (!r) return reply(r.error());
         reply(json::serialize(domain::conversation_to_json(next)));

@@ -142,7 +142,8 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
           [self, key](const failure& f) { answer_inbound(self, key, f, false); }))
     return;
   auto& conv = w.conversation;
-  if (conv.id == 0) conv.id = take(st.conversation_ids);
+  const bool opened = conv.id == 0;
+  if (opened) conv.id = take(st.conversation_ids);
   persistence::stored_inbound ids{take(st.message_ids), conv.id, contact.id};
 
   auto& b = st.open;
@@ -190,11 +191,12 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
     reply = q;
   }
   st.staged[conv.id] = {conv, b.seq};
-  b.on_commit.push_back(
-      [self, key, ids, conv, text = w.text, depth = w.depth, at = w.received_at, answer, reply] {
-        received(self, key, ids, conv, text, depth, answer, at);
-        if (reply) attempt_send(self, *reply);
-      });
+  b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth, at = w.received_at,
+                         answer, reply, opened] {
+    if (opened) count_opened(self->state, conv);
+    received(self, key, ids, conv, text, depth, answer, at);
+    if (reply) attempt_send(self, *reply);
+  });
   b.on_fail.push_back([self, key](const failure& f) { answer_inbound(self, key, f, false); });
   b.writes++;
   flush_inbound(self);
@@ -231,6 +233,7 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
           return answer_inbound(self, key, r.error(), false);
         }
         if (!r->duplicate) {
+          if (!st.conversations.count(r->conversation.id)) count_opened(st, r->conversation);
           keep_conversation(st, r->conversation);
           for (auto& c : r->consents) st.consents[c.contact_id].push_back(c);
           if (external) remember_identity(st, key.first, *external, contact_id);

@@ -196,6 +196,11 @@ domain::audit_record conversation_row(const domain::audit_context* who, const ch
                                       const domain::conversation& conv, const char* action,
                                       std::vector<std::string> fields, int status);
 void conv_done(ch_actor* self);
+// The shared inbox's metrics (actors/meters.hpp inbox_meter): a conversation opened, and its
+// move from `before` to `after` once committed (a first response, a resolution).
+void count_opened(const channels_state& st, const domain::conversation& c);
+void count_change(const channels_state& st, const domain::conversation& before,
+                  const domain::conversation& after);
 void when_current(ch_actor* self, continuation k, std::function<void(const failure&)> fail);
 void conv_serial(ch_actor* self, std::function<void(const failure&)> fail, continuation k);
 void conv_serial_inbound(ch_actor* self, continuation k);

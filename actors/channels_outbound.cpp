@@ -272,7 +272,12 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
         // The outcome unknown (the connection lost at COMMIT): the conversation, and a reminder's
         // row, may be stored or not; read the state again before the next step.
         if (!r && r.error().code == errc::service_unavailable) self->state.stale = true;
-        if (r) keep_conversation(self->state, conv_after);
+        if (r) {
+          auto& st = self->state;
+          if (auto before = st.conversations.find(conv_after.id); before != st.conversations.end())
+            count_change(st, before->second, conv_after);
+          keep_conversation(st, conv_after);
+        }
         if (r && reminder) {
           auto& latest = self->state.reminded[conv_after.id];
           latest = std::max(latest, *reminder);

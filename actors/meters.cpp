@@ -39,6 +39,20 @@ actor_meter& meter(const std::string& actor_type) {
   return all_meters().emplace_back(actor_type);
 }
 
+inbox_meter& inbox_counts() {
+  static inbox_meter m;
+  return m;
+}
+
+void inbox_meter::histogram::observe(std::int64_t us) {
+  if (us < 0) us = 0;
+  const double seconds = static_cast<double>(us) / 1e6;
+  std::size_t b = 0;
+  while (b < bounds.size() && seconds > bounds[b]) ++b;
+  buckets[b]++;
+  micros += static_cast<std::uint64_t>(us);
+}
+
 void write_actor_metrics(std::string& out) {
   std::lock_guard<std::mutex> lock(meters_mutex());
   out += "# HELP carecrm_actor_messages_total Messages handled, per actor type.\n"
@@ -128,6 +142,37 @@ void write_actor_metrics(std::string& out) {
            std::to_string(static_cast<double>(ai.latency_micros[p].load()) / 1e6) + "\n" +
            "carecrm_ai_provider_seconds_count{provider=\"" + providers[p] + "\"} " +
            std::to_string(ai.latency_count[p].load()) + "\n";
+  auto& inbox = inbox_counts();
+  const char* types[] = {"api", "telegram", "whatsapp", "sms", "email"};
+  out += "# HELP carecrm_conversations_opened_total Conversations opened by a contact's message,"
+         " by channel type.\n# TYPE carecrm_conversations_opened_total counter\n";
+  for (std::size_t t = 0; t < inbox_meter::types; ++t)
+    out += std::string("carecrm_conversations_opened_total{channel_type=\"") + types[t] + "\"} " +
+           std::to_string(inbox.opened[t].load()) + "\n";
+  auto histograms = [&](const char* name, const char* help, const inbox_meter::histogram* h) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    for (std::size_t t = 0; t < inbox_meter::types; ++t) {
+      std::uint64_t below = 0;
+      auto label = std::string("channel_type=\"") + types[t] + "\"";
+      for (std::size_t b = 0; b <= inbox_meter::bounds.size(); ++b) {
+        below += h[t].buckets[b].load();
+        auto le = b < inbox_meter::bounds.size()
+                      ? std::to_string(static_cast<std::int64_t>(inbox_meter::bounds[b]))
+                      : std::string("+Inf");
+        out += std::string(name) + "_bucket{" + label + ",le=\"" + le + "\"} " +
+               std::to_string(below) + "\n";
+      }
+      out += std::string(name) + "_sum{" + label + "} " +
+             std::to_string(static_cast<double>(h[t].micros.load()) / 1e6) + "\n" + name +
+             "_count{" + label + "} " + std::to_string(below) + "\n";
+    }
+  };
+  histograms("carecrm_conversation_first_response_seconds",
+             "Time from a conversation's opening to a person's first reply, by channel type.",
+             inbox.first_response);
+  histograms("carecrm_conversation_resolution_seconds",
+             "Time from a conversation's opening to its closing, by channel type.",
+             inbox.resolution);
   out += "# HELP carecrm_actor_instances Live actors, per type.\n"
          "# TYPE carecrm_actor_instances gauge\n";
   for (auto& m : all_meters())

@@ -1,5 +1,6 @@
 // Per actor type: messages handled, mailbox depth and processing time, exported by /metrics.
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -55,6 +56,25 @@ struct ai_meter {
   std::atomic<std::uint64_t> latency_count[providers]{};
 };
 ai_meter& ai_counts();
+
+// The shared inbox (docs/channels.md "Response times"), by channel type (domain::channel_type):
+// conversations opened, and histograms of the time from a conversation's opening to its first
+// response and to its resolution. Per team or assignee they are GET /reports/conversations's
+// (as labels their ids would grow without bound).
+struct inbox_meter {
+  static constexpr std::size_t types = 5;
+  static constexpr std::array<double, 12> bounds{30,   60,   120,   300,   600,   1800,
+                                                 3600, 7200, 14400, 28800, 86400, 259200};
+  struct histogram {
+    std::atomic<std::uint64_t> buckets[bounds.size() + 1]{}; // the last: above every bound
+    std::atomic<std::uint64_t> micros{0};
+    void observe(std::int64_t micros);
+  };
+  std::atomic<std::uint64_t> opened[types]{};
+  histogram first_response[types];
+  histogram resolution[types];
+};
+inbox_meter& inbox_counts();
 
 // Process-wide: metrics describe the process, whatever the number of actor systems.
 actor_meter& meter(const std::string& actor_type);

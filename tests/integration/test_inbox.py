@@ -105,10 +105,29 @@ def test_teams_are_checked_and_shaped_by_managers(client, desk, sess_b):
                                          token=t), 201)
 
 
-def test_first_response_and_resolution_are_recorded_and_reported(client, desk):
+def inbox_figures(metrics) -> tuple:
+    """(opened, first responses, resolutions) of api channels, as /metrics counts them."""
+    resp = metrics.get("/metrics")
+    assert resp.status == 200, resp.describe()
+    samples = crm.parse_prometheus(resp.body.decode())
+
+    def one(name):
+        found = [v for n, labels, v in samples
+                 if n == name and labels.get("channel_type") == "api"]
+        assert len(found) == 1, (name, found)
+        return found[0]
+
+    return (one("carecrm_conversations_opened_total"),
+            one("carecrm_conversation_first_response_seconds_count"),
+            one("carecrm_conversation_resolution_seconds_count"))
+
+
+def test_first_response_and_resolution_are_recorded_and_reported(client, desk, server):
     s, chan = desk
     t = s.admin
     a = s.users["agent"]["id"]
+    metrics = server.metrics_client()
+    before = inbox_figures(metrics)
     team = crm.assert_json_response(client.post(TEAMS, {
         "name": "Desk", "member_ids": [a], "channel_ids": [chan["id"]]}, token=t), 201)
     convs = [new_conversation(client, t, chan) for _ in range(3)]
@@ -133,6 +152,8 @@ def test_first_response_and_resolution_are_recorded_and_reported(client, desk):
     assert group["first_response_seconds"]["median"] >= 0, report
     assert group["resolution_seconds"]["p90"] >= 0, report
     assert report["total"]["conversations"] == 3, report
+    # The same figures for Prometheus, by channel type (histograms: their counts moved).
+    assert [b - a for a, b in zip(before, inbox_figures(metrics))] == [3, 2, 1]
     by_team = crm.assert_json_response(client.get(
         "/api/v1/reports/conversations?group_by=team", token=t), 200)
     assert [g["key"] for g in by_team["groups"]] == [team["id"]], by_team
