@@ -102,6 +102,16 @@ void update_conversation(runtime& rt, std::int64_t tenant, std::int64_t id, conv
 void mark_read(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 void list_messages(runtime& rt, std::int64_t tenant, std::int64_t conversation_id, int page,
                    int per_page, callback<std::string> reply);
+// A file of a message (docs/channels.md "Media"), as stored: 404 when the tenant's message has no
+// such file, 403 for another tenant's message, 409 while it is being fetched or when it was not
+// kept (with why).
+struct attachment {
+  std::string content_type;
+  std::string filename;
+  std::string data;
+};
+void read_attachment(runtime& rt, std::int64_t tenant, std::int64_t message_id, int n,
+                     callback<attachment> reply);
 // Response times of the conversations opened in [from, to) µs, by channel, assignee or team
 // (docs/channels.md "Response times"), from what is committed.
 void conversation_report(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t to,

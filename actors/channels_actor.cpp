@@ -131,6 +131,7 @@ void read_messaging(ch_actor* self) {
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
         for (auto& m : r->queued) schedule_send(self, m);
+        for (auto& m : r->media) fetch_media(self, m);
       });
 }
 
@@ -391,6 +392,37 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             self, [](const failure&) {}, [] {});
       },
       [self](retry_atom, persistence::queued_message& m) { attempt_send(self, std::move(m)); },
+      [self](media_atom, persistence::pending_media& m) { fetch_media(self, std::move(m)); },
+      [self, measure](media_atom, read_atom, std::int64_t message_id, int n,
+                      callback<attachment>& reply) {
+        auto _ = measure();
+        db<std::optional<persistence::attachment_file>>(
+            self,
+            [tid = self->state.env.tenant_id, message_id, n](persistence::pg_conn& c) {
+              return persistence::read_attachment(c, tid, message_id, n);
+            },
+            [self, message_id,
+             reply](domain::outcome<std::optional<persistence::attachment_file>> r) {
+              if (!r) return reply(r.error());
+              if (!*r)
+                return reply_missing(
+                    self,
+                    [message_id](persistence::pg_conn& c) {
+                      return persistence::tenant_of_message(c, message_id);
+                    },
+                    "attachment", reply);
+              auto& f = **r;
+              if (f.status == "pending")
+                return reply(failure::of(errc::conflict,
+                                         "the file is being fetched from the provider: try again "
+                                         "shortly"));
+              if (f.status != "stored")
+                return reply(failure::of(errc::conflict,
+                                         "the file was not kept: " + f.error.value_or(f.status)));
+              reply(
+                  attachment{std::move(f.content_type), std::move(f.filename), std::move(f.data)});
+            });
+      },
       [self, measure](list_atom, channel_filter& f, callback<std::string>& reply) {
         auto _ = measure();
         when_loaded(self, fail_with(reply), [self, f, reply] {
@@ -794,6 +826,11 @@ void conversation_report(runtime& rt, std::int64_t tenant, std::int64_t from, st
 void verify_hub(runtime& rt, std::int64_t tenant, std::int64_t channel_id, hub_verification v,
                 callback<std::string> reply) {
   send(rt, tenant, caf::make_message(hub_atom::value, channel_id, std::move(v), std::move(reply)));
+}
+void read_attachment(runtime& rt, std::int64_t tenant, std::int64_t message_id, int n,
+                     callback<attachment> reply) {
+  send(rt, tenant,
+       caf::make_message(media_atom::value, read_atom::value, message_id, n, std::move(reply)));
 }
 void list_templates(runtime& rt, std::int64_t tenant, std::int64_t channel_id,
                     callback<std::string> reply) {

@@ -154,7 +154,7 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
   else
     b.sql.conversations[pos->second] = conv;
   b.sql.messages.push_back({ids.message_id, conv.id, w.channel_id, w.text, w.external_message_id,
-                            w.received_at, w.ai_pending, answer, contact.id, w.subject});
+                            w.received_at, w.ai_pending, answer, contact.id, w.subject, w.media});
   if (w.external_id) {
     auto id_key = std::make_pair(w.channel_id, *w.external_id);
     if (auto [pos, added] = b.identity_pos.try_emplace(id_key, b.sql.identities.size()); added)
@@ -192,8 +192,9 @@ void stage_message(ch_actor* self, std::pair<std::int64_t, std::string> key,
   }
   st.staged[conv.id] = {conv, b.seq};
   b.on_commit.push_back([self, key, ids, conv, text = w.text, depth = w.depth, at = w.received_at,
-                         answer, reply, opened] {
+                         answer, reply, opened, media = pending_refs(w.channel_id, w.media)] {
     if (opened) count_opened(self->state, conv);
+    fetch_media_of(self, ids.message_id, media);
     received(self, key, ids, conv, text, depth, answer, at);
     if (reply) attempt_send(self, *reply);
   });
@@ -224,6 +225,7 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
   db<persistence::inbound_written>(
       self, [w](persistence::pg_conn& c) { return persistence::store_inbound(c, w); },
       [self, key, external = w.external_id, contact_id = w.contact_id, text = w.text,
+       media = pending_refs(w.channel_id, w.media),
        depth = w.depth](domain::outcome<persistence::inbound_written> r) {
         auto& st = self->state;
         if (!r) {
@@ -234,6 +236,7 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
         }
         if (!r->duplicate) {
           if (!st.conversations.count(r->conversation.id)) count_opened(st, r->conversation);
+          fetch_media_of(self, r->ids.message_id, media);
           keep_conversation(st, r->conversation);
           for (auto& c : r->consents) st.consents[c.contact_id].push_back(c);
           if (external) remember_identity(st, key.first, *external, contact_id);
@@ -333,6 +336,7 @@ void store_message(ch_actor* self, std::int64_t channel_id, domain::inbound_mess
   w.external_message_id = m.external_message_id;
   w.received_at = now;
   w.subject = m.subject;
+  w.media = m.media;
   w.external_id = m.contact.external_id;
   w.depth = depth;
   // "STOP" withdraws consent to every kind of message on this channel, with the message as

@@ -68,6 +68,8 @@ template <>
 struct allowed_unsafe_message_type<crm::domain::consent_purpose> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::persistence::queued_message> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::persistence::pending_media> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors::channels_impl {
@@ -83,6 +85,7 @@ using read_atom = caf::atom_constant<caf::atom("read")>;
 using msgs_atom = caf::atom_constant<caf::atom("msgs")>;
 using send_atom = caf::atom_constant<caf::atom("send")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using media_atom = caf::atom_constant<caf::atom("media")>;
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
 using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
 using consent_atom = caf::atom_constant<caf::atom("consent")>;
@@ -131,8 +134,9 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
-  std::set<std::int64_t> sending;     // outbound messages with an attempt in flight
-  std::set<std::int64_t> ai_channels; // served by an active auto-replying agent
+  std::set<std::int64_t> sending;                  // outbound messages with an attempt in flight
+  std::set<std::pair<std::int64_t, int>> fetching; // (message, n): media being fetched
+  std::set<std::int64_t> ai_channels;              // served by an active auto-replying agent
   // The shared inbox (docs/channels.md "Teams and assignment"): each team channel's route, who
   // is not available, and when each member of a team was last given a conversation.
   inbox_routes inbox;
@@ -211,6 +215,14 @@ bool ids_ready(ch_actor* self, continuation retry, std::function<void(const fail
 std::optional<std::string> hashed_secret(ch_actor* self, const std::optional<std::string>& plain);
 void on_inbound(ch_actor* self, std::int64_t channel_id, inbound_call call,
                 callback<std::string> reply);
+
+// channels_media.cpp (docs/channels.md "Media"): the files of a stored message that its
+// provider keeps, fetched, checked and stored one by one, with retries.
+std::vector<persistence::pending_media> pending_refs(std::int64_t channel_id,
+                                                     const std::vector<domain::media_ref>& media);
+void fetch_media_of(ch_actor* self, std::int64_t message_id,
+                    std::vector<persistence::pending_media> media);
+void fetch_media(ch_actor* self, persistence::pending_media m);
 
 // channels_outbound.cpp
 void attempt_send(ch_actor* self, persistence::queued_message m);

@@ -169,8 +169,19 @@ struct inbound_contact {
   std::optional<std::string> external_id;
 };
 
+// A file that came with a message (docs/channels.md "Media"): the provider's reference to fetch
+// it by (a WhatsApp media id, a Twilio media URL), or the file itself (an e-mail's attachment).
+struct media_ref {
+  std::string source;
+  std::string content_type; // as the provider named it
+  std::string filename;
+  std::optional<std::string> data;
+};
+inline constexpr std::size_t media_per_message_max = 10;
+
 struct inbound_message {
   inbound_contact contact;
+  std::vector<media_ref> media;
   std::string text;
   std::string external_message_id;
   std::int64_t timestamp = 0; // 0: not sent

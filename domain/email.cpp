@@ -114,7 +114,7 @@ std::optional<form_data> parse_multipart(std::string_view body, std::string_view
     if (!filename.empty() || (!type.empty() && !ascii_lower(type).starts_with("text/plain")))
       out.files.push_back({filename.empty() ? name : filename,
                            type.empty() ? std::string("application/octet-stream") : type,
-                           content.size()});
+                           content.size(), std::string(content)});
     else
       out.fields.emplace_back(std::move(name), std::string(content));
     pos = next + 2;
@@ -260,6 +260,8 @@ std::optional<inbound_mail> parse_inbound(const form& fields,
     if (!text.empty()) text += ' ';
     text += "[attachment " + f.filename + " (" + f.content_type + ", " + std::to_string(f.size) +
             " bytes)]";
+    if (out.message.media.size() < media_per_message_max)
+      out.message.media.push_back({"", f.content_type, f.filename, f.data});
   }
   out.message.text = text.empty() ? std::string("(empty message)")
                                   : std::string(utf8_prefix(text, channel_rules::text_max));

@@ -21,6 +21,7 @@ struct attachment_info {
   std::string filename;
   std::string content_type;
   std::size_t size = 0;
+  std::string data; // the file
 };
 
 // A multipart/form-data body (RFC 7578) with `boundary`: its fields (parts without a filename)

@@ -208,6 +208,16 @@ std::optional<webhook> parse_webhook(const form& f, std::string_view account_sid
   m.contact.external_id = *from;
   std::string text = field(f, "Body") ? std::string(trim(*field(f, "Body"))) : std::string();
   if (auto media = describe_media(f); !media.empty()) text += (text.empty() ? "" : " ") + media;
+  {
+    int count = 0;
+    if (auto n = field(f, "NumMedia")) std::from_chars(n->data(), n->data() + n->size(), count);
+    for (int i = 0; i < std::min<int>(count, media_per_message_max); ++i) {
+      auto url = field(f, "MediaUrl" + std::to_string(i));
+      auto type = field(f, "MediaContentType" + std::to_string(i));
+      if (url && (url->starts_with("https://") || url->starts_with("http://")))
+        m.media.push_back({*url, type ? *type : std::string(), "", std::nullopt});
+    }
+  }
   m.text = text.empty() ? std::string("(empty message)")
                         : std::string(utf8_prefix(text, channel_rules::text_max));
   out.message = std::move(m);

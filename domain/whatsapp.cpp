@@ -219,6 +219,16 @@ std::optional<webhook_batch> parse_webhook(std::string_view body, std::string_vi
           for (auto& [wa, name] : names)
             if (wa == sv(*from)) in.contact.name = std::string(utf8_prefix(name, 200));
           in.text = message_text(*m, sv(*type));
+          // A file (image, document, audio, video, sticker): fetched by its media id.
+          if (auto part = given(*m, sv(*type)); part && part->is_object())
+            if (auto media_id = string_at(part->get_object(), "id");
+                media_id && !media_id->empty() && media_id->size() <= external_id_max) {
+              auto mime = string_at(part->get_object(), "mime_type");
+              auto name = string_at(part->get_object(), "filename");
+              in.media.push_back(
+                  {std::string(sv(*media_id)), mime ? std::string(sv(*mime)) : std::string(),
+                   name ? std::string(utf8_prefix(sv(*name), 200)) : std::string(), std::nullopt});
+            }
           if (auto t = string_at(*m, "timestamp")) {
             std::int64_t secs = 0;
             auto s = sv(*t);

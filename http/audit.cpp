@@ -118,6 +118,9 @@ const std::vector<table_row>& table() {
       {verb::patch, "/api/v1/conversations/{id}", rule(m::change_in_tx, "conversation", "update")},
       {verb::get, "/api/v1/conversations/{id}/messages",
        rule(m::list, "conversation", "list_messages", "id", "items")},
+      // A patient's file (docs/channels.md "Media"): audited as a read of the message.
+      {verb::get, "/api/v1/messages/{id}/attachments/{n}",
+       rule(m::read, "message", "read_attachment")},
       {verb::post, "/api/v1/conversations/{id}/messages",
        rule(m::change_in_tx, "conversation", "send_message")},
       {verb::post, "/api/v1/conversations/{id}/read",

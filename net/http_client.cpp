@@ -291,7 +291,8 @@ public:
       : reg_(reg), opts_(opts), req_(std::move(req)), url_(std::move(url)), done_(std::move(done)),
         started_(started),
         timeout_(req_.timeout.count() > 0 ? req_.timeout : opts.response_timeout),
-        id_(reg.next_id++), ioc_(ioc), tls_context_(tls), resolver_(ioc), deadline_(ioc) {
+        body_max_(req_.max_body > 0 ? req_.max_body : opts.max_response_body), id_(reg.next_id++),
+        ioc_(ioc), tls_context_(tls), resolver_(ioc), deadline_(ioc) {
     key_ = std::string(url_.tls ? "https://" : "http://") + url_.host + ":" +
            std::to_string(url_.port);
   }
@@ -464,13 +465,13 @@ private:
   void read_response() {
     // Not zeroed: only what the parser writes is read (zeroing 64 KiB an exchange was a
     // quarter of the CPU of webhook deliveries).
-    if (!body_) body_ = std::make_unique_for_overwrite<char[]>(opts_.max_response_body);
+    if (!body_) body_ = std::make_unique_for_overwrite<char[]>(body_max_);
     parser_.emplace();
     parser_->header_limit(32 * 1024);
     parser_->body_limit(boost::none); // the size of body_ is the limit: the rest is left unread
     if (request_.method() == bhttp::verb::head) parser_->skip(true);
     parser_->get().body().data = body_.get();
-    parser_->get().body().size = opts_.max_response_body;
+    parser_->get().body().size = body_max_;
     read();
   }
 
@@ -510,7 +511,13 @@ private:
     client_response r;
     r.ok = true;
     r.status = static_cast<int>(parser_->get().result_int());
-    r.body.assign(body_.get(), opts_.max_response_body - parser_->get().body().size);
+    r.body.assign(body_.get(), body_max_ - parser_->get().body().size);
+    r.truncated = !parser_->is_done();
+    auto& head = parser_->get();
+    if (auto it = head.find(bhttp::field::content_type); it != head.end())
+      r.content_type = std::string(it->value());
+    if (auto it = head.find(bhttp::field::location); it != head.end())
+      r.location = std::string(it->value());
     // Read to its end, nothing after it, and the server keeps it open: kept for the next
     // request to this destination.
     if (parser_->is_done() && parser_->get().keep_alive() && buffer_.size() == 0 &&
@@ -549,6 +556,7 @@ private:
   std::function<void(client_response)> done_;
   steady::time_point started_;
   milliseconds timeout_;
+  std::size_t body_max_; // the response body read at most
   std::uint64_t id_;
   bool finished_ = false;
 

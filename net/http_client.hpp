@@ -31,6 +31,7 @@ struct client_request {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::chrono::milliseconds timeout{0}; // 0: the client's response_timeout
+  std::size_t max_body = 0;             // the response body read at most (0: the client's)
 };
 
 struct client_response {
@@ -38,7 +39,9 @@ struct client_response {
   // connection refused, timeout, TLS failure, malformed response).
   bool ok = false;
   int status = 0;
-  std::string body; // at most max_response_body bytes
+  std::string body;                   // at most max_body (or max_response_body) bytes
+  bool truncated = false;             // the body went on past that
+  std::string content_type, location; // those headers, when given
   std::string error;
   std::chrono::milliseconds elapsed{0};
 };

@@ -11,6 +11,7 @@
 #include "persistence/sealed_columns.hpp"
 
 #include "domain/json_parse.hpp"
+#include "domain/media.hpp"
 #include "persistence/fence.hpp"
 #include <boost/json.hpp>
 
@@ -22,6 +23,17 @@ namespace json = boost::json;
 
 namespace crm::persistence {
 namespace {
+
+std::string hex_of(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
 
 const char* channel_columns =
     "id, tenant_id, name, type, config::text, webhook_secret, is_active, " CRM_MICROS(
@@ -165,7 +177,11 @@ const char* message_columns =
     "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
     " m.attempts, m.sender_user_id, " CRM_MICROS("m.created_at") ", " CRM_MICROS(
         "m.sent_at") ","
-                     " m.sender_agent_id, m.segments, m.subject";
+                     " m.sender_agent_id, m.segments, m.subject,"
+                     " (SELECT coalesce(json_agg(json_build_object('n', a.n, 'content_type',"
+                     " a.content_type, 'filename', a.filename, 'size', a.size, 'status', a.status,"
+                     " 'error', a.error) ORDER BY a.n), '[]')::text FROM message_attachments a"
+                     " WHERE a.message_id = m.id)";
 
 json::object message_json(const pqxx::row& r) {
   json::object o;
@@ -187,10 +203,43 @@ json::object message_json(const pqxx::row& r) {
       r[11].is_null() ? json::value(nullptr) : json::value(r[11].as<std::int64_t>());
   o["segments"] = r[12].is_null() ? json::value(nullptr) : json::value(r[12].as<int>());
   o["subject"] = text_or_null(r[13]);
+  json::error_code ec;
+  auto files = crm::domain::parse_json(r[14].c_str(), ec);
+  o["attachments"] = !ec && files.is_array() ? files : json::value(json::array());
   o["created_at"] = domain::format_rfc3339(r[9].as<std::int64_t>());
   o["sent_at"] = r[10].is_null() ? json::value(nullptr)
                                  : json::value(domain::format_rfc3339(r[10].as<std::int64_t>()));
   return o;
+}
+
+// The attachment rows of message `message_id` (docs/channels.md "Media"): a file that came with
+// it is kept or refused now; one named by the provider is pending until fetched.
+template <class Quote>
+std::string attachment_rows(std::int64_t tenant_id, std::int64_t message_id,
+                            const std::vector<domain::media_ref>& media, Quote quote) {
+  if (media.empty()) return {};
+  std::string s = "INSERT INTO message_attachments (message_id, n, tenant_id, source,"
+                  " content_type, filename, size, status, error, data) VALUES ";
+  for (std::size_t i = 0; i < media.size(); ++i) {
+    auto& m = media[i];
+    std::string status = "pending", error = "NULL", size = "NULL", data = "NULL";
+    if (m.data) {
+      size = std::to_string(m.data->size());
+      if (auto no = domain::media::refusal(m.content_type, m.data->size())) {
+        status = "refused";
+        error = quote(*no);
+      } else {
+        status = "stored";
+        data = "decode(" + quote(hex_of(*m.data)) + ", 'hex')";
+      }
+    }
+    s += std::string(i ? "," : "") + "(" + std::to_string(message_id) + "," + std::to_string(i) +
+         "," + std::to_string(tenant_id) + "," +
+         (m.source.empty() ? std::string("NULL") : quote(m.source)) + "," +
+         quote(m.data ? domain::media::base_type(m.content_type) : m.content_type) + "," +
+         quote(m.filename) + "," + size + "," + quote(status) + "," + error + "," + data + ")";
+  }
+  return s + ";\n";
 }
 
 // `insert`: a new conversation, under the id the channels actor reserved; else an update of the
@@ -303,6 +352,13 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                                    " FROM consents WHERE tenant_id = $1 ORDER BY id",
                                tenant_id))
     out.consents.push_back(to_consent(r));
+  for (auto r : tx.exec_params("SELECT a.message_id, a.n, m.channel_id, a.source, a.attempts FROM"
+                               " message_attachments a JOIN messages m ON m.id = a.message_id"
+                               " WHERE a.tenant_id = $1 AND a.status = 'pending' ORDER BY"
+                               " a.message_id, a.n",
+                               tenant_id))
+    out.media.push_back({r[0].as<std::int64_t>(), r[1].as<int>(), r[2].as<std::int64_t>(),
+                         r[3].is_null() ? std::string() : r[3].as<std::string>(), r[4].as<int>()});
   for (auto r : tx.exec_params("SELECT DISTINCT unnest(channel_ids) FROM ai_agents WHERE"
                                " tenant_id = $1 AND is_active AND auto_reply",
                                tenant_id))
@@ -431,6 +487,9 @@ inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
     tx.exec_params("INSERT INTO outbox (tenant_id, event, payload, depth) VALUES ($1,"
                    " 'message.received', $2::jsonb, $3)",
                    w.tenant_id, w.event_payload, w.depth);
+  if (!w.media.empty())
+    tx.exec(attachment_rows(w.tenant_id, out.ids.message_id, w.media,
+                            [&tx](std::string_view v) { return tx.quote(std::string(v)); }));
   if (w.ai_pending)
     tx.exec_params("INSERT INTO ai_pending (message_id, tenant_id, conversation_id, channel_id)"
                    " VALUES ($1, $2, $3, $4)",
@@ -487,6 +546,9 @@ void inbound_batch::append_sql(sql_text& out) const {
     });
     s += ";\n";
   }
+  for (auto& m : messages)
+    s += attachment_rows(tenant_id, m.message_id, m.media,
+                         [&](std::string_view v) { return out.quote(v); });
   if (!identities.empty()) {
     s += "INSERT INTO channel_identities (channel_id, external_id, tenant_id, contact_id) VALUES ";
     rows(identities, [&](const identity& i) {
@@ -855,6 +917,48 @@ std::vector<std::int64_t> tenants_with_queued_messages(pg_conn& c) {
   pqxx::read_transaction tx(c.raw());
   return first_ids(tx.exec("SELECT DISTINCT tenant_id FROM messages WHERE status = 'queued' AND"
                            " next_attempt_at <= now()"));
+}
+
+void save_media(pg_conn& c, std::int64_t tenant_id, const media_outcome& o) {
+  pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
+  const char* error = o.error ? o.error->c_str() : nullptr;
+  const bool stored = o.status == "stored";
+  tx.exec_params("UPDATE message_attachments SET status = $4, attempts = $5, error = $6,"
+                 " content_type = CASE WHEN $7 = '' THEN content_type ELSE $7 END,"
+                 " size = CASE WHEN $8 THEN octet_length(decode($9, 'hex')) ELSE size END,"
+                 " data = CASE WHEN $8 THEN decode($9, 'hex') ELSE NULL END"
+                 " WHERE tenant_id = $1 AND message_id = $2 AND n = $3 AND status = 'pending'",
+                 tenant_id, o.message_id, o.n, o.status, o.attempts, error, o.content_type, stored,
+                 stored ? hex_of(o.data) : std::string());
+  tx.commit();
+}
+
+std::optional<attachment_file> read_attachment(pg_conn& c, std::int64_t tenant_id,
+                                               std::int64_t message_id, int n) {
+  pqxx::read_transaction tx(c.raw());
+  auto r = tx.exec_params("SELECT a.status, a.content_type, a.filename, encode(a.data, 'hex'),"
+                          " a.error FROM message_attachments a WHERE a.tenant_id = $1 AND"
+                          " a.message_id = $2 AND a.n = $3",
+                          tenant_id, message_id, n);
+  if (r.empty()) return std::nullopt;
+  attachment_file f;
+  f.status = r[0][0].as<std::string>();
+  f.content_type = r[0][1].as<std::string>();
+  f.filename = r[0][2].as<std::string>();
+  if (!r[0][3].is_null()) {
+    auto hex = r[0][3].as<std::string>();
+    f.data.reserve(hex.size() / 2);
+    auto val = [](char ch) { return ch <= '9' ? ch - '0' : ch - 'a' + 10; };
+    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+      f.data += static_cast<char>(val(hex[i]) * 16 + val(hex[i + 1]));
+  }
+  f.error = opt_text(r[0][4]);
+  return f;
+}
+
+std::optional<std::int64_t> tenant_of_message(pg_conn& c, std::int64_t id) {
+  return tenant_of_row(c.raw(), "messages", id);
 }
 
 } // namespace crm::persistence

@@ -40,7 +40,17 @@ struct queued_message {
   std::string template_json; // WhatsApp: the template it sends (domain::whatsapp), else empty
 };
 
+// A file of an inbound message still to fetch from its provider (docs/channels.md "Media").
+struct pending_media {
+  std::int64_t message_id = 0;
+  int n = 0;
+  std::int64_t channel_id = 0;
+  std::string source;
+  int attempts = 0;
+};
+
 struct messaging_snapshot {
+  std::vector<pending_media> media; // pending, oldest first
   std::vector<domain::channel> channels;
   std::vector<domain::conversation> conversations;
   std::vector<identity> identities;
@@ -96,6 +106,7 @@ struct inbound_write {
   std::vector<domain::consent> consents;  // recorded with the message (a STOP request)
   // Audit rows of the change (a "conversation" row without an id gets the conversation's).
   std::vector<domain::audit_record> audit;
+  std::vector<domain::media_ref> media; // its files (docs/channels.md "Media")
   // The channel's after-hours reply to send in the conversation (docs/channels.md "Business
   // hours"), if this message gets one: staged with it, queued after COMMIT.
   std::optional<std::string> after_hours_reply;
@@ -127,7 +138,8 @@ struct inbound_row {
   // it (docs/appointments.md "Answers").
   bool reminder_answer = false;
   std::int64_t contact_id = 0;
-  std::string subject; // e-mail's, else empty
+  std::string subject;                  // e-mail's, else empty
+  std::vector<domain::media_ref> media; // its files (docs/channels.md "Media")
 };
 // A message carecrm writes itself beside an inbound one (the channel's after-hours reply),
 // stored queued in the same transaction and sent after COMMIT.
@@ -176,6 +188,30 @@ struct outbound_written {
   bool duplicate = false; // the reminder was sent already: nothing written
 };
 outbound_written store_outbound(pg_conn& c, const outbound_write& w);
+
+// A file's fetch: stored (with its bytes), refused or failed for good (with why), or pending
+// again with one more attempt. A row no longer pending (or gone with an erasure) is left alone.
+struct media_outcome {
+  std::int64_t message_id = 0;
+  int n = 0;
+  std::string status; // stored, refused, failed, pending
+  std::string content_type;
+  std::string data;
+  std::optional<std::string> error;
+  int attempts = 0;
+};
+void save_media(pg_conn& c, std::int64_t tenant_id, const media_outcome& o);
+// GET /messages/{id}/attachments/{n}: the file, if the tenant's message has it.
+struct attachment_file {
+  std::string status;
+  std::string content_type;
+  std::string filename;
+  std::string data;
+  std::optional<std::string> error;
+};
+std::optional<attachment_file> read_attachment(pg_conn& c, std::int64_t tenant_id,
+                                               std::int64_t message_id, int n);
+std::optional<std::int64_t> tenant_of_message(pg_conn& c, std::int64_t id);
 
 // An AI agent's decision on an inbound message (docs/ai.md), in one transaction: its messages
 // (queued, sender_agent_id), the conversation as the decision leaves it (handed off: pending,

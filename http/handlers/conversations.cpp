@@ -15,6 +15,8 @@
 #include <boost/json.hpp>
 
 #include <array>
+#include <cctype>
+#include <charconv>
 
 namespace json = boost::json;
 
@@ -222,6 +224,45 @@ void post_message(services& s, const exchange_ptr& ex) {
           }));
 }
 
+// GET /messages/{id}/attachments/{n}: the file as it came, never rendered by the browser.
+void attachment(services& s, const exchange_ptr& ex) {
+  std::vector<issue> issues;
+  auto id = path_id(ex->param("id"), "id", issues);
+  std::optional<int> n;
+  auto text = ex->param("n");
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc{} && end == text.data() + text.size() && value >= 0 &&
+      value < static_cast<int>(domain::media_per_message_max))
+    n = value;
+  else
+    issues.push_back({{"path", "n"},
+                      "Input should be an integer from 0 to " +
+                          std::to_string(domain::media_per_message_max - 1),
+                      "int_parsing"});
+  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
+  actors::read_attachment(
+      s.rt, ex->who.tenant_id, *id, *n,
+      actors::callback<actors::attachment>([ex](domain::outcome<actors::attachment> r) {
+        if (!r) return ex->fail(r.error());
+        std::string name;
+        for (char c : r->filename)
+          name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_')
+                      ? c
+                      : '_';
+        response res;
+        res.body = std::move(r->data);
+        res.content_type =
+            r->content_type.empty() ? std::string("application/octet-stream") : r->content_type;
+        res.headers.emplace_back("Content-Disposition",
+                                 "attachment; filename=\"" +
+                                     (name.empty() ? std::string("attachment") : name) + "\"");
+        res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+        res.headers.emplace_back("Cache-Control", "private, no-store");
+        ex->respond(std::move(res));
+      }));
+}
+
 // GET /reports/conversations?from=&to=&group_by=: `to` defaults to now, `from` to 30 days
 // before it; the span is at most a year.
 void report(services& s, const exchange_ptr& ex) {
@@ -266,6 +307,9 @@ constexpr const char* send_example = R"({
   "text": "Your appointment is confirmed for Tuesday at 10:00.",
   "purpose": "appointment_reminders"
 })";
+
+constexpr std::array<std::string_view, 4> attachment_statuses{"pending", "stored", "refused",
+                                                              "failed"};
 
 void define_conversation_schemas(router& r) {
   using namespace schema;
@@ -313,6 +357,12 @@ void define_conversation_schemas(router& r) {
                  {"sender_agent_id", nullable(id())},
                  {"segments", nullable(integer())},
                  {"subject", nullable(text({}))},
+                 {"attachments", array_of(object({{"n", integer()},
+                                                  {"content_type", text({})},
+                                                  {"filename", text({})},
+                                                  {"size", nullable(integer())},
+                                                  {"status", one_of(attachment_statuses)},
+                                                  {"error", nullable(text({}))}}))},
                  {"created_at", timestamp()},
                  {"sent_at", nullable(timestamp())}}));
   define(r, "ConversationMessagePage", page_of("ConversationMessage"));
@@ -409,6 +459,11 @@ void add_conversation_routes(router& r, services& s) {
          bind(s, messages), "Messages of a conversation, oldest first", "conversations"},
         route_doc("", "ConversationMessagePage")
             .with_query(schema::paging(messages_per_page_default, messages_per_page_max)));
+  // 409: still being fetched from the provider, or not kept (over 16 MiB, a type not allowed).
+  r.add({verb::get, "/api/v1/messages/{id}/attachments/{n}", access::bearer,
+         permission::read_records, bind(s, attachment),
+         "A file a message carried (n from 0), as it came: images, PDF, audio", "conversations"},
+        route_doc().with_media("", "application/octet-stream").fails_with({409}));
   // 409: the channel is inactive, or the contact's consents refuse the purpose.
   r.add({verb::post, "/api/v1/conversations/{id}/messages", access::bearer,
          permission::write_records, bind(s, post_message),

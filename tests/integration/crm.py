@@ -1899,6 +1899,7 @@ CONVERSATION_KEYS = {"id", "channel_id", "contact_id", "status", "assignee_id", 
                      "labels", "priority", "created_at", "updated_at"}
 MESSAGE_KEYS = {"id", "conversation_id", "direction", "text", "external_message_id", "status",
                 "error", "attempts", "sender_user_id", "sender_agent_id", "segments", "subject",
+                "attachments",
                 "created_at", "sent_at"}
 INBOUND_ACK_KEYS = {"status", "message_id", "conversation_id", "contact_id", "duplicate"}
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"

@@ -183,7 +183,7 @@ def test_a_forged_mailgun_post_is_401_and_stores_nothing(client, fresh, smtp, ho
     assert conversations(client, t) == []
 
 
-def test_a_multipart_mail_describes_its_attachments(client, fresh, smtp):
+def test_a_multipart_mail_keeps_its_attachments(client, fresh, smtp):
     t = fresh.admin
     chan = mail_channel(client, t, smtp)
     fields = signed(chan, patient_mail("Segue o exame"))
@@ -195,12 +195,23 @@ def test_a_multipart_mail_describes_its_attachments(client, fresh, smtp):
     parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="attachment-1"; '
                  f'filename="exame.pdf"\r\nContent-Type: application/pdf\r\n\r\n'.encode() +
                  b"%PDF-1.4 fake" + b"\r\n")
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="attachment-2"; '
+                 f'filename="run.sh"\r\nContent-Type: text/x-shellscript\r\n\r\n'.encode() +
+                 b"rm -rf /" + b"\r\n")
     body = b"".join(parts) + f"--{boundary}--\r\n".encode()
     resp = client.request("POST", path(chan), raw=body, headers={
         "Content-Type": f"multipart/form-data; boundary={boundary}"})
     ack = crm.assert_json_response(resp, 200)
     [msg] = crm.list_messages(client, t, ack["conversation_id"])
-    assert msg["text"] == "Segue o exame [attachment exame.pdf (application/pdf, 13 bytes)]", msg
+    assert msg["text"] == ("Segue o exame [attachment exame.pdf (application/pdf, 13 bytes)] "
+                           "[attachment run.sh (text/x-shellscript, 8 bytes)]"), msg
+    # The files came with the mail: kept (or refused, with why) in the message's transaction.
+    pdf, script = msg["attachments"]
+    assert (pdf["status"], pdf["filename"], pdf["size"]) == ("stored", "exame.pdf", 13), pdf
+    assert script["status"] == "refused" and "not kept" in script["error"], script
+    got = client.get(f"/api/v1/messages/{msg['id']}/attachments/0", token=t)
+    assert got.status == 200 and got.body == b"%PDF-1.4 fake", got.describe()
+    assert got.header("Content-Type") == "application/pdf", got.describe()
 
 
 def test_a_login_the_server_refuses_fails_the_message_at_once(client, fresh, smtp):

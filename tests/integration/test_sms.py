@@ -148,6 +148,36 @@ def test_mms_media_is_described_and_another_account_is_refused(client, fresh):
     crm.assert_validation(post(client, chan, other), (("body", "AccountSid"), "value_error"))
 
 
+def test_mms_media_is_fetched_with_the_accounts_credentials_following_twilios_redirect(
+        client, fresh):
+    t = fresh.admin
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 300
+    with crm.Receiver() as rcv:
+        rcv.set_responses([(307, {"Location": rcv.url("/bucket/ME1.png")}, b""),
+                           (200, {"Content-Type": "image/png"}, png)])
+        chan = sms_channel(client, t)
+        fields = incoming(chan, "Foto do exame", num_media=1,
+                          MediaUrl0=rcv.url("/2010-04-01/Accounts/AC1/Messages/MM1/Media/ME1"),
+                          MediaContentType0="image/png")
+        accepted(post(client, chan, fields))
+        conv = only_conversation(client, t)
+
+        def stored():
+            [msg] = crm.list_messages(client, t, conv["id"])
+            return msg["attachments"] and msg["attachments"][0]["status"] == "stored" and msg
+
+        msg = crm.eventually(stored, 20.0, 0.2)
+        assert msg, crm.list_messages(client, t, conv["id"])
+        first, second = rcv.wait_for(2)
+        sid, token = chan["_config"]["account_sid"], chan["_config"]["auth_token"]
+        assert first.header("Authorization") == "Basic " + base64.b64encode(
+            f"{sid}:{token}".encode()).decode(), first.describe()
+        assert second.path == "/bucket/ME1.png", second.describe()
+    got = client.get(f"/api/v1/messages/{msg['id']}/attachments/0", token=t)
+    assert got.status == 200 and got.body == png and got.header("Content-Type") == "image/png", \
+        got.describe()
+
+
 def test_an_inactive_sms_channel_is_409(client, fresh):
     t = fresh.admin
     chan = sms_channel(client, t)

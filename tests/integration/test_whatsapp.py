@@ -383,3 +383,110 @@ def test_an_urgent_whatsapp_message_is_handed_to_a_person(client, fresh, graph):
     sent = [m for m in crm.list_messages(client, t, cid) if m["direction"] == "outbound"]
     assert sent and sent[0]["sender_agent_id"] == agent["id"], sent
     assert sent[0]["text"].startswith("Ligue 192 agora."), sent
+
+
+# ---- media ------------------------------------------------------------------------------------
+
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 40 + b"\xff\xd9"
+
+
+def media_message(kind: str, media_id: str, **part) -> dict:
+    return {"from": PATIENT, "id": crm.unique("wamid.IN"), "timestamp": str(int(time.time())),
+            "type": kind, kind: {"id": media_id, **part}}
+
+
+def attachment_url(message_id, n=0) -> str:
+    return f"/api/v1/messages/{message_id}/attachments/{n}"
+
+
+def wait_attachments(client, token, conversation_id, message_id) -> list:
+    found = {}
+
+    def settled():
+        [m] = [m for m in crm.list_messages(client, token, conversation_id)
+               if m["id"] == message_id]
+        found["a"] = m["attachments"]
+        return all(a["status"] != "pending" for a in m["attachments"])
+
+    assert crm.eventually(settled, WAIT, 0.2), found
+    return found["a"]
+
+
+def test_media_is_fetched_through_the_graph_api_kept_and_served_to_staff(client, fresh, cli_env):
+    t = fresh.admin
+    with crm.Receiver() as rcv:
+        rcv.set_responses([
+            # The lookup: the file's short-lived URL, on the same stand-in.
+            (200, {"Content-Type": "application/json"},
+             json.dumps({"url": rcv.url("/files/img1"), "mime_type": "image/jpeg",
+                         "file_size": len(JPEG), "id": "MEDIA1",
+                         "messaging_product": "whatsapp"})),
+            (200, {"Content-Type": "image/jpeg"}, JPEG)])
+        chan = wa_channel(client, t, rcv.url(""))
+        resp = post(client, chan, change(chan, [media_message(
+            "image", "MEDIA1", mime_type="image/jpeg", caption="my exam")]))
+        ack = crm.assert_json_response(resp, 200)["messages"][0]
+        [att] = wait_attachments(client, t, ack["conversation_id"], ack["message_id"])
+        assert (att["n"], att["status"], att["content_type"], att["size"]) == \
+            (0, "stored", "image/jpeg", len(JPEG)), att
+        lookup, download = rcv.wait_for(2)
+        # Both with the channel's access token: the lookup by media id, then the file.
+        assert lookup.path == "/v19.0/MEDIA1", lookup.describe()
+        assert download.path == "/files/img1", download.describe()
+        for req in (lookup, download):
+            assert req.header("Authorization") == \
+                "Bearer " + chan["_config"]["access_token"], req.describe()
+    got = client.get(attachment_url(ack["message_id"]), token=t)
+    assert got.status == 200 and got.body == JPEG, got.describe()
+    assert got.header("Content-Type") == "image/jpeg", got.describe()
+    assert (got.header("Content-Disposition") or "").startswith("attachment"), got.describe()
+    # Reading a patient's file is audited; another tenant's user gets 403, a wrong n 404.
+    rows = crm.audit_rows(client, t, resource="message", resource_id=ack["message_id"])
+    assert [r["action"] for r in rows] == ["read_attachment"], rows
+    other = crm.tenant_session(client, cli_env)
+    crm.assert_error(client.get(attachment_url(ack["message_id"]), token=other.admin), 403,
+                     "INSUFFICIENT_PERMISSIONS")
+    crm.assert_error(client.get(attachment_url(ack["message_id"], 1), token=t), 404, "NOT_FOUND")
+    crm.assert_validation_locs(client.get(attachment_url(ack["message_id"], 99), token=t),
+                               ("path", "n"))
+
+
+def test_media_of_a_type_not_kept_or_too_large_is_refused_with_why(client, fresh):
+    t = fresh.admin
+    with crm.Receiver() as rcv:
+        chan = wa_channel(client, t, rcv.url(""))
+        rcv.set_responses([
+            (200, {"Content-Type": "application/json"},
+             json.dumps({"url": rcv.url("/files/x"), "mime_type": "application/x-msdownload"})),
+            (200, {"Content-Type": "application/x-msdownload"}, b"MZ" + b"\0" * 100)])
+        ack = crm.assert_json_response(post(client, chan, change(chan, [media_message(
+            "document", "EXE1", filename="invoice.exe")])), 200)["messages"][0]
+        [att] = wait_attachments(client, t, ack["conversation_id"], ack["message_id"])
+        assert att["status"] == "refused" and "not kept" in att["error"], att
+        crm.assert_error(client.get(attachment_url(ack["message_id"]), token=t), 409, "CONFLICT")
+        # The lookup says the file is larger than 16 MiB: it is not even downloaded.
+        rcv.set_responses([(200, {"Content-Type": "application/json"},
+                            json.dumps({"url": rcv.url("/files/big"), "mime_type": "audio/ogg",
+                                        "file_size": 17 * 1024 * 1024}))])
+        seen = len(rcv.wait_for(2))
+        ack = crm.assert_json_response(post(client, chan, change(chan, [media_message(
+            "audio", "BIG1")])), 200)["messages"][0]
+        [att] = wait_attachments(client, t, ack["conversation_id"], ack["message_id"])
+        assert att["status"] == "failed" and "16 MiB" in att["error"], att
+        assert len(rcv.wait_for(seen + 1)) == seen + 1
+
+
+def test_a_provider_failing_for_a_while_gets_the_file_on_a_later_attempt(client, fresh):
+    t = fresh.admin
+    with crm.Receiver() as rcv:
+        chan = wa_channel(client, t, rcv.url(""))
+        rcv.set_responses([
+            (503, {}, "busy"),
+            (200, {"Content-Type": "application/json"},
+             json.dumps({"url": rcv.url("/files/a"), "mime_type": "audio/ogg"})),
+            (200, {"Content-Type": "audio/ogg; codecs=opus"}, b"OggS" + b"\1" * 500)])
+        ack = crm.assert_json_response(post(client, chan, change(chan, [media_message(
+            "audio", "VOICE1")])), 200)["messages"][0]
+        [att] = wait_attachments(client, t, ack["conversation_id"], ack["message_id"])
+        assert (att["status"], att["content_type"]) == ("stored", "audio/ogg"), att
+        assert len(rcv.wait_for(3)) == 3

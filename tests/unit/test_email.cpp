@@ -125,13 +125,17 @@ TEST(email_inbound, a_forwarded_mail_reads_into_a_message) {
                               {"stripped-text", "Pode ser às 10h?"},
                               {"Message-Id", "<reply1@patient.example>"},
                               {"In-Reply-To", "<carecrm.c12.m77@clinic.example>"}},
-                             {{"exame.pdf", "application/pdf", 1234}}, issues);
+                             {{"exame.pdf", "application/pdf", 4, "%PDF"}}, issues);
   ASSERT_TRUE(m) << described(issues).size();
   EXPECT_EQ(m->message.contact.email, "ana@patient.example");
   EXPECT_EQ(m->message.contact.name, "Ana Souza");
   EXPECT_EQ(m->message.external_message_id, "<reply1@patient.example>");
   EXPECT_EQ(m->message.text,
-            "Pode ser às 10h? [attachment exame.pdf (application/pdf, 1234 bytes)]");
+            "Pode ser às 10h? [attachment exame.pdf (application/pdf, 4 bytes)]");
+  // The file itself goes with the message, to be kept beside it.
+  ASSERT_EQ(m->message.media.size(), 1u);
+  EXPECT_EQ(m->message.media[0].data, "%PDF");
+  EXPECT_EQ(m->message.media[0].filename, "exame.pdf");
   EXPECT_EQ(m->subject, "Re: A message from Clínica Sol");
   EXPECT_EQ(m->conversation, 12);
   EXPECT_FALSE(em::parse_inbound({{"subject", "x"}}, {}, issues));

@@ -1,0 +1,122 @@
+#include "domain/media.hpp"
+
+#include "domain/crypto.hpp"
+#include "domain/json_parse.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+
+namespace crm::domain::media {
+namespace {
+
+namespace json = boost::json;
+
+fetch_step failed(std::string why, bool retry) {
+  fetch_step s;
+  s.error = std::move(why);
+  s.retry = retry;
+  return s;
+}
+
+fetch_step get(std::string url, std::vector<std::pair<std::string, std::string>> headers) {
+  fetch_step s;
+  adapter_request r;
+  r.method = "GET";
+  r.url = std::move(url);
+  r.headers = std::move(headers);
+  s.request = std::move(r);
+  return s;
+}
+
+std::string host_of(std::string_view url) {
+  auto scheme = url.find("://");
+  if (scheme == std::string_view::npos) return {};
+  auto rest = url.substr(scheme + 3);
+  return std::string(rest.substr(0, rest.find_first_of("/?#")));
+}
+
+bool retryable(int status) {
+  return status == 408 || status == 429 || status >= 500;
+}
+
+} // namespace
+
+std::string base_type(std::string_view content_type) {
+  auto t = content_type.substr(0, content_type.find(';'));
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  std::string out(t);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::optional<std::string> refusal(std::string_view content_type, std::size_t size) {
+  auto t = base_type(content_type);
+  if (std::find(allowed_types.begin(), allowed_types.end(), t) == allowed_types.end())
+    return "media of type " + (t.empty() ? std::string("(none)") : t) +
+           " is not kept: images, PDF and audio are";
+  if (size > max_bytes) return "media over 16 MiB (" + std::to_string(size) + " bytes) is not kept";
+  return std::nullopt;
+}
+
+fetch_step plan_first(const channel& c, std::string_view source) {
+  if (c.type == channel_type::whatsapp) {
+    // GET /{version}/{media-id} with the access token gives the file's short-lived URL.
+    auto token = config_string(c.config, "access_token");
+    if (!token) return failed("not configured: the channel has no access_token", false);
+    auto base = config_string(c.config, "api_base_url").value_or("https://graph.facebook.com");
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    return get(base + "/" + config_string(c.config, "api_version").value_or("v19.0") + "/" +
+                   std::string(source),
+               {{"authorization", "Bearer " + *token}});
+  }
+  if (c.type == channel_type::sms) {
+    auto sid = config_string(c.config, "account_sid");
+    auto token = config_string(c.config, "auth_token");
+    if (!sid || !token) return failed("not configured: the channel has no auth_token", false);
+    return get(std::string(source),
+               {{"authorization", "Basic " + base64_encode(*sid + ":" + *token)}});
+  }
+  return failed("this channel type has no media to fetch", false);
+}
+
+fetch_step next(const channel& c, int step, const adapter_request& sent, int status,
+                std::string_view content_type, std::string_view location, std::string&& body,
+                bool truncated) {
+  if (step > 4) return failed("too many redirects", false);
+  // A redirect (Twilio sends its media from elsewhere): followed, with the credentials only to
+  // the same host.
+  if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
+    if (location.empty() || !(location.starts_with("https://") || location.starts_with("http://")))
+      return failed("a redirect without a usable Location", false);
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (host_of(location) == host_of(sent.url)) headers = sent.headers;
+    return get(std::string(location), std::move(headers));
+  }
+  if (status < 200 || status > 299)
+    return failed("the provider answered " + std::to_string(status), retryable(status));
+  const bool lookup = c.type == channel_type::whatsapp && step == 1;
+  if (lookup) {
+    json::error_code ec;
+    auto v = parse_json(body, ec);
+    auto o = ec ? nullptr : v.if_object();
+    auto url = o ? o->if_contains("url") : nullptr;
+    if (!url || !url->is_string() ||
+        !(url->get_string().starts_with("https://") || url->get_string().starts_with("http://")))
+      return failed("the media lookup gave no url", false);
+    if (auto size = o->if_contains("file_size");
+        size && size->is_int64() && size->get_int64() > std::int64_t(max_bytes))
+      return failed(
+          "media over 16 MiB (" + std::to_string(size->get_int64()) + " bytes) is not kept", false);
+    return get(std::string(url->get_string()), sent.headers);
+  }
+  if (truncated) return failed("media over 16 MiB is not kept", false);
+  fetch_step s;
+  s.content_type = base_type(content_type);
+  s.data = std::move(body);
+  return s;
+}
+
+} // namespace crm::domain::media

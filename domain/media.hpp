@@ -1,0 +1,46 @@
+// Media of messages (contract §12, docs/channels.md "Media"): images, PDF and audio a patient
+// sends, kept with the message and served to staff at GET /messages/{id}/attachments/{n}. A
+// provider's message names its media (WhatsApp: a media id, looked up through the Graph API;
+// Twilio: a URL; e-mail: the file in the forwarded form); carecrm fetches and checks each one
+// (≤ 16 MiB, an allowed type) after the message is stored. Pure: the requests and the rules.
+#pragma once
+#include "domain/channel.hpp"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace crm::domain::media {
+
+inline constexpr std::size_t max_bytes = 16 * 1024 * 1024;
+inline constexpr std::size_t per_message_max = 10;
+// The types kept: images, PDF, audio (as providers name them).
+inline constexpr std::array<std::string_view, 13> allowed_types{
+    "image/jpeg", "image/png",  "image/webp", "image/gif", "application/pdf",
+    "audio/ogg",  "audio/mpeg", "audio/mp4",  "audio/aac", "audio/amr",
+    "audio/wav",  "audio/webm", "audio/x-m4a"};
+
+// "audio/ogg; codecs=opus" → "audio/ogg", lower case.
+std::string base_type(std::string_view content_type);
+// Why a file of this type and size is not kept (nothing: it is).
+std::optional<std::string> refusal(std::string_view content_type, std::size_t size);
+
+// How a message's media is fetched from its provider, one request at a time: `plan_first` for
+// the reference the message carried; after each answer `next` says what follows (another
+// request, the file, or why it failed and whether another attempt may succeed).
+struct fetch_step {
+  std::optional<adapter_request> request; // the next request
+  std::optional<std::string> data;        // the file (with content_type)
+  std::string content_type;
+  std::string error; // neither: why not
+  bool retry = false;
+};
+fetch_step plan_first(const channel& c, std::string_view source);
+// `step` counts the requests made (1 after the first answer).
+fetch_step next(const channel& c, int step, const adapter_request& sent, int status,
+                std::string_view content_type, std::string_view location, std::string&& body,
+                bool truncated);
+
+} // namespace crm::domain::media
