@@ -112,6 +112,10 @@ struct attachment {
 };
 void read_attachment(runtime& rt, std::int64_t tenant, std::int64_t message_id, int n,
                      callback<attachment> reply);
+// The same for a provider at a capability URL (domain::media link): `payload` names the file,
+// `mac` must be its keyed hash under the server's keys (else 404, as for no such file).
+void read_linked_attachment(runtime& rt, std::int64_t tenant, std::int64_t message_id, int n,
+                            std::string payload, std::string mac, callback<attachment> reply);
 // Response times of the conversations opened in [from, to) µs, by channel, assignee or team
 // (docs/channels.md "Response times"), from what is committed.
 void conversation_report(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t to,
@@ -141,6 +145,8 @@ struct outbound_request {
   // A canned response's text: its {{contact.*}} placeholders are filled from the conversation's
   // contact first (domain::fill_for_contact).
   bool fill_for_contact = false;
+  // Files sent with it (docs/channels.md "Media"), checked by the caller (type, 16 MiB).
+  std::vector<domain::media_ref> media;
 };
 inline constexpr std::string_view reminder_sent_already = "the reminder was sent already";
 void send_message(runtime& rt, std::int64_t tenant, outbound_request req,

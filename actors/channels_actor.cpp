@@ -14,6 +14,8 @@
 //   client's thread; each attempt's outcome is stored (sent, queued again, failed).
 #include "actors/channels_internal.hpp"
 
+#include "domain/media.hpp"
+
 namespace crm::actors::channels_impl {
 
 bool inbound_drained(const channels_state& st) {
@@ -393,6 +395,16 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
       },
       [self](retry_atom, persistence::queued_message& m) { attempt_send(self, std::move(m)); },
       [self](media_atom, persistence::pending_media& m) { fetch_media(self, std::move(m)); },
+      [self, measure](media_atom, std::string& payload, std::string& mac, std::int64_t message_id,
+                      int n, callback<attachment>& reply) {
+        auto _ = measure();
+        auto& keys = self->state.env.pool->keys();
+        if (!domain::secret_keys::is_hashed(mac) ||
+            keys.verify(domain::media::link_purpose, self->state.env.tenant_id, payload, mac) ==
+                domain::secret_keys::match::no)
+          return reply(failure::of(errc::not_found, "no such file"));
+        self->send(self, media_atom::value, read_atom::value, message_id, n, std::move(reply));
+      },
       [self, measure](media_atom, read_atom, std::int64_t message_id, int n,
                       callback<attachment>& reply) {
         auto _ = measure();
@@ -831,6 +843,12 @@ void read_attachment(runtime& rt, std::int64_t tenant, std::int64_t message_id, 
                      callback<attachment> reply) {
   send(rt, tenant,
        caf::make_message(media_atom::value, read_atom::value, message_id, n, std::move(reply)));
+}
+void read_linked_attachment(runtime& rt, std::int64_t tenant, std::int64_t message_id, int n,
+                            std::string payload, std::string mac, callback<attachment> reply) {
+  send(rt, tenant,
+       caf::make_message(media_atom::value, std::move(payload), std::move(mac), message_id, n,
+                         std::move(reply)));
 }
 void list_templates(runtime& rt, std::int64_t tenant, std::int64_t channel_id,
                     callback<std::string> reply) {

@@ -3,6 +3,8 @@
 // and the AI agents' decisions applied in the conversation's order (docs/ai.md).
 #include "actors/channels_internal.hpp"
 
+#include "domain/media.hpp"
+
 namespace crm::actors::channels_impl {
 
 // ---- outbound ------------------------------------------------------------------------------
@@ -74,12 +76,84 @@ void send_email(ch_actor* self, domain::outbound_message out, domain::channel ch
         mail.message_id = p.message_id;
         mail.in_reply_to = p.in_reply_to;
         mail.references = p.references;
+        for (auto& f : p.attachments)
+          mail.attachments.push_back({f.filename, f.content_type, f.data});
         smtp->send(
             std::move(mail), in_actor<net::smtp_result>(self, [finish, id = p.message_id](
                                                                   net::smtp_result res) mutable {
               finish(res.sent, res.error, res.sent ? std::optional(id) : std::nullopt, res.retry);
             }));
       });
+}
+
+// An attempt's outcome: sent, queued again (another attempt may pass, and attempts are left),
+// or failed.
+void attempted(ch_actor* self, const persistence::queued_message& m, bool sent, std::string error,
+               std::optional<std::string> id, bool retry) {
+  persistence::send_outcome o;
+  o.message_id = m.id;
+  o.attempts = m.attempts + 1;
+  o.provider_message_id = std::move(id);
+  if (sent) {
+    o.status = "sent";
+  } else {
+    o.error = std::move(error);
+    if (retry && o.attempts < max_send_attempts) {
+      o.status = "queued";
+      o.next_attempt_at =
+          domain::now_micros() + retry_delays_ms[static_cast<std::size_t>(
+                                     std::min<int>(o.attempts - 1, retry_delays_ms.size() - 1))] *
+                                     1000;
+    } else {
+      o.status = "failed";
+    }
+  }
+  record(self, o, m);
+}
+
+// The message leaves: the contact's phone and e-mail are read, then the provider is called.
+void send_to_contact(ch_actor* self, persistence::queued_message m, domain::outbound_message out,
+                     domain::channel channel) {
+  auto& st = self->state;
+  // The contact's phone and e-mail come from the contacts actor, which owns them.
+  auto k = in_actor<domain::outcome<std::vector<domain::contact>>>(
+      self, [self, m, out, channel](domain::outcome<std::vector<domain::contact>> r) mutable {
+        if (r && !r->empty()) {
+          out.phone = r->front().phone;
+          out.email = r->front().email;
+        }
+        auto& st = self->state;
+        auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id,
+                                bool retry = true) {
+          attempted(self, m, sent, std::move(error), std::move(id), retry);
+        };
+        if (channel.type == domain::channel_type::email)
+          return send_email(self, std::move(out), channel, finish);
+        auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
+        // A channel that cannot send at all (no adapter, not configured) fails at once.
+        if (!plan.request) {
+          persistence::send_outcome o;
+          o.message_id = m.id;
+          o.status = "failed";
+          o.attempts = m.attempts + 1;
+          o.error = plan.error;
+          return record(self, o, m);
+        }
+        net::client_request req;
+        req.method = plan.request->method;
+        req.url = plan.request->url;
+        req.headers = plan.request->headers;
+        req.body = plan.request->body;
+        auto done = in_actor<net::client_response>(
+            self, [finish, type = channel.type](net::client_response res) mutable {
+              if (!res.ok) return finish(false, res.error, std::nullopt);
+              auto result = domain::read_outbound_response(type, res.status, res.body);
+              finish(result.sent, result.error, result.provider_message_id, result.retry);
+            });
+        st.opts->client->send(std::move(req), std::move(done));
+      });
+  fetch_contacts(*st.env.rt->owner, st.env.tenant_id, {m.contact_id},
+                 callback<std::vector<domain::contact>>(std::move(k)));
 }
 
 void attempt_send(ch_actor* self, persistence::queued_message m) {
@@ -117,63 +191,37 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
   if (auto chat = st.chats.find({m.channel_id, m.contact_id}); chat != st.chats.end())
     out.external_id = chat->second;
   auto channel = ch->second;
-  // The contact's phone and e-mail come from the contacts actor, which owns them.
-  auto k = in_actor<domain::outcome<std::vector<domain::contact>>>(
-      self, [self, m, out, channel](domain::outcome<std::vector<domain::contact>> r) mutable {
-        if (r && !r->empty()) {
-          out.phone = r->front().phone;
-          out.email = r->front().email;
-        }
+  if (m.files == 0) return send_to_contact(self, std::move(m), std::move(out), std::move(channel));
+  // Its files: e-mail carries their bytes; the others give the provider a capability URL to
+  // fetch each from (docs/channels.md "Media").
+  const bool email = channel.type == domain::channel_type::email;
+  db<std::vector<persistence::outbound_file>>(
+      self,
+      [tid = st.env.tenant_id, id = m.id, email](persistence::pg_conn& c) {
+        return persistence::outbound_files(c, tid, id, email);
+      },
+      [self, m, out, channel,
+       email](domain::outcome<std::vector<persistence::outbound_file>> r) mutable {
+        if (!r) return attempted(self, m, false, r.error().detail, std::nullopt, true);
         auto& st = self->state;
-        auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id,
-                                bool retry = true) {
-          persistence::send_outcome o;
-          o.message_id = m.id;
-          o.attempts = m.attempts + 1;
-          o.provider_message_id = std::move(id);
-          if (sent) {
-            o.status = "sent";
-          } else {
-            o.error = std::move(error);
-            if (retry && o.attempts < max_send_attempts) {
-              o.status = "queued";
-              o.next_attempt_at = domain::now_micros() +
-                                  retry_delays_ms[static_cast<std::size_t>(
-                                      std::min<int>(o.attempts - 1, retry_delays_ms.size() - 1))] *
-                                      1000;
-            } else {
-              o.status = "failed";
-            }
+        for (auto& f : *r) {
+          domain::outbound_message::file file;
+          if (!email) {
+            domain::media::link_claim claim{st.env.tenant_id, m.id, f.n,
+                                            domain::now_micros() + domain::media::link_lifetime_us};
+            auto payload = domain::media::link_payload(claim);
+            file.url = public_url(st) + "/api/v1/media/" +
+                       domain::media::link_token(
+                           payload, st.env.pool->keys().hash(domain::media::link_purpose,
+                                                             st.env.tenant_id, payload));
           }
-          record(self, o, m);
-        };
-        if (channel.type == domain::channel_type::email)
-          return send_email(self, std::move(out), channel, finish);
-        auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
-        // A channel that cannot send at all (no adapter, not configured) fails at once.
-        if (!plan.request) {
-          persistence::send_outcome o;
-          o.message_id = m.id;
-          o.status = "failed";
-          o.attempts = m.attempts + 1;
-          o.error = plan.error;
-          return record(self, o, m);
+          file.content_type = std::move(f.content_type);
+          file.filename = std::move(f.filename);
+          file.data = std::move(f.data);
+          out.files.push_back(std::move(file));
         }
-        net::client_request req;
-        req.method = plan.request->method;
-        req.url = plan.request->url;
-        req.headers = plan.request->headers;
-        req.body = plan.request->body;
-        auto done = in_actor<net::client_response>(
-            self, [finish, type = channel.type](net::client_response res) mutable {
-              if (!res.ok) return finish(false, res.error, std::nullopt);
-              auto result = domain::read_outbound_response(type, res.status, res.body);
-              finish(result.sent, result.error, result.provider_message_id, result.retry);
-            });
-        st.opts->client->send(std::move(req), std::move(done));
+        send_to_contact(self, std::move(m), std::move(out), std::move(channel));
       });
-  fetch_contacts(*st.env.rt->owner, st.env.tenant_id, {m.contact_id},
-                 callback<std::vector<domain::contact>>(std::move(k)));
 }
 
 // Inside conv_serial(): every way out calls conv_done.
@@ -234,6 +282,10 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   auto now = domain::now_micros();
   if (!req.template_json.empty() && ch->second.type != domain::channel_type::whatsapp)
     return reply(failure::of(errc::conflict, "templates are sent on WhatsApp channels only"));
+  if (auto why = domain::media::cannot_send(ch->second.type, req.media, req.text,
+                                            !req.template_json.empty()))
+    return reply(failure::of(errc::conflict, *why));
+  if (req.text.empty()) req.text = domain::media::described(req.media);
   if (ch->second.type == domain::channel_type::whatsapp && req.template_json.empty() &&
       domain::whatsapp::outside_window(conv->last_inbound_at, now))
     return reply(failure::of(errc::conflict,
@@ -257,6 +309,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
   w.message_id = take(st.message_ids);
   w.reminder = req.reminder;
   w.template_json = std::move(req.template_json);
+  w.media = std::move(req.media);
   if (ch->second.type == domain::channel_type::sms)
     w.segments = domain::twilio::count_segments(w.text).count;
   w.audit.push_back(

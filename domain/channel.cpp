@@ -638,6 +638,14 @@ adapter_plan plan_api(const channel& c, const outbound_message& m, std::int64_t 
   data["channel_id"] = m.channel_id;
   data["text"] = m.text;
   data["contact"] = std::move(contact);
+  // Files, when it has any: where the receiver fetches each (docs/channels.md "Media").
+  if (!m.files.empty()) {
+    json::array files;
+    for (auto& f : m.files)
+      files.push_back(
+          json::object{{"url", f.url}, {"content_type", f.content_type}, {"filename", f.filename}});
+    data["attachments"] = std::move(files);
+  }
   json::object envelope;
   envelope["type"] = "message.sent";
   envelope["timestamp"] = format_rfc3339(m.created_at);

@@ -220,6 +220,15 @@ struct outbound_message {
   std::string template_json;
   // SMS: where the provider reports the message's delivery (the channel's webhook URL).
   std::string callback_url;
+  // Its files (docs/channels.md "Media"): where the provider fetches each (a capability URL of
+  // carecrm's), or, for e-mail, the bytes themselves.
+  struct file {
+    std::string url;
+    std::string content_type;
+    std::string filename;
+    std::string data;
+  };
+  std::vector<file> files;
 };
 
 struct adapter_request {

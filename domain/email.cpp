@@ -205,6 +205,7 @@ mail_plan plan_send(const channel& c, const outbound_message& m, const thread_in
     out.in_reply_to = thread.last_message_id;
     out.references = thread.last_message_id;
   }
+  out.attachments = m.files;
   plan.m = std::move(out);
   return plan;
 }

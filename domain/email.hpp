@@ -45,6 +45,7 @@ struct mail {
   std::string subject;
   std::string text, html;
   std::string message_id, in_reply_to, references;
+  std::vector<outbound_message::file> attachments;
 };
 struct mail_plan {
   std::optional<mail> m;

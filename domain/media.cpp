@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 
 namespace crm::domain::media {
 namespace {
@@ -59,6 +60,26 @@ std::optional<std::string> refusal(std::string_view content_type, std::size_t si
            " is not kept: images, PDF and audio are";
   if (size > max_bytes) return "media over 16 MiB (" + std::to_string(size) + " bytes) is not kept";
   return std::nullopt;
+}
+
+std::optional<std::string> cannot_send(channel_type type, const std::vector<media_ref>& files,
+                                       std::string_view text, bool with_template) {
+  if (files.empty()) return std::nullopt;
+  if (type == channel_type::telegram) return "Telegram channels send text only";
+  if (type != channel_type::whatsapp) return std::nullopt;
+  if (with_template) return "a WhatsApp template is sent without files";
+  if (files.size() > 1) return "WhatsApp sends one file a message";
+  if (base_type(files.front().content_type).starts_with("audio/") && !text.empty())
+    return "a WhatsApp audio message carries no text: send the text as a message of its own";
+  return std::nullopt;
+}
+
+std::string described(const std::vector<media_ref>& files) {
+  std::string out;
+  for (auto& f : files)
+    out += (out.empty() ? "[" : " [") +
+           (f.filename.empty() ? base_type(f.content_type) : f.filename) + "]";
+  return out;
 }
 
 fetch_step plan_first(const channel& c, std::string_view source) {
@@ -117,6 +138,41 @@ fetch_step next(const channel& c, int step, const adapter_request& sent, int sta
   s.content_type = base_type(content_type);
   s.data = std::move(body);
   return s;
+}
+
+std::string link_payload(const link_claim& c) {
+  return std::to_string(c.tenant) + "." + std::to_string(c.message_id) + "." + std::to_string(c.n) +
+         "." + std::to_string(c.expires);
+}
+
+std::optional<link_claim> read_link_payload(std::string_view payload) {
+  std::array<std::int64_t, 4> v{};
+  std::size_t i = 0;
+  while (i < v.size()) {
+    auto dot = payload.find('.');
+    auto part = payload.substr(0, dot);
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v[i]);
+    if (part.empty() || ec != std::errc{} || end != part.data() + part.size() || v[i] < 0)
+      return std::nullopt;
+    ++i;
+    if (dot == std::string_view::npos) break;
+    payload.remove_prefix(dot + 1);
+  }
+  if (i != v.size() || v[2] >= std::int64_t(per_message_max)) return std::nullopt;
+  return link_claim{v[0], v[1], static_cast<int>(v[2]), v[3]};
+}
+
+std::string link_token(std::string_view payload, std::string_view mac) {
+  return base64url_encode(payload) + "." + base64url_encode(mac);
+}
+
+std::optional<link_parts> split_link_token(std::string_view token) {
+  auto dot = token.find('.');
+  if (dot == std::string_view::npos || token.size() > 1024) return std::nullopt;
+  auto payload = base64url_decode(token.substr(0, dot));
+  auto mac = base64url_decode(token.substr(dot + 1));
+  if (!payload || !mac || payload->empty() || mac->empty()) return std::nullopt;
+  return link_parts{std::move(*payload), std::move(*mac)};
 }
 
 } // namespace crm::domain::media

@@ -244,6 +244,7 @@ adapter_plan plan_send(const channel& c, const outbound_message& m, std::string_
   while (!base.empty() && base.back() == '/') base.pop_back();
   form f = {{"To", *to}, {"From", *from}, {"Body", m.text}};
   if (!status_url.empty()) f.emplace_back("StatusCallback", std::string(status_url));
+  for (auto& file : m.files) f.emplace_back("MediaUrl", file.url); // an MMS
   adapter_request req;
   req.url = base + "/2010-04-01/Accounts/" + *sid + "/Messages.json";
   req.body = form_encode(f);

@@ -382,6 +382,18 @@ adapter_plan plan_send(const channel& c, const outbound_message& m,
     }
     body["type"] = "template";
     body["template"] = std::move(t);
+  } else if (!m.files.empty()) {
+    // A file by the link carecrm serves it at (one a message): an image or a document with
+    // the text as its caption, an audio alone (checked before it was queued).
+    auto& f = m.files.front();
+    auto kind = f.content_type.starts_with("image/")   ? "image"
+                : f.content_type.starts_with("audio/") ? "audio"
+                                                       : "document";
+    json::object media{{"link", f.url}};
+    if (std::string_view(kind) != "audio" && !m.text.empty()) media["caption"] = m.text;
+    if (std::string_view(kind) == "document" && !f.filename.empty()) media["filename"] = f.filename;
+    body["type"] = kind;
+    body[kind] = std::move(media);
   } else {
     body["type"] = "text";
     body["text"] = json::object{{"preview_url", false}, {"body", m.text}};

@@ -24,6 +24,15 @@ namespace json = boost::json;
 namespace crm::persistence {
 namespace {
 
+std::string unhex(std::string_view hex) {
+  auto val = [](char ch) { return ch <= '9' ? ch - '0' : ch - 'a' + 10; };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(val(hex[i]) * 16 + val(hex[i + 1]));
+  return out;
+}
+
 std::string hex_of(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;
@@ -326,7 +335,9 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
   for (auto r :
        tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
                       "m.text, m.attempts, " CRM_MICROS("m.next_attempt_at") ", " CRM_MICROS(
-                          "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL, m.template"
+                          "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL, m.template,"
+                                          " (SELECT count(*) FROM message_attachments a WHERE"
+                                          " a.message_id = m.id)"
                                           " FROM messages m JOIN"
                                           " conversations c ON c.id ="
                                           " m.conversation_id WHERE"
@@ -346,6 +357,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                     .value_or(domain::consent_purpose::treatment_communication);
     q.from_agent = r[9].as<bool>();
     if (!r[10].is_null()) q.template_json = r[10].as<std::string>();
+    q.files = r[11].as<int>();
     out.queued.push_back(std::move(q));
   }
   for (auto r : tx.exec_params(std::string("SELECT ") + consent_columns +
@@ -736,6 +748,14 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   write_conversation(tx, conv, w.new_conversation);
   auto r = insert_outbound(tx, w.tenant_id, conv, w.text, w.sender_user_id, w.sender_agent_id,
                            w.created_at, w.purpose, w.message_id, w.template_json, w.segments);
+  if (!w.media.empty()) {
+    tx.exec(attachment_rows(w.tenant_id, w.message_id, w.media,
+                            [&tx](std::string_view v) { return tx.quote(std::string(v)); }));
+    // Read again: the answer lists the files.
+    r = tx.exec_params(std::string("SELECT ") + message_columns +
+                           " FROM messages m WHERE m.id = $1",
+                       w.message_id);
+  }
   outbound_written out;
   if (w.reminder) {
     // Sent once: a row already there (another attempt, another node) leaves nothing written; so
@@ -768,6 +788,7 @@ outbound_written store_outbound(pg_conn& c, const outbound_write& w) {
   out.message.purpose = w.purpose;
   out.message.from_agent = w.sender_agent_id.has_value();
   out.message.template_json = w.template_json;
+  out.message.files = static_cast<int>(w.media.size());
   return out;
 }
 
@@ -946,19 +967,32 @@ std::optional<attachment_file> read_attachment(pg_conn& c, std::int64_t tenant_i
   f.status = r[0][0].as<std::string>();
   f.content_type = r[0][1].as<std::string>();
   f.filename = r[0][2].as<std::string>();
-  if (!r[0][3].is_null()) {
-    auto hex = r[0][3].as<std::string>();
-    f.data.reserve(hex.size() / 2);
-    auto val = [](char ch) { return ch <= '9' ? ch - '0' : ch - 'a' + 10; };
-    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-      f.data += static_cast<char>(val(hex[i]) * 16 + val(hex[i + 1]));
-  }
+  if (!r[0][3].is_null()) f.data = unhex(r[0][3].as<std::string>());
   f.error = opt_text(r[0][4]);
   return f;
 }
 
 std::optional<std::int64_t> tenant_of_message(pg_conn& c, std::int64_t id) {
   return tenant_of_row(c.raw(), "messages", id);
+}
+
+std::vector<outbound_file> outbound_files(pg_conn& c, std::int64_t tenant_id,
+                                          std::int64_t message_id, bool with_data) {
+  pqxx::read_transaction tx(c.raw());
+  std::vector<outbound_file> out;
+  for (auto r : tx.exec_params("SELECT n, content_type, filename, CASE WHEN $3 THEN"
+                               " encode(data, 'hex') END FROM message_attachments WHERE"
+                               " tenant_id = $1 AND message_id = $2 AND status = 'stored'"
+                               " ORDER BY n",
+                               tenant_id, message_id, with_data)) {
+    outbound_file f;
+    f.n = r[0].as<int>();
+    f.content_type = r[1].as<std::string>();
+    f.filename = r[2].as<std::string>();
+    if (!r[3].is_null()) f.data = unhex(r[3].as<std::string>());
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 } // namespace crm::persistence

@@ -38,6 +38,7 @@ struct queued_message {
   domain::consent_purpose purpose = domain::consent_purpose::treatment_communication;
   bool from_agent = false;   // an AI agent's reply: needs ai_processing consent too
   std::string template_json; // WhatsApp: the template it sends (domain::whatsapp), else empty
+  int files = 0;             // its attachments (docs/channels.md "Media")
 };
 
 // A file of an inbound message still to fetch from its provider (docs/channels.md "Media").
@@ -179,8 +180,9 @@ struct outbound_write {
   std::vector<domain::audit_record> audit; // of the change, in its transaction
   // An appointment's reminder: recorded as sent in the same transaction.
   std::optional<domain::reminder_key> reminder;
-  std::string template_json; // WhatsApp: an approved template instead of free text
-  int segments = 0;          // SMS: the segments the text takes (0: not an SMS)
+  std::string template_json;            // WhatsApp: an approved template instead of free text
+  int segments = 0;                     // SMS: the segments the text takes (0: not an SMS)
+  std::vector<domain::media_ref> media; // its files, with their bytes
 };
 struct outbound_written {
   queued_message message;
@@ -212,6 +214,15 @@ struct attachment_file {
 std::optional<attachment_file> read_attachment(pg_conn& c, std::int64_t tenant_id,
                                                std::int64_t message_id, int n);
 std::optional<std::int64_t> tenant_of_message(pg_conn& c, std::int64_t id);
+// An outbound message's files as they are sent: the bytes only `with_data` (e-mail).
+struct outbound_file {
+  int n = 0;
+  std::string content_type;
+  std::string filename;
+  std::string data;
+};
+std::vector<outbound_file> outbound_files(pg_conn& c, std::int64_t tenant_id,
+                                          std::int64_t message_id, bool with_data);
 
 // An AI agent's decision on an inbound message (docs/ai.md), in one transaction: its messages
 // (queued, sender_agent_id), the conversation as the decision leaves it (handed off: pending,

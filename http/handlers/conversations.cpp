@@ -3,6 +3,8 @@
 #include "http/api.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/crypto.hpp"
+#include "domain/media.hpp"
 #include "domain/validation.hpp"
 #include "domain/whatsapp.hpp"
 
@@ -10,6 +12,7 @@
 #include "actors/inbox.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
+#include "http/placement.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -28,6 +31,7 @@ using domain::issue;
 
 namespace rules = domain::channel_rules;
 
+constexpr std::size_t send_body_limit = std::size_t{24} * 1024 * 1024;
 // The paging of a conversation's messages.
 constexpr int messages_per_page_default = 50;
 constexpr int messages_per_page_max = 200;
@@ -168,6 +172,73 @@ void messages(services& s, const exchange_ptr& ex) {
   actors::list_messages(s.rt, ex->who.tenant_id, *id, *page, *per_page, json_reply(ex));
 }
 
+// `attachments`: at most 10 files, each {"filename", "content_type", "data": base64}, an image,
+// PDF or audio of at most 16 MiB (docs/channels.md "Media").
+std::optional<std::vector<domain::media_ref>> read_files(body_reader& body) {
+  auto v = body.raw("attachments");
+  if (!v) return std::nullopt;
+  auto a = v->if_array();
+  if (!a || a->empty() || a->size() > domain::media_per_message_max) {
+    body.add({"body", "attachments"},
+             "Input should be a list of 1 to " + std::to_string(domain::media_per_message_max) +
+                 " files",
+             "list_type");
+    return std::nullopt;
+  }
+  std::vector<domain::media_ref> out;
+  bool ok = true;
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    auto at = [&](const char* key) -> std::vector<domain::loc_part> {
+      std::vector<domain::loc_part> loc{std::string("body"), std::string("attachments"),
+                                        static_cast<std::int64_t>(i)};
+      if (*key) loc.emplace_back(std::string(key));
+      return loc;
+    };
+    auto o = (*a)[i].if_object();
+    if (!o) {
+      body.add(at(""), "Input should be an object {filename, content_type, data}", "dict_type");
+      ok = false;
+      continue;
+    }
+    auto str = [&](const char* key, std::size_t max) -> std::optional<std::string> {
+      auto f = o->if_contains(key);
+      auto sv = f ? f->if_string() : nullptr;
+      if (!sv || sv->empty() || sv->size() > max) {
+        body.add(at(key), "Field required: a text of 1 to " + std::to_string(max) + " characters",
+                 "missing");
+        return std::nullopt;
+      }
+      return std::string(*sv);
+    };
+    for (auto& [k, _] : *o)
+      if (k != "filename" && k != "content_type" && k != "data") {
+        body.add(at(std::string(k).c_str()), "Extra inputs are not permitted", "extra_forbidden");
+        ok = false;
+      }
+    auto name = str("filename", 200);
+    auto type = str("content_type", 100);
+    auto data = str("data", (domain::media::max_bytes / 3 + 1) * 4 + 4);
+    if (!name || !type || !data) {
+      ok = false;
+      continue;
+    }
+    auto bytes = domain::base64_decode(*data);
+    if (!bytes) {
+      body.add(at("data"), "Input should be base64 (the standard alphabet)", "value_error");
+      ok = false;
+      continue;
+    }
+    if (auto no = domain::media::refusal(*type, bytes->size())) {
+      body.add(at(""), *no, "value_error");
+      ok = false;
+      continue;
+    }
+    out.push_back({"", domain::media::base_type(*type), std::move(*name), std::move(*bytes)});
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
 void post_message(services& s, const exchange_ptr& ex) {
   std::vector<issue> path_issues;
   auto id = path_id(ex->param("id"), "id", path_issues);
@@ -181,8 +252,10 @@ void post_message(services& s, const exchange_ptr& ex) {
                                            body.issues());
   auto canned = body.id("canned_response_id", false);
   const bool template_sent = body.raw("template") && !body.raw("template")->is_null();
-  auto text = body.text("text", !template_sent && !body.has("canned_response_id"),
-                        {.min = 1, .max = rules::text_max});
+  auto files = read_files(body);
+  auto text = body.text(
+      "text", !template_sent && !body.has("canned_response_id") && !body.has("attachments"),
+      {.min = 1, .max = rules::text_max});
   if (text && text->find_first_not_of(blank) == std::string::npos) {
     body.add({"body", "text"}, "String should have at least 1 character", "string_too_short");
     text.reset();
@@ -202,6 +275,7 @@ void post_message(services& s, const exchange_ptr& ex) {
     req.text = *text;
   }
   if (purpose) req.purpose = domain::parse_consent_purpose(*purpose).value_or(req.purpose);
+  if (files) req.media = std::move(*files);
   req.sender_user_id = ex->who.acting_user();
   auto reply = created_reply(ex, "/api/v1/conversations/" + std::to_string(*id) + "/messages/");
   if (!canned) return actors::send_message(s.rt, ex->who.tenant_id, std::move(req), reply);
@@ -263,6 +337,32 @@ void attachment(services& s, const exchange_ptr& ex) {
       }));
 }
 
+// GET /media/{token}: a file carecrm sends, fetched by the provider (WhatsApp's media link,
+// Twilio's MediaUrl) at the capability URL minted for the attempt; any flaw in the token → 404,
+// saying nothing of what it named.
+void provider_fetch(services& s, const exchange_ptr& ex) {
+  namespace media = domain::media;
+  auto gone = [ex] { ex->fail(failure::of(domain::errc::not_found, "no such file")); };
+  auto parts = media::split_link_token(ex->param("token"));
+  if (!parts) return gone();
+  auto claim = media::read_link_payload(parts->payload);
+  if (!claim || claim->expires < domain::now_micros()) return gone();
+  // The token's signature is checked by the tenant's channel actor, which holds the keys.
+  within_tenant(s, ex, claim->tenant, [&s, ex, c = *claim, p = std::move(*parts), gone] {
+    actors::read_linked_attachment(
+        s.rt, c.tenant, c.message_id, c.n, p.payload, p.mac,
+        actors::callback<actors::attachment>([ex, gone](domain::outcome<actors::attachment> r) {
+          if (!r) return gone();
+          response res;
+          res.body = std::move(r->data);
+          res.content_type = r->content_type;
+          res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+          res.headers.emplace_back("Cache-Control", "private, no-store");
+          ex->respond(std::move(res));
+        }));
+  });
+}
+
 // GET /reports/conversations?from=&to=&group_by=: `to` defaults to now, `from` to 30 days
 // before it; the span is at most a year.
 void report(services& s, const exchange_ptr& ex) {
@@ -310,6 +410,13 @@ constexpr const char* send_example = R"({
 
 constexpr std::array<std::string_view, 4> attachment_statuses{"pending", "stored", "refused",
                                                               "failed"};
+
+// A message's send takes a body of up to 24 MiB (a file of 16 MiB in base64 with its text),
+// whatever --body-limit says for the other routes.
+route with_files(route rt) {
+  rt.body_limit = send_body_limit;
+  return rt;
+}
 
 void define_conversation_schemas(router& r) {
   using namespace schema;
@@ -401,13 +508,25 @@ void define_conversation_schemas(router& r) {
   auto canned = id();
   canned["description"] = "a canned response sent as the text, its {{contact.*}} placeholders "
                           "filled for the conversation's contact (without text or template)";
+  auto file = object({{"filename", text({.min = 1, .max = 200})},
+                      {"content_type", one_of(domain::media::allowed_types)},
+                      {"data", text({.min = 1})}});
+  file["description"] = "a file of at most 16 MiB, its bytes in base64 (the whole request at "
+                        "most 24 MiB)";
+  auto files = array_of(file);
+  files["minItems"] = 1;
+  files["maxItems"] = static_cast<std::int64_t>(domain::media_per_message_max);
+  files["description"] = "sent with the message (docs/channels.md \"Media\"): WhatsApp one a "
+                         "message, Telegram none; without text, staff read the file names";
   auto send = object({{"text", text_rule, false},
                       {"template", nullable(std::move(tpl)), false},
                       {"canned_response_id", canned, false},
+                      {"attachments", files, false},
                       {"purpose", purpose, false}});
   send["anyOf"] = json::array{object_t{{"required", json::array{"text"}}},
                               object_t{{"required", json::array{"template"}}},
-                              object_t{{"required", json::array{"canned_response_id"}}}};
+                              object_t{{"required", json::array{"canned_response_id"}}},
+                              object_t{{"required", json::array{"attachments"}}}};
   define(r, "ConversationMessageSend", std::move(send));
 }
 
@@ -459,16 +578,22 @@ void add_conversation_routes(router& r, services& s) {
          bind(s, messages), "Messages of a conversation, oldest first", "conversations"},
         route_doc("", "ConversationMessagePage")
             .with_query(schema::paging(messages_per_page_default, messages_per_page_max)));
+  r.add({verb::get, "/api/v1/media/{token}", access::open, permission::read_records,
+         bind(s, provider_fetch),
+         "A file carecrm sends, for the provider to fetch (the capability URL it was given, "
+         "valid an hour)",
+         "conversations"},
+        route_doc().with_media("", "application/octet-stream"));
   // 409: still being fetched from the provider, or not kept (over 16 MiB, a type not allowed).
   r.add({verb::get, "/api/v1/messages/{id}/attachments/{n}", access::bearer,
          permission::read_records, bind(s, attachment),
          "A file a message carried (n from 0), as it came: images, PDF, audio", "conversations"},
         route_doc().with_media("", "application/octet-stream").fails_with({409}));
   // 409: the channel is inactive, or the contact's consents refuse the purpose.
-  r.add({verb::post, "/api/v1/conversations/{id}/messages", access::bearer,
-         permission::write_records, bind(s, post_message),
-         "Send a message through the conversation's channel (queued, then sent)", "conversations",
-         201},
+  r.add(with_files({verb::post, "/api/v1/conversations/{id}/messages", access::bearer,
+                    permission::write_records, bind(s, post_message),
+                    "Send a message through the conversation's channel (queued, then sent)",
+                    "conversations", 201}),
         route_doc("ConversationMessageSend", "ConversationMessage").with_example(send_example));
 }
 

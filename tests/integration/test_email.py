@@ -5,6 +5,7 @@ patient's last mail and "Re:" its subject; inbound through Mailgun's route webho
 multipart forms) signed with HMAC-SHA256 of timestamp and token (forged or missing → 401,
 nothing stored); a patient's reply joins the conversation it answers, even closed; a login the
 server refuses fails the message at once."""
+import base64
 import email
 import email.policy
 import hashlib
@@ -212,6 +213,26 @@ def test_a_multipart_mail_keeps_its_attachments(client, fresh, smtp):
     got = client.get(f"/api/v1/messages/{msg['id']}/attachments/0", token=t)
     assert got.status == 200 and got.body == b"%PDF-1.4 fake", got.describe()
     assert got.header("Content-Type") == "application/pdf", got.describe()
+
+
+def test_a_file_sent_by_email_is_an_attachment_of_the_mail(client, fresh, smtp):
+    t = fresh.admin
+    chan = mail_channel(client, t, smtp)
+    cid = crm.assert_json_response(post(client, chan, signed(chan, patient_mail(
+        "Pode mandar o laudo?"))), 200)["conversation_id"]
+    before = len(smtp.mails)
+    pdf = b"%PDF-1.7 laudo " + bytes(range(256)) * 4
+    queued = crm.assert_json_response(client.post(crm.messages_url(cid), {
+        "text": "Segue o laudo.",
+        "attachments": [{"filename": "laudo.pdf", "content_type": "application/pdf",
+                         "data": base64.b64encode(pdf).decode()}]}, token=t), 201)
+    sent = crm.wait_message(client, t, cid, queued["id"], timeout=WAIT)
+    crm.assert_message(sent, status="sent")
+    _, _, msg, _ = smtp.wait(before + 1)[before]
+    [att] = list(msg.iter_attachments())
+    assert att.get_filename() == "laudo.pdf" and att.get_content_type() == "application/pdf", att
+    assert att.get_content() == pdf
+    assert msg.get_body(("plain",)).get_content().strip() == "Segue o laudo."
 
 
 def test_a_login_the_server_refuses_fails_the_message_at_once(client, fresh, smtp):

@@ -4,8 +4,10 @@ the contact's name filled in; a conversation's labels and priority, with their f
 channel's business hours, outside which a patient who writes gets the after-hours reply once per
 conversation per closed period (not for a STOP, not when an agent answers), sent through the
 channel like any message and kept when the patient writes again."""
+import base64
 import secrets
 import time
+import urllib.parse
 
 import pytest
 
@@ -219,3 +221,29 @@ def test_a_channel_shows_the_team_its_conversations_go_to(client, desk):
     assert crm.get_channel(client, t, chan["id"])["team_id"] == team["id"]
     crm.assert_no_content(client.delete(f"/api/v1/teams/{team['id']}", token=t))
     assert crm.get_channel(client, t, chan["id"])["team_id"] is None
+
+
+# ---- files sent on api and Telegram channels ----------------------------------------------------
+
+def test_an_api_channel_receiver_gets_links_to_the_files_and_telegram_refuses_them(client, desk):
+    t = desk.admin
+    png = b"\x89PNG\r\n\x1a\n" + b"\2" * 64
+    files = [{"filename": "raio-x.png", "content_type": "image/png",
+              "data": base64.b64encode(png).decode()}]
+    with crm.Receiver() as rcv:
+        chan = crm.create_channel(client, t, type="api", webhook_secret=SECRET,
+                                  config={"outbound_url": rcv.url("/out")})
+        conv = conversation(client, t, chan)
+        crm.assert_json_response(client.post(crm.messages_url(conv["id"]), {
+            "text": "Seu raio-x", "attachments": files}, token=t), 201)
+        data = rcv.wait_for(1)[0].json["data"]
+        [att] = data["attachments"]
+        assert (att["content_type"], att["filename"]) == ("image/png", "raio-x.png"), data
+    got = client.request("GET", urllib.parse.urlsplit(att["url"]).path)
+    assert got.status == 200 and got.body == png, got.describe()
+    bot = crm.create_channel(client, t, type="telegram", webhook_secret=SECRET,
+                             config={"bot_token": crm.bot_token()})
+    update = crm.telegram_update(1, 7, chat_id=99, text="oi", first_name="Ana")
+    ack = crm.assert_inbound_ack(crm.post_telegram_webhook(client, bot["id"], SECRET, update))
+    crm.assert_error(client.post(crm.messages_url(ack["conversation_id"]), {
+        "text": "x", "attachments": files}, token=t), 409, "CONFLICT")

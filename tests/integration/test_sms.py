@@ -220,6 +220,26 @@ def test_a_reply_is_a_signed_form_post_and_its_status_callbacks_move_it_forward(
         assert state()["status"] == expected, (step, state())
 
 
+def test_an_mms_gives_twilio_a_link_to_the_file(client, fresh):
+    t = fresh.admin
+    with crm.Receiver([sent_ok("SMOUT1")]) as twilio:
+        chan = sms_channel(client, t, twilio.url(""))
+        accepted(post(client, chan, incoming(chan, "Oi")))
+        cid = only_conversation(client, t)["id"]
+        jpeg = b"\xff\xd8\xff" + b"\1" * 400
+        crm.assert_json_response(client.post(crm.messages_url(cid), {
+            "text": "Seu pedido", "attachments": [{
+                "filename": "pedido.jpg", "content_type": "image/jpeg",
+                "data": base64.b64encode(jpeg).decode()}]}, token=t), 201)
+        [req] = twilio.wait_for(1)
+        form = urllib.parse.parse_qs(req.body.decode())
+        assert form["Body"] == ["Seu pedido"], form
+        [url] = form["MediaUrl"]
+        assert url.startswith(PUBLIC_URL + "/api/v1/media/"), url
+    got = client.request("GET", url[len(PUBLIC_URL):])
+    assert got.status == 200 and got.body == jpeg, got.describe()
+
+
 def test_an_undelivered_callback_records_twilios_error(client, fresh):
     t = fresh.admin
     with crm.Receiver([sent_ok("SMout2")]) as twilio:

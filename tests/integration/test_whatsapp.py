@@ -6,10 +6,12 @@ statuses that only move forward, text sends with the access token, the provider'
 must not be retried, the 24-hour window (free text refused outside it with 409, an approved
 template accepted and sent as one), the template list, and the consent and AI hand-off rules on
 a WhatsApp conversation."""
+import base64
 import hashlib
 import hmac
 import json
 import time
+import urllib.parse
 
 import pytest
 
@@ -490,3 +492,65 @@ def test_a_provider_failing_for_a_while_gets_the_file_on_a_later_attempt(client,
         [att] = wait_attachments(client, t, ack["conversation_id"], ack["message_id"])
         assert (att["status"], att["content_type"]) == ("stored", "audio/ogg"), att
         assert len(rcv.wait_for(3)) == 3
+
+
+def file(name: str, content_type: str, data: bytes) -> dict:
+    return {"filename": name, "content_type": content_type,
+            "data": base64.b64encode(data).decode()}
+
+
+def test_a_file_is_sent_by_a_link_the_provider_fetches_once_signed(client, fresh, graph):
+    t = fresh.admin
+    chan = wa_channel(client, t, graph.url(""))
+    cid = receive(client, chan, "Pode mandar o resultado?")["conversation_id"]
+    pdf = b"%PDF-1.7 result " + bytes(range(256))
+    sent = crm.assert_json_response(client.post(crm.messages_url(cid), {
+        "text": "Seu resultado", "attachments": [file("resultado.pdf", "application/pdf", pdf)]},
+        token=t), 201)
+    assert [(a["n"], a["status"], a["size"]) for a in sent["attachments"]] == \
+        [(0, "stored", len(pdf))], sent
+    [req] = graph.wait_for(1, WAIT)
+    assert req.json["type"] == "document", req.describe()
+    doc = req.json["document"]
+    assert (doc["caption"], doc["filename"]) == ("Seu resultado", "resultado.pdf"), doc
+    link = urllib.parse.urlsplit(doc["link"])
+    assert link.path.startswith("/api/v1/media/"), doc
+    # The provider's fetch: no token of a user, the file as it was sent.
+    got = client.request("GET", link.path)
+    assert got.status == 200 and got.body == pdf, got.describe()
+    assert got.header("Content-Type") == "application/pdf", got.describe()
+    # A token altered anywhere, or of another message, names nothing.
+    payload, mac = link.path.rsplit("/", 1)[1].split(".")
+    for bad in (payload + "." + mac[:-2] + ("A" if mac[-2] != "A" else "B") + mac[-1],
+                payload[:-1] + "x." + mac, "x.y", payload):
+        assert client.request("GET", "/api/v1/media/" + bad).status == 404, bad
+    # Rules of WhatsApp: one file a message; an audio without text; none beside a template.
+    ogg = file("voice.ogg", "audio/ogg", b"OggS" + b"\0" * 50)
+    crm.assert_error(client.post(crm.messages_url(cid), {
+        "attachments": [ogg, ogg]}, token=t), 409, "CONFLICT")
+    crm.assert_error(client.post(crm.messages_url(cid), {
+        "text": "ouça", "attachments": [ogg]}, token=t), 409, "CONFLICT")
+    voice = crm.assert_json_response(client.post(crm.messages_url(cid), {
+        "attachments": [ogg]}, token=t), 201)
+    assert voice["text"] == "[voice.ogg]", voice
+    second = graph.wait_for(2, WAIT)[1]
+    assert second.json["type"] == "audio" and set(second.json["audio"]) == {"link"}, \
+        second.describe()
+
+
+def test_files_sent_are_checked(client, fresh, graph):
+    t = fresh.admin
+    chan = wa_channel(client, t, graph.url(""))
+    cid = receive(client, chan, "Oi")["conversation_id"]
+    for bad, loc in (
+            ([{"filename": "a.png", "content_type": "image/png", "data": "%%%"}],
+             ("body", "attachments", 0, "data")),
+            ([file("a.html", "text/html", b"<script>")], ("body", "attachments", 0)),
+            ([{"filename": "a.png", "content_type": "image/png"}],
+             ("body", "attachments", 0, "data")),
+            ([file("a.png", "image/png", b"x") | {"url": "http://x"}],
+             ("body", "attachments", 0, "url")),
+            ([], ("body", "attachments"))):
+        crm.assert_validation_locs(client.post(crm.messages_url(cid), {"attachments": bad},
+                                               token=t), loc)
+    assert [m["direction"] for m in crm.list_messages(client, t, cid)] == ["inbound"]
