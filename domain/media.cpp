@@ -147,18 +147,17 @@ std::string link_payload(const link_claim& c) {
 
 std::optional<link_claim> read_link_payload(std::string_view payload) {
   std::array<std::int64_t, 4> v{};
-  std::size_t i = 0;
-  while (i < v.size()) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
     auto dot = payload.find('.');
+    // Four numbers, three dots: no more, no fewer.
+    if ((i + 1 < v.size()) == (dot == std::string_view::npos)) return std::nullopt;
     auto part = payload.substr(0, dot);
     auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v[i]);
     if (part.empty() || ec != std::errc{} || end != part.data() + part.size() || v[i] < 0)
       return std::nullopt;
-    ++i;
-    if (dot == std::string_view::npos) break;
-    payload.remove_prefix(dot + 1);
+    if (dot != std::string_view::npos) payload.remove_prefix(dot + 1);
   }
-  if (i != v.size() || v[2] >= std::int64_t(per_message_max)) return std::nullopt;
+  if (v[2] >= std::int64_t(per_message_max)) return std::nullopt;
   return link_claim{v[0], v[1], static_cast<int>(v[2]), v[3]};
 }
 

@@ -1,9 +1,11 @@
 // Inbound webhook bodies: the generic channel API body, Telegram updates, WhatsApp's webhook,
-// a multipart form (Mailgun's) and e-mail threading headers, and a workflow webhook's Standard
-// Webhooks signature check with its JSON body.
+// a multipart form (Mailgun's) and e-mail threading headers, a workflow webhook's Standard
+// Webhooks signature check with its JSON body, and what providers answer when carecrm fetches a
+// file (a media lookup, a redirect) or ask for one (a media link's token).
 #include "domain/channel.hpp"
 #include "domain/email.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/media.hpp"
 #include "domain/whatsapp.hpp"
 #include "domain/workflow.hpp"
 
@@ -27,6 +29,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)crm::domain::email::parse_inbound(parts->fields, parts->files, issues);
   }
   (void)crm::domain::email::answered_conversation(body, body);
+  if (auto parts = crm::domain::media::split_link_token(body))
+    (void)crm::domain::media::read_link_payload(parts->payload);
+  (void)crm::domain::media::read_link_payload(body);
+  {
+    crm::domain::channel wa;
+    wa.type = crm::domain::channel_type::whatsapp;
+    wa.config = {{"access_token", "t"}};
+    auto first = crm::domain::media::plan_first(wa, "MEDIA1");
+    if (first.request) {
+      (void)crm::domain::media::next(wa, 1, *first.request, 200, body, body, std::string(body),
+                                     false);
+      (void)crm::domain::media::next(wa, 1, *first.request, 302, body, body, std::string(body),
+                                     false);
+    }
+    (void)crm::domain::media::refusal(body, size);
+  }
   // Headers from the first line ("id ts sig"), the body after it.
   auto nl = body.find('\n');
   auto head = body.substr(0, nl);

@@ -99,3 +99,44 @@ TEST(media, a_twilio_file_follows_redirects_with_credentials_only_to_the_same_ho
   channel api;
   EXPECT_FALSE(media::plan_first(api, "x").request);
 }
+
+TEST(media, each_channel_type_sends_the_files_it_can) {
+  std::vector<media_ref> pdf{{"", "application/pdf", "laudo.pdf", "%PDF"}};
+  std::vector<media_ref> voice{{"", "audio/ogg", "voice.ogg", "OggS"}};
+  EXPECT_EQ(media::cannot_send(channel_type::telegram, pdf, "x", false),
+            "Telegram channels send text only");
+  EXPECT_EQ(media::cannot_send(channel_type::telegram, {}, "x", false), std::nullopt);
+  EXPECT_EQ(media::cannot_send(channel_type::whatsapp, pdf, "x", false), std::nullopt);
+  EXPECT_TRUE(media::cannot_send(channel_type::whatsapp, pdf, "x", true));
+  auto two = pdf;
+  two.push_back(pdf.front());
+  EXPECT_EQ(media::cannot_send(channel_type::whatsapp, two, "", false),
+            "WhatsApp sends one file a message");
+  EXPECT_EQ(media::cannot_send(channel_type::sms, two, "", false), std::nullopt);
+  EXPECT_TRUE(media::cannot_send(channel_type::whatsapp, voice, "listen", false));
+  EXPECT_EQ(media::cannot_send(channel_type::whatsapp, voice, "", false), std::nullopt);
+  EXPECT_EQ(media::described(two), "[laudo.pdf] [laudo.pdf]");
+  EXPECT_EQ(media::described({{"", "image/png", "", std::nullopt}}), "[image/png]");
+}
+
+TEST(media, a_link_token_names_one_file_and_reads_back_only_whole) {
+  media::link_claim c{7, 1234, 2, 1'900'000'000'000'000};
+  auto payload = media::link_payload(c);
+  EXPECT_EQ(payload, "7.1234.2.1900000000000000");
+  auto back = media::read_link_payload(payload);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->tenant, 7);
+  EXPECT_EQ(back->message_id, 1234);
+  EXPECT_EQ(back->n, 2);
+  EXPECT_EQ(back->expires, c.expires);
+  for (auto bad : {"7.1234.2", "7.1234.2.1.5", "7.x.2.1", "7.1234.10.1", "-7.1.1.1", "", "7..2.1"})
+    EXPECT_FALSE(media::read_link_payload(bad)) << bad;
+  auto token = media::link_token(payload, "k1:mac-bytes");
+  auto parts = media::split_link_token(token);
+  ASSERT_TRUE(parts);
+  EXPECT_EQ(parts->payload, payload);
+  EXPECT_EQ(parts->mac, "k1:mac-bytes");
+  EXPECT_FALSE(media::split_link_token("no-dot"));
+  EXPECT_FALSE(media::split_link_token("a.!!"));
+  EXPECT_FALSE(media::split_link_token(std::string(2000, 'a') + ".b"));
+}
