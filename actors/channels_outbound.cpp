@@ -255,7 +255,7 @@ void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_t
       std::optional<std::string> chat;
       if (auto c = st.chats.find({*req.channel_id, *req.contact_id}); c != st.chats.end())
         chat = c->second;
-      if (auto why = domain::cannot_write_first(ch->second, chat))
+      if (auto why = domain::cannot_write_first(ch->second, chat, !req.template_json.empty()))
         return reply(failure::of(errc::not_found,
                                  "the contact has no conversation on the channel, and carecrm "
                                  "cannot open one: " +

@@ -6,6 +6,8 @@
 #include "actors/schedule_internal.hpp"
 #include "domain/clock.hpp"
 #include "domain/consent.hpp"
+#include "domain/validation.hpp"
+#include "domain/whatsapp.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 
@@ -71,8 +73,16 @@ void send_reminder(schedule_actor* self, domain::due_reminder d) {
         actors::outbound_request req;
         req.contact_id = d.contact_id;
         req.channel_id = d.rule.channel_id;
-        req.text = domain::render_reminder(
-            d.rule.text, {d.start_local, r->front().first_name, d.service_name, d.calendar_name});
+        const domain::reminder_values values{d.start_local, r->front().first_name, d.service_name,
+                                             d.calendar_name};
+        req.text = domain::render_reminder(d.rule.text, values);
+        // On WhatsApp, the approved template with its parameters filled the same way.
+        if (auto tm = domain::whatsapp::template_from_json(d.rule.template_json)) {
+          for (auto& p : tm->parameters)
+            p = std::string(domain::utf8_prefix(domain::render_reminder(p, values),
+                                                domain::whatsapp::template_parameter_max));
+          req.template_json = domain::whatsapp::template_to_json(*tm);
+        }
         req.purpose = domain::consent_purpose::appointment_reminders;
         req.reminder = d.key;
         req.open_conversation = true;

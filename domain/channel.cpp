@@ -734,11 +734,15 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
   return {};
 }
 
-std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat) {
+std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat,
+                                              bool with_template) {
   // Outside the 24-hour window, which a conversation carecrm opens is, WhatsApp takes only an
-  // approved template.
+  // approved template (to the contact's phone, checked as the message leaves).
   if (c.type == channel_type::whatsapp)
-    return "WhatsApp lets a business write first only with an approved template";
+    return with_template ? std::nullopt
+                         : std::optional<std::string>(
+                               "WhatsApp lets a business write first only with an approved "
+                               "template");
   outbound_message probe;
   probe.channel_id = c.id;
   probe.external_id = std::move(chat);

@@ -253,7 +253,9 @@ adapter_plan plan_outbound(const channel& c, const outbound_message& m, std::int
 // no chat on this channel", "not configured: ..."). `chat`: the contact's
 // id on the channel, when the channel knows one (a Telegram chat). An api channel reaches any
 // contact through its outbound_url (the receiver gets the contact's phone, e-mail and id).
-std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat);
+// `with_template`: the message is a WhatsApp template, which may open a conversation.
+std::optional<std::string> cannot_write_first(const channel& c, std::optional<std::string> chat,
+                                              bool with_template = false);
 
 // Reads the provider's answer: sent (with the provider's message id when it gives one) or the
 // reason it failed.

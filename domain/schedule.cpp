@@ -325,9 +325,16 @@ json::object closure_to_json(const closure& c) {
 
 json::array reminders_to_json(const std::vector<reminder_rule>& rs) {
   json::array out;
-  for (auto& r : rs)
-    out.push_back(json::object{
-        {"before_minutes", r.before_minutes}, {"channel_id", r.channel_id}, {"text", r.text}});
+  for (auto& r : rs) {
+    json::object o{
+        {"before_minutes", r.before_minutes}, {"channel_id", r.channel_id}, {"text", r.text}};
+    if (!r.template_json.empty()) {
+      json::error_code ec;
+      auto t = parse_json(r.template_json, ec);
+      if (!ec && t.is_object()) o["template"] = std::move(t);
+    }
+    out.push_back(std::move(o));
+  }
   return out;
 }
 
@@ -344,6 +351,8 @@ std::vector<reminder_rule> parse_reminders_text(std::string_view text) {
       r.before_minutes = static_cast<int>(b->get_int64());
     if (auto* c = o->if_contains("channel_id"); c && c->is_int64()) r.channel_id = c->get_int64();
     if (auto* t = o->if_contains("text"); t && t->is_string()) r.text = t->get_string();
+    if (auto* t = o->if_contains("template"); t && t->is_object())
+      r.template_json = json::serialize(*t);
     out.push_back(std::move(r));
   }
   return out;

@@ -106,6 +106,10 @@ struct reminder_rule {
   int before_minutes = 0;
   std::int64_t channel_id = 0;
   std::string text;
+  // A WhatsApp channel's approved template (domain::whatsapp::template_to_json), its parameters
+  // with the text's placeholders: sent instead of the text, which outside the 24-hour window
+  // WhatsApp refuses (docs/appointments.md "Reminders"). Empty: the text is sent.
+  std::string template_json;
   bool operator==(const reminder_rule&) const = default;
 };
 

@@ -163,14 +163,22 @@ bool user_is_tenants(pqxx::work& tx, const domain::calendar& cal) {
 // Every reminder's channel must be the tenant's.
 std::optional<failure> unknown_channels(pqxx::work& tx, const domain::service& s) {
   std::vector<domain::issue> issues;
-  for (std::size_t i = 0; i < s.reminders.size(); ++i)
-    if (tx.exec_params("SELECT 1 FROM channels WHERE tenant_id = $1 AND id = $2", s.tenant_id,
-                       s.reminders[i].channel_id)
-            .empty())
-      issues.push_back({{std::string("body"), std::string("reminders"),
-                         static_cast<std::int64_t>(i), std::string("channel_id")},
-                        "channel not found in this tenant",
-                        "value_error"});
+  for (std::size_t i = 0; i < s.reminders.size(); ++i) {
+    auto r = tx.exec_params("SELECT type FROM channels WHERE tenant_id = $1 AND id = $2",
+                            s.tenant_id, s.reminders[i].channel_id);
+    const std::vector<domain::loc_part> at{std::string("body"), std::string("reminders"),
+                                           static_cast<std::int64_t>(i)};
+    auto where = [&](const char* key) {
+      auto l = at;
+      l.emplace_back(std::string(key));
+      return l;
+    };
+    if (r.empty())
+      issues.push_back({where("channel_id"), "channel not found in this tenant", "value_error"});
+    else if (!s.reminders[i].template_json.empty() && r[0][0].as<std::string>() != "whatsapp")
+      issues.push_back(
+          {where("template"), "a template is sent on a WhatsApp channel only", "value_error"});
+  }
   if (issues.empty()) return std::nullopt;
   return failure::invalid(std::move(issues));
 }

@@ -10,6 +10,7 @@
 #include "domain/deal.hpp"
 #include "domain/schedule.hpp"
 #include "domain/validation.hpp"
+#include "domain/whatsapp.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
@@ -294,7 +295,8 @@ std::optional<std::vector<domain::reminder_rule>> read_reminders(body_reader& bo
     }
     domain::reminder_rule r;
     for (auto& kv : *o)
-      if (kv.key() != "before_minutes" && kv.key() != "channel_id" && kv.key() != "text")
+      if (kv.key() != "before_minutes" && kv.key() != "channel_id" && kv.key() != "text" &&
+          kv.key() != "template")
         bad(std::string(kv.key()), "Extra inputs are not permitted", "extra_forbidden");
     auto* b = o->if_contains("before_minutes");
     if (!b)
@@ -327,6 +329,13 @@ std::optional<std::vector<domain::reminder_rule>> read_reminders(body_reader& bo
             "string_too_long");
       else
         r.text = std::string(text);
+    }
+    // A WhatsApp template, its parameters with the text's placeholders.
+    if (auto* t = o->if_contains("template"); t && !t->is_null()) {
+      auto l = loc;
+      l.emplace_back(std::string("template"));
+      if (auto tm = domain::whatsapp::parse_template(*t, std::move(l), body.issues()))
+        r.template_json = domain::whatsapp::template_to_json(*tm);
     }
     out.push_back(std::move(r));
   }
@@ -515,9 +524,18 @@ void define_schedule_schemas(router& r) {
                  {"created_at", timestamp()}}));
   define(r, "ClosurePage", page_of("Closure"));
 
+  auto tpl = object(
+      {{"name", text_matching("^[a-z0-9_]{1,512}$")},
+       {"language", text_matching("^[A-Za-z_]{2,15}$")},
+       {"parameters", array_of(text({.min = 1, .max = domain::whatsapp::template_parameter_max})),
+        false}});
+  tpl["description"] = "a WhatsApp channel's approved template sent instead of the text (the "
+                       "24-hour window is closed by then), its parameters with the text's "
+                       "placeholders";
   auto reminder = object({{"before_minutes", integer(rules::before_min, rules::before_max)},
                           {"channel_id", id()},
-                          {"text", text(reminder_text_rule)}});
+                          {"text", text(reminder_text_rule)},
+                          {"template", nullable(tpl), false}});
   auto reminders = array_of(reminder);
   reminders["maxItems"] = static_cast<std::int64_t>(rules::reminders_max);
   auto calendars = array_of(id());

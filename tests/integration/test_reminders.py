@@ -8,6 +8,9 @@ ordinary message.
 The outbound side is a local HTTP server standing in for the api channel's outbound_url.
 Tests that restart this module's server use `server.client()` afterwards."""
 import datetime as dt
+import hashlib
+import hmac
+import json
 import secrets
 import time
 import urllib.parse
@@ -300,6 +303,61 @@ def test_sms_reaches_a_patient_who_never_wrote_in_but_whatsapp_does_not(client, 
     assert "approved template" in reason, reason
     convs = crm.list_all(client, t, crm.CONVERSATIONS, {"contact_id": patient})
     assert [c["channel_id"] for c in convs] == [sms["id"]], convs
+
+
+def test_on_whatsapp_a_reminder_is_an_approved_template_and_the_patient_confirms(client, sess):
+    """CLINIC-DAY step 4: the 24-hour window has closed (or never opened), so the reminder leaves
+    as the service's approved template, its parameters filled like the text; the patient's "1"
+    on WhatsApp confirms and is thanked in the window it opens."""
+    t = sess.admin
+    sent_ok = (200, {"Content-Type": "application/json"},
+               json.dumps({"messaging_product": "whatsapp", "messages": [{"id": "wamid.REM1"}]}))
+    with crm.Receiver([sent_ok]) as graph:
+        cfg = crm.whatsapp_config(api_base_url=graph.url(""))
+        wa = crm.create_channel(client, t, type="whatsapp", config=cfg)
+        cal = crm.create_calendar(client, t, name="Dra. Ana", time_zone=ZONE, slot_step_minutes=5,
+                                  working_hours=crm.every_day(("00:00", "24:00")))
+        tpl = {"name": "lembrete_consulta", "language": "pt_BR",
+               "parameters": ["{{contact.first_name}}", "{{appointment.start_local}}"]}
+        svc = crm.create_service(client, t, [cal["id"]], name="Check-up", reminders=[
+            {"before_minutes": 1440, "channel_id": wa["id"], "text": TEMPLATE, "template": tpl}])
+        assert svc["reminders"][0]["template"] == tpl, svc
+        phone = crm.unique_phone()
+        patient = crm.create_contact(client, t, first_name="Bia", phone=phone)["id"]
+        start = slot_after(30)
+        appt = crm.booked(client, t, patient, svc["id"], cal["id"], rfc3339(start))
+        [req] = graph.wait_for(1, TIMEOUT)
+        assert req.json["to"] == phone[1:] and req.json["type"] == "template", req.describe()
+        assert req.json["template"]["name"] == "lembrete_consulta", req.describe()
+        params = [p["text"] for c in req.json["template"]["components"] for p in c["parameters"]]
+        assert params == ["Bia", local(start)], req.describe()
+        # The patient answers on WhatsApp.
+        [conv] = crm.list_all(client, t, crm.CONVERSATIONS, {"contact_id": patient})
+        body = json.dumps({"object": "whatsapp_business_account", "entry": [{"id": "W", "changes": [
+            {"field": "messages", "value": {
+                "messaging_product": "whatsapp",
+                "metadata": {"phone_number_id": cfg["phone_number_id"]},
+                "contacts": [{"profile": {"name": "Bia"}, "wa_id": phone[1:]}],
+                "messages": [{"from": phone[1:], "id": crm.unique("wamid.IN"),
+                              "timestamp": str(int(time.time())), "type": "text",
+                              "text": {"body": "1"}}]}}]}]}).encode()
+        sig = "sha256=" + hmac.new(cfg["app_secret"].encode(), body, hashlib.sha256).hexdigest()
+        resp = client.request("POST", f"/api/v1/channels/{wa['id']}/whatsapp/webhook", raw=body,
+                              headers={"Content-Type": "application/json",
+                                       "X-Hub-Signature-256": sig})
+        assert crm.assert_json_response(resp, 200)["messages"][0]["conversation_id"] == conv["id"]
+        assert crm.eventually(lambda: crm.assert_json_response(client.get(
+            crm.appointment_url(appt["id"]), token=t), 200)["status"] == "confirmed",
+                              timeout=TIMEOUT)
+        thanks = graph.wait_for(2, TIMEOUT)[1]
+        assert thanks.json["type"] == "text" and "confirm" in thanks.json["text"]["body"], \
+            thanks.describe()
+    # A template goes on a WhatsApp channel only.
+    api = crm.create_channel(client, t, type="api", webhook_secret=SECRET)
+    crm.assert_validation_locs(client.post("/api/v1/services", {
+        "name": "X", "duration_minutes": 30, "calendar_ids": [cal["id"]],
+        "reminders": [{"before_minutes": 60, "channel_id": api["id"], "text": "x",
+                       "template": tpl}]}, token=t), ("body", "reminders", 0, "template"))
 
 
 def test_a_reminder_due_while_down_goes_out_once_across_kills(server, cli_env, database):

@@ -325,7 +325,7 @@ namespace {
 schedule_store reminding(std::vector<int> before_minutes) {
   auto s = clinic("America/Sao_Paulo", 0, 24 * 60, 5);
   auto v = *s.get_service(5);
-  for (auto b : before_minutes) v.reminders.push_back({b, 3, "{{appointment.start_local}}"});
+  for (auto b : before_minutes) v.reminders.push_back({b, 3, "{{appointment.start_local}}", ""});
   s.put(v);
   return s;
 }
@@ -509,7 +509,7 @@ TEST(reminders, are_known_by_their_time_so_a_reordered_list_sends_none_twice) {
   s.put(a);
   s.reminders_done.insert({1, 1440, a.start}); // sent
   auto v = *s.get_service(5);
-  v.reminders.insert(v.reminders.begin(), {60, 3, "soon"});
+  v.reminders.insert(v.reminders.begin(), {60, 3, "soon", ""});
   s.put(v);
   EXPECT_TRUE(s.due_reminders(at("2030-01-07T12:00:00Z")).empty());
   auto due = s.due_reminders(at("2030-01-07T14:00:00Z"));
@@ -549,4 +549,16 @@ TEST(ical, a_feed_names_patients_only_when_given_their_names) {
   auto named = calendar_feed(*s.get_calendar(1), views, {{9, "Maria Silva"}}, 0);
   EXPECT_NE(named.find("SUMMARY:Check-up - Maria Silva\r\n"), std::string::npos);
   EXPECT_EQ(plain.find("Maria"), std::string::npos);
+}
+
+TEST(reminders, keep_a_whatsapp_template_beside_their_text) {
+  std::vector<reminder_rule> rules{
+      {1440, 3, "Olá {{contact.first_name}}",
+       R"({"name":"lembrete","language":"pt_BR","parameters":["{{contact.first_name}}"]})"},
+      {60, 4, "soon", ""}};
+  auto text = boost::json::serialize(reminders_to_json(rules));
+  auto back = parse_reminders_text(text);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back, rules);
+  EXPECT_EQ(text.find("template", text.find("soon")), std::string::npos); // none without one
 }
