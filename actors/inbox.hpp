@@ -6,6 +6,7 @@
 #include "actors/callback.hpp"
 #include "domain/inbox.hpp"
 
+#include <optional>
 #include <string>
 
 namespace crm::actors {
@@ -35,6 +36,10 @@ void create_canned(runtime& rt, std::int64_t tenant, domain::canned_response r,
 void update_canned(runtime& rt, std::int64_t tenant, std::int64_t id, domain::canned_patch p,
                    callback<std::string> reply);
 void delete_canned(runtime& rt, std::int64_t tenant, std::int64_t id, callback<domain::done> reply);
+// A channel's team, set from the channel (none: no team): answered once the channels actor
+// routes by it. No such team → 404 (a team of another tenant: 403).
+void set_channel_team(runtime& rt, std::int64_t tenant, std::int64_t channel,
+                      std::optional<std::int64_t> team_id, callback<domain::done> reply);
 // A user was deactivated or activated again: routing reads whether they are available now.
 // Answered once the channels actor has been told.
 void user_changed(runtime& rt, std::int64_t tenant, std::int64_t user,

@@ -21,6 +21,8 @@ template <>
 struct allowed_unsafe_message_type<crm::domain::canned_response> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::domain::canned_patch> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::optional<std::int64_t>> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors {
@@ -33,6 +35,7 @@ using avail_atom = caf::atom_constant<caf::atom("avail")>;
 using user_atom = caf::atom_constant<caf::atom("user")>;
 using canned_atom = caf::atom_constant<caf::atom("canned")>;
 using text_atom = caf::atom_constant<caf::atom("text")>;
+using chan_atom = caf::atom_constant<caf::atom("chan")>;
 
 // Teams and canned responses: a not_found names which of the two was missing.
 struct inbox_aggregate {
@@ -209,6 +212,23 @@ caf::behavior inbox_behavior(inbox_actor* self, tenant_env env) {
               return domain::done{};
             });
       },
+      [](inbox_actor* self, chan_atom, std::int64_t channel, std::optional<std::int64_t>& team_id,
+         callback<domain::done>& reply) {
+        change(
+            self, team_id.value_or(0), reply,
+            [channel, team_id](const store& s) {
+              return s.plan_channel_team(channel, team_id, domain::now_micros());
+            },
+            [tenant = self->state.env.tenant_id](persistence::pg_conn& c,
+                                                 const std::vector<team>& ts) {
+              return persistence::update_teams(c, ts, tenant);
+            },
+            [](inbox_actor* self, std::vector<team> saved) {
+              for (auto& t : saved) self->state.store.put(t);
+              publish(self);
+              return domain::done{};
+            });
+      },
       [](inbox_actor* self, user_atom, std::int64_t user, callback<domain::done>& reply) {
         change(
             self, 0, reply, [user](const store&) { return domain::outcome<std::int64_t>(user); },
@@ -270,6 +290,10 @@ void update_canned(runtime& rt, std::int64_t tenant, std::int64_t id, domain::ca
 void delete_canned(runtime& rt, std::int64_t tenant, std::int64_t id,
                    callback<domain::done> reply) {
   tell<child_kind::inbox>(rt, tenant, canned_atom::value, delete_atom::value, id, std::move(reply));
+}
+void set_channel_team(runtime& rt, std::int64_t tenant, std::int64_t channel,
+                      std::optional<std::int64_t> team_id, callback<domain::done> reply) {
+  tell<child_kind::inbox>(rt, tenant, chan_atom::value, channel, team_id, std::move(reply));
 }
 void user_changed(runtime& rt, std::int64_t tenant, std::int64_t user,
                   callback<domain::done> reply) {

@@ -99,6 +99,30 @@ outcome<team> inbox_store::plan_delete(std::int64_t id) const {
   return get(id);
 }
 
+outcome<std::vector<team>> inbox_store::plan_channel_team(std::int64_t channel,
+                                                          std::optional<std::int64_t> team_id,
+                                                          std::int64_t now) const {
+  if (team_id && !teams.count(*team_id)) return not_found();
+  std::vector<team> changed;
+  for (auto& [id, t] : teams) {
+    const bool has = std::binary_search(t.channel_ids.begin(), t.channel_ids.end(), channel);
+    const bool wants = team_id && *team_id == id;
+    if (has == wants) continue;
+    auto next = t;
+    if (wants)
+      next.channel_ids = set_of([&] {
+        auto ids = t.channel_ids;
+        ids.push_back(channel);
+        return ids;
+      }());
+    else
+      std::erase(next.channel_ids, channel);
+    next.updated_at = std::max(now, t.updated_at + 1);
+    changed.push_back(std::move(next));
+  }
+  return changed;
+}
+
 void inbox_store::put(const team& t) {
   teams[t.id] = t;
 }

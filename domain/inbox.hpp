@@ -107,6 +107,11 @@ struct inbox_store {
   outcome<team> plan_create(team t, std::int64_t tenant, std::int64_t now) const;
   outcome<team> plan_update(std::int64_t id, const team_patch& p, std::int64_t now) const;
   outcome<team> plan_delete(std::int64_t id) const;
+  // A channel's team set from the channel (PATCH /channels/{id} team_id; none: no team): the
+  // teams whose channel_ids change (taken from one, given to the other). No such team → 404.
+  outcome<std::vector<team>> plan_channel_team(std::int64_t channel,
+                                               std::optional<std::int64_t> team_id,
+                                               std::int64_t now) const;
 
   void put(const team& t);
   void erase(std::int64_t id);

@@ -140,9 +140,8 @@ domain::outcome<domain::team> insert_team(pg_conn& c, const domain::team& t) {
   return row_to_team(r.front());
 }
 
-domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t) {
-  pqxx::work tx(c.raw());
-  fence(tx, t.tenant_id);
+namespace {
+domain::outcome<domain::team> write_team(pqxx::work& tx, const domain::team& t) {
   if (auto no = refused(tx, t)) return *no;
   auto cap = cap_text(t.max_open_per_member);
   auto r = tx.exec_params(std::string("UPDATE teams SET name = $3, member_ids = $4::bigint[],"
@@ -154,8 +153,30 @@ domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t) {
                           team_id_array(t.channel_ids), cap ? cap->c_str() : nullptr,
                           domain::format_rfc3339(t.updated_at));
   if (r.empty()) return team_gone();
-  tx.commit();
   return row_to_team(r.front());
+}
+} // namespace
+
+domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t) {
+  pqxx::work tx(c.raw());
+  fence(tx, t.tenant_id);
+  auto saved = write_team(tx, t);
+  if (saved) tx.commit();
+  return saved;
+}
+
+domain::outcome<std::vector<domain::team>>
+update_teams(pg_conn& c, const std::vector<domain::team>& teams, std::int64_t tenant_id) {
+  pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
+  std::vector<domain::team> out;
+  for (auto& t : teams) {
+    auto saved = write_team(tx, t);
+    if (!saved) return saved.error();
+    out.push_back(std::move(*saved));
+  }
+  tx.commit();
+  return out;
 }
 
 domain::outcome<domain::team> delete_team(pg_conn& c, const domain::team& t) {

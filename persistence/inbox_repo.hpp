@@ -20,6 +20,9 @@ std::optional<std::int64_t> tenant_of_team(pg_conn& c, std::int64_t id);
 domain::outcome<domain::team> insert_team(pg_conn& c, const domain::team& t);
 domain::outcome<domain::team> update_team(pg_conn& c, const domain::team& t);
 domain::outcome<domain::team> delete_team(pg_conn& c, const domain::team& t);
+// Several teams' changes in one transaction (a channel moved from one team to another).
+domain::outcome<std::vector<domain::team>>
+update_teams(pg_conn& c, const std::vector<domain::team>& teams, std::int64_t tenant_id);
 // Canned responses, as stored. A shortcode another one has (written by another node meanwhile)
 // → 409, nothing written.
 std::optional<std::int64_t> tenant_of_canned(pg_conn& c, std::int64_t id);

@@ -5,6 +5,7 @@
 #include "http/placement.hpp"
 
 #include "actors/channels.hpp"
+#include "actors/inbox.hpp"
 #include "domain/email.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/twilio.hpp"
@@ -178,10 +179,40 @@ void update(services& s, const exchange_ptr& ex) {
   p.business_hours = std::move(hours.business_hours);
   p.time_zone = std::move(hours.time_zone);
   p.after_hours_reply = std::move(hours.after_hours_reply);
+  // The team whose members answer it (docs/channels.md "Teams and assignment"); null: none.
+  std::optional<std::optional<std::int64_t>> team;
+  if (body.is_null("team_id")) {
+    body.raw("team_id");
+    team = std::optional<std::int64_t>();
+  } else if (auto t = body.id("team_id", false)) {
+    team = std::optional<std::int64_t>(*t);
+  }
   if (!body.finish()) return ex->fail(body.failure());
   // The gate reads the secret again at the next call here (other nodes within a second).
-  actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
-                         forgetting_channel(*id, json_reply(ex)));
+  if (!team)
+    return actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
+                                  forgetting_channel(*id, json_reply(ex)));
+  // The channel's own fields, then its team (the inbox actor's), then the channel as it is now.
+  const auto tenant = ex->who.tenant_id;
+  auto answer = json_reply(ex);
+  actors::update_channel(
+      s.rt, tenant, *id, std::move(p),
+      forgetting_channel(*id, actors::callback<std::string>([&s, ex, tenant, id = *id, team = *team,
+                                                             answer](
+                                                                domain::outcome<std::string> r) {
+        if (!r) return answer(r.error());
+        actors::set_channel_team(
+            s.rt, tenant, id, team,
+            actors::callback<domain::done>([&s, tenant, id,
+                                            answer](domain::outcome<domain::done> d) {
+              if (!d && (d.error().code == domain::errc::not_found ||
+                         d.error().code == domain::errc::insufficient_permissions))
+                return answer(failure::invalid(
+                    {{{"body", "team_id"}, "no team of the tenant has this id", "value_error"}}));
+              if (!d) return answer(d.error());
+              actors::get_channel(s.rt, tenant, id, answer);
+            }));
+      })));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
@@ -533,7 +564,8 @@ void define_channel_schemas(router& r) {
                  {"is_active", boolean(), false},
                  {"business_hours", nullable(ref("WorkingHours")), false},
                  {"time_zone", zone(), false},
-                 {"after_hours_reply", nullable(text(reply_rule)), false}}));
+                 {"after_hours_reply", nullable(text(reply_rule)), false},
+                 {"team_id", nullable(id()), false}}));
 
   // The config as answers show it (domain::public_config): secrets are never rendered, only
   // has_<key> flags.

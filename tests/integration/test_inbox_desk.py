@@ -223,6 +223,42 @@ def test_a_channel_shows_the_team_its_conversations_go_to(client, desk):
     assert crm.get_channel(client, t, chan["id"])["team_id"] is None
 
 
+def test_a_channel_is_given_to_a_team_from_the_channel(client, desk, sess_b):
+    t = desk.admin
+    agent = desk.users["agent"]["id"]
+    chan = crm.create_channel(client, t, type="api", webhook_secret=SECRET)
+    teams = [crm.assert_json_response(client.post("/api/v1/teams", {
+        "name": name, "member_ids": [agent]}, token=t), 201) for name in ("Desk", "Lab")]
+    desk_team, lab = teams
+
+    def team(tid):
+        return crm.assert_json_response(client.get(f"/api/v1/teams/{tid}", token=t), 200)
+
+    got = crm.assert_json_response(client.patch(crm.channel_url(chan["id"]), {
+        "team_id": desk_team["id"], "name": "WhatsApp desk"}, token=t), 200)
+    assert (got["team_id"], got["name"]) == (desk_team["id"], "WhatsApp desk"), got
+    assert team(desk_team["id"])["channel_ids"] == [chan["id"]]
+    assert conversation(client, t, chan)["team_id"] == desk_team["id"]
+    # Moved: taken from one team, given to the other, in one change.
+    got = crm.assert_json_response(client.patch(crm.channel_url(chan["id"]), {
+        "team_id": lab["id"]}, token=t), 200)
+    assert got["team_id"] == lab["id"], got
+    assert (team(desk_team["id"])["channel_ids"], team(lab["id"])["channel_ids"]) == \
+        ([], [chan["id"]])
+    assert conversation(client, t, chan)["team_id"] == lab["id"]
+    # No team, no such team, another tenant's team.
+    other = crm.assert_json_response(client.post("/api/v1/teams", {"name": "B"},
+                                                 token=sess_b.admin), 201)
+    for bad in (10**12, other["id"]):
+        crm.assert_validation(client.patch(crm.channel_url(chan["id"]), {"team_id": bad},
+                                           token=t), (("body", "team_id"), "value_error"))
+    assert crm.get_channel(client, t, chan["id"])["team_id"] == lab["id"]
+    got = crm.assert_json_response(client.patch(crm.channel_url(chan["id"]), {"team_id": None},
+                                                token=t), 200)
+    assert got["team_id"] is None and team(lab["id"])["channel_ids"] == [], got
+    assert conversation(client, t, chan)["team_id"] is None
+
+
 # ---- files sent on api and Telegram channels ----------------------------------------------------
 
 def test_an_api_channel_receiver_gets_links_to_the_files_and_telegram_refuses_them(client, desk):

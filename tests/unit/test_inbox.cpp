@@ -79,3 +79,27 @@ TEST(inbox_store, availability_is_kept_per_user) {
   s.set_available(3, true);
   EXPECT_TRUE(s.available(3));
 }
+
+TEST(inbox_store, a_channel_given_to_a_team_from_the_channel_leaves_the_one_it_had) {
+  inbox_store s;
+  team a;
+  a.id = 1;
+  a.name = "Desk";
+  a.channel_ids = {4, 5};
+  team b;
+  b.id = 2;
+  b.name = "Lab";
+  s.put(a);
+  s.put(b);
+  auto moved = s.plan_channel_team(5, 2, 1000);
+  ASSERT_TRUE(moved);
+  ASSERT_EQ(moved->size(), 2u);
+  EXPECT_EQ((*moved)[0].channel_ids, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ((*moved)[1].channel_ids, (std::vector<std::int64_t>{5}));
+  EXPECT_EQ(s.plan_channel_team(4, 1, 1000)->size(), 0u); // already there: nothing changes
+  auto none = s.plan_channel_team(4, std::nullopt, 1000);
+  ASSERT_TRUE(none);
+  ASSERT_EQ(none->size(), 1u);
+  EXPECT_TRUE((*none)[0].channel_ids == (std::vector<std::int64_t>{5}));
+  EXPECT_EQ(s.plan_channel_team(4, 9, 1000).error().code, errc::not_found);
+}
