@@ -248,6 +248,8 @@ void when_current(ch_actor* self, continuation k, std::function<void(const failu
           }
           adopt_messaging(self->state, *r);
           self->state.stale = false;
+          // A batch that did commit left its files pending: fetched now (not twice at once).
+          for (auto& m : r->media) fetch_media(self, m);
           k();
         });
   });

@@ -136,7 +136,8 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
   std::set<std::int64_t> sending;                  // outbound messages with an attempt in flight
   std::set<std::pair<std::int64_t, int>> fetching; // (message, n): media being fetched
-  std::set<std::int64_t> ai_channels;              // served by an active auto-replying agent
+  std::deque<persistence::pending_media> media_waiting; // past the fetches allowed at once
+  std::set<std::int64_t> ai_channels;                   // served by an active auto-replying agent
   // The shared inbox (docs/channels.md "Teams and assignment"): each team channel's route, who
   // is not available, and when each member of a team was last given a conversation.
   inbox_routes inbox;

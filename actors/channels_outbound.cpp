@@ -220,6 +220,10 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
           file.data = std::move(f.data);
           out.files.push_back(std::move(file));
         }
+        // Sent without text, the file names are how staff read it, not what the patient gets.
+        std::vector<domain::media_ref> named;
+        for (auto& f : out.files) named.push_back({"", f.content_type, f.filename, std::nullopt});
+        if (out.text == domain::media::described(named)) out.text.clear();
         send_to_contact(self, std::move(m), std::move(out), std::move(channel));
       });
 }

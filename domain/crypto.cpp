@@ -158,9 +158,17 @@ std::optional<std::string> base64_decode(std::string_view text) {
   out.reserve(text.size() / 4 * 3 + 2);
   std::uint32_t acc = 0;
   int bits = 0;
+  // The alphabet as a table (a 16 MiB file sent in base64 is 22 million look-ups).
+  static const auto table = [] {
+    std::array<std::int8_t, 256> t{};
+    t.fill(-1);
+    for (std::size_t i = 0; i < b64_std.size(); ++i)
+      t[static_cast<unsigned char>(b64_std[i])] = static_cast<std::int8_t>(i);
+    return t;
+  }();
   for (const char c : text) {
-    const auto at = b64_std.find(c);
-    if (at == std::string_view::npos) {
+    const auto at = table[static_cast<unsigned char>(c)];
+    if (at < 0) {
       return std::nullopt;
     }
     acc = (acc << 6 | static_cast<std::uint32_t>(at)) & 0xffffff;

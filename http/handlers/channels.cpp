@@ -6,7 +6,9 @@
 
 #include "actors/channels.hpp"
 #include "actors/inbox.hpp"
+#include "domain/clock.hpp"
 #include "domain/email.hpp"
+#include "domain/media.hpp"
 #include "domain/secret_keys.hpp"
 #include "domain/twilio.hpp"
 #include "domain/whatsapp.hpp"
@@ -192,27 +194,40 @@ void update(services& s, const exchange_ptr& ex) {
   if (!team)
     return actors::update_channel(s.rt, ex->who.tenant_id, *id, std::move(p),
                                   forgetting_channel(*id, json_reply(ex)));
-  // The channel's own fields, then its team (the inbox actor's), then the channel as it is now.
+  // The team is checked first (nothing changes for a team of no one), then the channel's own
+  // fields, then its team (the inbox actor's), then the channel as it is now.
   const auto tenant = ex->who.tenant_id;
   auto answer = json_reply(ex);
-  actors::update_channel(
-      s.rt, tenant, *id, std::move(p),
-      forgetting_channel(*id, actors::callback<std::string>([&s, ex, tenant, id = *id, team = *team,
-                                                             answer](
-                                                                domain::outcome<std::string> r) {
-        if (!r) return answer(r.error());
-        actors::set_channel_team(
-            s.rt, tenant, id, team,
-            actors::callback<domain::done>([&s, tenant, id,
-                                            answer](domain::outcome<domain::done> d) {
-              if (!d && (d.error().code == domain::errc::not_found ||
-                         d.error().code == domain::errc::insufficient_permissions))
-                return answer(failure::invalid(
-                    {{{"body", "team_id"}, "no team of the tenant has this id", "value_error"}}));
-              if (!d) return answer(d.error());
+  auto no_team = [answer] {
+    answer(failure::invalid(
+        {{{"body", "team_id"}, "no team of the tenant has this id", "value_error"}}));
+  };
+  auto not_held = [](const failure& f) {
+    return f.code == domain::errc::not_found || f.code == domain::errc::insufficient_permissions;
+  };
+  auto set_team = [&s, tenant, id = *id, team = *team, answer, no_team,
+                   not_held](domain::outcome<std::string> r) {
+    if (!r) return answer(r.error());
+    actors::set_channel_team(
+        s.rt, tenant, id, team,
+        actors::callback<domain::done>(
+            [&s, tenant, id, answer, no_team, not_held](domain::outcome<domain::done> d) {
+              if (!d) return not_held(d.error()) ? no_team() : answer(d.error());
               actors::get_channel(s.rt, tenant, id, answer);
             }));
-      })));
+  };
+  auto apply = [&s, tenant, id = *id, p = std::move(p), set_team]() mutable {
+    actors::update_channel(s.rt, tenant, id, std::move(p),
+                           forgetting_channel(id, actors::callback<std::string>(set_team)));
+  };
+  if (!*team) return apply();
+  actors::get_team(
+      s.rt, tenant, **team,
+      actors::callback<std::string>([apply = std::move(apply), no_team, answer,
+                                     not_held](domain::outcome<std::string> r) mutable {
+        if (r) return apply();
+        not_held(r.error()) ? no_team() : answer(r.error());
+      }));
 }
 
 void remove(services& s, const exchange_ptr& ex) {
@@ -275,6 +290,44 @@ void inbound(services& s, const exchange_ptr& ex, actors::inbound_kind kind) {
               failure::of(domain::errc::invalid_credentials, "missing or wrong webhook secret"));
         deliver(r->tenant, std::move(*shared));
       });
+}
+
+// GET /media/{token}: a file carecrm sends, fetched by the provider (WhatsApp's media link,
+// Twilio's MediaUrl) at the capability URL minted for the attempt; any flaw in the token → 404,
+// saying nothing of what it named.
+void provider_fetch(services& s, const exchange_ptr& ex) {
+  namespace media = domain::media;
+  auto gone = [ex] { ex->fail(failure::of(domain::errc::not_found, "no such file")); };
+  auto parts = media::split_link_token(ex->param("token"));
+  if (!parts) return gone();
+  auto claim = media::read_link_payload(parts->payload);
+  // Checked before the tenant is woken (and again by its channel actor): a token of no key of
+  // this server wakes nobody.
+  if (!claim || claim->expires < domain::now_micros() ||
+      !domain::secret_keys::is_hashed(parts->mac) ||
+      s.pool.keys().verify(media::link_purpose, claim->tenant, parts->payload, parts->mac) ==
+          domain::secret_keys::match::no)
+    return gone();
+  within_tenant(s, ex, claim->tenant, [&s, ex, c = *claim, p = std::move(*parts), gone] {
+    actors::read_linked_attachment(
+        s.rt, c.tenant, c.message_id, c.n, p.payload, p.mac,
+        actors::callback<actors::attachment>([ex, gone](domain::outcome<actors::attachment> r) {
+          if (!r) return gone();
+          response res;
+          res.body = std::move(r->data);
+          res.content_type = r->content_type;
+          res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+          res.headers.emplace_back("Cache-Control", "private, no-store");
+          ex->respond(std::move(res));
+        }));
+  });
+}
+
+// A forwarded mail carries its attachments (up to 16 MiB each, docs/channels.md "Media"): its
+// route takes a body of up to 40 MiB, whatever --body-limit says for the other routes.
+route large_mail(route rt) {
+  rt.body_limit = std::size_t{40} * 1024 * 1024;
+  return rt;
 }
 
 // ---- WhatsApp (docs/channels.md "WhatsApp") ---------------------------------------------------
@@ -837,16 +890,27 @@ void add_channel_routes(router& r, services& s) {
             .with_media("application/x-www-form-urlencoded", "text/xml")
             .with_secret_headers({"X-Twilio-Signature"})
             .fails_with({409, 503}));
-  r.add({verb::post,
-         "/api/v1/channels/{id}/email/webhook",
+  r.add({verb::get,
+         "/api/v1/media/{token}",
          access::open,
          {},
-         bind(s, email_webhook),
-         "Receive an e-mail a Mailgun route forwarded (signed with timestamp, token, signature)",
-         "channels"},
-        route_doc("MailgunInbound", "ChannelInboundAck")
-            .with_media("application/x-www-form-urlencoded", "application/json")
-            .fails_with({401, 409}));
+         bind(s, provider_fetch),
+         "A file carecrm sends, for the provider to fetch (the capability URL it was given, "
+         "valid an hour)",
+         "conversations"},
+        route_doc().with_media("", "application/octet-stream"));
+  r.add(
+      large_mail(
+          {verb::post,
+           "/api/v1/channels/{id}/email/webhook",
+           access::open,
+           {},
+           bind(s, email_webhook),
+           "Receive an e-mail a Mailgun route forwarded (signed with timestamp, token, signature)",
+           "channels"}),
+      route_doc("MailgunInbound", "ChannelInboundAck")
+          .with_media("application/x-www-form-urlencoded", "application/json")
+          .fails_with({401, 409}));
   r.add({verb::get, "/api/v1/channels/{id}/templates", access::bearer,
          domain::permission::write_records, bind(s, templates),
          "A WhatsApp channel's message templates, as the provider lists them", "channels"},

@@ -12,7 +12,6 @@
 #include "actors/inbox.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
-#include "http/placement.hpp"
 #include "http/request_input.hpp"
 
 #include <boost/json.hpp>
@@ -337,32 +336,6 @@ void attachment(services& s, const exchange_ptr& ex) {
       }));
 }
 
-// GET /media/{token}: a file carecrm sends, fetched by the provider (WhatsApp's media link,
-// Twilio's MediaUrl) at the capability URL minted for the attempt; any flaw in the token → 404,
-// saying nothing of what it named.
-void provider_fetch(services& s, const exchange_ptr& ex) {
-  namespace media = domain::media;
-  auto gone = [ex] { ex->fail(failure::of(domain::errc::not_found, "no such file")); };
-  auto parts = media::split_link_token(ex->param("token"));
-  if (!parts) return gone();
-  auto claim = media::read_link_payload(parts->payload);
-  if (!claim || claim->expires < domain::now_micros()) return gone();
-  // The token's signature is checked by the tenant's channel actor, which holds the keys.
-  within_tenant(s, ex, claim->tenant, [&s, ex, c = *claim, p = std::move(*parts), gone] {
-    actors::read_linked_attachment(
-        s.rt, c.tenant, c.message_id, c.n, p.payload, p.mac,
-        actors::callback<actors::attachment>([ex, gone](domain::outcome<actors::attachment> r) {
-          if (!r) return gone();
-          response res;
-          res.body = std::move(r->data);
-          res.content_type = r->content_type;
-          res.headers.emplace_back("X-Content-Type-Options", "nosniff");
-          res.headers.emplace_back("Cache-Control", "private, no-store");
-          ex->respond(std::move(res));
-        }));
-  });
-}
-
 // GET /reports/conversations?from=&to=&group_by=: `to` defaults to now, `from` to 30 days
 // before it; the span is at most a year.
 void report(services& s, const exchange_ptr& ex) {
@@ -578,12 +551,6 @@ void add_conversation_routes(router& r, services& s) {
          bind(s, messages), "Messages of a conversation, oldest first", "conversations"},
         route_doc("", "ConversationMessagePage")
             .with_query(schema::paging(messages_per_page_default, messages_per_page_max)));
-  r.add({verb::get, "/api/v1/media/{token}", access::open, permission::read_records,
-         bind(s, provider_fetch),
-         "A file carecrm sends, for the provider to fetch (the capability URL it was given, "
-         "valid an hour)",
-         "conversations"},
-        route_doc().with_media("", "application/octet-stream"));
   // 409: still being fetched from the provider, or not kept (over 16 MiB, a type not allowed).
   r.add({verb::get, "/api/v1/messages/{id}/attachments/{n}", access::bearer,
          permission::read_records, bind(s, attachment),

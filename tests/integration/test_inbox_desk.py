@@ -250,9 +250,11 @@ def test_a_channel_is_given_to_a_team_from_the_channel(client, desk, sess_b):
     other = crm.assert_json_response(client.post("/api/v1/teams", {"name": "B"},
                                                  token=sess_b.admin), 201)
     for bad in (10**12, other["id"]):
-        crm.assert_validation(client.patch(crm.channel_url(chan["id"]), {"team_id": bad},
-                                           token=t), (("body", "team_id"), "value_error"))
+        crm.assert_validation(client.patch(crm.channel_url(chan["id"]), {
+            "team_id": bad, "name": "Renamed"}, token=t), (("body", "team_id"), "value_error"))
+    # Refused whole: the name sent beside it is not changed either.
     assert crm.get_channel(client, t, chan["id"])["team_id"] == lab["id"]
+    assert crm.get_channel(client, t, chan["id"])["name"] == "WhatsApp desk"
     got = crm.assert_json_response(client.patch(crm.channel_url(chan["id"]), {"team_id": None},
                                                 token=t), 200)
     assert got["team_id"] is None and team(lab["id"])["channel_ids"] == [], got

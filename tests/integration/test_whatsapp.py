@@ -536,6 +536,13 @@ def test_a_file_is_sent_by_a_link_the_provider_fetches_once_signed(client, fresh
     second = graph.wait_for(2, WAIT)[1]
     assert second.json["type"] == "audio" and set(second.json["audio"]) == {"link"}, \
         second.describe()
+    # An image without text: staff read its name; the patient gets no caption of it.
+    photo = crm.assert_json_response(client.post(crm.messages_url(cid), {
+        "attachments": [file("foto.jpg", "image/jpeg", JPEG)]}, token=t), 201)
+    assert photo["text"] == "[foto.jpg]", photo
+    third = graph.wait_for(3, WAIT)[2]
+    assert third.json["type"] == "image" and set(third.json["image"]) == {"link"}, \
+        third.describe()
 
 
 def test_files_sent_are_checked(client, fresh, graph):
