@@ -109,14 +109,12 @@ outcome<std::vector<team>> inbox_store::plan_channel_team(std::int64_t channel,
     const bool wants = team_id && *team_id == id;
     if (has == wants) continue;
     auto next = t;
-    if (wants)
-      next.channel_ids = set_of([&] {
-        auto ids = t.channel_ids;
-        ids.push_back(channel);
-        return ids;
-      }());
-    else
+    if (wants) {
+      next.channel_ids.push_back(channel);
+      next.channel_ids = set_of(std::move(next.channel_ids));
+    } else {
       std::erase(next.channel_ids, channel);
+    }
     next.updated_at = std::max(now, t.updated_at + 1);
     changed.push_back(std::move(next));
   }
