@@ -66,7 +66,15 @@ std::optional<std::string> cannot_send(channel_type type, const std::vector<medi
                                        std::string_view text, bool with_template) {
   if (files.empty()) return std::nullopt;
   if (type == channel_type::telegram) return "Telegram channels send text only";
+  if (type == channel_type::sms) {
+    std::size_t total = 0;
+    for (auto& f : files) total += f.data ? f.data->size() : 0;
+    if (total > mms_max_bytes) return "an MMS carries at most 5 MB of files (Twilio's limit)";
+  }
   if (type != channel_type::whatsapp) return std::nullopt;
+  if (base_type(files.front().content_type).starts_with("image/") && files.front().data &&
+      files.front().data->size() > whatsapp_image_max_bytes)
+    return "WhatsApp takes images of at most 5 MB";
   if (with_template) return "a WhatsApp template is sent without files";
   if (files.size() > 1) return "WhatsApp sends one file a message";
   if (base_type(files.front().content_type).starts_with("audio/") && !text.empty())

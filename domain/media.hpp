@@ -27,9 +27,15 @@ std::string base_type(std::string_view content_type);
 // Why a file of this type and size is not kept (nothing: it is).
 std::optional<std::string> refusal(std::string_view content_type, std::size_t size);
 
+// The providers' own limits on files sent (their documentation): Twilio's MMS of 5 MB in all,
+// WhatsApp's images of 5 MB (its audio and documents take the 16 MiB kept here).
+inline constexpr std::size_t mms_max_bytes = 5 * 1024 * 1024;
+inline constexpr std::size_t whatsapp_image_max_bytes = 5 * 1024 * 1024;
+
 // Why a channel of `type` cannot send these files with this text (nothing: it can). Telegram
 // channels send text only; WhatsApp sends one file a message, not beside a template, and an
-// audio file carries no caption (its text must go as a message of its own).
+// audio file carries no caption (its text must go as a message of its own); the providers'
+// limits above.
 std::optional<std::string> cannot_send(channel_type type, const std::vector<media_ref>& files,
                                        std::string_view text, bool with_template);
 

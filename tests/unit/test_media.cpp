@@ -115,6 +115,18 @@ TEST(media, each_channel_type_sends_the_files_it_can) {
   EXPECT_EQ(media::cannot_send(channel_type::sms, two, "", false), std::nullopt);
   EXPECT_TRUE(media::cannot_send(channel_type::whatsapp, voice, "listen", false));
   EXPECT_EQ(media::cannot_send(channel_type::whatsapp, voice, "", false), std::nullopt);
+  // The providers' limits: an MMS of 5 MB in all, a WhatsApp image of 5 MB.
+  std::vector<media_ref> big{{"", "image/jpeg", "a.jpg", std::string(3 * 1024 * 1024, 'x')},
+                             {"", "image/jpeg", "b.jpg", std::string(3 * 1024 * 1024, 'x')}};
+  EXPECT_EQ(media::cannot_send(channel_type::sms, big, "", false),
+            "an MMS carries at most 5 MB of files (Twilio's limit)");
+  EXPECT_EQ(media::cannot_send(channel_type::email, big, "", false), std::nullopt);
+  big.front().data = std::string(6 * 1024 * 1024, 'x');
+  big.pop_back();
+  EXPECT_EQ(media::cannot_send(channel_type::whatsapp, big, "", false),
+            "WhatsApp takes images of at most 5 MB");
+  big.front().content_type = "application/pdf";
+  EXPECT_EQ(media::cannot_send(channel_type::whatsapp, big, "", false), std::nullopt);
   EXPECT_EQ(media::described(two), "[laudo.pdf] [laudo.pdf]");
   EXPECT_EQ(media::described({{"", "image/png", "", std::nullopt}}), "[image/png]");
 }
