@@ -193,6 +193,24 @@ std::string hex_encode(std::string_view bytes) {
   return out;
 }
 
+std::optional<std::string> hex_decode(std::string_view hex) {
+  auto val = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
+  if (hex.size() % 2) return std::nullopt;
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    auto hi = val(hex[i]), lo = val(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) {
     // Still touch every byte of the longer input so the time says nothing but the lengths.

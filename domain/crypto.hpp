@@ -21,6 +21,8 @@ std::string base64url_encode(std::string_view bytes);               // no paddin
 std::optional<std::string> base64url_decode(std::string_view text); // rejects padding and junk
 std::string base64_encode(std::string_view bytes);                  // standard, padded
 std::string hex_encode(std::string_view bytes);                     // lower case
+// Hex digits (either case) back to bytes; nothing for an odd length or another character.
+std::optional<std::string> hex_decode(std::string_view hex);
 // Standard alphabet; padding optional (but only at the end), non-zero trailing bits ignored as
 // most decoders do, so keys encoded elsewhere decode the same here.
 std::optional<std::string> base64_decode(std::string_view text);

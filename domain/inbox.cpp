@@ -3,6 +3,7 @@
 #include "domain/clock.hpp"
 #include "domain/contact.hpp"
 #include "domain/placeholders.hpp"
+#include "domain/validation.hpp"
 
 #include <boost/json.hpp>
 
@@ -190,13 +191,6 @@ failure canned_not_found() {
   return failure::of(errc::not_found, "canned response not found");
 }
 
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
 // A shortcode another canned response has.
 std::optional<failure> shortcode_taken(const inbox_store& s, const canned_response& r) {
   for (auto& [id, other] : s.canned)
@@ -217,10 +211,10 @@ outcome<canned_response> inbox_store::get_canned(std::int64_t id) const {
 
 page<canned_response> inbox_store::list_canned(const std::string& query, int number,
                                                int per_page) const {
-  auto q = lowered(query);
+  auto q = ascii_lower(query);
   std::vector<const canned_response*> all;
   for (auto& [id, r] : canned)
-    if (q.empty() || r.shortcode.starts_with(q) || lowered(r.text).find(q) != std::string::npos)
+    if (q.empty() || r.shortcode.starts_with(q) || ascii_lower(r.text).find(q) != std::string::npos)
       all.push_back(&r);
   std::sort(all.begin(), all.end(), [](const canned_response* a, const canned_response* b) {
     return a->shortcode < b->shortcode;

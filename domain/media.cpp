@@ -2,6 +2,7 @@
 
 #include "domain/crypto.hpp"
 #include "domain/json_parse.hpp"
+#include "domain/validation.hpp"
 
 #include <boost/json.hpp>
 
@@ -44,13 +45,7 @@ bool retryable(int status) {
 } // namespace
 
 std::string base_type(std::string_view content_type) {
-  auto t = content_type.substr(0, content_type.find(';'));
-  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-  std::string out(t);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
+  return ascii_lower(trim(content_type.substr(0, content_type.find(';'))));
 }
 
 std::optional<std::string> refusal(std::string_view content_type, std::size_t size) {

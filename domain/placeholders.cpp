@@ -1,14 +1,9 @@
 #include "domain/placeholders.hpp"
 
+#include "domain/validation.hpp"
+
 namespace crm::domain {
 namespace {
-
-std::string_view trimmed(std::string_view s) {
-  auto b = s.find_first_not_of(" \t");
-  if (b == std::string_view::npos) return {};
-  auto e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
 
 // Calls f(name) for each {{name}}, and text(piece) for the text between them.
 template <class Text, class Name>
@@ -20,7 +15,7 @@ void scan(std::string_view text, Text on_text, Name on_name) {
     auto close = text.find("}}", open + 2);
     if (close == std::string_view::npos) break;
     on_text(text.substr(pos, open - pos));
-    on_name(trimmed(text.substr(open + 2, close - open - 2)));
+    on_name(trim(text.substr(open + 2, close - open - 2)));
     pos = close + 2;
   }
   on_text(text.substr(pos));

@@ -5,6 +5,7 @@
 #include "persistence/audit_repo.hpp"
 
 #include "domain/clock.hpp"
+#include "domain/crypto.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
 #include "persistence/row_values.hpp"
@@ -23,26 +24,6 @@ namespace json = boost::json;
 
 namespace crm::persistence {
 namespace {
-
-std::string unhex(std::string_view hex) {
-  auto val = [](char ch) { return ch <= '9' ? ch - '0' : ch - 'a' + 10; };
-  std::string out;
-  out.reserve(hex.size() / 2);
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-    out += static_cast<char>(val(hex[i]) * 16 + val(hex[i + 1]));
-  return out;
-}
-
-std::string hex_of(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
 
 const char* channel_columns =
     "id, tenant_id, name, type, config::text, webhook_secret, is_active, " CRM_MICROS(
@@ -239,7 +220,7 @@ std::string attachment_rows(std::int64_t tenant_id, std::int64_t message_id,
         error = quote(*no);
       } else {
         status = "stored";
-        data = "decode(" + quote(hex_of(*m.data)) + ", 'hex')";
+        data = "decode(" + quote(domain::hex_encode(*m.data)) + ", 'hex')";
       }
     }
     s += std::string(i ? "," : "") + "(" + std::to_string(message_id) + "," + std::to_string(i) +
@@ -951,7 +932,7 @@ void save_media(pg_conn& c, std::int64_t tenant_id, const media_outcome& o) {
                  " data = CASE WHEN $8 THEN decode($9, 'hex') ELSE NULL END"
                  " WHERE tenant_id = $1 AND message_id = $2 AND n = $3 AND status = 'pending'",
                  tenant_id, o.message_id, o.n, o.status, o.attempts, error, o.content_type, stored,
-                 stored ? hex_of(o.data) : std::string());
+                 stored ? domain::hex_encode(o.data) : std::string());
   tx.commit();
 }
 
@@ -967,7 +948,8 @@ std::optional<attachment_file> read_attachment(pg_conn& c, std::int64_t tenant_i
   f.status = r[0][0].as<std::string>();
   f.content_type = r[0][1].as<std::string>();
   f.filename = r[0][2].as<std::string>();
-  if (!r[0][3].is_null()) f.data = unhex(r[0][3].as<std::string>());
+  if (!r[0][3].is_null())
+    f.data = domain::hex_decode(r[0][3].as<std::string>()).value_or(std::string());
   f.error = opt_text(r[0][4]);
   return f;
 }
@@ -989,7 +971,8 @@ std::vector<outbound_file> outbound_files(pg_conn& c, std::int64_t tenant_id,
     f.n = r[0].as<int>();
     f.content_type = r[1].as<std::string>();
     f.filename = r[2].as<std::string>();
-    if (!r[3].is_null()) f.data = unhex(r[3].as<std::string>());
+    if (!r[3].is_null())
+      f.data = domain::hex_decode(r[3].as<std::string>()).value_or(std::string());
     out.push_back(std::move(f));
   }
   return out;

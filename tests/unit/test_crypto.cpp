@@ -226,3 +226,12 @@ TEST(crypto, init_crypto_is_idempotent) {
   init_crypto();
   EXPECT_FALSE(random_token().empty());
 }
+
+TEST(crypto, hex_decodes_what_hex_encode_wrote_and_nothing_else) {
+  const std::string bytes("\x00\x7f\x80\xff%PDF", 8);
+  EXPECT_EQ(hex_decode(hex_encode(bytes)), bytes);
+  EXPECT_EQ(hex_decode("DEADbeef"), std::string("\xde\xad\xbe\xef"));
+  EXPECT_EQ(hex_decode("abc"), std::nullopt);
+  EXPECT_EQ(hex_decode("zz"), std::nullopt);
+  EXPECT_EQ(hex_decode(""), std::string());
+}

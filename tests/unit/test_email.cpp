@@ -130,8 +130,7 @@ TEST(email_inbound, a_forwarded_mail_reads_into_a_message) {
   EXPECT_EQ(m->message.contact.email, "ana@patient.example");
   EXPECT_EQ(m->message.contact.name, "Ana Souza");
   EXPECT_EQ(m->message.external_message_id, "<reply1@patient.example>");
-  EXPECT_EQ(m->message.text,
-            "Pode ser às 10h? [attachment exame.pdf (application/pdf, 4 bytes)]");
+  EXPECT_EQ(m->message.text, "Pode ser às 10h? [attachment exame.pdf (application/pdf, 4 bytes)]");
   // The file itself goes with the message, to be kept beside it.
   ASSERT_EQ(m->message.media.size(), 1u);
   EXPECT_EQ(m->message.media[0].data, "%PDF");
