@@ -5,6 +5,7 @@
 #pragma once
 #include "actors/callback.hpp"
 #include "domain/ai_agent.hpp"
+#include "domain/assistant.hpp"
 
 #include <optional>
 #include <string>
@@ -39,7 +40,7 @@ struct document_input {
   std::string title;
   domain::document_kind kind = domain::document_kind::text;
   std::string content;
-  std::vector<std::string> passages;
+  std::vector<domain::ai::passage> passages;
 };
 
 void list_agents(runtime& rt, std::int64_t tenant, std::optional<bool> is_active, int page,

@@ -71,7 +71,8 @@ constexpr int history_turns = 10;
 
 struct stored_passage {
   std::int64_t document_id = 0;
-  std::string text;
+  std::string text;  // what an answer quotes
+  std::string title; // searched with the text
 };
 
 struct agent_entry {
@@ -141,9 +142,16 @@ void index_document(agents_state& st, const domain::ai_document& d) {
   auto a = st.agents.find(d.agent_id);
   if (a == st.agents.end()) return;
   a->second.documents.insert(d.id);
+  // In the document's order: a passage is searched with its neighbours (passage_context).
+  std::vector<ai::passage> ps;
+  std::vector<std::int64_t> ids;
   for (auto pid : d.passage_ids)
-    if (auto p = st.passages.find(pid); p != st.passages.end())
-      a->second.index.add(pid, p->second.text);
+    if (auto p = st.passages.find(pid); p != st.passages.end()) {
+      ps.push_back({p->second.title, p->second.text});
+      ids.push_back(pid);
+    }
+  for (std::size_t i = 0; i < ps.size(); ++i)
+    a->second.index.add(ids[i], ps[i].text, ai::passage_context(ps, i));
 }
 
 void unindex_passages(agents_state& st, std::int64_t agent_id,
@@ -178,7 +186,8 @@ void load(agents_actor* self) {
         auto& r = loaded->snapshot;
         for (auto& a : r.agents) st.agents[a.id].agent = std::move(a);
         for (auto& p : r.passages)
-          st.passages[p.id] = stored_passage{p.document_id, std::move(p.text)};
+          st.passages[p.id] =
+              stored_passage{p.document_id, std::move(p.passage.text), std::move(p.passage.title)};
         for (auto& d : r.documents) {
           index_document(st, d);
           st.documents[d.id] = std::move(d);
@@ -410,7 +419,8 @@ void store_document(agents_actor* self, std::int64_t agent_id, std::optional<std
         auto& st = self->state;
         unindex_passages(st, agent_id, r->old_passages);
         for (std::size_t i = 0; i < r->doc.passage_ids.size() && i < texts.size(); ++i)
-          st.passages[r->doc.passage_ids[i]] = stored_passage{r->doc.id, texts[i]};
+          st.passages[r->doc.passage_ids[i]] =
+              stored_passage{r->doc.id, texts[i].text, texts[i].title};
         index_document(st, r->doc);
         st.documents[r->doc.id] = r->doc;
         reply(json::serialize(domain::document_to_json(r->doc, nullptr)));
@@ -565,7 +575,7 @@ void decide_model(agents_actor* self, const agent_entry& e, std::string message,
   for (auto& h : e.index.search(message, model_passages)) {
     auto p = st.passages.find(h.passage_id);
     if (p == st.passages.end()) continue;
-    cited.push_back({h.passage_id, p->second.text});
+    cited.push_back({h.passage_id, ai::passage{p->second.title, p->second.text}.searched()});
     ids.push_back(h.passage_id);
     scores.push_back(h.score);
   }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -72,9 +73,10 @@ struct knowledge {
   std::int64_t next_id = 1;
 
   void add(const std::string& text) {
-    for (auto& p : ai::split_passages(text)) {
-      index.add(next_id, p);
-      passages[next_id++] = p;
+    auto ps = ai::split_passages(text);
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      index.add(next_id, ps[i].text, ai::passage_context(ps, i));
+      passages[next_id++] = ps[i].text;
     }
   }
   const std::string* text(std::int64_t id) const {
@@ -96,6 +98,85 @@ bool grounded(const ai::builtin_answer& a, const knowledge& k) {
     if (!found) return false;
   }
   return true;
+}
+
+// ---- knowledge bases of 1, 3 and 20 documents (dev/ and heldout/) ------------------------------
+
+// The held-out floors: what the scoring reached when last measured, rounded down (RESULTS.md).
+constexpr double heldout_min_right = 50;
+constexpr double heldout_max_false = 20;
+
+struct tally {
+  std::size_t answerable = 0, answered = 0, correct = 0, unanswerable = 0, false_answers = 0;
+};
+
+void print_tally(const std::string& label, const tally& t) {
+  std::printf("    %-10s answered %5.1f %% of %3zu, right passage %5.1f %%; not answerable %3zu, "
+              "answered anyway %5.1f %%\n",
+              label.c_str(), pct(t.answered, t.answerable), t.answerable,
+              pct(t.correct, t.answerable), t.unanswerable, pct(t.false_answers, t.unanswerable));
+}
+
+// A set's questions over knowledge bases made of its documents 01..kb of each language
+// (`language kb question expected`; expected `-` when the base does not answer). Returns the
+// overall tally; prints per size and per language; with `verbose`, each miss.
+tally evaluate_set(const std::string& dir, const std::string& name, bool verbose) {
+  std::map<std::pair<std::string, int>, knowledge> bases;
+  const auto base = [&](const std::string& lang, int kb) -> const knowledge& {
+    auto [it, fresh] = bases.try_emplace({lang, kb});
+    if (fresh)
+      for (int n = 1; n <= kb; ++n) {
+        char file[16];
+        std::snprintf(file, sizeof file, "%02d.txt", n);
+        it->second.add(read_file(dir + "/kb/" + lang + "/" + file));
+      }
+    return it->second;
+  };
+  std::map<std::string, tally> by_size, by_language;
+  tally all;
+  ai::agent_rules rules;
+  for (auto& row : read_tsv(dir + "/questions.tsv")) {
+    if (row.size() < 4) continue;
+    const int kb = std::atoi(row[1].c_str());
+    const knowledge& k = base(row[0], kb);
+    auto text_of = [&k](std::int64_t id) { return k.text(id); };
+    const auto a = ai::answer_builtin(k.index, text_of, row[2], rules);
+    const bool answered = a.handoff == ai::handoff_reason::none && !a.passages.empty();
+    const std::string size = "kb " + row[1];
+    for (tally* t : {&all, &by_size[size], &by_language[row[0]]}) {
+      if (row[3] == "-") {
+        t->unanswerable++;
+        t->false_answers += answered;
+      } else {
+        t->answerable++;
+        t->answered += answered;
+        bool right = false;
+        for (auto id : a.passages)
+          if (auto p = k.text(id); p && p->find(row[3]) != std::string::npos) right = true;
+        t->correct += answered && right;
+      }
+    }
+    if (!verbose) continue;
+    bool right = false;
+    for (auto id : a.passages)
+      if (auto p = k.text(id); p && p->find(row[3]) != std::string::npos) right = true;
+    if (row[3] == "-" && answered)
+      std::printf("  FALSE [%s kb %s] %s -> %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str(),
+                  a.answer.c_str());
+    else if (row[3] != "-" && !right)
+      std::printf("  MISS [%s kb %s] %s (want \"%s\") -> %s\n", row[0].c_str(), row[1].c_str(),
+                  row[2].c_str(), row[3].c_str(),
+                  answered ? a.answer.c_str() : ai::handoff_reason_name(a.handoff));
+    if (row[3] == "-" ? answered : !right)
+      for (const auto& h : k.index.search(row[2], 3))
+        std::printf("      hit score %.2f coverage %.2f: %s\n", h.score, h.coverage,
+                    k.text(h.passage_id)->c_str());
+  }
+  std::printf("knowledge bases of 1, 3 and 20 documents: %s (%s)\n", name.c_str(), dir.c_str());
+  for (auto& [label, t] : by_size) print_tally(label, t);
+  for (auto& [label, t] : by_language) print_tally("lang " + label, t);
+  print_tally("all", all);
+  return all;
 }
 
 } // namespace
@@ -158,6 +239,8 @@ int main(int argc, char** argv) {
   for (auto lang : {"en", "pt", "es"})
     kb[lang].add(read_file(dir + "/knowledge/clinic_" + lang + ".txt"));
   auto questions = read_tsv(dir + "/eval_questions.tsv");
+  const char* verbose_env = std::getenv("CRM_AI_EVAL_VERBOSE");
+  const bool clinic_verbose = verbose_env != nullptr && std::string_view(verbose_env) == "clinic";
   std::size_t answerable = 0, answered = 0, correct = 0, grounded_n = 0, answered_total = 0;
   std::size_t unknown = 0, unknown_handed = 0;
   for (auto& row : questions) {
@@ -179,12 +262,18 @@ int main(int argc, char** argv) {
       continue;
     }
     answerable++;
+    if (handed && clinic_verbose)
+      std::printf("  HANDED [%s] %s (want \"%s\"): %s\n", row[0].c_str(), row[1].c_str(),
+                  row[2].c_str(), ai::handoff_reason_name(a.handoff));
     if (handed) continue;
     answered++;
     bool has = false;
     for (auto id : a.passages)
       if (auto t = k.text(id); t && t->find(row[2]) != std::string::npos) has = true;
     correct += has;
+    if (!has && clinic_verbose)
+      std::printf("  WRONG [%s] %s (want \"%s\") -> %s\n", row[0].c_str(), row[1].c_str(),
+                  row[2].c_str(), a.answer.c_str());
   }
   std::printf("retrieval: %zu questions on the clinic's documents\n", questions.size());
   std::printf("  answerable answered: %zu of %zu (%.1f %%); holding the expected fact: %zu "
@@ -196,6 +285,32 @@ int main(int argc, char** argv) {
               "(%.1f %%)\n",
               grounded_n, answered_total, pct(grounded_n, answered_total));
   if (grounded_n != answered_total) failures++;
+
+  // ---- knowledge bases of 1, 3 and 20 documents -------------------------------------------------
+  // dev/ tunes the scoring; heldout/ was written before any tuning and is never used for it
+  // (benchmarks/ai/heldout/README.md). Issue 36's targets on it: at least 85 % of the answerable
+  // questions answered with the right passage, at most 5 % of the others answered. They are not
+  // met yet (benchmarks/RESULTS.md), so the check fails on a regression from what the scoring
+  // reaches today, and the floors rise with it.
+  const char* verbose_set = std::getenv("CRM_AI_EVAL_VERBOSE"); // "dev": print the dev misses
+  if (std::ifstream(dir + "/dev/questions.tsv"))
+    evaluate_set(dir + "/dev", "dev (tuning)",
+                 verbose_set != nullptr && std::string_view(verbose_set) == "dev");
+  if (std::ifstream(dir + "/heldout/questions.tsv")) {
+    const tally h =
+        evaluate_set(dir + "/heldout", "held-out",
+                     verbose_set != nullptr && std::string_view(verbose_set) == "heldout");
+    const double right = pct(h.correct, h.answerable);
+    const double wrong = pct(h.false_answers, h.unanswerable);
+    std::printf(
+        "  targets: right passage %.1f %% (issue 36: >= 85), answered anyway %.1f %% (<= 5)\n",
+        right, wrong);
+    if (right < heldout_min_right || wrong > heldout_max_false) {
+      std::printf("  REGRESSION: below the floors (right >= %.0f %%, answered anyway <= %.0f %%)\n",
+                  heldout_min_right, heldout_max_false);
+      failures++;
+    }
+  }
 
   // ---- latency over 10,000 passages ----------------------------------------------------------
   knowledge big;

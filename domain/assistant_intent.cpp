@@ -17,6 +17,11 @@ namespace crm::domain::ai {
 
 namespace {
 
+// An answer quotes the best passage and the next ones (sentences now, docs/ai.md#retrieval)
+// that score at least this share of the best, up to this many.
+constexpr std::size_t max_answer_passages = 3;
+constexpr double next_passage_share = 0.7;
+
 // ---- patterns -------------------------------------------------------------------------------
 //
 // A list is phrases separated by ','; a phrase is words separated by ' '; a word is
@@ -767,11 +772,11 @@ builtin_answer answer_builtin(const knowledge_index& index,
   }
 
   // One spare hit in case a passage vanished between the search and the read.
-  const std::vector<knowledge_index::hit> hits = index.search(message, 3);
+  const std::vector<knowledge_index::hit> hits = index.search(message, max_answer_passages + 1);
   double best_score = 0;
   for (const knowledge_index::hit& h : hits) {
     if (h.score < rules.min_score || h.coverage < rules.min_coverage) continue;
-    if (!out.passages.empty() && h.score < 0.8 * best_score) break;
+    if (!out.passages.empty() && h.score < next_passage_share * best_score) break;
     const std::string* text = passage_text(h.passage_id);
     if (text == nullptr) continue;
     if (out.passages.empty()) {
@@ -781,7 +786,7 @@ builtin_answer answer_builtin(const knowledge_index& index,
     }
     out.answer += *text;
     out.passages.push_back(h.passage_id);
-    if (out.passages.size() == 2) break;
+    if (out.passages.size() == max_answer_passages) break;
   }
   if (!out.passages.empty()) {
     if (out.kind == intent::greeting) out.kind = intent::faq; // a greeting with a question

@@ -3,9 +3,13 @@
 // is the `crm_text` library: the intent trainer (domain/ai/train_intents.cpp) links it at build
 // time, so the model's vocabulary is made of exactly the terms the runtime computes.
 #include "domain/assistant.hpp"
+#include "domain/assistant_lexicon.hpp"
+
+#include <libstemmer.h>
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <unordered_set>
 
 namespace crm::domain::ai {
@@ -162,6 +166,31 @@ constexpr std::string_view stop_es[] = {
     "tenemos", "algun", "alguna", "algunos", "algunas", "algo", "nada", "cuanto", "cuanta",
     "cuantos", "cuantas"};
 
+// Words that frame a question, greet or thank without saying what is asked: left out of the
+// retrieval terms (never of the intent model's), so that "hi, could you please tell me where I
+// can park?" asks the index for "park" alone. Folded forms.
+constexpr std::string_view frame_words[] = {
+    // en
+    "please", "pls", "plz", "hi", "hello", "hey", "thanks", "thank", "thx", "ok", "okay", "know",
+    "tell", "want", "wanted", "wonder", "wondering", "like", "question", "ask", "asking", "guys",
+    "dear", "anyone", "someone", "need", "much", "many", "long", "good", "also", "still", "yes",
+    "possible", "exactly", "actually", "really", "usually", "kind", "kindly", "let", "us", "there",
+    "whether", "get", "got", "go", "going", "way", "thing", "things", "able",
+    // pt
+    "oi", "ola", "bom", "boa", "obrigado", "obrigada", "obg", "favor", "gostaria", "queria",
+    "quero", "saber", "sabe", "saberia", "sabem", "informar", "informa", "dizer", "diz", "duvida",
+    "pergunta", "preciso", "precisa", "precisar", "tudo", "bem", "alguem", "aqui", "ai", "la",
+    "entao", "tipo", "ne", "sera", "seria", "existe", "ter", "voces", "vcs", "td", "tds", "pessoal",
+    "gente", "moca", "moco", "senhor", "senhora", "ainda", "mesmo", "qualquer", "quanto", "quantos",
+    "quanta", "quantas", "quais", "qual", "vou", "vai", "devo", "deve", "tenho", "ha", "tem",
+    "fica", "ficam",
+    // es
+    "hola", "buenos", "buenas", "buen", "gracias", "favor", "quisiera", "quiero", "queria", "saber",
+    "sabe", "saben", "decir", "dicen", "digan", "pregunta", "duda", "necesito", "necesita",
+    "alguien", "aqui", "ahi", "alli", "entonces", "bien", "existe", "tener", "hay", "ustedes",
+    "senor", "senora", "todavia", "mismo", "cualquier", "voy", "va", "debo", "debe", "tienen",
+    "tiene", "queda", "quedan"};
+
 // Words that say which language a message is in besides the stopwords: greetings, thanks and
 // the everyday words of a clinic's chat.
 constexpr std::string_view hint_en[] = {
@@ -299,7 +328,16 @@ void for_each_word(std::string_view folded, F&& f) {
 // ---- passages -------------------------------------------------------------------------------
 
 constexpr std::size_t max_passage_bytes = 600;
-constexpr std::size_t max_passage_sentences = 3;
+constexpr std::size_t max_heading_bytes = 80;      // a first line above more lines
+constexpr std::size_t max_lone_heading_bytes = 60; // a line alone above a paragraph
+
+bool ends_with_punctuation(std::string_view line) {
+  return !line.empty() && std::string_view(".!?:;,").find(line.back()) != std::string_view::npos;
+}
+
+bool is_list_item(std::string_view line) {
+  return line.starts_with('-') || line.starts_with('*') || line.starts_with("\u2022");
+}
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
@@ -475,7 +513,11 @@ std::optional<language> language_from(std::string_view name) {
   return std::nullopt;
 }
 
-std::string fold(std::string_view text) {
+namespace {
+
+// fold(), or with `keep_accents` the same words lower-cased with the accents of Latin-1 kept
+// (what a Snowball stemmer reads: "Informações" → "informações").
+std::string normalise(std::string_view text, bool keep_accents) {
   std::string out;
   out.reserve(text.size());
   bool pending_space = false;
@@ -505,6 +547,8 @@ std::string fold(std::string_view text) {
       const char f = cp <= 0xFF ? latin1_fold[cp - 0xC0] : latin_ext_a_fold[cp - 0x100];
       if (f == ' ') {
         put_space();
+      } else if (keep_accents && cp <= 0xFF) {
+        put([&] { append_utf8(out, cp <= 0xDE && cp != 0xD7 ? cp + 0x20 : cp); });
       } else {
         put([&] { append_folded(out, f); });
       }
@@ -520,6 +564,100 @@ std::string fold(std::string_view text) {
       put([&] { append_utf8(out, cp); });
     }
   }
+  return out;
+}
+
+} // namespace
+
+std::string fold(std::string_view text) {
+  return normalise(text, false);
+}
+
+namespace {
+
+const word_set& retrieval_stopwords() {
+  static const word_set s = [] {
+    word_set all = all_stopwords();
+    all.insert(std::begin(frame_words), std::end(frame_words));
+    return all;
+  }();
+  return s;
+}
+
+// One Snowball stemmer per language and thread (a stemmer keeps state between calls).
+class snowball {
+public:
+  explicit snowball(const char* algorithm) : stemmer_(sb_stemmer_new(algorithm, "UTF_8")) {}
+  // The stem of a lower-cased UTF-8 word; the word itself when the stemmer cannot run.
+  std::string stem(std::string_view word) {
+    if (!stemmer_) return std::string(word);
+    const sb_symbol* s =
+        sb_stemmer_stem(stemmer_.get(), reinterpret_cast<const sb_symbol*>(word.data()),
+                        static_cast<int>(word.size()));
+    if (s == nullptr) return std::string(word);
+    return std::string(reinterpret_cast<const char*>(s),
+                       static_cast<std::size_t>(sb_stemmer_length(stemmer_.get())));
+  }
+
+private:
+  struct deleter {
+    void operator()(sb_stemmer* s) const { sb_stemmer_delete(s); }
+  };
+  std::unique_ptr<sb_stemmer, deleter> stemmer_;
+};
+
+snowball& stemmer_of(language l) {
+  thread_local std::array<snowball, 3> stemmers = {snowball("english"), snowball("portuguese"),
+                                                   snowball("spanish")};
+  return stemmers[static_cast<std::size_t>(l)];
+}
+
+bool has_digit(std::string_view w) {
+  return std::any_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Calls f(word with accents, folded word) for every retrieval word of `text`.
+template <class F>
+void for_each_content_word(std::string_view text, F&& f) {
+  const std::string lower = normalise(text, true);
+  const word_set& stop = retrieval_stopwords();
+  for_each_word(lower, [&](std::string_view w) {
+    const std::string folded = fold(w);
+    if (folded.empty() || stop.contains(folded)) return;
+    f(w, folded);
+  });
+}
+
+// A word's retrieval term in `l`: numbers as they are, other words in their dictionary form
+// when the dictionary knows them (abrem → abrir), then stemmed (abr) and folded.
+std::string term_in(std::string_view word, const std::string& folded, language l) {
+  if (has_digit(folded)) return folded;
+  const std::optional<std::string> base = lexicon::lemma(word, l);
+  std::string t = fold(stemmer_of(l).stem(base ? std::string_view(*base) : word));
+  return t.empty() ? folded : t;
+}
+
+} // namespace
+
+std::vector<std::string> passage_terms(std::string_view text, language l) {
+  std::vector<std::string> out;
+  for_each_content_word(text, [&](std::string_view w, const std::string& folded) {
+    out.push_back(term_in(w, folded, l));
+  });
+  return out;
+}
+
+std::vector<std::vector<std::string>> question_terms(std::string_view text, language first) {
+  std::vector<std::vector<std::string>> out;
+  for_each_content_word(text, [&](std::string_view w, const std::string& folded) {
+    std::vector<std::string> stems{term_in(w, folded, first)};
+    for (language l : {language::en, language::pt, language::es}) {
+      if (l == first) continue;
+      std::string t = term_in(w, folded, l);
+      if (std::find(stems.begin(), stems.end(), t) == stems.end()) stems.push_back(std::move(t));
+    }
+    out.push_back(std::move(stems));
+  });
   return out;
 }
 
@@ -558,8 +696,8 @@ language detect_language(std::string_view text, language fallback) {
   return fallback;
 }
 
-std::vector<std::string> split_passages(std::string_view text) {
-  std::vector<std::string> passages;
+std::vector<passage> split_passages(std::string_view text) {
+  std::vector<passage> passages;
   // Paragraphs: blank lines end a passage whatever its length.
   std::vector<std::string_view> paragraphs;
   std::size_t para_start = 0;
@@ -575,32 +713,44 @@ std::vector<std::string> split_passages(std::string_view text) {
   }
   if (para_start < text.size()) paragraphs.push_back(text.substr(para_start));
 
-  for (std::string_view paragraph : paragraphs) {
-    std::vector<std::string> pieces;
-    for (const std::string& s : sentences_of(paragraph)) cut_long(s, pieces);
-    std::string current;
-    std::size_t count = 0;
-    const auto flush = [&] {
-      if (!current.empty() && !fold(current).empty()) passages.push_back(std::move(current));
-      current.clear();
-      count = 0;
-    };
-    for (std::string& piece : pieces) {
-      if (!current.empty() &&
-          (count == max_passage_sentences || current.size() + 1 + piece.size() > max_passage_bytes))
-        flush();
-      if (!current.empty()) current += ' ';
-      current += piece;
-      ++count;
+  std::string heading;
+  for (std::size_t i = 0; i < paragraphs.size(); ++i) {
+    std::string_view body = trim(paragraphs[i]);
+    const std::size_t nl = body.find('\n');
+    const std::string_view first = trim(body.substr(0, nl));
+    const bool more_lines = nl != std::string_view::npos;
+    const bool last = i + 1 == paragraphs.size();
+    if (first.starts_with('#') ||
+        (more_lines && first.size() <= max_heading_bytes && !ends_with_punctuation(first) &&
+         !is_list_item(first)) ||
+        (!more_lines && !last && first.size() <= max_lone_heading_bytes &&
+         !ends_with_punctuation(first) && !is_list_item(first) && !has_digit(first))) {
+      heading = squeeze(first.substr(first.find_first_not_of('#') == std::string_view::npos
+                                         ? first.size()
+                                         : first.find_first_not_of('#')));
+      body = more_lines ? body.substr(nl + 1) : std::string_view{};
     }
-    flush();
+    std::vector<std::string> pieces;
+    for (const std::string& s : sentences_of(body)) cut_long(s, pieces);
+    for (std::string& piece : pieces)
+      if (!fold(piece).empty()) passages.push_back({heading, std::move(piece)});
   }
   return passages;
 }
 
-std::optional<std::vector<std::string>> parse_qa_csv(std::string_view csv,
-                                                     std::vector<issue>& issues) {
-  std::vector<std::string> passages;
+std::string passage_context(const std::vector<passage>& passages, std::size_t i) {
+  if (i >= passages.size()) return {};
+  std::string out = passages[i].title;
+  for (const std::size_t j : {i - 1, i + 1}) { // i - 1 wraps for 0 and is skipped
+    if (j >= passages.size() || passages[j].title != passages[i].title) continue;
+    if (!out.empty()) out += '\n';
+    out += passages[j].text;
+  }
+  return out;
+}
+
+std::optional<std::vector<passage>> parse_qa_csv(std::string_view csv, std::vector<issue>& issues) {
+  std::vector<passage> passages;
   const std::size_t issues_before = issues.size();
   std::size_t reported = 0;
   const auto report = [&](std::size_t row, std::string msg) {
@@ -627,10 +777,7 @@ std::optional<std::vector<std::string>> parse_qa_csv(std::string_view csv,
     } else if (trim(row.cells[0]).empty() || trim(row.cells[1]).empty()) {
       report(r, "the question and the answer must not be empty");
     } else {
-      std::string p(trim(row.cells[0]));
-      p += '\n';
-      p += trim(row.cells[1]);
-      passages.push_back(std::move(p));
+      passages.push_back({std::string(trim(row.cells[0])), std::string(trim(row.cells[1]))});
     }
   }
   if (issues.size() != issues_before) return std::nullopt;

@@ -58,7 +58,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://carecrm.org")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, tzdata, hunspell-en-us, hunspell-pt-br, hunspell-es")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "postgresql (>= 15), redis-server (>= 5:7)")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${CRM_PACKAGING}/conffiles ${CRM_PACKAGING}/postinst ${CRM_PACKAGING}/prerm

@@ -90,11 +90,17 @@ domain::ai_document to_document(const pqxx::row& r) {
 
 std::vector<std::int64_t> insert_passages(pqxx::work& tx, std::int64_t tenant_id,
                                           std::int64_t document_id,
-                                          const std::vector<std::string>& passages) {
-  auto r = tx.exec_params("INSERT INTO ai_passages (tenant_id, document_id, ord, text) SELECT $1,"
-                          " $2, t.ord, t.text FROM jsonb_array_elements_text($3::jsonb) WITH"
-                          " ORDINALITY AS t(text, ord) RETURNING id, ord",
-                          tenant_id, document_id, strings_json(passages));
+                                          const std::vector<domain::ai::passage>& passages) {
+  std::vector<std::string> titles, texts;
+  for (const auto& p : passages) {
+    titles.push_back(p.title);
+    texts.push_back(p.text);
+  }
+  auto r = tx.exec_params("INSERT INTO ai_passages (tenant_id, document_id, ord, text, title)"
+                          " SELECT $1, $2, t.ord, t.text, $4::jsonb ->> (t.ord - 1)::int FROM"
+                          " jsonb_array_elements_text($3::jsonb) WITH ORDINALITY AS t(text, ord)"
+                          " RETURNING id, ord",
+                          tenant_id, document_id, strings_json(texts), strings_json(titles));
   std::vector<std::int64_t> ids(passages.size());
   for (auto row : r) {
     auto ord = row[1].as<std::int64_t>();
@@ -125,10 +131,12 @@ ai_snapshot load_ai(pg_conn& c, std::int64_t tenant_id) {
     at[r[0].as<std::int64_t>()] = out.documents.size();
     out.documents.push_back(to_document(r));
   }
-  for (auto r : tx.exec_params("SELECT id, document_id, text FROM ai_passages WHERE tenant_id = $1"
-                               " ORDER BY document_id, ord",
+  for (auto r : tx.exec_params("SELECT id, document_id, title, text FROM ai_passages WHERE"
+                               " tenant_id = $1 ORDER BY document_id, ord",
                                tenant_id)) {
-    passage_row p{r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::string>()};
+    passage_row p{r[0].as<std::int64_t>(),
+                  r[1].as<std::int64_t>(),
+                  {r[2].as<std::string>(), r[3].as<std::string>()}};
     if (auto it = at.find(p.document_id); it != at.end())
       out.documents[it->second].passage_ids.push_back(p.id);
     out.passages.push_back(std::move(p));

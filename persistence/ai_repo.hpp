@@ -3,6 +3,7 @@
 // Blocking: call only on a pg_pool thread.
 #pragma once
 #include "domain/ai_agent.hpp"
+#include "domain/assistant.hpp"
 #include "persistence/pg_pool.hpp"
 
 #include <optional>
@@ -14,7 +15,7 @@ namespace crm::persistence {
 struct passage_row {
   std::int64_t id = 0;
   std::int64_t document_id = 0;
-  std::string text;
+  domain::ai::passage passage;
 };
 
 struct ai_snapshot {
@@ -36,7 +37,7 @@ std::vector<std::int64_t> tenant_channels(pg_conn& c, std::int64_t tenant_id,
 struct document_write {
   domain::ai_document doc; // id 0: insert; else replace title, content and passages
   std::string content;
-  std::vector<std::string> passages;
+  std::vector<domain::ai::passage> passages;
 };
 struct document_written {
   domain::ai_document doc;                // with its id and passage ids
