@@ -16,6 +16,9 @@ constexpr std::size_t min_prefix = 5;    // letters a stem shares with the term 
 constexpr std::size_t max_extension = 5; // letters one may have beyond the other ("-acion")
 constexpr double fuzzy_factor = 0.8;
 constexpr double title_share = 0.5;
+// A passage in the question's language scores this much more: Portuguese and Spanish share
+// most stems, and a patient who asks in one is answered from the document written in it.
+constexpr double same_language_boost = 1.2;
 
 bool has_digits(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -65,6 +68,7 @@ void knowledge_index::add(std::int64_t passage_id, std::string_view text,
   }
   passage_slot& ps = slots_[slot];
   ps.passage_id = passage_id;
+  ps.lang = lang;
   ps.length = static_cast<std::uint32_t>(body_length);
   ps.terms.clear();
 
@@ -137,7 +141,8 @@ std::vector<knowledge_index::hit> knowledge_index::search(std::string_view query
   std::vector<const term_entry*> seen;
   double weight_mass = 0;
   const auto df = [](const term_entry* e) { return e->postings.size(); };
-  for (const std::vector<std::string>& stems : question_terms(query, detect_language(query))) {
+  const language query_lang = detect_language(query);
+  for (const std::vector<std::string>& stems : question_terms(query, query_lang)) {
     const term_entry* found = nullptr;
     double factor = 1;
     for (const std::string& s : stems) {
@@ -198,8 +203,10 @@ std::vector<knowledge_index::hit> knowledge_index::search(std::string_view query
 
   std::vector<hit> hits;
   hits.reserve(touched.size());
-  for (const std::uint32_t s : touched)
-    hits.push_back({slots_[s].passage_id, accs[s].score, accs[s].matched / weight_mass});
+  for (const std::uint32_t s : touched) {
+    const double boost = slots_[s].lang == query_lang ? same_language_boost : 1.0;
+    hits.push_back({slots_[s].passage_id, accs[s].score * boost, accs[s].matched / weight_mass});
+  }
   const auto better = [](const hit& x, const hit& y) {
     return x.score != y.score ? x.score > y.score : x.passage_id < y.passage_id;
   };

@@ -17,6 +17,7 @@ namespace {
 
 constexpr std::string_view dictionary_dir = "/usr/share/hunspell/";
 constexpr std::size_t max_cached_words = 200'000; // per language; the cache starts over beyond
+constexpr std::size_t max_word_bytes = 64;        // longer: no word of a dictionary
 
 struct dictionary {
   std::once_flag loaded;
@@ -49,8 +50,9 @@ dictionary& dictionary_of(language l) {
 } // namespace
 
 std::optional<std::string> lemma(std::string_view word, language l) {
+  if (word.empty() || word.size() > max_word_bytes) return std::nullopt;
   dictionary& d = dictionary_of(l);
-  if (!d.hunspell || word.empty()) return std::nullopt;
+  if (!d.hunspell) return std::nullopt;
   std::lock_guard lock(d.mutex);
   std::string key(word);
   if (const auto it = d.cache.find(key); it != d.cache.end()) return it->second;

@@ -644,6 +644,23 @@ std::vector<std::string> passage_terms(std::string_view text, language l) {
   for_each_content_word(text, [&](std::string_view w, const std::string& folded) {
     out.push_back(term_in(w, folded, l));
   });
+  // A hyphenated word also as one ("Wi-Fi" is found by "wifi", "e-mail" by "email"); its
+  // parts stay terms of their own ("segunda-feira" is found by "segunda").
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t start = text.find_first_not_of(" \t\r\n", i);
+    if (start == std::string_view::npos) break;
+    const std::size_t end = std::min(text.find_first_of(" \t\r\n", start), text.size());
+    const std::string_view token = text.substr(start, end - start);
+    i = end;
+    const std::size_t hyphen = token.find('-');
+    if (hyphen == std::string_view::npos || hyphen == 0) continue;
+    std::string joined;
+    for (const char c : token)
+      if (c != '-') joined += c;
+    const std::string lower = normalise(joined, true);
+    if (lower.empty() || lower.find(' ') != std::string::npos) continue; // not one word
+    out.push_back(term_in(lower, fold(lower), l));
+  }
   return out;
 }
 

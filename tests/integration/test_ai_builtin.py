@@ -104,9 +104,9 @@ def assert_no_knowledge(answer: dict) -> None:
 
 def assert_passages_from_the_agent(answer: dict, kb: dict) -> None:
     """Every passage is of one of the agent's documents, titled as it, its text taken from it;
-    ids are distinct; scores best first, the best over the threshold, the second within 80 %."""
+    ids are distinct; scores best first, the others within 70 % of the best, three at most."""
     ps = answer["passages"]
-    assert ps and len(ps) <= 2, answer
+    assert ps and len(ps) <= 3, answer
     assert len({p["id"] for p in ps}) == len(ps), answer
     for p in ps:
         assert p["document_id"] in kb["knowledge"], f"passage of no document of the agent: {p}"
@@ -116,9 +116,9 @@ def assert_passages_from_the_agent(answer: dict, kb: dict) -> None:
             if line.strip():
                 assert crm.squash(line) in crm.squash(content), \
                     f"passage text {line!r} is not in document {title!r}: {content!r}"
-    assert ps[0]["score"] >= 1.0, answer
-    if len(ps) == 2:
-        assert ps[0]["score"] >= ps[1]["score"] >= 0.8 * ps[0]["score"], answer
+    assert ps[0]["score"] > 0, answer
+    for before, after in zip(ps, ps[1:]):
+        assert before["score"] >= after["score"] >= 0.7 * ps[0]["score"], answer
 
 
 # ---- answers from the knowledge -------------------------------------------------------------
