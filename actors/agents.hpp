@@ -85,6 +85,15 @@ void ai_on_inbound(runtime& rt, std::int64_t tenant, ai_inbound m);
 void run_ai_reply(runtime& rt, std::int64_t tenant, std::optional<std::int64_t> agent_id,
                   ai_inbound m, callback<std::string> reply);
 
+// POST /conversations/{id}/ai/draft: the agent's reply to the contact's message (the given one,
+// else the last with text), for a person to edit and send; nothing is sent or stored.
+struct draft_request {
+  std::int64_t conversation_id = 0;
+  std::optional<std::int64_t> agent_id;   // none: the agent serving the conversation's channel
+  std::optional<std::int64_t> message_id; // none: the contact's last message with text
+};
+void draft_reply(runtime& rt, std::int64_t tenant, draft_request q, callback<std::string> reply);
+
 // POST /contacts/{id}/ai/summary.
 void contact_summary(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                      callback<std::string> reply);

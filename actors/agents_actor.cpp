@@ -44,6 +44,8 @@ struct allowed_unsafe_message_type<crm::actors::document_input> : std::true_type
 template <>
 struct allowed_unsafe_message_type<crm::actors::ai_inbound> : std::true_type {};
 template <>
+struct allowed_unsafe_message_type<crm::actors::draft_request> : std::true_type {};
+template <>
 struct allowed_unsafe_message_type<std::optional<std::int64_t>> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<std::optional<bool>> : std::true_type {};
@@ -64,6 +66,7 @@ using chat_atom = caf::atom_constant<caf::atom("chat")>;
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;
 using reply_atom = caf::atom_constant<caf::atom("reply")>;
 using summary_atom = caf::atom_constant<caf::atom("summary")>;
+using draft_atom = caf::atom_constant<caf::atom("draft")>;
 
 constexpr int max_model_attempts = 3;
 constexpr std::size_t model_passages = 5;
@@ -863,6 +866,91 @@ void take_up_pending(agents_actor* self, std::vector<persistence::pending_inboun
   }
 }
 
+// ---- drafts for staff ------------------------------------------------------------------------
+
+// The agent that drafts in a conversation on `channel_id` when none is named: the channel's
+// auto-replying agent, else an active agent serving the channel, else the tenant's only
+// active agent.
+const agent_entry* drafting_agent(const agents_state& st, std::int64_t channel_id) {
+  if (const agent_entry* a = auto_agent_of(st, channel_id)) return a;
+  const agent_entry* only = nullptr;
+  std::size_t active = 0;
+  for (auto& [id, e] : st.agents) {
+    if (!e.agent.is_active) continue;
+    const auto& ch = e.agent.channel_ids;
+    if (std::find(ch.begin(), ch.end(), channel_id) != ch.end()) return &e;
+    ++active;
+    only = &e;
+  }
+  return active == 1 ? only : nullptr;
+}
+
+// The agent's decision on the conversation's message, for a person to edit and send: the same
+// screen, knowledge and provider as an auto-reply, nothing sent and nothing stored.
+void draft(agents_actor* self, draft_request q, callback<std::string> reply) {
+  auto& st = self->state;
+  if (q.agent_id && !st.agents.count(*q.agent_id)) return missing_agent(self, *q.agent_id, reply);
+  db<persistence::draft_target>(
+      self,
+      [tid = st.env.tenant_id, q](persistence::pg_conn& c) {
+        return persistence::find_draft_target(c, tid, q.conversation_id, q.message_id);
+      },
+      [self, q, reply](domain::outcome<persistence::draft_target> t) {
+        using found = persistence::draft_target::found;
+        if (!t) return reply(t.error());
+        auto& st = self->state;
+        switch (t->state) {
+        case found::no_conversation:
+          return reply_not_held(
+              st.env,
+              [id = q.conversation_id](persistence::pg_conn& c) {
+                return persistence::tenant_of_conversation(c, id);
+              },
+              failure::of(errc::not_found, "conversation not found"), reply);
+        case found::not_its_message:
+          return reply(failure::invalid(
+              {body_issue("message_id", "not a message the contact sent in this conversation")}));
+        case found::nothing_to_answer:
+          return reply(failure::of(errc::conflict,
+                                   "the conversation holds no message from the contact to answer"));
+        case found::ok: break;
+        }
+        const agent_entry* e = nullptr;
+        if (q.agent_id) {
+          const auto it = st.agents.find(*q.agent_id);
+          if (it == st.agents.end()) return missing_agent(self, *q.agent_id, reply);
+          e = &it->second;
+        } else {
+          e = drafting_agent(st, t->channel_id);
+        }
+        if (e == nullptr)
+          return reply(failure::of(errc::conflict, "no active agent serves this conversation's "
+                                                   "channel: name one with agent_id"));
+        if (!e->agent.is_active) return reply(failure::of(errc::conflict, "the agent is inactive"));
+        // A contact who withdrew ai_processing is read by no agent, for a draft neither.
+        require_consent(*st.env.rt->owner, st.env.tenant_id, t->contact_id,
+                        domain::consent_purpose::ai_processing,
+                        callback<domain::done>(in_actor<domain::outcome<domain::done>>(
+                            self, [self, agent_id = e->agent.id, target = std::move(*t),
+                                   reply](domain::outcome<domain::done> allowed) {
+                              if (!allowed) return reply(allowed.error());
+                              decide(self, agent_id, target.text,
+                                     std::make_pair(target.conversation_id, target.message_id),
+                                     [self, agent_id, target, reply](decision d) {
+                                       json::object o = decision_json(self->state, d);
+                                       o.erase("answer");
+                                       o["draft"] = d.handoff == ai::handoff_reason::none
+                                                        ? json::value(d.answer)
+                                                        : json::value(nullptr);
+                                       o["conversation_id"] = target.conversation_id;
+                                       o["message_id"] = target.message_id;
+                                       o["agent_id"] = agent_id;
+                                       reply(json::serialize(o));
+                                     });
+                            })));
+      });
+}
+
 // ---- the contact summary ---------------------------------------------------------------------
 
 std::string summary_text(const domain::contact& c, const persistence::contact_messages& m) {
@@ -1107,6 +1195,10 @@ caf::behavior agents_behavior(agents_actor* self, tenant_env env) {
               });
         });
       },
+      [self, measure](draft_atom, draft_request& q, callback<std::string>& reply) {
+        auto _ = measure();
+        when_loaded(self, fail_with(reply), [self, q, reply] { draft(self, q, reply); });
+      },
       [self, measure](summary_atom, std::int64_t contact_id, callback<std::string>& reply) {
         auto _ = measure();
         summarize(self, contact_id, reply);
@@ -1172,6 +1264,9 @@ void chat(runtime& rt, std::int64_t tenant, std::int64_t agent_id, std::string m
           callback<std::string> reply) {
   tell<child_kind::agents>(rt, tenant, chat_atom::value, agent_id, std::move(message),
                            std::move(reply));
+}
+void draft_reply(runtime& rt, std::int64_t tenant, draft_request q, callback<std::string> reply) {
+  tell<child_kind::agents>(rt, tenant, draft_atom::value, std::move(q), std::move(reply));
 }
 void ai_on_inbound(runtime& rt, std::int64_t tenant, ai_inbound m) {
   tell<child_kind::agents>(rt, tenant, inbound_atom::value, std::move(m));

@@ -72,6 +72,8 @@ const std::vector<table_row>& table() {
       {verb::put, "/api/v1/tags/{name}", rule(m::change_in_tx, "contact", "rename_tag", "")},
       {verb::get, "/api/v1/tags", rule(m::none, "tag", "list", "")},
       {verb::post, "/api/v1/contacts/{id}/ai/summary", rule(m::read, "contact", "ai_summary")},
+      {verb::post, "/api/v1/conversations/{id}/ai/draft",
+       rule(m::read, "conversation", "ai_draft")},
       {verb::get, "/api/v1/contacts/{id}/consents", rule(m::list, "contact", "list_consents")},
       {verb::post, "/api/v1/contacts/{id}/consents",
        rule(m::change_in_tx, "contact", "record_consent")},

@@ -314,6 +314,39 @@ std::vector<domain::chat_turn> recent_turns(pg_conn& c, std::int64_t tenant_id,
   return out;
 }
 
+draft_target find_draft_target(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id,
+                               std::optional<std::int64_t> message_id) {
+  pqxx::read_transaction tx(c.raw());
+  draft_target out;
+  const auto conv = tx.exec_params(
+      "SELECT channel_id, contact_id FROM conversations WHERE tenant_id = $1 AND id = $2",
+      tenant_id, conversation_id);
+  if (conv.empty()) {
+    out.state = draft_target::found::no_conversation;
+    return out;
+  }
+  out.conversation_id = conversation_id;
+  out.channel_id = conv.front()[0].as<std::int64_t>();
+  out.contact_id = conv.front()[1].as<std::int64_t>();
+  const auto msg =
+      message_id ? tx.exec_params("SELECT id, text FROM messages WHERE tenant_id = $1 AND"
+                                  " conversation_id = $2 AND id = $3 AND direction = 'inbound'",
+                                  tenant_id, conversation_id, *message_id)
+                 : tx.exec_params("SELECT id, text FROM messages WHERE tenant_id = $1 AND"
+                                  " conversation_id = $2 AND direction = 'inbound' AND text <> ''"
+                                  " ORDER BY id DESC LIMIT 1",
+                                  tenant_id, conversation_id);
+  if (msg.empty()) {
+    out.state =
+        message_id ? draft_target::found::not_its_message : draft_target::found::nothing_to_answer;
+    return out;
+  }
+  out.message_id = msg.front()[0].as<std::int64_t>();
+  out.text = msg.front()[1].as<std::string>();
+  if (out.text.empty()) out.state = draft_target::found::nothing_to_answer;
+  return out;
+}
+
 contact_messages messages_of_contact(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id) {
   pqxx::read_transaction tx(c.raw());
   contact_messages out;

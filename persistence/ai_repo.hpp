@@ -65,4 +65,18 @@ struct contact_messages {
 };
 contact_messages messages_of_contact(pg_conn& c, std::int64_t tenant_id, std::int64_t contact_id);
 
+// What a draft answers (POST /conversations/{id}/ai/draft): a conversation of the tenant and
+// one of its inbound messages, the given one or the last with text.
+struct draft_target {
+  enum class found : std::uint8_t { ok, no_conversation, not_its_message, nothing_to_answer };
+  found state = found::ok;
+  std::int64_t conversation_id = 0;
+  std::int64_t channel_id = 0;
+  std::int64_t contact_id = 0;
+  std::int64_t message_id = 0;
+  std::string text;
+};
+draft_target find_draft_target(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id,
+                               std::optional<std::int64_t> message_id);
+
 } // namespace crm::persistence

@@ -320,6 +320,21 @@ void chat(services& s, const exchange_ptr& ex) {
   actors::chat(s.rt, ex->who.tenant_id, *id, std::move(*message), json_reply(ex));
 }
 
+// POST /conversations/{id}/ai/draft: an optional body {"agent_id", "message_id"}.
+void draft(services& s, const exchange_ptr& ex) {
+  std::vector<issue> path_issues;
+  auto id = path_id(ex->param("id"), "id", path_issues);
+  const bool empty = ex->req.body.find_first_not_of(" \t\r\n") == std::string::npos;
+  body_reader body(empty ? std::string_view("{}") : std::string_view(ex->req.body));
+  for (auto& i : path_issues) body.issues().push_back(i);
+  actors::draft_request q;
+  q.agent_id = body.id("agent_id", false);
+  q.message_id = body.id("message_id", false);
+  if (!body.finish() || !id) return ex->fail(body.failure());
+  q.conversation_id = *id;
+  actors::draft_reply(s.rt, ex->who.tenant_id, q, json_reply(ex));
+}
+
 void summary(services& s, const exchange_ptr& ex) {
   auto id = id_param(ex);
   if (!id) return;
@@ -513,6 +528,30 @@ void define_ai_schemas(router& r) {
                 "emergency message when urgent). A provider that fails, times out or cannot be "
                 "reached is a provider_error hand-off in a 200 answer, not an error status."));
 
+  define(r, "AiDraftRequest",
+         described(object({{"agent_id", id(), false}, {"message_id", id(), false}}),
+                   "both optional (an empty body too): the agent serving the conversation's "
+                   "channel (else the tenant's only active agent), and the contact's last "
+                   "message with text"));
+  define(
+      r, "AiDraft",
+      described(object({{"draft", nullable(text({}))},
+                        {"conversation_id", id()},
+                        {"message_id", id()},
+                        {"agent_id", id()},
+                        {"intent", one_of(intents)},
+                        {"passages", array_of(ref("AiChatPassage"))},
+                        {"handoff", boolean()},
+                        {"handoff_reason", nullable(one_of(handoff_reasons))},
+                        {"language", one_of(languages)},
+                        {"provider", one_of(rules::providers)},
+                        {"usage", nullable(object({{"prompt_tokens", nullable(integer())},
+                                                   {"completion_tokens", nullable(integer())}}))}}),
+                "a suggested reply grounded in the agent's knowledge, with the passages it "
+                "quotes; never sent by carecrm. draft is null when the agent would hand the "
+                "message to a person (handoff true, with its reason: urgent, clinical, a "
+                "keyword, a complaint, no answer in the knowledge, a provider failure)"));
+
   define(r, "AiContactSummary",
          object({{"contact_id", id()},
                  {"summary", text({})},
@@ -586,6 +625,11 @@ void add_ai_routes(router& r, services& s) {
          "Ask an agent (test console: nothing is sent or stored)", tag},
         route_doc("AiChatRequest", "AiChatAnswer")
             .with_example(R"({"message": "Where can patients park?"})"));
+  r.add({verb::post, "/api/v1/conversations/{id}/ai/draft", access::bearer, write, bind(s, draft),
+         "Draft a reply to the contact's message for a person to edit and send", tag},
+        route_doc("AiDraftRequest", "AiDraft")
+            .with_example(R"({"message_id": 42})")
+            .fails_with({409})); // no agent, nothing to answer, no consent
   r.add({verb::post, "/api/v1/contacts/{id}/ai/summary", access::bearer, write, bind(s, summary),
          "Summarise a contact's record and conversations", tag},
         route_doc("", "AiContactSummary").without_body().fails_with({409})); // no consent
