@@ -32,7 +32,7 @@
 #include "persistence/secrets_repo.hpp"
 #include "persistence/subject_repo.hpp"
 #include "persistence/user_repo.hpp"
-#include "persistence/worker_pool.hpp"
+#include "net/worker_pool.hpp"
 
 #include <sys/resource.h>
 
@@ -155,7 +155,7 @@ int serve(config::settings cfg) {
   persistence::revocation_store revocations(revoked, redis, cfg.redis_url);
   revocations.start(pool);
   persistence::login_throttle throttle(redis, cfg.login_max_failures, cfg.login_window_seconds);
-  persistence::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(),
+  net::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(),
                                    cfg.hash_queue_limit);
   // The audit trail (docs/compliance.md): partitions exist before the first row is written.
   {

@@ -20,7 +20,19 @@ const char* to_string(ai_provider p) {
 }
 
 const char* to_string(document_kind k) {
-  return k == document_kind::text ? "text" : "qa";
+  switch (k) {
+  case document_kind::text: return "text";
+  case document_kind::qa: return "qa";
+  case document_kind::html: return "html";
+  case document_kind::pdf: return "pdf";
+  }
+  return "text";
+}
+
+std::optional<document_kind> document_kind_from(std::string_view name) {
+  for (auto k : {document_kind::text, document_kind::qa, document_kind::html, document_kind::pdf})
+    if (name == to_string(k)) return k;
+  return std::nullopt;
 }
 
 namespace {
@@ -77,7 +89,7 @@ json::object document_to_json(const ai_document& d, const std::string* content) 
   o["kind"] = to_string(d.kind);
   o["bytes"] = d.bytes;
   o["passage_count"] = static_cast<std::int64_t>(d.passage_ids.size());
-  if (content) o[d.kind == document_kind::text ? "text" : "csv"] = *content;
+  if (content) o[d.kind == document_kind::qa ? "csv" : "text"] = *content; // html, pdf: their text
   o["created_at"] = format_rfc3339(d.created_at);
   o["updated_at"] = format_rfc3339(d.updated_at);
   return o;

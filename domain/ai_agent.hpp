@@ -43,8 +43,10 @@ boost::json::object agent_to_json(const ai_agent& a, std::int64_t document_count
                                   std::int64_t passage_count);
 ai::agent_rules rules_of(const ai_agent& a);
 
-enum class document_kind : std::uint8_t { text, qa };
+// text: plain text; qa: question/answer CSV; html, pdf: kept as the text extracted from them.
+enum class document_kind : std::uint8_t { text, qa, html, pdf };
 const char* to_string(document_kind k);
+std::optional<document_kind> document_kind_from(std::string_view name);
 
 // Knowledge documents an agent, and a tenant, may hold (each up to 1 MiB of text, kept in
 // memory and indexed): beyond, a new one is 409 (docs/ai.md).

@@ -36,7 +36,7 @@ bool holds(std::string_view text, std::string_view query) {
   return it != text.end();
 }
 
-failure not_found() {
+failure note_not_found() {
   return failure::of(errc::not_found, "note not found");
 }
 
@@ -52,7 +52,7 @@ std::optional<failure> refused(const note& n, const note_editor& by) {
 
 outcome<note> note_store::get(std::int64_t contact, std::int64_t id) const {
   auto it = notes.find(id);
-  if (it == notes.end() || it->second.contact_id != contact) return not_found();
+  if (it == notes.end() || it->second.contact_id != contact) return note_not_found();
   return it->second;
 }
 

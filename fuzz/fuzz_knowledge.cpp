@@ -1,8 +1,9 @@
 // The assistant's knowledge (docs/ai.md "Retrieval"): any document a clinic uploads (up to
-// 1 MiB of text or CSV) and any patient message is cut, stemmed through Snowball and Hunspell,
-// indexed and searched without a crash; every passage stays within 600 bytes, a search returns
-// only passages of the index, best first, with a coverage between 0 and 1.
+// 1 MiB of text, CSV or HTML, a PDF of 8 MiB) and any patient message is cut, stemmed through
+// Snowball and Hunspell, indexed and searched without a crash; every passage stays within 600
+// bytes, a search returns only passages of the index, best first, with a coverage between 0 and 1.
 #include "domain/assistant.hpp"
+#include "domain/document_text.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,12 @@ namespace ai = crm::domain::ai;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
+  // The same bytes as HTML and, when they say so, as a PDF: text or a reason, never a crash.
+  if (const auto html = crm::domain::text_of_html(in)) (void)ai::split_passages(*html);
+  if (in.starts_with("%PDF-")) {
+    const auto pdf = crm::domain::text_of_pdf(in);
+    if (!pdf.text && pdf.error.empty()) __builtin_trap();
+  }
   const std::vector<ai::passage> ps = ai::split_passages(in);
   ai::knowledge_index index;
   for (std::size_t i = 0; i < ps.size(); ++i) {

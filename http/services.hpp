@@ -14,8 +14,10 @@ class pg_pool;
 class redis_client;
 class revocation_store;
 class login_throttle;
-class worker_pool;
 } // namespace crm::persistence
+namespace crm::net {
+class worker_pool;
+}
 
 namespace crm::http {
 
@@ -30,7 +32,7 @@ struct services {
   persistence::redis_client& redis;
   persistence::revocation_store& revocations;
   persistence::login_throttle& throttle;
-  persistence::worker_pool& hashing;
+  net::worker_pool& hashing; // CPU work off the network threads: Argon2id, PDF text
   http_metrics& metrics;
   auditor& audit;                              // the audit trail's HTTP side (http/audit.hpp)
   tenant_placement* placement = nullptr;       // in a cluster (http/placement.hpp)

@@ -81,7 +81,7 @@ domain::ai_document to_document(const pqxx::row& r) {
   d.tenant_id = r[1].as<std::int64_t>();
   d.agent_id = r[2].as<std::int64_t>();
   d.title = r[3].as<std::string>();
-  d.kind = r[4].as<std::string>() == "qa" ? domain::document_kind::qa : domain::document_kind::text;
+  d.kind = domain::document_kind_from(r[4].as<std::string>()).value_or(domain::document_kind::text);
   d.bytes = r[5].as<std::int64_t>();
   d.created_at = r[6].as<std::int64_t>();
   d.updated_at = r[7].as<std::int64_t>();

@@ -18,6 +18,7 @@ CRM_PACKAGES=(
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libhiredis-dev libpqxx-dev libsodium-dev
   libssl-dev libcurl4-openssl-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhowardhinnant-date-dev libstemmer-dev libhunspell-dev hunspell-en-us hunspell-pt-br hunspell-es
+  libxml2-dev libpoppler-cpp-dev python3-reportlab
   tzdata
   postgresql-15 postgresql-client-15 redis-server
   python3 python3-pytest python3-jsonschema python3-icalendar python3-aiosmtpd wrk procps iproute2 curl iso-codes openssl

@@ -6,11 +6,14 @@
 
 #include "actors/agents.hpp"
 #include "actors/channels.hpp"
+#include "domain/crypto.hpp"
+#include "domain/document_text.hpp"
 #include "domain/validation.hpp"
 #include "domain/workflow.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
+#include "net/worker_pool.hpp"
 
 #include <boost/json.hpp>
 
@@ -200,48 +203,95 @@ void delete_agent(services& s, const exchange_ptr& ex) {
   actors::delete_agent(s.rt, ex->who.tenant_id, *id, no_content_reply(ex));
 }
 
-// {"title", "text"} or {"title", "csv"}: validated and cut into passages.
+// {"title"} and one of "text", "csv", "html" or "pdf" (base64): validated; text and CSV cut
+// into passages at once, HTML and PDF kept as they came for extract_document.
 std::optional<actors::document_input> read_document(body_reader& body) {
   actors::document_input d;
   auto title = body.text("title", true, ai_rules::title);
-  auto text = body.raw("text");
-  auto csv = body.raw("csv");
-  if (!body.valid_json()) return std::nullopt;
-  if (text && csv) {
-    body.add({"body"}, "send either text or csv, not both", "value_error");
-  } else if (!text && !csv) {
-    body.add({"body", "text"}, "Field required", "missing");
-  } else {
-    const char* key = text ? "text" : "csv";
-    auto s = (text ? text : csv)->if_string();
-    if (!s) {
-      body.add({"body", key}, "Input should be a valid string", "string_type");
-    } else if (s->empty()) {
-      body.add({"body", key}, "String should have at least 1 character", "string_too_short");
-    } else if (s->size() > domain::ai::max_document_bytes) {
-      body.add({"body", key},
-               "String should have at most " + std::to_string(domain::ai::max_document_bytes) +
-                   " bytes",
-               "string_too_long");
-    } else if (text) {
-      d.kind = domain::document_kind::text;
-      d.content.assign(s->c_str(), s->size());
-      d.passages = domain::ai::split_passages(d.content);
-      if (d.passages.empty()) body.add({"body", "text"}, "the text holds no words", "value_error");
-    } else {
-      d.kind = domain::document_kind::qa;
-      d.content.assign(s->c_str(), s->size());
-      auto pairs = domain::ai::parse_qa_csv(d.content, body.issues());
-      if (pairs) {
-        d.passages = std::move(*pairs);
-        if (d.passages.empty())
-          body.add({"body", "csv"}, "the CSV holds no question/answer pair", "value_error");
-      }
+  constexpr std::array<std::pair<std::string_view, domain::document_kind>, 4> keys{
+      {{"text", domain::document_kind::text},
+       {"csv", domain::document_kind::qa},
+       {"html", domain::document_kind::html},
+       {"pdf", domain::document_kind::pdf}}};
+  const boost::json::value* content = nullptr;
+  std::string_view key;
+  std::size_t sent = 0;
+  for (auto [k, kind] : keys) {
+    if (auto v = body.raw(k)) {
+      ++sent;
+      content = v;
+      key = k;
+      d.kind = kind;
     }
+  }
+  if (!body.valid_json()) return std::nullopt;
+  // Base64 of a PDF of at most max_pdf_bytes.
+  const std::size_t limit = d.kind == domain::document_kind::pdf
+                                ? (domain::max_pdf_bytes + 2) / 3 * 4
+                                : domain::ai::max_document_bytes;
+  const auto* s = content ? content->if_string() : nullptr;
+  if (sent > 1) {
+    body.add({"body"}, "send one of text, csv, html and pdf", "value_error");
+  } else if (sent == 0) {
+    body.add({"body", "text"}, "Field required", "missing");
+  } else if (!s) {
+    body.add({"body", std::string(key)}, "Input should be a valid string", "string_type");
+  } else if (s->empty()) {
+    body.add({"body", std::string(key)}, "String should have at least 1 character",
+             "string_too_short");
+  } else if (s->size() > limit) {
+    body.add({"body", std::string(key)},
+             "String should have at most " + std::to_string(limit) + " bytes", "string_too_long");
+  } else if (d.kind == domain::document_kind::text) {
+    d.content.assign(s->c_str(), s->size());
+    d.passages = domain::ai::split_passages(d.content);
+    if (d.passages.empty()) body.add({"body", "text"}, "the text holds no words", "value_error");
+  } else if (d.kind == domain::document_kind::qa) {
+    d.content.assign(s->c_str(), s->size());
+    auto pairs = domain::ai::parse_qa_csv(d.content, body.issues());
+    if (pairs) {
+      d.passages = std::move(*pairs);
+      if (d.passages.empty())
+        body.add({"body", "csv"}, "the CSV holds no question/answer pair", "value_error");
+    }
+  } else if (d.kind == domain::document_kind::html) {
+    d.content.assign(s->c_str(), s->size());
+  } else if (auto bytes = domain::base64_decode(std::string_view(s->c_str(), s->size()))) {
+    d.content = std::move(*bytes);
+  } else {
+    body.add({"body", "pdf"}, "the PDF must be base64 (RFC 4648)", "value_error");
   }
   if (!body.finish() || !title) return std::nullopt;
   d.title = std::move(*title);
   return d;
+}
+
+// An HTML or PDF document's text, cut into passages (on a worker thread: a PDF may take a
+// while); the issue at ["body", kind] when there is no text to keep.
+std::optional<issue> extract_document(actors::document_input& d) {
+  const char* key = domain::to_string(d.kind);
+  std::string text;
+  if (d.kind == domain::document_kind::html) {
+    auto t = domain::text_of_html(d.content);
+    if (!t)
+      return issue{
+          {std::string("body"), std::string(key)}, "the HTML cannot be read", "value_error"};
+    text = std::move(*t);
+  } else {
+    auto t = domain::text_of_pdf(d.content);
+    if (!t.text) return issue{{std::string("body"), std::string(key)}, t.error, "value_error"};
+    text = std::move(*t.text);
+  }
+  if (text.size() > domain::ai::max_document_bytes)
+    return issue{{std::string("body"), std::string(key)},
+                 "its text is longer than " + std::to_string(domain::ai::max_document_bytes) +
+                     " bytes",
+                 "value_error"};
+  d.passages = domain::ai::split_passages(text);
+  if (d.passages.empty())
+    return issue{{std::string("body"), std::string(key)}, "it holds no words", "value_error"};
+  d.content = std::move(text);
+  return std::nullopt;
 }
 
 void save_document(services& s, const exchange_ptr& ex, bool creating) {
@@ -256,7 +306,19 @@ void save_document(services& s, const exchange_ptr& ex, bool creating) {
   auto reply =
       creating ? created_reply(ex, "/api/v1/ai/agents/" + std::to_string(*agent) + "/knowledge/")
                : json_reply(ex);
-  actors::save_document(s.rt, ex->who.tenant_id, *agent, doc, std::move(*d), std::move(reply));
+  if (d->kind != domain::document_kind::html && d->kind != domain::document_kind::pdf)
+    return actors::save_document(s.rt, ex->who.tenant_id, *agent, doc, std::move(*d),
+                                 std::move(reply));
+  auto& rt = s.rt;
+  const bool queued = s.hashing.try_submit(
+      [&rt, ex, agent = *agent, doc, d = std::make_shared<actors::document_input>(std::move(*d)),
+       reply = std::move(reply)]() mutable {
+        if (auto bad = extract_document(*d)) return ex->fail(failure::invalid({std::move(*bad)}));
+        actors::save_document(rt, ex->who.tenant_id, agent, doc, std::move(*d), std::move(reply));
+      });
+  if (!queued)
+    ex->fail(
+        failure::of(domain::errc::service_unavailable, "too many documents being read at once"));
 }
 
 void create_document(services& s, const exchange_ptr& ex) {
@@ -367,7 +429,7 @@ void define_ai_schemas(router& r) {
   // Never "none": no hand-off is a null reason.
   const auto handoff_reasons = names_of(
       ai::handoff_reason::urgent, ai::handoff_reason::provider_error, ai::handoff_reason_name);
-  const auto kinds = names_of(domain::document_kind::text, domain::document_kind::qa,
+  const auto kinds = names_of(domain::document_kind::text, domain::document_kind::pdf,
                               [](domain::document_kind k) { return domain::to_string(k); });
   auto described = [](object_t s, std::string_view what) {
     s["description"] = what;
@@ -438,19 +500,32 @@ void define_ai_schemas(router& r) {
   // A knowledge document: its title and either text (cut into passages) or a CSV of
   // question/answer pairs (one passage each).
   auto content = [&](std::string_view what) { return described(text({.min = 1}), what); };
-  auto write =
-      object({{"title", text(rules::title)},
-              {"text",
-               content("plain text, at most " + std::to_string(ai::max_document_bytes) +
-                       " bytes (UTF-8), holding at least one word"),
-               false},
-              {"csv",
-               content("question,answer rows (RFC 4180, an optional header row), at most " +
-                       std::to_string(ai::max_document_bytes) +
-                       " bytes (UTF-8), holding at least one pair"),
-               false}});
+  auto write = object(
+      {{"title", text(rules::title)},
+       {"text",
+        content("plain text, at most " + std::to_string(ai::max_document_bytes) +
+                " bytes (UTF-8), holding at least one word"),
+        false},
+       {"csv",
+        content("question,answer rows (RFC 4180, an optional header row), at most " +
+                std::to_string(ai::max_document_bytes) +
+                " bytes (UTF-8), holding at least one pair"),
+        false},
+       {"html",
+        content("an HTML page or fragment, at most " + std::to_string(ai::max_document_bytes) +
+                " bytes: its text is kept (h1-h6 as headings; scripts, styles and the "
+                "head left out)"),
+        false},
+       {"pdf",
+        content("a PDF of at most " + std::to_string(domain::max_pdf_bytes) +
+                " bytes, base64 (RFC 4648): the text of its pages is kept (a page's "
+                "title lines as headings); encrypted PDFs and scans without text are "
+                "refused"),
+        false}});
   write["oneOf"] = boost::json::array{object_t{{"required", boost::json::array{"text"}}},
-                                      object_t{{"required", boost::json::array{"csv"}}}};
+                                      object_t{{"required", boost::json::array{"csv"}}},
+                                      object_t{{"required", boost::json::array{"html"}}},
+                                      object_t{{"required", boost::json::array{"pdf"}}}};
   define(r, "AiKnowledgeWrite", write);
   auto document = [&](bool with_content) {
     auto d = object({{"id", id()},
@@ -462,16 +537,19 @@ void define_ai_schemas(router& r) {
                      {"created_at", timestamp()},
                      {"updated_at", timestamp()}});
     if (with_content) {
-      // The content under the key of its kind: text for text, csv for qa.
+      // The content under the key of its kind: csv for qa, text for the others (for html and
+      // pdf, the text extracted from them).
       auto& props = d["properties"].as_object();
       props["text"] = text({});
       props["csv"] = text({});
-      boost::json::array either;
-      for (auto [kind, key] : {std::pair{domain::document_kind::text, "text"},
-                               std::pair{domain::document_kind::qa, "csv"}})
-        either.push_back(object_t{
-            {"properties", object_t{{"kind", object_t{{"const", domain::to_string(kind)}}}}},
-            {"required", boost::json::array{key}}});
+      const auto kind_is = [](boost::json::array names) {
+        return object_t{{"properties", object_t{{"kind", object_t{{"enum", std::move(names)}}}}}};
+      };
+      object_t text_kinds = kind_is({"text", "html", "pdf"});
+      text_kinds["required"] = boost::json::array{"text"};
+      object_t qa_kind = kind_is({"qa"});
+      qa_kind["required"] = boost::json::array{"csv"};
+      boost::json::array either{text_kinds, qa_kind};
       d["oneOf"] = std::move(either);
     }
     return d;
@@ -562,10 +640,10 @@ void define_ai_schemas(router& r) {
                  {"generated_at", timestamp()}}));
 }
 
-// Knowledge documents hold up to 1 MiB of text (docs/ai.md): their writes take a body of up to
-// 2 MiB, whatever --body-limit says for the other routes.
+// Knowledge documents hold up to 1 MiB of text, or a PDF of up to 8 MiB (docs/ai.md): their
+// writes take a body of up to 12 MiB, whatever --body-limit says for the other routes.
 route large_body(route rt) {
-  rt.body_limit = std::size_t{2} * 1024 * 1024;
+  rt.body_limit = std::size_t{12} * 1024 * 1024; // a PDF of 8 MiB is 10.7 MiB of base64
   return rt;
 }
 
@@ -607,7 +685,7 @@ void add_ai_routes(router& r, services& s) {
         route_doc("", "AiKnowledgePage").with_query(schema::paging()));
   r.add(large_body({verb::post, "/api/v1/ai/agents/{id}/knowledge", access::bearer, manage,
                     bind(s, create_document),
-                    "Add a knowledge document (text or question/answer CSV)", tag, 201}),
+                    "Add a knowledge document (text, question/answer CSV, HTML or PDF)", tag, 201}),
         route_doc("AiKnowledgeWrite", "AiKnowledgeListItem").with_example(R"({"title": "Parking",
  "text": "Patients park for free in the garage on Rua Augusta, level 2."})"));
   r.add({verb::get, "/api/v1/ai/agents/{id}/knowledge/{document_id}", access::bearer, manage,

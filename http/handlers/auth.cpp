@@ -18,7 +18,7 @@
 #include "persistence/revocations.hpp"
 #include "persistence/totp_repo.hpp"
 #include "persistence/user_repo.hpp"
-#include "persistence/worker_pool.hpp"
+#include "net/worker_pool.hpp"
 
 #include <boost/json.hpp>
 

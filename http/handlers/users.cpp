@@ -12,7 +12,7 @@
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
 #include "persistence/revocations.hpp"
-#include "persistence/worker_pool.hpp"
+#include "net/worker_pool.hpp"
 
 namespace crm::http {
 namespace {

@@ -2615,12 +2615,13 @@ def assert_document(body: Any, content: str | None = None, **expected) -> None:
         f"document must have exactly {sorted(want)}: {body}"
     assert is_int(body["id"]) and is_int(body["agent_id"]), body
     assert isinstance(body["title"], str) and body["title"], body
-    assert body["kind"] in ("text", "qa"), body
+    assert body["kind"] in ("text", "qa", "html", "pdf"), body
     assert is_int(body["bytes"]) and body["bytes"] > 0, body
     assert is_int(body["passage_count"]) and body["passage_count"] > 0, body
     if content:
         assert isinstance(body[content], str), body
-        assert body["kind"] == ("text" if content == "text" else "qa"), body
+        # HTML and PDF documents show the text extracted from them.
+        assert body["kind"] in (("text", "html", "pdf") if content == "text" else ("qa",)), body
     assert_timestamp(body["created_at"])
     assert_timestamp(body["updated_at"])
     _assert_expected(body, expected)

@@ -4,7 +4,7 @@ write-only api_key (has_api_key; the key in no response), PUT/PATCH changing onl
 sent, DELETE taking documents and replies along, the list with its paging and filter, two active
 auto-reply agents on one channel (409); knowledge documents from text and from question/answer
 CSV (shape, kind, bytes, passages), their limits (exactly 1 MiB accepted, one byte more 422;
-the knowledge routes take a 2 MiB body, others keep 1 MiB), PUT replacing and DELETE removing a
+the knowledge routes take a 12 MiB body, for a PDF's base64, others keep 1 MiB), PUT replacing and DELETE removing a
 document from retrieval; roles (viewer and agent read nothing; a manager reads and writes
 knowledge but not agents); tenant isolation (403) and unknown ids (404); the SSRF guard on
 base_url; and the index rebuilt from Postgres after a restart.
@@ -776,7 +776,7 @@ def test_one_mib_text_is_accepted_and_one_byte_more_is_422(client, admin):
     doc = crm.add_document(client, admin, aid, "Handbook", text=text)
     assert doc["bytes"] == MIB and doc["passage_count"] > 100, doc
     before = documents(client, admin, aid)
-    # One byte more: over the document limit, yet under the knowledge routes' 2 MiB body.
+    # One byte more: over the document limit, yet under the knowledge routes' 12 MiB body.
     resp = client.post(crm.knowledge_url(aid), {"title": "Too big", "text": text + "."},
                        token=admin)
     crm.assert_validation_locs(resp, ("body", "text"))
@@ -836,7 +836,7 @@ def test_bodies_over_the_route_limits_are_413(client, admin, target):
                      413, "PAYLOAD_TOO_LARGE")
     docs = documents(client, admin, aid)
     crm.assert_error(post_big(client, crm.knowledge_url(aid),
-                              {"title": "Huge", "text": "word " * (2 * MIB // 5 + 10)}, admin),
+                              {"title": "Huge", "text": "word " * (12 * MIB // 5 + 10)}, admin),
                      413, "PAYLOAD_TOO_LARGE")
     assert total(client, admin) == before and documents(client, admin, aid) == docs
 

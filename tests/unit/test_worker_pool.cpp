@@ -1,11 +1,11 @@
-#include "persistence/worker_pool.hpp"
+#include "net/worker_pool.hpp"
 
 #include <gtest/gtest.h>
 
 #include <future>
 #include <stdexcept>
 
-using crm::persistence::worker_pool;
+using crm::net::worker_pool;
 
 TEST(worker_pool, a_job_that_throws_is_logged_and_the_worker_goes_on) {
   worker_pool pool(1, 8);

@@ -1,8 +1,8 @@
-#include "persistence/worker_pool.hpp"
+#include "net/worker_pool.hpp"
 
 #include "persistence/log.hpp"
 
-namespace crm::persistence {
+namespace crm::net {
 
 worker_pool::worker_pool(int threads, std::size_t queue_limit) : limit_(queue_limit) {
   if (threads < 1) threads = 1;
@@ -48,4 +48,4 @@ void worker_pool::stop() {
   threads_.clear();
 }
 
-} // namespace crm::persistence
+} // namespace crm::net

@@ -1,6 +1,6 @@
 // A bounded pool of threads for CPU-heavy work that must stay off the asio and actor threads
-// (Argon2id password hashing). When the queue is full, `try_submit` refuses instead of letting
-// a login storm grow memory and latency without bound.
+// (Argon2id password hashing, the text of PDF documents). When the queue is full, `try_submit`
+// refuses instead of letting a login storm grow memory and latency without bound.
 #pragma once
 #include <condition_variable>
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace crm::persistence {
+namespace crm::net {
 
 class worker_pool {
 public:
@@ -31,4 +31,4 @@ private:
   std::vector<std::thread> threads_;
 };
 
-} // namespace crm::persistence
+} // namespace crm::net
