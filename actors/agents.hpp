@@ -26,6 +26,7 @@ struct agent_patch {
   std::optional<std::optional<std::string>> base_url;
   std::optional<std::optional<std::string>> api_key;
   std::optional<std::vector<std::int64_t>> channel_ids;
+  std::optional<std::vector<std::int64_t>> service_ids;
   std::optional<bool> auto_reply;
   std::optional<std::vector<std::string>> handoff_keywords;
   std::optional<std::optional<domain::ai::language>> reply_language;

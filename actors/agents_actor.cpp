@@ -103,6 +103,7 @@ std::optional<failure> merge(const agents_state& st, domain::ai_agent& a, const 
   if (p.base_url) a.base_url = *p.base_url;
   if (p.api_key) a.api_key = *p.api_key;
   if (p.channel_ids) a.channel_ids = *p.channel_ids;
+  if (p.service_ids) a.service_ids = *p.service_ids;
   if (p.auto_reply) a.auto_reply = *p.auto_reply;
   if (p.handoff_keywords) a.handoff_keywords = *p.handoff_keywords;
   if (p.reply_language) a.reply_language = *p.reply_language;
@@ -152,21 +153,24 @@ void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch 
   auto& st = self->state;
   if (id && !st.agents.count(*id)) return missing_agent(self, *id, reply);
   std::vector<std::int64_t> channels = p.channel_ids.value_or(std::vector<std::int64_t>{});
+  std::vector<std::int64_t> services = p.service_ids.value_or(std::vector<std::int64_t>{});
   std::optional<std::int64_t> assignee;
   if (p.handoff_assignee_id && *p.handoff_assignee_id) assignee = **p.handoff_assignee_id;
   struct found {
     std::vector<std::int64_t> channels;
+    std::vector<std::int64_t> services;
     bool assignee_ok = true;
   };
   db<found>(
       self,
-      [tid = st.env.tenant_id, channels, assignee](persistence::pg_conn& c) {
+      [tid = st.env.tenant_id, channels, services, assignee](persistence::pg_conn& c) {
         found f;
         if (!channels.empty()) f.channels = persistence::tenant_channels(c, tid, channels);
+        if (!services.empty()) f.services = persistence::tenant_services(c, tid, services);
         if (assignee) f.assignee_ok = persistence::active_user_of(c, tid, *assignee);
         return f;
       },
-      [self, id, p, channels, reply](domain::outcome<found> r) {
+      [self, id, p, channels, services, reply](domain::outcome<found> r) {
         if (!r) return reply(r.error());
         std::vector<domain::issue> issues;
         for (std::size_t i = 0; i < channels.size(); ++i)
@@ -174,6 +178,12 @@ void save_agent(agents_actor* self, std::optional<std::int64_t> id, agent_patch 
             issues.push_back(
                 {{std::string("body"), std::string("channel_ids"), static_cast<std::int64_t>(i)},
                  "channel not found in this tenant",
+                 "value_error"});
+        for (std::size_t i = 0; i < services.size(); ++i)
+          if (std::find(r->services.begin(), r->services.end(), services[i]) == r->services.end())
+            issues.push_back(
+                {{std::string("body"), std::string("service_ids"), static_cast<std::int64_t>(i)},
+                 "service not found in this tenant",
                  "value_error"});
         if (!r->assignee_ok)
           issues.push_back(body_issue("handoff_assignee_id",

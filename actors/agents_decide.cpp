@@ -244,6 +244,139 @@ void decide(agents_actor* self, std::int64_t agent_id, std::string message,
                });
 }
 
+// ---- booking (docs/ai.md "Booking") ---------------------------------------------------------
+
+constexpr std::int64_t hour_us = std::int64_t{3600} * 1'000'000;
+constexpr std::int64_t offer_window = 14 * 24 * hour_us; // slots offered: the next two weeks
+constexpr std::int64_t offer_lifetime = 24 * hour_us;    // an offer not answered: forgotten
+
+bool books(const domain::ai_agent& a) {
+  return a.provider == domain::ai_provider::builtin && !a.service_ids.empty();
+}
+
+decision booking_decision(std::string answer, ai::language lang,
+                          ai::handoff_reason handoff = ai::handoff_reason::none) {
+  decision d;
+  d.answer = std::move(answer);
+  d.intent = ai::intent::booking;
+  d.lang = lang;
+  d.handoff = handoff;
+  return d;
+}
+
+decision booking_failed(ai::language lang, std::string why) {
+  decision d = booking_decision(std::string(ai::phrase_handoff(lang)), lang,
+                                ai::handoff_reason::provider_error);
+  d.error = std::move(why);
+  return d;
+}
+
+// Offers the next free slots of the agent's services, and keeps the offer for the patient's
+// choice; `prefix` goes before it (a slot just taken).
+void offer(agents_actor* self, const domain::ai_agent& a, const ai_inbound& m, ai::language lang,
+           std::string prefix, std::function<void(decision)> done) {
+  auto& st = self->state;
+  const std::int64_t now = domain::now_micros();
+  auto k = in_actor<domain::outcome<std::vector<ai::offered_slot>>>(
+      self, [self, agent_id = a.id, m, lang, prefix, now,
+             done](domain::outcome<std::vector<ai::offered_slot>> slots) {
+        if (!slots) return done(booking_failed(lang, slots.error().detail));
+        if (slots->empty())
+          return done(booking_decision(prefix + ai::no_slots_text(lang), lang,
+                                       ai::handoff_reason::no_answer));
+        persistence::booking_offer o{self->state.env.tenant_id,
+                                     m.conversation_id,
+                                     agent_id,
+                                     m.contact_id,
+                                     *slots,
+                                     now,
+                                     now + offer_lifetime,
+                                     lang};
+        db<domain::done>(
+            self,
+            [o](persistence::pg_conn& c) {
+              persistence::save_offer(c, o);
+              return domain::done{};
+            },
+            [done, lang, prefix, slots = *slots](domain::outcome<domain::done> saved) {
+              if (!saved) return done(booking_failed(lang, saved.error().detail));
+              done(booking_decision(prefix + ai::offer_text(slots, lang), lang));
+            });
+      });
+  offer_slots(*st.env.rt->owner, st.env.tenant_id, a.service_ids, now, now + offer_window,
+              ai::offered_slots_max, callback<std::vector<ai::offered_slot>>(std::move(k)));
+}
+
+// Books the slot the patient chose; a slot taken meanwhile is offered again.
+void book_choice(agents_actor* self, std::int64_t agent_id, const ai_inbound& m,
+                 ai::offered_slot slot, ai::language lang, std::function<void(decision)> done) {
+  auto& st = self->state;
+  domain::booking b;
+  b.contact_id = m.contact_id;
+  b.service_id = slot.service_id;
+  b.calendar_id = slot.calendar_id;
+  b.start = slot.start;
+  b.notes = "booked by the assistant in conversation " + std::to_string(m.conversation_id);
+  b.source = domain::appointment_source::ai;
+  auto k = in_actor<domain::outcome<std::string>>(
+      self, [self, agent_id, m, slot, lang, done](domain::outcome<std::string> booked) {
+        auto& st = self->state;
+        if (booked) {
+          return db<domain::done>(
+              self,
+              [tid = st.env.tenant_id, conv = m.conversation_id](persistence::pg_conn& c) {
+                persistence::drop_offer(c, tid, conv);
+                return domain::done{};
+              },
+              [done, slot, lang](domain::outcome<domain::done>) {
+                done(booking_decision(ai::booked_text(slot, lang), lang));
+              });
+        }
+        const auto it = st.agents.find(agent_id);
+        if (booked.error().code == errc::conflict && it != st.agents.end())
+          return offer(self, it->second.agent, m, lang, ai::slot_taken_text(lang) + "\n", done);
+        done(booking_failed(lang, booked.error().detail));
+      });
+  book_appointment(*st.env.rt->owner, st.env.tenant_id, std::move(b),
+                   callback<std::string>(std::move(k)));
+}
+
+// A message in a conversation: an agent that books (builtin, with services) takes a choice of
+// its open offer (a number alone, which no screen rule can match and which the intent model
+// would only guess at), or, after the screen, a request to book; anything else is decided as
+// always, the screen's hand-offs first.
+void decide_in_conversation(agents_actor* self, std::int64_t agent_id, const ai_inbound& m,
+                            std::function<void(decision)> done) {
+  auto& st = self->state;
+  const auto it = st.agents.find(agent_id);
+  const auto conversation = std::make_pair(m.conversation_id, m.message_id);
+  if (it == st.agents.end() || !books(it->second.agent))
+    return decide(self, agent_id, m.text, conversation, std::move(done));
+  db<std::optional<persistence::booking_offer>>(
+      self,
+      [tid = st.env.tenant_id, conv = m.conversation_id](persistence::pg_conn& c) {
+        return persistence::open_offer(c, tid, conv, domain::now_micros());
+      },
+      [self, agent_id, m, conversation,
+       done](domain::outcome<std::optional<persistence::booking_offer>> open) {
+        auto& st = self->state;
+        const auto it = st.agents.find(agent_id);
+        if (it == st.agents.end()) return decide(self, agent_id, m.text, conversation, done);
+        const domain::ai_agent& a = it->second.agent;
+        if (open && *open && (*open)->agent_id == agent_id && (*open)->contact_id == m.contact_id) {
+          if (auto k = ai::parse_choice(m.text, (*open)->slots.size())) {
+            // The patient's own words rarely say a language ("2"): the offer's does.
+            const ai::language lang = a.reply_language.value_or((*open)->lang);
+            return book_choice(self, agent_id, m, (*open)->slots[*k - 1], lang, done);
+          }
+        }
+        const ai::verdict v = ai::screen(m.text, domain::rules_of(a));
+        if (v.handoff == ai::handoff_reason::none && ai::asks_to_book(m.text))
+          return offer(self, a, m, v.lang, "", done);
+        decide(self, agent_id, m.text, conversation, done);
+      });
+}
+
 // ---- conversations ---------------------------------------------------------------------------
 
 agent_reply to_agent_reply(const domain::ai_agent& a, const ai_inbound& m, const decision& d,
@@ -288,12 +421,11 @@ void run_line(agents_actor* self, std::int64_t conversation_id) {
   line.busy = true;
   auto p = std::move(line.queue.front());
   line.queue.pop_front();
-  decide(self, p.agent_id, p.message.text,
-         std::make_pair(p.message.conversation_id, p.message.message_id),
-         [self, conversation_id, done = std::move(p.done)](decision d) {
-           done(std::move(d));
-           next_in_line(self, conversation_id);
-         });
+  decide_in_conversation(self, p.agent_id, p.message,
+                         [self, conversation_id, done = std::move(p.done)](decision d) {
+                           done(std::move(d));
+                           next_in_line(self, conversation_id);
+                         });
 }
 
 void next_in_line(agents_actor* self, std::int64_t conversation_id) {
@@ -320,9 +452,15 @@ void answer_message(agents_actor* self, std::int64_t agent_id, ai_inbound m, boo
         self, [d, then](domain::outcome<std::string> r) { then(d, std::move(r)); });
     deliver(self, a, m, d, auto_reply, callback<std::string>(std::move(k)));
   };
-  auto v = ai::screen(m.text, domain::rules_of(it->second.agent));
-  if (screened_out(v.handoff) || it->second.agent.provider == domain::ai_provider::builtin)
-    return decide(self, agent_id, m.text, std::nullopt, finish);
+  // A builtin agent decides at once, unless it books: booking reads and writes, so the
+  // conversation's messages take their turn, and a choice of its offer comes before the
+  // screen's intent model (decide_in_conversation); the screen's rules still hand off first.
+  const domain::ai_agent& a = it->second.agent;
+  if (!books(a)) {
+    auto v = ai::screen(m.text, domain::rules_of(a));
+    if (screened_out(v.handoff) || a.provider == domain::ai_provider::builtin)
+      return decide(self, agent_id, m.text, std::nullopt, finish);
+  }
   auto& line = st.lines[m.conversation_id];
   line.queue.push_back(pending_message{agent_id, m, finish});
   run_line(self, m.conversation_id);

@@ -4,6 +4,7 @@
 // summary (agents_assist.cpp). Internal to actors/ (CAF).
 #pragma once
 #include "actors/agents.hpp"
+#include "actors/schedule.hpp"
 
 #include "actors/async_io.hpp"
 #include "actors/channels.hpp"

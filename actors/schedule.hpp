@@ -4,6 +4,7 @@
 // are the JSON the API returns.
 #pragma once
 #include "actors/callback.hpp"
+#include "domain/ai_booking.hpp"
 #include "domain/ical.hpp"
 #include "domain/schedule.hpp"
 
@@ -50,6 +51,12 @@ void delete_service(runtime& rt, std::int64_t tenant, std::int64_t id,
 void find_availability(runtime& rt, std::int64_t tenant, std::int64_t service, std::int64_t from,
                        std::int64_t to, std::optional<std::int64_t> calendar,
                        callback<std::string> reply);
+
+// The assistant's offer (docs/ai.md "Booking"): up to `n` free slots, one a start, of the first
+// of `services` (active) that has any with start in [from, to).
+void offer_slots(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> services,
+                 std::int64_t from, std::int64_t to, std::size_t n,
+                 callback<std::vector<domain::ai::offered_slot>> reply);
 
 void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q, int page,
                        int per_page, callback<std::string> reply);

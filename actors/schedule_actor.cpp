@@ -37,6 +37,12 @@ struct reschedule_request {
 struct cancel_request {
   std::optional<std::string> reason;
 };
+struct offer_query {
+  std::vector<std::int64_t> services;
+  std::int64_t from = 0;
+  std::int64_t to = 0;
+  std::size_t n = 0;
+};
 struct status_request {
   std::optional<domain::appointment_status> status;
   std::optional<std::string> notes;
@@ -58,6 +64,8 @@ CRM_OPAQUE(crm::domain::appointment_query)
 CRM_OPAQUE(crm::actors::availability_query)
 CRM_OPAQUE(crm::actors::reschedule_request)
 CRM_OPAQUE(crm::actors::cancel_request)
+CRM_OPAQUE(crm::actors::offer_query)
+CRM_OPAQUE(std::vector<crm::domain::ai::offered_slot>)
 CRM_OPAQUE(crm::actors::status_request)
 #undef CRM_OPAQUE
 } // namespace caf
@@ -86,6 +94,7 @@ using svc_new_atom = caf::atom_constant<caf::atom("svc_new")>;
 using svc_set_atom = caf::atom_constant<caf::atom("svc_set")>;
 using svc_del_atom = caf::atom_constant<caf::atom("svc_del")>;
 using avail_atom = caf::atom_constant<caf::atom("avail")>;
+using offer_atom = caf::atom_constant<caf::atom("offer")>;
 using apt_list_atom = caf::atom_constant<caf::atom("apt_list")>;
 using apt_get_atom = caf::atom_constant<caf::atom("apt_get")>;
 using apt_view_atom = caf::atom_constant<caf::atom("apt_view")>;
@@ -411,6 +420,31 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
           return out + "]}";
         });
       },
+      // The assistant's offer: the first free slots of the first service that has any.
+      [now](schedule_actor* self, offer_atom, offer_query& q,
+            callback<std::vector<domain::ai::offered_slot>>& reply) {
+        read_in_turn(
+            self, 0, reply,
+            [q, now](const store& s) -> domain::outcome<std::vector<domain::ai::offered_slot>> {
+              std::vector<domain::ai::offered_slot> out;
+              for (const std::int64_t id : q.services) {
+                const auto svc = s.services.find(id);
+                if (svc == s.services.end() || !svc->second.is_active) continue;
+                auto slots = s.availability(id, q.from, q.to, std::nullopt, now());
+                if (!slots) continue;
+                for (const domain::slot& x : *slots) {
+                  if (out.size() == q.n) break;
+                  if (!out.empty() && out.back().start == x.start) continue; // one a time
+                  const auto cal = s.calendars.find(x.calendar_id);
+                  const std::string zone = cal == s.calendars.end() ? "UTC" : cal->second.time_zone;
+                  out.push_back({id, x.calendar_id, x.start, svc->second.name,
+                                 domain::local_time_text(x.start, zone)});
+                }
+                if (!out.empty()) break;
+              }
+              return out;
+            });
+      },
       // Appointments.
       [](schedule_actor* self, apt_list_atom, domain::appointment_query& q, int page, int per_page,
          callback<std::string>& reply) {
@@ -601,6 +635,13 @@ void find_availability(runtime& rt, std::int64_t tenant, std::int64_t service, s
                        callback<std::string> reply) {
   tell<child_kind::schedule>(rt, tenant, avail_atom::value,
                              availability_query{service, from, to, calendar}, std::move(reply));
+}
+
+void offer_slots(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> services,
+                 std::int64_t from, std::int64_t to, std::size_t n,
+                 callback<std::vector<domain::ai::offered_slot>> reply) {
+  tell<child_kind::schedule>(rt, tenant, offer_atom::value,
+                             offer_query{std::move(services), from, to, n}, std::move(reply));
 }
 
 void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q, int page,

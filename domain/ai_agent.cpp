@@ -57,6 +57,9 @@ json::object agent_to_json(const ai_agent& a, std::int64_t document_count,
   json::array channels;
   for (auto id : a.channel_ids) channels.push_back(id);
   o["channel_ids"] = std::move(channels);
+  json::array services;
+  for (auto id : a.service_ids) services.push_back(id);
+  o["service_ids"] = std::move(services);
   o["auto_reply"] = a.auto_reply;
   json::array keywords;
   for (auto& k : a.handoff_keywords) keywords.push_back(json::string(k));

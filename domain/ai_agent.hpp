@@ -28,6 +28,7 @@ struct ai_agent {
   std::optional<std::string> base_url;
   std::optional<std::string> api_key; // write-only: never rendered
   std::vector<std::int64_t> channel_ids;
+  std::vector<std::int64_t> service_ids; // what the agent may book (docs/ai.md "Booking")
   bool auto_reply = false;
   std::vector<std::string> handoff_keywords;
   std::optional<ai::language> reply_language; // none: "auto"

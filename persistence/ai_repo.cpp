@@ -25,7 +25,7 @@ const char* agent_columns =
     "id, tenant_id, name, instructions, provider, model, base_url, api_key,"
     " array_to_json(channel_ids)::text, auto_reply, array_to_json(handoff_keywords)::text,"
     " reply_language, emergency_message, handoff_assignee_id, stream, is_active, " CRM_MICROS(
-        "created_at") ", " CRM_MICROS("updated_at");
+        "created_at") ", " CRM_MICROS("updated_at") ", array_to_json(service_ids)::text";
 
 json::array json_array(const pqxx::field& f) {
   json::error_code ec;
@@ -56,6 +56,8 @@ domain::ai_agent to_agent(const pqxx::row& r, const domain::secret_keys& keys) {
   a.is_active = r[15].as<bool>();
   a.created_at = r[16].as<std::int64_t>();
   a.updated_at = r[17].as<std::int64_t>();
+  for (auto& v : json_array(r[18]))
+    if (v.is_int64()) a.service_ids.push_back(v.get_int64());
   return a;
 }
 
@@ -158,16 +160,16 @@ domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
         std::string("INSERT INTO ai_agents (tenant_id, name, instructions, provider, model,"
                     " base_url, api_key, channel_ids, auto_reply, handoff_keywords,"
                     " reply_language, emergency_message, handoff_assignee_id, stream, is_active,"
-                    " created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7,"
+                    " created_at, updated_at, service_ids) VALUES ($1, $2, $3, $4, $5, $6, $7,"
                     " ARRAY(SELECT jsonb_array_elements_text($8::jsonb)::bigint), $9,"
                     " ARRAY(SELECT jsonb_array_elements_text($10::jsonb)), $11, $12,"
-                    " NULLIF($13, '')::bigint, $14, $15, $16::timestamptz, $17::timestamptz)"
-                    " RETURNING ") +
+                    " NULLIF($13, '')::bigint, $14, $15, $16::timestamptz, $17::timestamptz,"
+                    " ARRAY(SELECT jsonb_array_elements_text($18::jsonb)::bigint)) RETURNING ") +
             agent_columns,
         a.tenant_id, a.name, a.instructions, domain::to_string(a.provider), opt(a.model),
         opt(a.base_url), opt(api_key), ids_json(a.channel_ids), a.auto_reply,
         strings_json(a.handoff_keywords), lang, opt(a.emergency_message), assignee, a.stream,
-        a.is_active, ts(a.created_at), ts(a.updated_at));
+        a.is_active, ts(a.created_at), ts(a.updated_at), ids_json(a.service_ids));
   } else {
     r = tx.exec_params(
         std::string("UPDATE ai_agents SET name = $3, instructions = $4, provider = $5, model ="
@@ -176,12 +178,14 @@ domain::ai_agent save_agent(pg_conn& c, const domain::ai_agent& a) {
                     " handoff_keywords = ARRAY(SELECT jsonb_array_elements_text($11::jsonb)),"
                     " reply_language = $12, emergency_message = $13, handoff_assignee_id ="
                     " NULLIF($14, '')::bigint, stream = $15, is_active = $16, updated_at ="
-                    " $17::timestamptz WHERE tenant_id = $1 AND id = $2 RETURNING ") +
+                    " $17::timestamptz, service_ids = ARRAY(SELECT"
+                    " jsonb_array_elements_text($18::jsonb)::bigint) WHERE tenant_id = $1 AND"
+                    " id = $2 RETURNING ") +
             agent_columns,
         a.tenant_id, a.id, a.name, a.instructions, domain::to_string(a.provider), opt(a.model),
         opt(a.base_url), opt(api_key), ids_json(a.channel_ids), a.auto_reply,
         strings_json(a.handoff_keywords), lang, opt(a.emergency_message), assignee, a.stream,
-        a.is_active, ts(a.updated_at));
+        a.is_active, ts(a.updated_at), ids_json(a.service_ids));
   }
   if (r.empty()) throw std::runtime_error("agent vanished");
   auto saved = to_agent(r.front(), c.keys());
@@ -202,6 +206,57 @@ std::optional<std::int64_t> tenant_of_agent(pg_conn& c, std::int64_t id) {
 
 std::optional<std::int64_t> tenant_of_document(pg_conn& c, std::int64_t id) {
   return tenant_of_row(c.raw(), "ai_documents", id);
+}
+
+std::vector<std::int64_t> tenant_services(pg_conn& c, std::int64_t tenant_id,
+                                          const std::vector<std::int64_t>& ids) {
+  pqxx::read_transaction tx(c.raw());
+  return first_ids(tx.exec_params("SELECT id FROM services WHERE tenant_id = $1 AND id IN (SELECT"
+                                  " jsonb_array_elements_text($2::jsonb)::bigint)",
+                                  tenant_id, ids_json(ids)));
+}
+
+std::optional<booking_offer> open_offer(pg_conn& c, std::int64_t tenant_id,
+                                        std::int64_t conversation_id, std::int64_t now) {
+  pqxx::read_transaction tx(c.raw());
+  const auto r = tx.exec_params(
+      "SELECT agent_id, contact_id, slots::text, " CRM_MICROS("created_at") ", " CRM_MICROS(
+          "expires_at") ", language FROM ai_booking_offers WHERE tenant_id = $1 AND conversation_id = $2"
+                        " AND expires_at > $3::timestamptz",
+      tenant_id, conversation_id, ts(now));
+  if (r.empty()) return std::nullopt;
+  booking_offer o;
+  o.tenant_id = tenant_id;
+  o.conversation_id = conversation_id;
+  o.agent_id = r.front()[0].as<std::int64_t>();
+  o.contact_id = r.front()[1].as<std::int64_t>();
+  o.slots = domain::ai::slots_from_json(r.front()[2].as<std::string>());
+  o.created_at = r.front()[3].as<std::int64_t>();
+  o.expires_at = r.front()[4].as<std::int64_t>();
+  o.lang = domain::ai::language_from(r.front()[5].as<std::string>()).value_or(o.lang);
+  return o;
+}
+
+void save_offer(pg_conn& c, const booking_offer& o) {
+  pqxx::work tx(c.raw());
+  fence(tx, o.tenant_id);
+  tx.exec_params("INSERT INTO ai_booking_offers (conversation_id, tenant_id, agent_id,"
+                 " contact_id, slots, created_at, expires_at, language) VALUES ($1, $2, $3, $4,"
+                 " $5::jsonb, $6::timestamptz, $7::timestamptz, $8) ON CONFLICT"
+                 " (conversation_id) DO UPDATE SET agent_id = EXCLUDED.agent_id, contact_id ="
+                 " EXCLUDED.contact_id, slots = EXCLUDED.slots, created_at = EXCLUDED.created_at,"
+                 " expires_at = EXCLUDED.expires_at, language = EXCLUDED.language",
+                 o.conversation_id, o.tenant_id, o.agent_id, o.contact_id,
+                 domain::ai::slots_to_json(o.slots), ts(o.created_at), ts(o.expires_at),
+                 domain::ai::language_name(o.lang));
+  tx.commit();
+}
+
+void drop_offer(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id) {
+  pqxx::work tx(c.raw());
+  tx.exec_params("DELETE FROM ai_booking_offers WHERE tenant_id = $1 AND conversation_id = $2",
+                 tenant_id, conversation_id);
+  tx.commit();
 }
 
 std::vector<std::int64_t> tenant_channels(pg_conn& c, std::int64_t tenant_id,

@@ -3,6 +3,7 @@
 // Blocking: call only on a pg_pool thread.
 #pragma once
 #include "domain/ai_agent.hpp"
+#include "domain/ai_booking.hpp"
 #include "domain/assistant.hpp"
 #include "persistence/pg_pool.hpp"
 
@@ -31,6 +32,28 @@ std::optional<std::int64_t> tenant_of_agent(pg_conn& c, std::int64_t id);
 std::optional<std::int64_t> tenant_of_document(pg_conn& c, std::int64_t id);
 
 // Which of `ids` are channels of the tenant; whether `user` is an active user of it.
+// Which of `ids` are services of the tenant.
+std::vector<std::int64_t> tenant_services(pg_conn& c, std::int64_t tenant_id,
+                                          const std::vector<std::int64_t>& ids);
+
+// The slots an agent offered in a conversation (docs/ai.md "Booking"), until the patient picks
+// one or it expires.
+struct booking_offer {
+  std::int64_t tenant_id = 0;
+  std::int64_t conversation_id = 0;
+  std::int64_t agent_id = 0;
+  std::int64_t contact_id = 0;
+  std::vector<domain::ai::offered_slot> slots;
+  std::int64_t created_at = 0;
+  std::int64_t expires_at = 0;
+  domain::ai::language lang = domain::ai::language::en; // the offer's, for the confirmation
+};
+// The conversation's offer that has not expired at `now`.
+std::optional<booking_offer> open_offer(pg_conn& c, std::int64_t tenant_id,
+                                        std::int64_t conversation_id, std::int64_t now);
+void save_offer(pg_conn& c, const booking_offer& o); // replaces the conversation's offer
+void drop_offer(pg_conn& c, std::int64_t tenant_id, std::int64_t conversation_id);
+
 std::vector<std::int64_t> tenant_channels(pg_conn& c, std::int64_t tenant_id,
                                           const std::vector<std::int64_t>& ids);
 

@@ -39,6 +39,7 @@ constexpr text_rule model{.min = 1, .max = 200, .trim = true};
 constexpr text_rule base_url{.min = 1, .max = 2000, .trim = true};
 constexpr text_rule api_key{.min = 1, .max = 500};
 constexpr std::size_t channels_max = 100;
+constexpr std::size_t services_max = 20;
 constexpr std::size_t keywords_max = 50;
 constexpr std::size_t keyword_max = 100; // characters; at least one letter or digit
 constexpr std::array<std::string_view, 4> reply_languages{"auto", "en", "pt", "es"};
@@ -47,17 +48,18 @@ constexpr text_rule title{.min = 1, .max = 200, .trim = true};
 constexpr text_rule message{.min = 1, .max = 4096};
 } // namespace ai_rules
 
-std::optional<std::vector<std::int64_t>> read_channel_ids(body_reader& body) {
-  auto v = body.raw("channel_ids");
+// A list of distinct ids under `key` (channel_ids, service_ids), at most `max`.
+std::optional<std::vector<std::int64_t>> read_ids(body_reader& body, const char* key,
+                                                  std::size_t max, const char* what) {
+  auto v = body.raw(key);
   if (!v) return std::nullopt;
   auto a = v->if_array();
   if (!a) {
-    body.add({"body", "channel_ids"}, "Input should be a valid list", "list_type");
+    body.add({"body", key}, "Input should be a valid list", "list_type");
     return std::nullopt;
   }
-  if (a->size() > ai_rules::channels_max) {
-    body.add({"body", "channel_ids"},
-             "at most " + std::to_string(ai_rules::channels_max) + " channels", "too_long");
+  if (a->size() > max) {
+    body.add({"body", key}, "at most " + std::to_string(max) + " " + what + "s", "too_long");
     return std::nullopt;
   }
   std::vector<std::int64_t> out;
@@ -65,13 +67,13 @@ std::optional<std::vector<std::int64_t>> read_channel_ids(body_reader& body) {
   bool ok = true;
   for (std::size_t i = 0; i < a->size(); ++i) {
     auto& x = (*a)[i];
-    std::vector<domain::loc_part> loc{std::string("body"), std::string("channel_ids"),
+    std::vector<domain::loc_part> loc{std::string("body"), std::string(key),
                                       static_cast<std::int64_t>(i)};
     if (!x.is_int64() || x.get_int64() < 1) {
       body.add(loc, "Input should be a valid integer", "int_parsing");
       ok = false;
     } else if (!seen.insert(x.get_int64()).second) {
-      body.add(loc, "duplicate channel id", "value_error");
+      body.add(loc, std::string("duplicate ") + what + " id", "value_error");
       ok = false;
     } else {
       out.push_back(x.get_int64());
@@ -150,7 +152,8 @@ std::optional<actors::agent_patch> read_agent(body_reader& body, bool creating) 
              "URL must be http:// or https:// with a host (no user info or fragment)",
              "value_error");
   p.api_key = body.nullable_text("api_key", ai_rules::api_key);
-  p.channel_ids = read_channel_ids(body);
+  p.channel_ids = read_ids(body, "channel_ids", ai_rules::channels_max, "channel");
+  p.service_ids = read_ids(body, "service_ids", ai_rules::services_max, "service");
   p.auto_reply = body.boolean("auto_reply", false);
   p.handoff_keywords = read_keywords(body);
   if (auto l = body.one_of("reply_language", false, ai_rules::reply_languages))
@@ -440,6 +443,8 @@ void define_ai_schemas(router& r) {
   auto input = [&](bool creating) {
     auto channels = array_of(id());
     channels["maxItems"] = rules::channels_max;
+    auto services = array_of(id());
+    services["maxItems"] = rules::services_max;
     channels["uniqueItems"] = true;
     auto keywords = array_of(
         described(text({.min = 1, .max = rules::keyword_max}),
@@ -463,6 +468,9 @@ void define_ai_schemas(router& r) {
                     "when base_url changes"),
           false},
          {"channel_ids", channels, false},
+         {"service_ids", described(services, "services the agent may book for patients (docs/ai.md "
+                                            "\"Booking\"); empty: it books nothing"),
+          false},
          {"auto_reply", boolean(), false},
          {"handoff_keywords", keywords, false},
          {"reply_language", one_of(rules::reply_languages), false},
@@ -484,6 +492,7 @@ void define_ai_schemas(router& r) {
                  {"has_api_key",
                   described(boolean(), "whether an api_key is set (the key is never shown)")},
                  {"channel_ids", array_of(id())},
+                 {"service_ids", array_of(id())},
                  {"auto_reply", boolean()},
                  {"handoff_keywords", array_of(text({}))},
                  {"reply_language", one_of(rules::reply_languages)},

@@ -2492,7 +2492,7 @@ DONT_KNOW_EN = "I don't know; a person from our team will answer you soon."
 AI_EVENTS = ("ai.replied", "ai.handoff")
 
 AGENT_KEYS = {"id", "name", "instructions", "provider", "model", "base_url", "has_api_key",
-              "channel_ids", "auto_reply", "handoff_keywords", "reply_language",
+              "channel_ids", "service_ids", "auto_reply", "handoff_keywords", "reply_language",
               "emergency_message", "handoff_assignee_id", "stream", "is_active",
               "document_count", "passage_count", "created_at", "updated_at"}
 DOCUMENT_KEYS = {"id", "agent_id", "title", "kind", "bytes", "passage_count", "created_at",
