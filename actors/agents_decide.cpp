@@ -210,6 +210,15 @@ void with_history(agents_actor* self, std::optional<std::pair<std::int64_t, std:
       });
 }
 
+// The decision on a message whose agent was deleted before it could decide: a person answers.
+decision agent_gone() {
+  decision d;
+  d.answer = std::string(ai::phrase_handoff(ai::language::en));
+  d.handoff = ai::handoff_reason::provider_error;
+  d.error = "the agent was deleted";
+  return d;
+}
+
 // Decides on `message` with agent `agent_id` (in the actor, maybe later).
 void decide(agents_actor* self, std::int64_t agent_id, std::string message,
             std::optional<std::pair<std::int64_t, std::int64_t>> conversation,
@@ -217,11 +226,7 @@ void decide(agents_actor* self, std::int64_t agent_id, std::string message,
   auto& st = self->state;
   auto it = st.agents.find(agent_id);
   if (it == st.agents.end()) {
-    decision d;
-    d.answer = std::string(ai::phrase_handoff(ai::language::en));
-    d.handoff = ai::handoff_reason::provider_error;
-    d.error = "the agent was deleted";
-    return done(std::move(d));
+    return done(agent_gone());
   }
   auto counted = [done](decision d) {
     count(d);
@@ -234,11 +239,7 @@ void decide(agents_actor* self, std::int64_t agent_id, std::string message,
                  auto& st = self->state;
                  auto it = st.agents.find(agent_id);
                  if (it == st.agents.end()) {
-                   decision d;
-                   d.answer = std::string(ai::phrase_handoff(ai::language::en));
-                   d.handoff = ai::handoff_reason::provider_error;
-                   d.error = "the agent was deleted";
-                   return counted(std::move(d));
+                   return counted(agent_gone());
                  }
                  decide_model(self, it->second, message, std::move(history), counted);
                });

@@ -468,8 +468,9 @@ void define_ai_schemas(router& r) {
                     "when base_url changes"),
           false},
          {"channel_ids", channels, false},
-         {"service_ids", described(services, "services the agent may book for patients (docs/ai.md "
-                                            "\"Booking\"); empty: it books nothing"),
+         {"service_ids",
+          described(services, "services the agent may book for patients (docs/ai.md "
+                              "\"Booking\"); empty: it books nothing"),
           false},
          {"auto_reply", boolean(), false},
          {"handoff_keywords", keywords, false},
@@ -599,9 +600,7 @@ void define_ai_schemas(router& r) {
                  {"title", nullable(text({}))},
                  {"text", text({})},
                  {"score", nullable(number())}}));
-  define(
-      r, "AiChatAnswer",
-      described(object({{"answer", text({})},
+  auto answer = object({{"answer", text({})},
                         {"intent", one_of(intents)},
                         {"passages", array_of(ref("AiChatPassage"))},
                         {"handoff", boolean()},
@@ -609,35 +608,35 @@ void define_ai_schemas(router& r) {
                         {"language", one_of(languages)},
                         {"provider", one_of(rules::providers)},
                         {"usage", nullable(object({{"prompt_tokens", nullable(integer())},
-                                                   {"completion_tokens", nullable(integer())}}))}}),
-                "the agent's decision: an answer from the knowledge, or a hand-off to a person "
-                "(handoff true, with its reason; the answer is then the hand-off phrase, after the "
-                "emergency message when urgent). A provider that fails, times out or cannot be "
-                "reached is a provider_error hand-off in a 200 answer, not an error status."));
+                                                   {"completion_tokens", nullable(integer())}}))}});
+  define(r, "AiChatAnswer",
+         described(answer,
+                   "the agent's decision: an answer from the knowledge, or a hand-off to a person "
+                   "(handoff true, with its reason; the answer is then the hand-off phrase, after "
+                   "the emergency message when urgent). A provider that fails, times out or "
+                   "cannot be reached is a provider_error hand-off in a 200 answer, not an error "
+                   "status."));
 
   define(r, "AiDraftRequest",
          described(object({{"agent_id", id(), false}, {"message_id", id(), false}}),
                    "both optional (an empty body too): the agent serving the conversation's "
                    "channel (else the tenant's only active agent), and the contact's last "
                    "message with text"));
-  define(
-      r, "AiDraft",
-      described(object({{"draft", nullable(text({}))},
-                        {"conversation_id", id()},
-                        {"message_id", id()},
-                        {"agent_id", id()},
-                        {"intent", one_of(intents)},
-                        {"passages", array_of(ref("AiChatPassage"))},
-                        {"handoff", boolean()},
-                        {"handoff_reason", nullable(one_of(handoff_reasons))},
-                        {"language", one_of(languages)},
-                        {"provider", one_of(rules::providers)},
-                        {"usage", nullable(object({{"prompt_tokens", nullable(integer())},
-                                                   {"completion_tokens", nullable(integer())}}))}}),
-                "a suggested reply grounded in the agent's knowledge, with the passages it "
-                "quotes; never sent by carecrm. draft is null when the agent would hand the "
-                "message to a person (handoff true, with its reason: urgent, clinical, a "
-                "keyword, a complaint, no answer in the knowledge, a provider failure)"));
+  // The chat answer's decision, with the draft (null on a hand-off) in place of the answer.
+  auto draft = answer;
+  auto& draft_props = draft["properties"].as_object();
+  draft_props.erase("answer");
+  draft_props["draft"] = nullable(text({}));
+  for (const char* k : {"conversation_id", "message_id", "agent_id"}) draft_props[k] = id();
+  boost::json::array required;
+  for (auto& [k, v] : draft_props) required.emplace_back(k);
+  draft["required"] = std::move(required);
+  define(r, "AiDraft",
+         described(draft, "a suggested reply grounded in the agent's knowledge, with the passages "
+                          "it quotes; never sent by carecrm. draft is null when the agent would "
+                          "hand the message to a person (handoff true, with its reason: urgent, "
+                          "clinical, a keyword, a complaint, no answer in the knowledge, a "
+                          "provider failure)"));
 
   define(r, "AiContactSummary",
          object({{"contact_id", id()},
