@@ -6,168 +6,10 @@
 // replies follow COMMIT; a failed commit answers 503 to its writes and those staged behind them.
 // Pipeline and stage changes are exclusive: they wait until nothing is staged or in flight and
 // commit alone, with the deal moves they cause.
-#include "actors/deals.hpp"
-
-#include "actors/async_io.hpp"
-#include "actors/group_batch.hpp"
-#include "actors/system.hpp"
-#include "domain/clock.hpp"
-#include "domain/custom_field.hpp"
-#include "domain/json_parse.hpp"
-#include "domain/json_writer.hpp"
-#include "domain/page_json.hpp"
-#include "domain/validation.hpp"
-#include "persistence/deal_repo.hpp"
-#include "persistence/field_repo.hpp"
-#include "persistence/group_committer.hpp"
-
-#include <boost/json.hpp>
-
-#include <deque>
-#include <map>
-#include <set>
-#include <unordered_map>
-#include <unordered_set>
-
-namespace caf {
-template <>
-struct allowed_unsafe_message_type<crm::actors::deal_fields> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<std::vector<crm::actors::deal_fields>> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::deal_actor_ref> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::idempotency> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::pipeline_input> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::pipeline_patch> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::stage_patch> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::board_query> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::actors::summary_query> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::deal_query> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::stage> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<std::optional<int>> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<std::optional<std::int64_t>> : std::true_type {};
-} // namespace caf
+#include "actors/deals_internal.hpp"
 
 namespace crm::actors {
-namespace {
-
-namespace json = boost::json;
-using domain::errc;
-using domain::failure;
-using domain::money_sum;
-using domain::stage_kind;
-
-using pl_list_atom = caf::atom_constant<caf::atom("pllist")>;
-using pl_get_atom = caf::atom_constant<caf::atom("plget")>;
-using pl_new_atom = caf::atom_constant<caf::atom("plnew")>;
-using pl_put_atom = caf::atom_constant<caf::atom("plput")>;
-using pl_del_atom = caf::atom_constant<caf::atom("pldel")>;
-using st_new_atom = caf::atom_constant<caf::atom("stnew")>;
-using st_get_atom = caf::atom_constant<caf::atom("stget")>;
-using st_put_atom = caf::atom_constant<caf::atom("stput")>;
-using st_del_atom = caf::atom_constant<caf::atom("stdel")>;
-using board_atom = caf::atom_constant<caf::atom("board")>;
-using summary_atom = caf::atom_constant<caf::atom("summary")>;
-using d_new_atom = caf::atom_constant<caf::atom("dnew")>;
-using d_bulk_atom = caf::atom_constant<caf::atom("dbulk")>;
-using d_get_atom = caf::atom_constant<caf::atom("dget")>;
-using d_put_atom = caf::atom_constant<caf::atom("dput")>;
-using d_del_atom = caf::atom_constant<caf::atom("ddel")>;
-using d_list_atom = caf::atom_constant<caf::atom("dlist")>;
-using d_contact_atom = caf::atom_constant<caf::atom("dcontact")>;
-using d_export_atom = caf::atom_constant<caf::atom("dexport")>;
-using d_hist_atom = caf::atom_constant<caf::atom("dhist")>;
-using gone_atom = caf::atom_constant<caf::atom("gone")>;
-
-constexpr int id_block = 256;
-constexpr std::size_t max_batch = 2000;
-constexpr std::int64_t rank_gap = 1 << 20;
-constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
-constexpr std::int64_t idempotency_window = persistence::idempotency_window_micros;
-
-struct batch {
-  std::uint64_t seq = 0;
-  persistence::deal_batch sql;
-  std::unordered_set<std::int64_t> in_group; // deals in the current statement group
-  std::vector<continuation> on_commit;
-  std::vector<std::function<void(const failure&)>> on_fail;
-  std::size_t writes = 0;
-};
-
-enum class need : std::uint8_t { read, write, exclusive };
-
-struct held {
-  need n;
-  std::size_t ids = 0;
-  continuation k;
-  std::function<void(const failure&)> fail;
-};
-
-struct stage_totals {
-  std::int64_t count = 0;
-  std::map<std::string, money_sum> sums; // cents per currency
-};
-
-struct deals_state {
-  tenant_env env;
-  bool loaded = false;
-  bool loading = false;
-  bool stopping = false;
-  bool exclusive_busy = false; // a pipeline change is committing
-
-  // Committed state.
-  std::map<std::int64_t, domain::pipeline> pipelines;
-  std::unordered_map<std::int64_t, std::int64_t> stage_pipeline; // stage → pipeline
-  std::unordered_map<std::int64_t, domain::deal> deals;
-  std::unordered_map<std::int64_t, std::set<std::pair<std::int64_t, std::int64_t>>> board;
-  std::unordered_map<std::int64_t, stage_totals> totals;
-  std::unordered_map<std::int64_t, std::set<std::int64_t>> by_contact;
-  std::unordered_map<std::int64_t, std::int64_t> next_rank; // per stage, only grows
-  // Rendered boards by query, dropped by every change to a deal or a pipeline: a board shown to
-  // many users between two changes is rendered once.
-  std::unordered_map<std::string, std::string> board_cache;
-  std::unordered_map<std::string, persistence::idempotency_record> keys;
-  std::int64_t keys_pruned_at = 0; // persistence::forget_expired_keys
-  domain::field_definitions defs;
-  std::string currency = "USD";
-  bool event_listeners = true;
-  bool listeners_told_while_loading = false;
-  // Contacts and companies deleted since the actor started: a deal staged with one of them is
-  // written without it (the statement re-reads them) and applied without it.
-  std::unordered_set<std::int64_t> gone_contacts, gone_companies;
-
-  // Projection of staged and in-flight writes over the committed state.
-  struct pending {
-    std::uint64_t seq;
-    std::optional<domain::deal> value; // nothing: deleted
-  };
-  std::unordered_map<std::int64_t, pending> p_deals;
-  std::unordered_map<std::string, std::pair<std::uint64_t, std::string>> p_keys;
-
-  std::deque<std::int64_t> ids;
-  bool reserving = false;
-  std::uint64_t next_seq = 1;
-  batch open;
-  std::optional<batch> in_flight;
-  std::deque<held> waiting;
-  int pending_io = 0;
-
-  std::int64_t published_mailbox = 0;
-  actor_meter* meter = nullptr;
-  static inline const char* name = "deals";
-};
-
-using deals_actor = caf::stateful_actor<deals_state>;
+namespace deals_impl {
 
 bool idle_pipeline(const deals_state& st) {
   return !st.in_flight && st.open.writes == 0 && !st.exclusive_busy;
@@ -181,15 +23,6 @@ void settle(deals_actor* self) {
 
 failure missing(const char* what) {
   return failure::of(errc::not_found, std::string(what) + " not found");
-}
-
-template <class T>
-void reply_missing(deals_actor* self, persistence::pipeline_record kind, std::int64_t id,
-                   const char* what, callback<T> reply) {
-  reply_not_held(
-      self->state.env,
-      [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },
-      missing(what), std::move(reply));
 }
 
 // ---- indexes ------------------------------------------------------------------------------
@@ -258,8 +91,6 @@ const domain::deal* projected(const deals_state& st, std::int64_t id) {
 }
 
 // ---- readiness ----------------------------------------------------------------------------
-
-void drain(deals_actor* self, const failure* error = nullptr);
 
 void read_snapshot(deals_actor* self);
 
@@ -337,7 +168,7 @@ bool ready(const deals_state& st, const held& h) {
 }
 
 void when_ready(deals_actor* self, need n, std::function<void(const failure&)> fail, continuation k,
-                std::size_t ids = 0) {
+                std::size_t ids) {
   auto& st = self->state;
   held h{n, ids, std::move(k), std::move(fail)};
   if (st.waiting.empty() && ready(st, h)) return h.k();
@@ -386,7 +217,7 @@ std::vector<std::string> changed_fields(const domain::deal& a, const domain::dea
 
 // Appends a deal change to `b`: the row, its history and its events (`before` null: created).
 void record_change(const deals_state& st, persistence::deal_batch& b, const domain::deal* before,
-                   const domain::deal& after, const deal_actor_ref& who, bool history = true) {
+                   const domain::deal& after, const deal_actor_ref& who, bool history) {
   b.upserts.push_back(after);
   auto now = after.updated_at;
   auto row = [&](const char* kind) {
@@ -463,7 +294,7 @@ void flush(deals_actor* self);
 // (docs/compliance.md "Audit trail").
 void audit_change(deals_state& st, const domain::audit_context* who, std::optional<std::int64_t> id,
                   const char* action, std::vector<std::string> fields, int status,
-                  std::vector<std::int64_t> ids = {}) {
+                  std::vector<std::int64_t> ids) {
   auto r = domain::make_audit(who, st.env.tenant_id, "deal", id, action);
   r.fields = std::move(fields);
   r.status = status;
@@ -473,7 +304,7 @@ void audit_change(deals_state& st, const domain::audit_context* who, std::option
 
 // Stages `after` into the open batch (projection, row, history, events).
 void stage_deal(deals_actor* self, const domain::deal* before, domain::deal after,
-                const deal_actor_ref& who, bool history = true) {
+                const deal_actor_ref& who, bool history) {
   auto& st = self->state;
   auto& b = st.open;
   if (b.in_group.count(after.id)) {
@@ -577,641 +408,6 @@ std::int64_t rank_at(deals_actor* self, std::int64_t stage, std::int64_t positio
   }
   st.next_rank[stage] = std::max(st.next_rank[stage], r);
   return mine;
-}
-
-// ---- deal rules that need the state ---------------------------------------------------------
-
-std::vector<domain::loc_part> at(std::vector<domain::loc_part> l, std::string key) {
-  l.emplace_back(std::move(key));
-  return l;
-}
-
-struct built {
-  domain::deal next;
-  std::vector<domain::issue> issues;
-  bool stage_changed = false;
-};
-
-// Applies `f` to a copy of `before` (or a new deal): every rule that needs the state. The rank
-// is left to the caller (it may stage renumbering).
-built build_deal(deals_state& st, const domain::deal* before, const deal_fields& f) {
-  built out;
-  auto& d = out.next;
-  auto& issues = out.issues;
-  bool creating = before == nullptr;
-  if (before) d = *before;
-  if (f.title) d.title = *f.title;
-  if (f.amount) d.amount = *f.amount;
-  if (f.currency)
-    d.currency = *f.currency;
-  else if (creating)
-    d.currency = st.currency;
-  if (f.contact_id) d.contact_id = *f.contact_id;
-  if (f.company_id) d.company_id = *f.company_id;
-  if (f.owner_id) d.owner_id = *f.owner_id;
-  if (f.expected_close) d.expected_close = *f.expected_close;
-  if (f.lost_reason) d.lost_reason = *f.lost_reason;
-
-  const domain::pipeline* pipe = nullptr;
-  if (f.pipeline_id) {
-    auto it = st.pipelines.find(*f.pipeline_id);
-    if (it == st.pipelines.end())
-      issues.push_back(
-          {at(f.loc, "pipeline_id"), "pipeline not found in this tenant", "value_error"});
-    else
-      pipe = &it->second;
-  } else if (creating) {
-    pipe = default_pipeline(st);
-  } else {
-    auto it = st.pipelines.find(d.pipeline_id);
-    pipe = it == st.pipelines.end() ? nullptr : &it->second;
-  }
-  const domain::stage* stage = nullptr;
-  if (pipe) {
-    bool pipeline_changed = creating || pipe->id != d.pipeline_id;
-    if (f.stage_id) {
-      stage = pipe->find(*f.stage_id);
-      if (!stage)
-        issues.push_back({at(f.loc, "stage_id"),
-                          "stage " + std::to_string(*f.stage_id) + " is not a stage of pipeline " +
-                              std::to_string(pipe->id),
-                          "value_error"});
-      else if (f.status && stage->kind != *f.status)
-        issues.push_back({at(f.loc, "status"),
-                          "status '" + std::string(domain::to_string(*f.status)) +
-                              "' does not match the kind of stage " + std::to_string(stage->id),
-                          "value_error"});
-    } else if (f.status) {
-      auto cur = pipeline_changed ? nullptr : pipe->find(d.stage_id);
-      if (*f.status == stage_kind::open)
-        stage = cur && cur->kind == stage_kind::open ? cur : pipe->first_open();
-      else
-        stage = pipe->of_kind(*f.status);
-    } else if (pipeline_changed) {
-      stage = pipe->first_open();
-    } else {
-      stage = pipe->find(d.stage_id);
-    }
-  }
-  if (stage) {
-    out.stage_changed = creating || stage->id != d.stage_id;
-    d.pipeline_id = pipe->id;
-    d.stage_id = stage->id;
-    auto was = creating ? stage_kind::open : d.status;
-    d.status = stage->kind;
-    auto now = domain::now_micros();
-    if (d.status == stage_kind::open)
-      d.closed_at.reset();
-    else if (creating || was != d.status)
-      d.closed_at = now;
-  }
-
-  if (f.custom_fields) {
-    auto merged = domain::merge_custom_values(d.custom_fields, *f.custom_fields, creating);
-    if (!merged) {
-      issues.push_back(
-          {at(f.loc, "custom_fields"), "Input should be a valid dictionary", "value_error"});
-    } else if (merged->size() > max_custom_fields_bytes) {
-      issues.push_back(
-          {at(f.loc, "custom_fields"), "custom_fields must be at most 16 KiB", "value_error"});
-    } else {
-      for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::deal,
-                                                 *f.custom_fields, *merged, creating, f.loc))
-        issues.push_back(std::move(i));
-      d.custom_fields = std::move(*merged);
-    }
-  } else if (creating) {
-    for (auto& i :
-         domain::check_custom_values(st.defs, domain::field_entity::deal, "{}", "{}", true, f.loc))
-      issues.push_back(std::move(i));
-  }
-  if (d.contact_id && st.gone_contacts.count(*d.contact_id))
-    issues.push_back({at(f.loc, "contact_id"), "contact not found in this tenant", "value_error"});
-  if (d.company_id && st.gone_companies.count(*d.company_id))
-    issues.push_back({at(f.loc, "company_id"), "company not found in this tenant", "value_error"});
-  return out;
-}
-
-// The reference issues of each item of a write (contact, company, owner not the tenant's).
-using ref_issues = std::vector<std::vector<domain::issue>>;
-
-// References (contact, company, owner) that a write names are checked in Postgres, which
-// holds every acknowledged write; then `k` runs in the actor with the issues found, or with
-// the failure when Postgres could not answer.
-void check_refs(deals_actor* self, const std::vector<const deal_fields*>& items,
-                std::function<void(domain::outcome<ref_issues>)> k) {
-  struct asked {
-    std::optional<std::int64_t> contact, company, owner;
-    std::vector<domain::loc_part> loc;
-  };
-  std::vector<asked> asks;
-  persistence::deal_refs wanted;
-  for (auto f : items) {
-    auto& a = asks.emplace_back();
-    a.loc = f->loc;
-    if (f->contact_id && *f->contact_id) wanted.contacts.push_back(*(a.contact = *f->contact_id));
-    if (f->company_id && *f->company_id) wanted.companies.push_back(*(a.company = *f->company_id));
-    if (f->owner_id && *f->owner_id) wanted.users.push_back(*(a.owner = *f->owner_id));
-  }
-  if (wanted.contacts.empty() && wanted.companies.empty() && wanted.users.empty())
-    return k(ref_issues(items.size()));
-  db<persistence::deal_refs>(
-      self,
-      [tid = self->state.env.tenant_id, wanted](persistence::pg_conn& c) {
-        return persistence::existing_refs(c, tid, wanted);
-      },
-      [asks = std::move(asks), k = std::move(k)](domain::outcome<persistence::deal_refs> r) {
-        if (!r) return k(r.error());
-        auto has = [](const std::vector<std::int64_t>& v, std::int64_t id) {
-          return std::find(v.begin(), v.end(), id) != v.end();
-        };
-        ref_issues out(asks.size());
-        for (std::size_t i = 0; i < asks.size(); ++i) {
-          auto& a = asks[i];
-          if (a.contact && !has(r->contacts, *a.contact))
-            out[i].push_back(
-                {at(a.loc, "contact_id"), "contact not found in this tenant", "value_error"});
-          if (a.company && !has(r->companies, *a.company))
-            out[i].push_back(
-                {at(a.loc, "company_id"), "company not found in this tenant", "value_error"});
-          if (a.owner && !has(r->users, *a.owner))
-            out[i].push_back({at(a.loc, "owner_id"),
-                              "owner_id must be an active user of the tenant", "value_error"});
-        }
-        k(std::move(out));
-      });
-}
-
-// ---- idempotency ----------------------------------------------------------------------------
-
-enum class key_state : std::uint8_t { fresh, replay, pending, conflict };
-
-std::string key_of(const idempotency& k) {
-  return k.key.empty() ? std::string() : "deals:" + k.key;
-}
-
-// Handles a key already known; true if the request is answered (or will be).
-bool answer_known_key(deals_actor* self, const idempotency& key,
-                      const callback<stored_response>& reply) {
-  auto& st = self->state;
-  auto name = key_of(key);
-  if (name.empty()) return false;
-  if (auto it = st.p_keys.find(name); it != st.p_keys.end()) {
-    if (it->second.second != key.request_hash) {
-      reply(failure::of(errc::conflict, "this Idempotency-Key was used with a different request"));
-      return true;
-    }
-    auto answer = [self, name, reply] {
-      auto& keys = self->state.keys;
-      if (auto k = keys.find(name); k != keys.end())
-        reply(stored_response{k->second.status, k->second.response, std::nullopt});
-      else
-        reply(failure::of(errc::service_unavailable, "retry"));
-    };
-    auto& b = it->second.first == st.open.seq ? st.open : *st.in_flight;
-    b.on_commit.push_back(answer);
-    b.on_fail.push_back(fail_with(reply));
-    return true;
-  }
-  auto it = st.keys.find(name);
-  if (it == st.keys.end() || it->second.created_at < domain::now_micros() - idempotency_window)
-    return false;
-  if (it->second.request_hash != key.request_hash) {
-    reply(failure::of(errc::conflict, "this Idempotency-Key was used with a different request"));
-    return true;
-  }
-  reply(stored_response{it->second.status, it->second.response, std::nullopt});
-  return true;
-}
-
-void stage_key(deals_state& st, const idempotency& key, int status, const std::string& body) {
-  auto name = key_of(key);
-  if (name.empty()) return;
-  auto now = domain::now_micros();
-  persistence::forget_expired_keys(st.keys, st.keys_pruned_at, now);
-  st.open.sql.keys.push_back({name, key.request_hash, status, body, now});
-  st.p_keys[name] = {st.open.seq, key.request_hash};
-}
-
-// ---- deal writes ----------------------------------------------------------------------------
-
-// In the actor, ready for a write with one id reserved.
-std::optional<domain::deal> stage_create(deals_actor* self, const deal_fields& f,
-                                         const deal_actor_ref& who,
-                                         std::vector<domain::issue>& issues) {
-  auto& st = self->state;
-  auto b = build_deal(st, nullptr, f);
-  if (!b.issues.empty()) {
-    issues = std::move(b.issues);
-    return std::nullopt;
-  }
-  auto& d = b.next;
-  d.id = st.ids.front();
-  st.ids.pop_front();
-  d.tenant_id = st.env.tenant_id;
-  d.created_at = d.updated_at = domain::now_micros();
-  if (d.status != stage_kind::open) d.closed_at = d.created_at;
-  d.rank =
-      f.position ? rank_at(self, d.stage_id, *f.position, d.id) : take_last_rank(st, d.stage_id);
-  stage_deal(self, nullptr, d, who);
-  return d;
-}
-
-void do_create(deals_actor* self, deal_fields f, deal_actor_ref who, idempotency key,
-               callback<stored_response> reply) {
-  std::vector<const deal_fields*> items{&f};
-  check_refs(self, items, [self, f, who, key, reply](domain::outcome<ref_issues> found) {
-    if (!found) return reply(found.error());
-    when_ready(
-        self, need::write, fail_with(reply),
-        [self, f, who, key, reply, refs = std::move(*found)]() mutable {
-          if (answer_known_key(self, key, reply)) return;
-          auto issues = f.issues;
-          issues.insert(issues.end(), refs[0].begin(), refs[0].end());
-          if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
-          auto d = stage_create(self, f, who, issues);
-          if (!d) return reply(failure::invalid(std::move(issues)));
-          audit_change(self->state, reply.who(), d->id, "create",
-                       changed_fields(domain::deal{}, *d), 201);
-          auto body = domain::encode_deal(*d);
-          stage_key(self->state, key, 201, body);
-          stage_write(
-              self,
-              [reply, body, id = d->id] {
-                reply(stored_response{201, body, id});
-              },
-              fail_with(reply));
-        },
-        1);
-  });
-}
-
-void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref who, idempotency key,
-             callback<stored_response> reply) {
-  std::vector<const deal_fields*> ptrs;
-  for (auto& f : items) ptrs.push_back(&f);
-  // check_refs copies what it needs from `ptrs` before the lambda below is called; moving the
-  // vector keeps its elements where they are.
-  check_refs(
-      self, ptrs,
-      [self, items = std::move(items), who, key, reply](domain::outcome<ref_issues> found) mutable {
-        if (!found) return reply(found.error());
-        when_ready(
-            self, need::write, fail_with(reply),
-            [self, items = std::move(items), who, key, reply, refs = std::move(*found)]() mutable {
-              if (answer_known_key(self, key, reply)) return;
-              json::array results;
-              std::vector<std::int64_t> created;
-              for (std::size_t i = 0; i < items.size(); ++i) {
-                auto issues = items[i].issues;
-                issues.insert(issues.end(), refs[i].begin(), refs[i].end());
-                std::optional<domain::deal> d;
-                if (issues.empty()) d = stage_create(self, items[i], who, issues);
-                json::object r{{"index", static_cast<std::int64_t>(i)}};
-                if (d) {
-                  r["id"] = d->id;
-                  created.push_back(d->id);
-                } else {
-                  json::array errs;
-                  for (auto& is : issues) {
-                    json::array loc;
-                    for (auto& p : is.loc) std::visit([&](auto& v) { loc.emplace_back(v); }, p);
-                    errs.push_back(json::object{{"loc", loc}, {"msg", is.msg}, {"type", is.type}});
-                  }
-                  r["errors"] = std::move(errs);
-                }
-                results.push_back(std::move(r));
-              }
-              auto body = json::serialize(json::object{{"results", std::move(results)}});
-              // Nothing created: no answer stored for the key (a corrected retry is new).
-              if (!created.empty()) stage_key(self->state, key, 200, body);
-              audit_change(self->state, reply.who(), std::nullopt, "bulk_create", {}, 200,
-                           std::move(created));
-              stage_write(
-                  self,
-                  [reply, body] {
-                    reply(stored_response{200, body, std::nullopt});
-                  },
-                  fail_with(reply));
-            },
-            items.size());
-      });
-}
-
-void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref who,
-               callback<domain::deal> reply) {
-  std::vector<const deal_fields*> items{&f};
-  check_refs(self, items, [self, id, f, who, reply](domain::outcome<ref_issues> found) {
-    if (!found) return reply(found.error());
-    when_ready(self, need::write, fail_with(reply),
-               [self, id, f, who, reply, refs = std::move(*found)]() mutable {
-                 auto& st = self->state;
-                 auto found = projected(st, id);
-                 if (!found)
-                   return reply_missing(self, persistence::pipeline_record::deal, id, "deal",
-                                        reply);
-                 // A copy: staging (renumbered ranks) may move the projection's entries.
-                 const auto before = *found;
-                 auto b = build_deal(st, &before, f);
-                 auto issues = f.issues;
-                 issues.insert(issues.end(), refs[0].begin(), refs[0].end());
-                 issues.insert(issues.end(), b.issues.begin(), b.issues.end());
-                 if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
-                 auto& d = b.next;
-                 d.updated_at = std::max(domain::now_micros(), before.updated_at + 1);
-                 if (f.position)
-                   d.rank = rank_at(self, d.stage_id, *f.position, d.id);
-                 else if (b.stage_changed)
-                   d.rank = take_last_rank(st, d.stage_id);
-                 audit_change(st, reply.who(), id, b.stage_changed ? "move" : "update",
-                              changed_fields(before, d), 200);
-                 stage_deal(self, &before, d, who);
-                 stage_write(
-                     self, [reply, d] { reply(d); }, fail_with(reply));
-               });
-  });
-}
-
-void do_delete(deals_actor* self, std::int64_t id, deal_actor_ref who,
-               callback<domain::done> reply) {
-  when_ready(self, need::write, fail_with(reply), [self, id, who, reply] {
-    auto& st = self->state;
-    auto before = projected(st, id);
-    if (!before) return reply_missing(self, persistence::pipeline_record::deal, id, "deal", reply);
-    auto& b = st.open;
-    audit_change(st, reply.who(), id, "delete", {}, 204);
-    b.sql.deletes.push_back(id);
-    if (st.event_listeners)
-      b.sql.events.push_back({"deal.deleted", event_payload(st, *before, ""), who.chain_depth});
-    st.p_deals[id] = {b.seq, std::nullopt};
-    stage_write(
-        self, [reply] { reply(domain::done{}); }, fail_with(reply));
-  });
-}
-
-// A contact or company was deleted: Postgres already nulled the deals' references in that
-// transaction, so memory follows at once (committed and staged deals alike), and the
-// deal.updated events are written in a batch of their own.
-void do_gone(deals_actor* self, bool contact, std::int64_t id) {
-  auto& st = self->state;
-  (contact ? st.gone_contacts : st.gone_companies).insert(id);
-  when_ready(
-      self, need::write, [](const failure&) {},
-      [self, contact, id] {
-        auto& st = self->state;
-        auto refers = [&](const domain::deal& d) {
-          return (contact ? d.contact_id : d.company_id) == id;
-        };
-        std::vector<domain::deal> befores;
-        for (auto& [did, d] : st.deals)
-          if (refers(d)) befores.push_back(d);
-        for (auto& d : befores) put_committed(st, d); // nulls the reference (gone set)
-        for (auto& [did, p] : st.p_deals)
-          if (p.value && refers(*p.value))
-            (contact ? p.value->contact_id : p.value->company_id).reset();
-        if (!st.event_listeners || befores.empty()) return;
-        for (auto& before : befores) {
-          auto after = st.deals.at(before.id);
-          record_change(st, st.open.sql, &before, after, {}, false);
-          st.open.sql.upserts.pop_back(); // the row already holds null: only the event
-        }
-        stage_write(
-            self, [] {}, [](const failure&) {});
-      });
-}
-
-// ---- pipelines (exclusive) ----------------------------------------------------------------
-
-void commit_change(deals_actor* self, persistence::pipeline_change ch,
-                   std::function<void(domain::outcome<std::vector<domain::pipeline>>)> done) {
-  auto& st = self->state;
-  st.exclusive_busy = true;
-  ch.tenant_id = st.env.tenant_id;
-  ch.deals.tenant_id = st.env.tenant_id;
-  auto shared = std::make_shared<persistence::pipeline_change>(std::move(ch));
-  db<std::vector<domain::pipeline>>(
-      self,
-      [shared](persistence::pg_conn& c) { return persistence::commit_pipeline_change(c, *shared); },
-      [self, shared, done](domain::outcome<std::vector<domain::pipeline>> r) {
-        auto& st = self->state;
-        st.exclusive_busy = false;
-        if (r) {
-          st.board_cache.clear();
-          for (auto pid : shared->deleted_pipelines) {
-            if (auto it = st.pipelines.find(pid); it != st.pipelines.end()) {
-              for (auto& s : it->second.stages) st.stage_pipeline.erase(s.id);
-              st.pipelines.erase(it);
-            }
-          }
-          for (auto sid : shared->deleted_stages) st.stage_pipeline.erase(sid);
-          for (auto& p : *r) {
-            if (auto it = st.pipelines.find(p.id); it != st.pipelines.end())
-              for (auto& s : it->second.stages) st.stage_pipeline.erase(s.id);
-            keep_pipeline(st, p);
-          }
-          apply_batch(st, shared->deals);
-          if (!shared->deals.events.empty())
-            st.env.rt->route(st.env.tenant_id, child_kind::workflows,
-                             caf::make_message(outbox_atom::value));
-        }
-        done(std::move(r));
-        drain(self);
-      });
-}
-
-template <class T>
-bool find_pipeline(deals_actor* self, std::int64_t id, const callback<T>& reply,
-                   domain::pipeline** out) {
-  auto it = self->state.pipelines.find(id);
-  if (it == self->state.pipelines.end()) {
-    reply_missing(self, persistence::pipeline_record::pipeline, id, "pipeline", reply);
-    return false;
-  }
-  *out = &it->second;
-  return true;
-}
-
-// A stage of pipeline `p`; a stage of another pipeline of the tenant is 404 too.
-template <class T>
-const domain::stage* find_stage_of(deals_actor* self, const domain::pipeline& p,
-                                   std::int64_t stage_id, const callback<T>& reply) {
-  if (auto s = p.find(stage_id)) return s;
-  if (self->state.stage_pipeline.count(stage_id))
-    reply(missing("stage"));
-  else
-    reply_missing(self, persistence::pipeline_record::stage, stage_id, "stage", reply);
-  return nullptr;
-}
-
-std::int64_t deals_in_stage(const deals_state& st, std::int64_t stage) {
-  auto it = st.totals.find(stage);
-  return it == st.totals.end() ? 0 : it->second.count;
-}
-
-std::int64_t deals_in_pipeline(const deals_state& st, const domain::pipeline& p) {
-  std::int64_t n = 0;
-  for (auto& s : p.stages) n += deals_in_stage(st, s.id);
-  return n;
-}
-
-// Saves `next` (and, when it becomes the default, the previous default without it).
-void save_pipeline(deals_actor* self, domain::pipeline next, callback<std::string> reply,
-                   std::function<std::string(const domain::pipeline&)> render) {
-  auto& st = self->state;
-  persistence::pipeline_change ch;
-  if (next.is_default)
-    for (auto& [id, p] : st.pipelines)
-      if (p.is_default && id != next.id) {
-        auto prev = p;
-        prev.is_default = false;
-        prev.updated_at = std::max(domain::now_micros(), p.updated_at + 1);
-        ch.saves.push_back(std::move(prev));
-      }
-  ch.saves.push_back(next);
-  // The pipeline asked for is the last one saved (commit_pipeline_change keeps the order).
-  commit_change(
-      self, std::move(ch), [reply, render](domain::outcome<std::vector<domain::pipeline>> r) {
-        if (!r) return reply(r.error());
-        if (r->empty())
-          return reply(failure::of(errc::internal, "the saved pipeline was not returned"));
-        reply(render(r->back()));
-      });
-}
-
-failure conflict(std::string why) {
-  return failure::of(errc::conflict, std::move(why));
-}
-
-// ---- reads --------------------------------------------------------------------------------
-
-std::string render_deal_page(const deals_state& st, const domain::deal_query& q, int page,
-                             int per_page, const std::set<std::int64_t>* only = nullptr) {
-  std::vector<const domain::deal*> found;
-  auto consider = [&](const domain::deal& d) {
-    if (domain::deal_matches(d, q)) found.push_back(&d);
-  };
-  if (only) {
-    for (auto id : *only)
-      if (auto it = st.deals.find(id); it != st.deals.end()) consider(it->second);
-  } else {
-    for (auto& [id, d] : st.deals) consider(d);
-  }
-  auto less = [&q](const domain::deal* a, const domain::deal* b) {
-    return domain::deal_before(*a, *b, q);
-  };
-  auto total = static_cast<std::int64_t>(found.size());
-  auto from = std::min<std::size_t>(found.size(), static_cast<std::size_t>(page - 1) * per_page);
-  auto to = std::min<std::size_t>(found.size(), from + static_cast<std::size_t>(per_page));
-  std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(to), found.end(),
-                    less);
-  std::string out = "{\"items\":[";
-  for (auto i = from; i < to; ++i) {
-    if (i > from) out += ',';
-    domain::append_deal(out, *found[i]);
-  }
-  auto pages = per_page > 0 ? (total + per_page - 1) / per_page : 0;
-  out += "],\"total\":" + std::to_string(total) + ",\"page\":" + std::to_string(page) +
-         ",\"per_page\":" + std::to_string(per_page) + ",\"pages\":" + std::to_string(pages) + "}";
-  return out;
-}
-
-void write_sums(domain::json_writer& w, const std::map<std::string, money_sum>& sums) {
-  w.begin_object();
-  for (auto& [cur, v] : sums) w.key(cur).value(domain::format_cents(v));
-  w.end_object();
-}
-
-std::string render_board(const deals_state& st, const domain::pipeline& p, const board_query& q) {
-  std::string out;
-  out.reserve(256 + static_cast<std::size_t>(q.per_stage) * p.stages.size() * 200);
-  domain::json_writer w(out);
-  w.begin_object().key("pipeline_id").value(p.id).key("stages").begin_array();
-  for (auto& s : p.stages) {
-    if (q.stage_id && s.id != *q.stage_id) continue;
-    w.begin_object().key("stage").raw(domain::encode_stage(s));
-    auto t = st.totals.find(s.id);
-    w.key("count").value(t == st.totals.end() ? std::int64_t{0} : t->second.count);
-    w.key("sums");
-    write_sums(w, t == st.totals.end() ? std::map<std::string, money_sum>{} : t->second.sums);
-    w.key("deals").begin_array();
-    bool more = false;
-    if (auto b = st.board.find(s.id); b != st.board.end()) {
-      auto it = b->second.begin();
-      for (std::int64_t i = 0; i < q.offset && it != b->second.end(); ++i) ++it;
-      bool first = true;
-      for (int n = 0; it != b->second.end() && n < q.per_stage; ++it, ++n) {
-        auto d = st.deals.find(it->second);
-        if (d == st.deals.end()) continue; // never: the board indexes the deals held
-        if (!first) out += ',';
-        first = false;
-        domain::append_deal_card(out, d->second);
-      }
-      more = it != b->second.end();
-    }
-    w.end_array(); // the cards went straight into `out`, with their own commas
-    w.key("has_more").value(more).end_object();
-  }
-  w.end_array().end_object();
-  return out;
-}
-
-std::string render_summary(const deals_state& st, const domain::pipeline& p,
-                           const summary_query& q) {
-  bool filtered = q.owner_id || q.close_after || q.close_before;
-  std::string out;
-  domain::json_writer w(out);
-  std::int64_t total_count = 0;
-  std::map<std::string, money_sum> total_sums, total_weighted; // weighted: cents × percent
-  w.begin_object().key("pipeline_id").value(p.id).key("stages").begin_array();
-  for (auto& s : p.stages) {
-    std::int64_t count = 0;
-    std::map<std::string, money_sum> sums;
-    if (!filtered) {
-      if (auto t = st.totals.find(s.id); t != st.totals.end()) {
-        count = t->second.count;
-        sums = t->second.sums;
-      }
-    } else if (auto b = st.board.find(s.id); b != st.board.end()) {
-      for (auto& [rank, id] : b->second) {
-        auto& d = st.deals.at(id);
-        if (q.owner_id && d.owner_id != q.owner_id) continue;
-        if (q.close_after && (!d.expected_close || *d.expected_close < *q.close_after)) continue;
-        if (q.close_before && (!d.expected_close || *d.expected_close > *q.close_before)) continue;
-        ++count;
-        if (d.amount) sums[d.currency] += *d.amount;
-      }
-    }
-    std::map<std::string, money_sum> weighted;
-    for (auto& [cur, v] : sums) {
-      weighted[cur] = domain::round_weighted(v * s.probability);
-      total_sums[cur] += v;
-      total_weighted[cur] += v * s.probability;
-    }
-    total_count += count;
-    w.begin_object()
-        .key("stage_id")
-        .value(s.id)
-        .key("name")
-        .value(s.name)
-        .key("kind")
-        .value(domain::to_string(s.kind))
-        .key("probability")
-        .value(static_cast<std::int64_t>(s.probability))
-        .key("count")
-        .value(count)
-        .key("sums");
-    write_sums(w, sums);
-    w.key("weighted");
-    write_sums(w, weighted);
-    w.end_object();
-  }
-  for (auto& [cur, v] : total_weighted) v = domain::round_weighted(v);
-  w.end_array().key("totals").begin_object().key("count").value(total_count).key("sums");
-  write_sums(w, total_sums);
-  w.key("weighted");
-  write_sums(w, total_weighted);
-  w.end_object().end_object();
-  return out;
 }
 
 // ---- behaviour ----------------------------------------------------------------------------
@@ -1581,7 +777,31 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
   };
 }
 
-} // namespace
+} // namespace deals_impl
+
+using deals_impl::board_atom;
+using deals_impl::d_bulk_atom;
+using deals_impl::d_contact_atom;
+using deals_impl::d_del_atom;
+using deals_impl::d_export_atom;
+using deals_impl::d_get_atom;
+using deals_impl::d_hist_atom;
+using deals_impl::d_list_atom;
+using deals_impl::d_new_atom;
+using deals_impl::d_put_atom;
+using deals_impl::deals_behavior;
+using deals_impl::gone_atom;
+using deals_impl::pl_del_atom;
+using deals_impl::pl_get_atom;
+using deals_impl::pl_list_atom;
+using deals_impl::pl_new_atom;
+using deals_impl::pl_put_atom;
+using deals_impl::st_del_atom;
+using deals_impl::st_get_atom;
+using deals_impl::st_new_atom;
+using deals_impl::st_put_atom;
+using deals_impl::summary_atom;
+namespace json = boost::json;
 
 caf::actor spawn_deals(caf::event_based_actor* parent, const tenant_env& env) {
   return parent->spawn<caf::monitored + caf::linked>(deals_behavior, env);

@@ -1,0 +1,435 @@
+// The contacts actor (actors/contacts_internal.hpp): the request handlers, and companies.
+#include "actors/contacts_internal.hpp"
+
+namespace crm::actors::contacts_impl {
+
+// ---- handlers ---------------------------------------------------------------------------
+
+void do_create(contacts_actor* self, contact_fields f, idempotency key,
+               callback<stored_response> reply) {
+  auto& st = self->state;
+  if (answer_known_key(self, key, reply)) return;
+  domain::contact c;
+  c.id = st.contact_ids.front();
+  c.tenant_id = st.env.tenant_id;
+  auto r = apply_fields(st, c, f, true, {"body"});
+  r.issues.insert(r.issues.begin(), f.issues.begin(), f.issues.end());
+  if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
+  if (r.duplicate_email) return reply(duplicate_email_failure());
+  st.contact_ids.pop_front();
+  c.created_at = c.updated_at = domain::now_micros();
+  auto body = domain::encode_contact_created(masked(st, c));
+  audit_change(st, reply.who(), "contact", c.id, "create", domain::contact_field_names(c), 201);
+  stage_contact(st, nullptr, c);
+  contact_events(st, nullptr, c, r, {});
+  stage_key(st, key, 201, body);
+  stage_write(
+      self,
+      [reply, body, id = c.id] {
+        reply(stored_response{201, body, id});
+      },
+      fail_with(reply));
+}
+
+void do_match(contacts_actor* self, contact_match_request req, callback<contact_match> reply) {
+  auto& st = self->state;
+  // A match that is still being committed is answered after its COMMIT (never acknowledge
+  // what might not be stored).
+  auto answer = [&](const domain::contact& c) {
+    if (!st.p_contacts.count(c.id)) return reply(contact_match{masked(st, c), false});
+    stage_write(
+        self,
+        [self, reply, id = c.id] {
+          auto now = self->state.store().find(id);
+          if (!now) return reply(missing_contact());
+          reply(contact_match{masked(self->state, *now), false});
+        },
+        fail_with(reply));
+  };
+  if (req.known_id)
+    if (auto c = projected_contact(st, *req.known_id)) return answer(*c);
+  auto by_phone = req.phone ? phone_owner(st, *req.phone) : 0;
+  auto by_email = req.email ? email_owner(st, *req.email) : 0;
+  if (by_phone && by_email && by_phone != by_email)
+    // Both named, so that an operator can tell which two records are the same patient.
+    return reply(failure::of(
+        errc::conflict, "the contact block matches two different contacts: the phone contact " +
+                            std::to_string(by_phone) + ", the e-mail contact " +
+                            std::to_string(by_email)));
+  if (auto id = by_phone ? by_phone : by_email) {
+    if (auto c = projected_contact(st, id)) return answer(*c);
+  }
+  domain::contact c;
+  c.id = st.contact_ids.front();
+  c.tenant_id = st.env.tenant_id;
+  auto r = apply_fields(st, c, req.create, true, {"body", "contact"});
+  if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
+  if (r.duplicate_email) return reply(duplicate_email_failure());
+  st.contact_ids.pop_front();
+  c.created_at = c.updated_at = domain::now_micros();
+  audit_change(st, reply.who(), "contact", c.id, "create", domain::contact_field_names(c), 0);
+  stage_contact(st, nullptr, c);
+  contact_events(st, nullptr, c, r, {});
+  stage_write(
+      self,
+      [reply, c = masked(st, c)] {
+        reply(contact_match{c, true});
+      },
+      fail_with(reply));
+}
+
+void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
+             std::vector<std::vector<issue>> pre_errors, idempotency key, std::string row_loc,
+             callback<stored_response> reply) {
+  auto& st = self->state;
+  if (answer_known_key(self, key, reply)) return;
+  std::vector<domain::bulk_item> results(items.size());
+  std::vector<std::int64_t> created;
+  auto now = domain::now_micros();
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::vector<domain::loc_part> prefix{std::string("body"), row_loc,
+                                         static_cast<std::int64_t>(i)};
+    if (row_loc == "rows" && items[i].custom_fields)
+      items[i].custom_fields = convert_cells(st.defs, *items[i].custom_fields);
+    domain::contact c;
+    c.id = st.contact_ids.front();
+    c.tenant_id = st.env.tenant_id;
+    auto r = apply_fields(st, c, items[i], true, prefix);
+    if (i < pre_errors.size())
+      r.issues.insert(r.issues.begin(), pre_errors[i].begin(), pre_errors[i].end());
+    if (r.duplicate_email) {
+      auto l = prefix;
+      l.emplace_back(std::string("email"));
+      r.issues.push_back({l, "a contact with this e-mail already exists", "duplicate_email"});
+    }
+    if (!r.issues.empty()) {
+      results[i].errors = std::move(r.issues);
+      continue;
+    }
+    st.contact_ids.pop_front();
+    c.created_at = c.updated_at = now;
+    results[i].id = c.id;
+    created.push_back(c.id);
+    stage_contact(st, nullptr, c);
+    contact_events(st, nullptr, c, r, {});
+  }
+  auto body = domain::encode_bulk_results(results);
+  // A request that created nothing stores no answer for its key: sent again (corrected), it is
+  // a new request, not a replay of the refusal.
+  if (!created.empty()) stage_key(st, key, 200, body);
+  // One row for the whole request, naming every contact it created.
+  audit_change(st, reply.who(), "contact", std::nullopt,
+               row_loc == "rows" ? "import" : "bulk_create", {}, 200, std::move(created));
+  stage_write(
+      self,
+      [reply, body] {
+        reply(stored_response{200, body, std::nullopt});
+      },
+      fail_with(reply));
+}
+
+void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
+               callback<domain::contact> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    // A body that fails validation is 422 whatever the id (validation comes first).
+    if (!f.issues.empty()) return reply(failure::invalid(std::move(f.issues)));
+    if (st.p_contacts.count(id)) return reply(missing_contact()); // deleted, not yet committed
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  auto c = before;
+  auto r = apply_fields(st, c, f, false, {"body"});
+  r.issues.insert(r.issues.begin(), f.issues.begin(), f.issues.end());
+  if (!r.issues.empty()) return reply(failure::invalid(std::move(r.issues)));
+  if (r.duplicate_email) return reply(duplicate_email_failure());
+  c.updated_at = next_timestamp(before.updated_at);
+  audit_change(st, reply.who(), "contact", id, "update", domain::changed_fields(before, c), 200);
+  stage_contact(st, &before, c);
+  contact_events(st, &before, c, r, fields_sent(f));
+  stage_write(
+      self, [reply, c = masked(st, c)] { reply(c); }, fail_with(reply));
+}
+
+void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply, bool erase) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  audit_change(st, reply.who(), "contact", id, erase ? "erase" : "delete",
+               domain::contact_field_names(before), erase ? 200 : 204);
+  stage_contact_delete(st, before);
+  if (!erase) {
+    contact_event(st, "contact.deleted", before);
+  } else if (st.event_listeners) {
+    st.open.sql.events.push_back(
+        {"contact.deleted",
+         "{\"contact_id\":" + std::to_string(id) +
+             ",\"erased\":true,\"tenant_id\":" + std::to_string(st.env.tenant_id) + "}",
+         st.event_depth});
+  }
+  // The deals actor hears of it before the client does (docs/pipeline.md).
+  stage_write(
+      self,
+      [self, id, reply] {
+        contact_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        forget_contact_notes(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        forget_contact_appointments(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        reply(domain::done{});
+      },
+      fail_with(reply));
+}
+
+std::optional<domain::company> committed_company(contacts_state& st,
+                                                 const std::optional<std::int64_t>& id) {
+  if (!id) return std::nullopt;
+  auto it = st.companies().find(*id);
+  if (it == st.companies().end()) return std::nullopt;
+  return it->second;
+}
+
+void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string> tags,
+                 callback<contact_view> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  auto c = before;
+  apply_result r;
+  r.tags_added = add_unique(c.tags, tags);
+  if (c.tags.size() > max_tags)
+    return reply(failure::invalid({{{"body", "tags"}, "at most 50 tags", "value_error"}}));
+  if (r.tags_added.empty()) {
+    // Nothing changes: answer with the contact as it will be once staged writes commit.
+    stage_write(
+        self,
+        [self, reply, id] {
+          auto& s = self->state;
+          auto now = s.store().find(id);
+          if (!now) return reply(missing_contact());
+          reply(contact_view{*now, committed_company(s, now->company_id)});
+        },
+        fail_with(reply));
+    return;
+  }
+  c.updated_at = next_timestamp(before.updated_at);
+  audit_change(st, reply.who(), "contact", id, "update", {"tags"}, 200);
+  stage_contact(st, &before, c);
+  contact_events(st, &before, c, r, {"tags"});
+  stage_write(
+      self,
+      [self, reply, c = masked(st, c)] {
+        reply(contact_view{c, committed_company(self->state, c.company_id)});
+      },
+      fail_with(reply));
+}
+
+void do_remove_tag(contacts_actor* self, std::int64_t id, const std::string& tag,
+                   callback<domain::done> reply) {
+  auto& st = self->state;
+  auto cur = projected_contact(st, id);
+  if (!cur) {
+    if (st.p_contacts.count(id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, id, reply);
+  }
+  auto before = *cur;
+  auto c = before;
+  auto lt = domain::ascii_lower(tag);
+  auto it = std::find_if(c.tags.begin(), c.tags.end(),
+                         [&](const std::string& t) { return domain::ascii_lower(t) == lt; });
+  if (it == c.tags.end()) return reply(failure::of(errc::not_found, "the contact has no such tag"));
+  c.tags.erase(it);
+  c.updated_at = next_timestamp(before.updated_at);
+  audit_change(st, reply.who(), "contact", id, "update", {"tags"}, 204);
+  stage_contact(st, &before, c);
+  contact_events(st, &before, c, apply_result{}, {"tags"});
+  stage_write(
+      self, [reply] { reply(domain::done{}); }, fail_with(reply));
+}
+
+// Exclusive (runs with nothing staged or in flight), so the committed store is the whole truth.
+void do_rename_tag(contacts_actor* self, const std::string& from, const std::string& to,
+                   callback<domain::tag_count> reply) {
+  auto& st = self->state;
+  auto ids = st.store().with_tag(from);
+  if (ids.empty()) return reply(failure::of(errc::not_found, "no contact has this tag"));
+  auto lfrom = domain::ascii_lower(from);
+  auto lto = domain::ascii_lower(to);
+  auto now = domain::now_micros();
+  audit_change(st, reply.who(), "contact", std::nullopt, "rename_tag", {"tags"}, 200, ids);
+  for (auto id : ids) {
+    auto before = *st.store().find(id);
+    auto c = before;
+    std::vector<std::string> next;
+    for (auto& t : c.tags) {
+      auto lt = domain::ascii_lower(t);
+      std::vector<std::string> one{lt == lfrom || lt == lto ? to : t};
+      add_unique(next, one);
+    }
+    c.tags = std::move(next);
+    c.updated_at = std::max(now, before.updated_at + 1);
+    stage_contact(st, &before, c);
+    contact_events(st, &before, c, apply_result{}, {"tags"});
+  }
+  stage_write(
+      self,
+      [self, reply, lto, to] {
+        for (auto& t : self->state.store().tags())
+          if (domain::ascii_lower(t.name) == lto) return reply(domain::tag_count{to, t.count});
+        reply(domain::tag_count{to, 0});
+      },
+      fail_with(reply));
+}
+
+// ---- companies -------------------------------------------------------------------------
+
+std::vector<issue> apply_company_fields(const contacts_state& st, domain::company& c,
+                                        const company_fields& f, bool creating) {
+  std::vector<issue> out;
+  if (f.name) c.name = *f.name;
+  if (f.domain) c.domain = *f.domain;
+  if (f.phone) c.phone = *f.phone;
+  if (f.industry) c.industry = *f.industry;
+  if (f.address) c.address = *f.address;
+  if (f.custom_fields) {
+    auto merged = domain::merge_custom_values(c.custom_fields, *f.custom_fields, creating);
+    if (!merged)
+      out.push_back(
+          {{"body", "custom_fields"}, "Input should be a valid dictionary", "value_error"});
+    else if (merged->size() > max_custom_fields_bytes)
+      out.push_back({{"body", "custom_fields"}, "custom fields exceed 16 KiB", "value_error"});
+    else
+      c.custom_fields = std::move(*merged);
+  }
+  if (f.custom_fields || creating) {
+    for (auto& i : domain::check_custom_values(st.defs, domain::field_entity::company,
+                                               f.custom_fields.value_or("{}"), c.custom_fields,
+                                               creating, {std::string("body")}))
+      out.push_back(std::move(i));
+  }
+  return out;
+}
+
+void do_create_company(contacts_actor* self, company_fields f, callback<domain::company> reply) {
+  auto& st = self->state;
+  domain::company c;
+  c.id = st.company_ids.front();
+  c.tenant_id = st.env.tenant_id;
+  auto issues = apply_company_fields(st, c, f, true);
+  issues.insert(issues.begin(), f.issues.begin(), f.issues.end());
+  if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+  st.company_ids.pop_front();
+  c.created_at = c.updated_at = domain::now_micros();
+  audit_change(st, reply.who(), "company", c.id, "create",
+               domain::changed_fields(domain::company{}, c), 201);
+  stage_company(st, c);
+  stage_write(
+      self, [reply, c] { reply(c); }, fail_with(reply));
+}
+
+void do_update_company(contacts_actor* self, std::int64_t id, company_fields f,
+                       callback<domain::company> reply) {
+  auto& st = self->state;
+  auto cur = projected_company(st, id);
+  if (!cur) {
+    if (!f.issues.empty()) return reply(failure::invalid(std::move(f.issues)));
+    if (st.p_companies.count(id)) return reply(missing_company());
+    return reply_missing(self, persistence::record_kind::company, id, reply);
+  }
+  auto c = *cur;
+  auto issues = apply_company_fields(st, c, f, false);
+  issues.insert(issues.begin(), f.issues.begin(), f.issues.end());
+  if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+  c.updated_at = next_timestamp(cur->updated_at);
+  audit_change(st, reply.who(), "company", id, "update", domain::changed_fields(*cur, c), 200);
+  stage_company(st, c);
+  stage_write(
+      self, [reply, c] { reply(c); }, fail_with(reply));
+}
+
+// Exclusive: its contacts lose their company_id in the same transaction.
+void do_delete_company(contacts_actor* self, std::int64_t id, callback<domain::done> reply) {
+  auto& st = self->state;
+  auto it = st.companies().find(id);
+  if (it == st.companies().end())
+    return reply_missing(self, persistence::record_kind::company, id, reply);
+  auto now = domain::now_micros();
+  audit_change(st, reply.who(), "company", id, "delete", {}, 204, st.store().of_company(id));
+  for (auto cid : st.store().of_company(id)) {
+    auto before = *st.store().find(cid);
+    auto c = before;
+    c.company_id = std::nullopt;
+    c.updated_at = std::max(now, before.updated_at + 1);
+    stage_contact(st, &before, c);
+    contact_events(st, &before, c, apply_result{}, {"company_id"});
+  }
+  st.open.sql.company_deletes.push_back(id);
+  st.p_companies[id] = {st.open.seq, std::nullopt};
+  stage_write(
+      self,
+      [self, id, reply] {
+        company_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        reply(domain::done{});
+      },
+      fail_with(reply));
+}
+
+company_list list_companies_of(contacts_state& st, const company_query& q) {
+  auto lq = domain::ascii_lower(q.search);
+  std::vector<const domain::company*> hits;
+  for (auto& [id, c] : st.companies()) {
+    if (q.industry && c.industry != q.industry) continue;
+    if (!lq.empty()) {
+      bool m = domain::ascii_lower(c.name).find(lq) != std::string::npos ||
+               (c.domain && domain::ascii_lower(*c.domain).find(lq) != std::string::npos);
+      if (!m) continue;
+    }
+    hits.push_back(&c);
+  }
+  auto key = [&](const domain::company* c) -> std::optional<std::string> {
+    if (q.sort == "name") return domain::ascii_lower(c->name);
+    if (q.sort == "domain")
+      return c->domain ? std::optional(domain::ascii_lower(*c->domain)) : std::nullopt;
+    if (q.sort == "industry")
+      return c->industry ? std::optional(domain::ascii_lower(*c->industry)) : std::nullopt;
+    return std::nullopt;
+  };
+  auto num = [&](const domain::company* c) {
+    if (q.sort == "created_at") return c->created_at;
+    if (q.sort == "updated_at") return c->updated_at;
+    return c->id;
+  };
+  bool text = q.sort == "name" || q.sort == "domain" || q.sort == "industry";
+  std::stable_sort(hits.begin(), hits.end(), [&](auto* a, auto* b) {
+    int cmp = 0;
+    if (text) {
+      auto ka = key(a), kb = key(b);
+      if (ka && kb)
+        cmp = ka->compare(*kb);
+      else if (ka != kb)
+        cmp = ka ? -1 : 1; // absent last (ascending)
+      if (q.descending) cmp = -cmp;
+    } else {
+      auto na = num(a), nb = num(b);
+      cmp = na < nb ? -1 : na > nb ? 1 : 0;
+      if (q.descending) cmp = -cmp;
+    }
+    if (cmp != 0) return cmp < 0;
+    return a->id < b->id;
+  });
+  company_list out;
+  out.total = static_cast<std::int64_t>(hits.size());
+  for (auto i = q.offset; i < out.total && static_cast<std::int64_t>(out.items.size()) < q.limit;
+       ++i)
+    out.items.push_back(*hits[static_cast<std::size_t>(i)]);
+  return out;
+}
+
+} // namespace crm::actors::contacts_impl
