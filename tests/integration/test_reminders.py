@@ -27,9 +27,22 @@ TEMPLATE = ("Olá {{contact.first_name}}, {{ service.name }} em {{appointment.st
             "({{calendar.name}}). Responda 1 para confirmar ou 2 para cancelar.{{unknown}}")
 
 
+LATEST_OFFSET = 180  # minutes: no test books further from now than this (plus 30 minutes)
+
+
 def slot_after(minutes: int, step: int = 5) -> dt.datetime:
-    """The first start on a `step`-minute grid at least `minutes` from now (UTC)."""
-    t = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=minutes)
+    """The first start on a `step`-minute grid at least `minutes` from now (UTC). The calendar's
+    day ends at 24:00 in São Paulo, and an appointment cannot run past it (409): when the
+    tests' slots (up to LATEST_OFFSET minutes ahead) would reach the next local day, every slot
+    counts from the next local midnight instead, so the slots of one test keep their order and
+    spacing whatever the hour it runs at (all within the 24 hours a reminder looks ahead)."""
+    now = dt.datetime.now(dt.timezone.utc)
+    here = now.astimezone(ZoneInfo(ZONE))
+    if (here + dt.timedelta(minutes=LATEST_OFFSET + 30)).date() != here.date():
+        midnight = (here + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0,
+                                                          microsecond=0)
+        now = midnight.astimezone(dt.timezone.utc)
+    t = now + dt.timedelta(minutes=minutes)
     t = t.replace(second=0, microsecond=0)
     return t + dt.timedelta(minutes=(-t.minute) % step)
 
