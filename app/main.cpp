@@ -22,6 +22,7 @@
 #include "net/http_client.hpp"
 #include "net/smtp_client.hpp"
 #include "net/trusted_proxies.hpp"
+#include "net/worker_pool.hpp"
 #include "persistence/audit_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/migrations.hpp"
@@ -32,7 +33,6 @@
 #include "persistence/secrets_repo.hpp"
 #include "persistence/subject_repo.hpp"
 #include "persistence/user_repo.hpp"
-#include "net/worker_pool.hpp"
 
 #include <sys/resource.h>
 
@@ -155,8 +155,7 @@ int serve(config::settings cfg) {
   persistence::revocation_store revocations(revoked, redis, cfg.redis_url);
   revocations.start(pool);
   persistence::login_throttle throttle(redis, cfg.login_max_failures, cfg.login_window_seconds);
-  net::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(),
-                                   cfg.hash_queue_limit);
+  net::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(), cfg.hash_queue_limit);
   // The audit trail (docs/compliance.md): partitions exist before the first row is written.
   {
     persistence::pg_conn conn(cfg.database_url, &keys);

@@ -221,7 +221,8 @@ std::optional<booking_offer> open_offer(pg_conn& c, std::int64_t tenant_id,
   pqxx::read_transaction tx(c.raw());
   const auto r = tx.exec_params(
       "SELECT agent_id, contact_id, slots::text, " CRM_MICROS("created_at") ", " CRM_MICROS(
-          "expires_at") ", language FROM ai_booking_offers WHERE tenant_id = $1 AND conversation_id = $2"
+          "expires_at") ", language FROM ai_booking_offers WHERE tenant_id = $1 AND "
+                        "conversation_id = $2"
                         " AND expires_at > $3::timestamptz",
       tenant_id, conversation_id, ts(now));
   if (r.empty()) return std::nullopt;

@@ -13,12 +13,12 @@
 #include "http/openapi_schema.hpp"
 #include "http/placement.hpp"
 #include "http/totp_routes.hpp"
+#include "net/worker_pool.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/revocations.hpp"
 #include "persistence/totp_repo.hpp"
 #include "persistence/user_repo.hpp"
-#include "net/worker_pool.hpp"
 
 #include <boost/json.hpp>
 

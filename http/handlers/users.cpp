@@ -11,8 +11,8 @@
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
-#include "persistence/revocations.hpp"
 #include "net/worker_pool.hpp"
+#include "persistence/revocations.hpp"
 
 namespace crm::http {
 namespace {
