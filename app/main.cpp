@@ -5,6 +5,7 @@
 #include "actors/workflows.hpp"
 #include "cluster/membership.hpp"
 #include "config/settings.hpp"
+#include "domain/assistant_lexicon.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
 #include "domain/deal.hpp"
@@ -156,6 +157,12 @@ int serve(config::settings cfg) {
   revocations.start(pool);
   persistence::login_throttle throttle(redis, cfg.login_max_failures, cfg.login_window_seconds);
   net::worker_pool hashing(cfg.hash_threads > 0 ? cfg.hash_threads : cores(), cfg.hash_queue_limit);
+  // The assistant's dictionaries (about 0.2 s for Portuguese) load here, off the actor threads
+  // whose first index build or answer would otherwise read them.
+  hashing.try_submit([] {
+    for (auto l : {domain::ai::language::en, domain::ai::language::pt, domain::ai::language::es})
+      (void)domain::ai::lexicon::available(l);
+  });
   // The audit trail (docs/compliance.md): partitions exist before the first row is written.
   {
     persistence::pg_conn conn(cfg.database_url, &keys);

@@ -142,6 +142,9 @@ tally evaluate_set(const std::string& dir, const std::string& name, bool verbose
     auto text_of = [&k](std::int64_t id) { return k.text(id); };
     const auto a = ai::answer_builtin(k.index, text_of, row[2], rules);
     const bool answered = a.handoff == ai::handoff_reason::none && !a.passages.empty();
+    bool right = false; // a quoted passage holds the expected fact
+    for (auto id : a.passages)
+      if (auto p = k.text(id); p && p->find(row[3]) != std::string::npos) right = true;
     const std::string size = "kb " + row[1];
     for (tally* t : {&all, &by_size[size], &by_language[row[0]]}) {
       if (row[3] == "-") {
@@ -150,16 +153,10 @@ tally evaluate_set(const std::string& dir, const std::string& name, bool verbose
       } else {
         t->answerable++;
         t->answered += answered;
-        bool right = false;
-        for (auto id : a.passages)
-          if (auto p = k.text(id); p && p->find(row[3]) != std::string::npos) right = true;
         t->correct += answered && right;
       }
     }
     if (!verbose) continue;
-    bool right = false;
-    for (auto id : a.passages)
-      if (auto p = k.text(id); p && p->find(row[3]) != std::string::npos) right = true;
     if (row[3] == "-" && answered)
       std::printf("  FALSE [%s kb %s] %s -> %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str(),
                   a.answer.c_str());

@@ -3,7 +3,8 @@
 // (hunspell-en-us, hunspell-pt-br, hunspell-es), for the dictionary form of a word, so that
 // "abrem", "abrimos" and "abre" are all "abrir" and "cierran" and "cerramos" both "cerrar"
 // (conjugations no suffix stemmer joins). Loaded once per language on first use (about 0.2 s
-// for Portuguese); without a dictionary file a word simply has no dictionary form.
+// for Portuguese: the service warms them on its worker pool at start, app/main.cpp); without a
+// dictionary file a word simply has no dictionary form.
 #pragma once
 #include "domain/assistant.hpp"
 

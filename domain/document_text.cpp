@@ -114,8 +114,8 @@ void walk(xmlNode* n, html_writer& w, int depth) {
     if (name.size() == 2 && name[0] == 'h' && name[1] >= '1' && name[1] <= '6') {
       std::string heading;
       inline_text(c->children, heading);
-      std::string collapsed;
-      html_writer hw;
+      html_writer hw; // whitespace collapsed as in the text
+
       hw.text(heading);
       w.heading(hw.finish());
       continue;
@@ -193,15 +193,14 @@ std::string text_of_pdf_page(std::string_view page_text, int page_number) {
       after_break = true;
       continue;
     }
-    const bool next_is_text = i + 1 < lines.size() && !lines[i + 1].empty();
     const bool short_line = l.size() <= 80 && l.size() * 10 < longest * 7;
     if (after_break && short_line && !document_text_impl::ends_sentence(l) &&
-        !document_text_impl::starts_list_item(l) && (next_is_text || i + 1 < lines.size())) {
+        !document_text_impl::starts_list_item(l) && i + 1 < lines.size()) {
       flush();
+      if (out.empty()) headed = true; // the page opens with its own heading
       if (!out.empty()) out += "\n\n";
       out += "# ";
       out += l;
-      headed = headed || out.size() == l.size() + 2;
       after_break = true;
       continue;
     }
