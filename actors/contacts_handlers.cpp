@@ -178,6 +178,7 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
       [self, id, reply] {
         contact_deleted(*self->state.env.rt->owner, self->state.env.tenant_id, id);
         forget_contact_notes(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+        forget_contact_tasks(*self->state.env.rt->owner, self->state.env.tenant_id, id);
         forget_contact_appointments(*self->state.env.rt->owner, self->state.env.tenant_id, id);
         reply(domain::done{});
       },

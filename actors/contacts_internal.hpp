@@ -10,6 +10,7 @@
 #include "actors/group_batch.hpp"
 #include "actors/notes.hpp"
 #include "actors/schedule.hpp"
+#include "actors/tasks.hpp"
 
 #include "actors/system.hpp"
 #include "domain/clock.hpp"

@@ -8,6 +8,7 @@
 #include "actors/async_io.hpp"
 #include "actors/group_batch.hpp"
 #include "actors/system.hpp"
+#include "actors/tasks.hpp"
 #include "domain/clock.hpp"
 #include "domain/custom_field.hpp"
 #include "domain/json_parse.hpp"

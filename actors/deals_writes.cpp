@@ -358,8 +358,14 @@ void do_delete(deals_actor* self, std::int64_t id, deal_actor_ref who,
     if (st.event_listeners)
       b.sql.events.push_back({"deal.deleted", event_payload(st, *before, ""), who.chain_depth});
     st.p_deals[id] = {b.seq, std::nullopt};
+    // The tasks actor hears of it before the client does (its tasks stay, unlinked).
     stage_write(
-        self, [reply] { reply(domain::done{}); }, fail_with(reply));
+        self,
+        [self, id, reply] {
+          forget_deal_tasks(*self->state.env.rt->owner, self->state.env.tenant_id, id);
+          reply(domain::done{});
+        },
+        fail_with(reply));
   });
 }
 

@@ -637,7 +637,7 @@ bool child_alive(runtime::impl& rt, std::int64_t tid, child_kind k) {
 }
 
 struct due_work {
-  std::vector<std::int64_t> automation, messages, ai, reminders, answers;
+  std::vector<std::int64_t> automation, messages, ai, reminders, answers, overdue_tasks;
 };
 // Messages waiting for an AI agent this long are taken up by waking the tenant's agent actor
 // (the live one has them in hand).
@@ -655,7 +655,8 @@ void sweep(runtime::impl& rt) {
                         persistence::tenants_with_queued_messages(c),
                         persistence::tenants_with_pending_ai(c, ai_pending_grace_seconds),
                         persistence::tenants_with_due_reminders(c),
-                        persistence::tenants_with_pending_answers(c, answer_grace_seconds)};
+                        persistence::tenants_with_pending_answers(c, answer_grace_seconds),
+                        persistence::tenants_with_overdue_tasks(c)};
       },
       [&rt](domain::outcome<due_work> r) {
         if (r) {
@@ -674,6 +675,10 @@ void sweep(runtime::impl& rt) {
               rt.route(tid, child_kind::schedule, caf::make_message(wake_atom::value));
           for (auto tid : r->answers)
             rt.route(tid, child_kind::schedule, caf::make_message(wake_atom::value));
+          // A live tasks actor marks its overdue tasks on its own timer (actors/tasks_actor.cpp).
+          for (auto tid : r->overdue_tasks)
+            if (!child_alive(rt, tid, child_kind::tasks))
+              rt.route(tid, child_kind::tasks, caf::make_message(wake_atom::value));
         }
         rt.automation->sweeping = false;
       });

@@ -9,6 +9,7 @@
 #include "actors/async_io.hpp"
 #include "actors/channels.hpp"
 #include "actors/system.hpp"
+#include "actors/tasks.hpp"
 #include "actors/writer.hpp"
 #include "domain/clock.hpp"
 #include "domain/crypto.hpp"
@@ -22,6 +23,7 @@
 #include "persistence/channel_repo.hpp"
 #include "persistence/log.hpp"
 #include "persistence/schedule_repo.hpp"
+#include "persistence/task_repo.hpp"
 
 #include <boost/json.hpp>
 
@@ -168,6 +170,8 @@ void run_send_action(wf_actor* self, std::int64_t id, json::object step,
                      const json::object& params);
 void run_ai_reply_action(wf_actor* self, std::int64_t id, json::object step,
                          const json::object& params);
+void run_task_action(wf_actor* self, std::int64_t id, json::object step,
+                     const json::object& params);
 void start_ready(wf_actor* self);
 void create_run(wf_actor* self, const domain::workflow& w, json::value payload, int depth,
                 callback<std::int64_t> reply,

@@ -250,6 +250,7 @@ void advance(wf_actor* self, std::int64_t id) {
   case domain::action_type::create_deal:
   case domain::action_type::move_deal:
     return run_deal_action(self, id, std::move(step), known, params);
+  case domain::action_type::create_task: return run_task_action(self, id, std::move(step), params);
   default: return run_contact_action(self, id, std::move(step), known, params);
   }
 }
@@ -420,6 +421,34 @@ void run_deal_action(wf_actor* self, std::int64_t id, json::object step, domain:
         finish_step(self, id, std::move(step), true, std::move(result), {});
       });
   update_deal(rt, tenant, *deal_id, std::move(f), who, callback<domain::deal>(std::move(k)));
+}
+
+// create_task (docs/tasks.md "From a workflow"): through the tasks actor, one task per step of
+// the run (a step run again after a crash finds the task it made).
+void run_task_action(wf_actor* self, std::int64_t id, json::object step,
+                     const json::object& params) {
+  auto& st = self->state;
+  auto& r = st.runs.at(id).run;
+  auto t = domain::task_from_action(params, r.payload, domain::now_micros());
+  if (!t) return finish_step(self, id, std::move(step), false, nullptr, t.error().detail);
+  t->workflow_run_id = r.id;
+  t->workflow_step = r.next_step;
+  auto k = in_actor<domain::outcome<std::string>>(
+      self, [self, id, step](domain::outcome<std::string> v) mutable {
+        if (!v && v.error().code == errc::service_unavailable) return retry_step(self, id);
+        if (!v) return finish_step(self, id, std::move(step), false, nullptr, to_text(v.error()));
+        json::object result;
+        json::error_code ec;
+        auto body = crm::domain::parse_json(*v, ec);
+        if (!ec && body.is_object())
+          for (auto key : {"id", "contact_id", "assignee_id", "due_at"})
+            result[key == std::string_view("id") ? "task_id" : key] = body.as_object()[key];
+        finish_step(self, id, std::move(step), true, std::move(result), {});
+      });
+  // No user: the workflow is the creator (created_by null), the assignee is the params' one.
+  create_task(*st.env.rt->owner, st.env.tenant_id, std::move(*t),
+              domain::task_editor{std::nullopt, domain::role::manager},
+              callback<std::string>(std::move(k)));
 }
 
 void run_http_action(wf_actor* self, std::int64_t id, json::object step,

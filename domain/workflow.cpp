@@ -8,6 +8,7 @@
 #include "domain/contact.hpp"
 #include "domain/crypto.hpp"
 #include "domain/json_check.hpp"
+#include "domain/task.hpp"
 #include "domain/validation.hpp"
 
 #include <boost/json.hpp>
@@ -20,6 +21,7 @@
 #include <charconv>
 #include <cmath>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 namespace crm::domain {
@@ -35,7 +37,7 @@ static_assert(trigger_names.size() == static_cast<std::size_t>(trigger_type::man
 constexpr auto op_names = table_of<condition_op>(rules::condition_ops);
 static_assert(op_names.size() == static_cast<std::size_t>(condition_op::changed_to) + 1);
 constexpr auto action_names = table_of<action_type>(rules::action_types);
-static_assert(action_names.size() == static_cast<std::size_t>(action_type::delay) + 1);
+static_assert(action_names.size() == static_cast<std::size_t>(action_type::create_task) + 1);
 
 constexpr std::string_view status_message =
     "Input should be 'active', 'inactive', 'qualified' or 'unqualified'";
@@ -287,6 +289,41 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
     ck.extra_keys(p, {"agent_id"}, l);
     if (auto v = given(p, "agent_id"); v && !(v->is_string() && is_template(sv(v->as_string()))))
       ck.integer(*v, at(l, "agent_id"), 1, INT64_MAX);
+    break;
+  }
+  case action_type::create_task: {
+    // docs/tasks.md "From a workflow": linked to the trigger's contact, deal and appointment
+    // unless the params name others; due after the step runs, by at most one unit.
+    ck.extra_keys(p,
+                  {"title", "description", "priority", "assignee_id", "contact_id", "deal_id",
+                   "appointment_id", "due_in_minutes", "due_in_hours", "due_in_days"},
+                  l);
+    if (auto v = member(p, "title"))
+      ck.string(*v, at(l, "title"), 1, task_rules::title_max);
+    else
+      ck.add(at(l, "title"), "Field required", "missing");
+    if (auto v = given(p, "description"))
+      ck.string(*v, at(l, "description"), 0, task_rules::description_max);
+    if (auto v = given(p, "priority")) {
+      auto s = v->if_string();
+      if (!s || (!parse_task_priority(sv(*s)) && !is_template(sv(*s))))
+        ck.add(at(l, "priority"), "Input should be 'low', 'normal' or 'high'", "enum");
+    }
+    check_contact_id(ck, p, l);
+    for (auto key : {"assignee_id", "deal_id", "appointment_id"}) {
+      auto v = given(p, key);
+      if (v && !(v->is_string() && is_template(sv(v->as_string()))))
+        ck.integer(*v, at(l, key), 1, INT64_MAX);
+    }
+    int units = 0;
+    for (auto& [unit, scale] : rules::task_due_units)
+      if (auto v = given(p, unit)) {
+        ++units;
+        ck.integer(*v, at(l, unit), 0, rules::task_due_max_seconds / scale);
+      }
+    if (units > 1)
+      ck.add(l, "at most one of 'due_in_minutes', 'due_in_hours' or 'due_in_days'",
+             "value_error");
     break;
   }
   }
@@ -1117,6 +1154,61 @@ std::int64_t delay_seconds(const json::object& params) {
       if (auto n = as_integer(*v))
         return std::clamp<std::int64_t>(*n, 0, workflow_rules::delay_max_seconds / scale) * scale;
   return 0;
+}
+
+outcome<task> task_from_action(const json::object& params, const json::value& payload,
+                               std::int64_t now) {
+  auto invalid = [](std::string what) {
+    return failure::of(errc::validation, "params." + std::move(what));
+  };
+  // An id after rendering: an integer, or a string of digits; `key` of the payload otherwise.
+  auto id_at = [&](const char* key, bool from_trigger,
+                   std::optional<std::int64_t>& out) -> std::optional<failure> {
+    if (auto v = given(params, key)) {
+      auto n = v->is_string() ? digits_value(sv(v->get_string())) : as_integer(*v);
+      if (!n || *n < 1) return invalid(std::string(key) + " is not an id");
+      out = *n;
+      return std::nullopt;
+    }
+    if (from_trigger)
+      if (auto p = payload.if_object())
+        if (auto v = given(*p, key))
+          if (auto n = as_integer(*v); n && *n >= 1) out = *n;
+    return std::nullopt;
+  };
+  task t;
+  auto title = given(params, "title");
+  if (!title || !title->is_string() || utf8_length(sv(title->get_string())) < 1 ||
+      utf8_length(sv(title->get_string())) > task_rules::title_max)
+    return invalid("title must have 1 to " + std::to_string(task_rules::title_max) +
+                   " characters once rendered");
+  t.title = title->get_string().c_str();
+  if (auto d = given(params, "description")) {
+    if (!d->is_string() || utf8_length(sv(d->get_string())) > task_rules::description_max)
+      return invalid("description must have at most " +
+                     std::to_string(task_rules::description_max) + " characters");
+    t.description = d->get_string().c_str();
+  }
+  if (auto p = given(params, "priority")) {
+    auto parsed = p->is_string() ? parse_task_priority(sv(p->get_string())) : std::nullopt;
+    if (!parsed) return invalid("priority must be 'low', 'normal' or 'high'");
+    t.priority = *parsed;
+  }
+  if (given(params, "contact_id") || payload.is_object()) {
+    t.contact_id = action_contact_id(params, payload);
+    if (given(params, "contact_id") && !t.contact_id) return invalid("contact_id is not an id");
+  }
+  for (auto [key, out, from_trigger] :
+       {std::tuple{"deal_id", &t.deal_id, true}, {"appointment_id", &t.appointment_id, true},
+        {"assignee_id", &t.assignee_id, false}})
+    if (auto f = id_at(key, from_trigger, *out)) return *f;
+  for (auto& [unit, scale] : workflow_rules::task_due_units)
+    if (auto v = given(params, unit))
+      if (auto n = as_integer(*v))
+        t.due_at = now + std::clamp<std::int64_t>(*n, 0, workflow_rules::task_due_max_seconds /
+                                                             scale) *
+                             scale * 1'000'000;
+  return t;
 }
 
 // ---- Schedules ---------------------------------------------------------------------------

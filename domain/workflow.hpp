@@ -4,6 +4,7 @@
 // the HTTP layer call these.
 #pragma once
 #include "domain/failure.hpp"
+#include "domain/task.hpp"
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
@@ -39,6 +40,7 @@ enum class trigger_type : std::uint8_t {
   appointment_confirmed,
   appointment_no_show,
   appointment_completed,
+  task_overdue,
   webhook,
   schedule,
   manual,
@@ -73,6 +75,7 @@ enum class action_type : std::uint8_t {
   http_request,
   ai_reply,
   delay,
+  create_task,
 };
 std::optional<action_type> parse_action_type(std::string_view s);
 std::string_view to_string(action_type t);
@@ -90,7 +93,7 @@ struct action {
 // (http/handlers/workflows.cpp).
 namespace workflow_rules {
 // The names of trigger_type, condition_op and action_type, in the order of the enums.
-inline constexpr std::array<std::string_view, 21> trigger_types{"contact.created",
+inline constexpr std::array<std::string_view, 22> trigger_types{"contact.created",
                                                                 "contact.updated",
                                                                 "contact.deleted",
                                                                 "contact.status_changed",
@@ -108,14 +111,15 @@ inline constexpr std::array<std::string_view, 21> trigger_types{"contact.created
                                                                 "appointment.confirmed",
                                                                 "appointment.no_show",
                                                                 "appointment.completed",
+                                                                "task.overdue",
                                                                 "webhook",
                                                                 "schedule",
                                                                 "manual"};
 inline constexpr std::array<std::string_view, 8> condition_ops{
     "eq", "neq", "contains", "in", "gt", "lt", "exists", "changed_to"};
-inline constexpr std::array<std::string_view, 10> action_types{
-    "update_contact", "set_status",   "add_tag",      "remove_tag", "create_deal",
-    "move_deal",      "send_message", "http_request", "ai_reply",   "delay"};
+inline constexpr std::array<std::string_view, 11> action_types{
+    "update_contact", "set_status",   "add_tag",  "remove_tag", "create_deal", "move_deal",
+    "send_message",   "http_request", "ai_reply", "delay",      "create_task"};
 
 inline constexpr std::size_t items_max = 50;  // conditions, and actions, of a workflow
 inline constexpr std::size_t field_max = 200; // characters of a condition's field path
@@ -152,6 +156,10 @@ inline constexpr std::int64_t timeout_max = 30;
 inline constexpr std::size_t message_text_max = 4096;
 inline constexpr std::size_t purpose_max = 64;
 inline constexpr std::size_t deal_title_max = 200;
+// create_task: due at most one of these from the step's run (none: no due time).
+inline constexpr std::int64_t task_due_max_seconds = 366LL * 24 * 3600;
+inline constexpr std::array<std::pair<std::string_view, std::int64_t>, 3> task_due_units{
+    {{"due_in_minutes", 60}, {"due_in_hours", 3600}, {"due_in_days", 86400}}};
 // delay: exactly one of the units, at most delay_max_seconds in all.
 inline constexpr std::int64_t delay_max_seconds = 30LL * 24 * 3600;
 inline constexpr std::array<std::pair<std::string_view, std::int64_t>, 3> delay_units{
@@ -208,6 +216,12 @@ std::optional<std::int64_t> action_contact_id(const boost::json::object& rendere
                                               const boost::json::value& payload);
 // Seconds of a delay action's params (already validated).
 std::int64_t delay_seconds(const boost::json::object& params);
+// The task a create_task step makes (docs/tasks.md "From a workflow"): its params after
+// templates, linked to the trigger's contact, deal and appointment unless they name others,
+// due `due_in_*` after `now`; a rendered value that breaks a rule fails the step (the failure's
+// text says which). The run and step are the caller's to set.
+outcome<task> task_from_action(const boost::json::object& rendered_params,
+                               const boost::json::value& payload, std::int64_t now);
 
 // ---- Schedules --------------------------------------------------------------------------
 struct cron_expr {

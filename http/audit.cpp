@@ -148,6 +148,12 @@ const std::vector<table_row>& table() {
        of_patient(m::change_in_tx, "reschedule_appointment")},
       {verb::post, "/api/v1/appointments/{id}/cancel",
        of_patient(m::change_in_tx, "cancel_appointment")},
+      // Tasks: touches of their patients' records (a task about nobody names none).
+      {verb::get, "/api/v1/tasks", of_patient(m::list, "list_tasks", "items")},
+      {verb::post, "/api/v1/tasks", of_patient(m::change_in_tx, "create_task")},
+      {verb::get, "/api/v1/tasks/{id}", of_patient(m::read, "read_task")},
+      {verb::patch, "/api/v1/tasks/{id}", of_patient(m::change_in_tx, "update_task")},
+      {verb::del, "/api/v1/tasks/{id}", of_patient(m::change_in_tx, "delete_task")},
       // What agents answered patients.
       {verb::get, "/api/v1/ai/agents/{id}/replies",
        rule(m::list, "agent", "list_replies", "id", "items")},

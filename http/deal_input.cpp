@@ -312,21 +312,6 @@ actors::deal_actor_ref who_of(const exchange_ptr& ex) {
   return {ex->who.acting_user(), std::nullopt, 0};
 }
 
-std::optional<std::int64_t> query_id(const request& req, std::string_view name,
-                                     std::vector<issue>& issues) {
-  auto v = req.query_value(name);
-  if (!v) return std::nullopt;
-  std::int64_t n = 0;
-  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
-    issues.push_back({{std::string("query"), std::string(name)},
-                      "Input should be a valid integer",
-                      "int_parsing"});
-    return std::nullopt;
-  }
-  return n;
-}
-
 std::optional<deal_list_params> read_deal_query(const request& req, std::vector<issue>& issues) {
   deal_list_params p;
   auto page = query_int(req, "page", 1, 1, paging_rules::page_max, issues);

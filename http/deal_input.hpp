@@ -80,10 +80,6 @@ actors::stage_patch read_stage(const boost::json::object& o, bool creating,
 // The user acting on deals in this request (recorded in their history).
 actors::deal_actor_ref who_of(const exchange_ptr& ex);
 
-// A positive integer query parameter (422 int_parsing at ["query", name]); nothing if absent.
-std::optional<std::int64_t> query_id(const request& req, std::string_view name,
-                                     std::vector<domain::issue>& issues);
-
 struct deal_list_params {
   domain::deal_query query;
   int page = 1;

@@ -274,6 +274,37 @@ std::optional<bool> query_bool(const request& req, std::string_view name,
   return std::nullopt;
 }
 
+std::optional<std::int64_t> query_id(const request& req, std::string_view name,
+                                     std::vector<domain::issue>& issues, bool required) {
+  auto v = req.query_value(name);
+  if (!v) {
+    if (required) issues.push_back({{"query", std::string(name)}, "Field required", "missing"});
+    return std::nullopt;
+  }
+  std::int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || ptr != v->data() + v->size() || n < 1) {
+    issues.push_back(
+        {{"query", std::string(name)}, "Input should be a valid integer", "int_parsing"});
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<std::int64_t> query_time(const request& req, std::string_view name,
+                                       std::vector<domain::issue>& issues, bool required) {
+  auto v = req.query_value(name);
+  if (!v) {
+    if (required) issues.push_back({{"query", std::string(name)}, "Field required", "missing"});
+    return std::nullopt;
+  }
+  auto t = domain::parse_rfc3339(*v);
+  if (!t)
+    issues.push_back({{"query", std::string(name)}, "Input should be a valid RFC 3339 datetime",
+                      "datetime_parsing"});
+  return t;
+}
+
 std::optional<std::int64_t> path_id(std::string_view value, std::string_view name,
                                     std::vector<domain::issue>& issues) {
   std::int64_t n = 0;

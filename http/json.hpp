@@ -96,6 +96,12 @@ std::optional<int> query_int(const request& req, std::string_view name, int fall
 // bool_parsing issue, when it is something else.
 std::optional<bool> query_bool(const request& req, std::string_view name,
                                std::optional<bool> fallback, std::vector<domain::issue>& issues);
+// A positive id (422 int_parsing at ["query", name]) and an RFC 3339 instant as µs (422
+// datetime_parsing); nothing when absent (a "missing" issue when `required`).
+std::optional<std::int64_t> query_id(const request& req, std::string_view name,
+                                     std::vector<domain::issue>& issues, bool required = false);
+std::optional<std::int64_t> query_time(const request& req, std::string_view name,
+                                       std::vector<domain::issue>& issues, bool required = false);
 // Path parameter as a positive int64 (422 with loc ["path", name], type int_parsing).
 std::optional<std::int64_t> path_id(std::string_view value, std::string_view name,
                                     std::vector<domain::issue>& issues);

@@ -27,37 +27,6 @@ std::vector<domain::loc_part> at(std::string_view where, std::string_view key) {
   return {std::string(where), std::string(key)};
 }
 
-// Query parameters: a positive id, a timestamp.
-std::optional<std::int64_t> query_id(const request& req, std::string_view name, bool required,
-                                     std::vector<issue>& issues) {
-  auto v = req.query_value(name);
-  if (!v) {
-    if (required) issues.push_back({at("query", name), "Field required", "missing"});
-    return std::nullopt;
-  }
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || end != v->data() + v->size() || n < 1) {
-    issues.push_back({at("query", name), "Input should be a valid id", "int_parsing"});
-    return std::nullopt;
-  }
-  return n;
-}
-
-std::optional<std::int64_t> query_time(const request& req, std::string_view name, bool required,
-                                       std::vector<issue>& issues) {
-  auto v = req.query_value(name);
-  if (!v) {
-    if (required) issues.push_back({at("query", name), "Field required", "missing"});
-    return std::nullopt;
-  }
-  auto t = domain::parse_rfc3339(*v);
-  if (!t)
-    issues.push_back(
-        {at("query", name), "Input should be a valid RFC 3339 datetime", "datetime_parsing"});
-  return t;
-}
-
 domain::appointment_source source_of(const exchange_ptr& ex) {
   return ex->who.api_key_id != 0 ? domain::appointment_source::api
                                  : domain::appointment_source::staff;
@@ -65,10 +34,10 @@ domain::appointment_source source_of(const exchange_ptr& ex) {
 
 void availability(services& s, const exchange_ptr& ex) {
   std::vector<issue> issues;
-  auto service = query_id(ex->req, "service_id", true, issues);
-  auto calendar = query_id(ex->req, "calendar_id", false, issues);
-  auto from = query_time(ex->req, "from", true, issues);
-  auto to = query_time(ex->req, "to", true, issues);
+  auto service = query_id(ex->req, "service_id", issues, true);
+  auto calendar = query_id(ex->req, "calendar_id", issues);
+  auto from = query_time(ex->req, "from", issues, true);
+  auto to = query_time(ex->req, "to", issues, true);
   if (from && to) {
     if (*to <= *from)
       issues.push_back({at("query", "to"), "to must be after from", "value_error"});
@@ -119,8 +88,8 @@ void list_of(services& s, const exchange_ptr& ex, std::optional<std::int64_t> co
   auto per_page = query_int(ex->req, "per_page", paging_rules::per_page_default, 1,
                             paging_rules::per_page_max, issues);
   domain::appointment_query q;
-  q.calendar_id = query_id(ex->req, "calendar_id", false, issues);
-  q.contact_id = contact ? contact : query_id(ex->req, "contact_id", false, issues);
+  q.calendar_id = query_id(ex->req, "calendar_id", issues);
+  q.contact_id = contact ? contact : query_id(ex->req, "contact_id", issues);
   if (auto v = ex->req.query_value("status")) {
     q.status = domain::parse_appointment_status(*v);
     if (!q.status)
@@ -129,8 +98,8 @@ void list_of(services& s, const exchange_ptr& ex, std::optional<std::int64_t> co
                         "cancelled, no_show",
                         "enum"});
   }
-  q.from = query_time(ex->req, "from", false, issues);
-  q.to = query_time(ex->req, "to", false, issues);
+  q.from = query_time(ex->req, "from", issues);
+  q.to = query_time(ex->req, "to", issues);
   if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
   actors::list_appointments(s.rt, ex->who.tenant_id, std::move(q), *page, *per_page,
                             json_reply(ex));

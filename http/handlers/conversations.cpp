@@ -37,18 +37,6 @@ constexpr int messages_per_page_max = 200;
 // What a message's text may not be made of alone.
 constexpr std::string_view blank = " \t\r\n";
 
-std::optional<std::int64_t> query_id(const request& req, std::string_view name,
-                                     std::vector<issue>& issues) {
-  auto v = req.query_value(name);
-  if (!v) return std::nullopt;
-  std::vector<issue> local;
-  auto id = path_id(*v, name, local);
-  if (!id)
-    issues.push_back(
-        {{"query", std::string(name)}, "Input should be a valid integer", "int_parsing"});
-  return id;
-}
-
 constexpr text_rule label_rule{.min = 1, .max = rules::label_max, .trim = true};
 
 // A conversation's labels as sent: a list of at most labels_max texts, each trimmed to 1 to

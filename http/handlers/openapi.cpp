@@ -117,6 +117,7 @@ const std::map<std::string, std::string>& tag_descriptions() {
       {"ai", "AI agents, their knowledge and their replies"},
       {"consents", "A contact's consents and their history"},
       {"notes", "Notes colleagues leave on a contact's record"},
+      {"tasks", "What someone must do and by when, about a contact, deal or appointment"},
       {"inbox", "The shared inbox: teams, routing of new conversations, availability"},
       {"appointments", "Calendars, services, free slots and appointments"},
       {"fhir", "Contacts as FHIR R4 Patient resources"},

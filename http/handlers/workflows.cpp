@@ -517,6 +517,23 @@ void define_actions(router& r) {
                 "reply with an AI agent (the trigger channel's auto-replying agent unless "
                 "agent_id)"));
 
+  // create_task (docs/tasks.md "From a workflow").
+  namespace task_rules = domain::task_rules;
+  auto task = object({{"title", text({.min = 1, .max = task_rules::title_max})},
+                      optional("description", text({.min = 0, .max = task_rules::description_max})),
+                      optional("priority", templated(one_of(task_rules::priorities))),
+                      optional("assignee_id", id_or_template()),
+                      optional("contact_id", contact_id()),
+                      optional("deal_id", id_or_template()),
+                      optional("appointment_id", id_or_template())});
+  for (auto& [unit, scale] : rules::task_due_units)
+    task["properties"].as_object()[unit] = integer(0, rules::task_due_max_seconds / scale);
+  define(r, component_of(action_type::create_task),
+         action(action_type::create_task, task,
+                "create a task, about the trigger's contact, deal and appointment unless the "
+                "params name others, due after at most one of due_in_minutes, due_in_hours "
+                "and due_in_days"));
+
   auto delay = object({});
   auto& props = delay["properties"].as_object();
   json::array one_of_units;

@@ -1566,7 +1566,8 @@ RECORD_EVENTS = ("contact.created", "contact.updated", "contact.deleted", "conta
                  "contact.tag_added", "deal.created", "deal.updated", "deal.stage_changed",
                  "deal.won", "deal.lost", "deal.deleted", "message.received",
                  "appointment.booked", "appointment.rescheduled", "appointment.cancelled",
-                 "appointment.confirmed", "appointment.no_show", "appointment.completed")
+                 "appointment.confirmed", "appointment.no_show", "appointment.completed",
+                 "task.overdue")
 TRIGGER_TYPES = RECORD_EVENTS + ("webhook", "schedule", "manual")
 CONDITION_OPS = ("eq", "neq", "contains", "in", "gt", "lt", "exists", "changed_to")
 RUN_STATUSES = ("queued", "running", "waiting", "succeeded", "failed")

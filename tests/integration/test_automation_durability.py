@@ -6,6 +6,7 @@ was down produces one run, not one per miss.
 
 Each test kills this module's server and starts it again (same Server object, new port): use
 `server.client()` after a restart, never the module's `client`."""
+import datetime
 import time
 
 import pytest
@@ -177,3 +178,32 @@ def test_missed_schedule_fire_times_make_one_run(server, fresh):
     finally:
         if server.running:
             server.client().delete(crm.workflow_url(wf["id"]), token=t)
+
+
+def test_a_task_due_while_carecrm_was_down_fires_task_overdue_once(server, fresh, database):
+    """docs/tasks.md "Overdue": the mark and the event share a transaction, and the sweeper wakes
+    a tenant whose task fell due while no actor of it was live."""
+    t = fresh.admin
+    client = server.client()
+    with crm.Receiver([200]) as rcv:
+        crm.create_subscription(client, t, url=rcv.url(), events=["task.overdue"], secret=SECRET)
+        due = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)
+        task = crm.assert_json_response(client.post("/api/v1/tasks", {
+            "title": "Call back with the result", "due_at": due.isoformat()}, token=t), 201)
+        server.kill()
+        time.sleep(2.5)  # it falls due while nothing runs
+        server.start()
+        got = rcv.wait_for(1, TIMEOUT)
+        assert got[0].json["type"] == "task.overdue" and \
+            got[0].json["data"]["task_id"] == task["id"], got[0].json
+        # Marked once: another crash and start fire nothing more (a delivery may be sent again
+        # after a crash, at least once, under its own webhook-id).
+        restart(server)
+        time.sleep(3)
+        assert len({r.header("webhook-id") for r in rcv.requests}) == 1, \
+            [r.json for r in rcv.requests]
+    marked = database.query(f"SELECT overdue_at IS NOT NULL FROM tasks WHERE id = {task['id']}")
+    assert marked.strip() == "t", marked
+    events = database.query("SELECT count(*) FROM outbox WHERE event = 'task.overdue' AND "
+                            f"(payload->>'task_id')::bigint = {task['id']}")
+    assert events.strip() == "1", events

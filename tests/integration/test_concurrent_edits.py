@@ -41,6 +41,9 @@ AREAS = {
     # A note lives under its contact: its "id" is the pair.
     "notes": (lambda c, t: new_note(c, t), lambda p: f"{crm.contact_url(p[0])}/notes/{p[1]}",
               "body", {"pinned": True}),
+    "tasks": (lambda c, t: crm.assert_json_response(c.post("/api/v1/tasks", {"title": "first"},
+                                                           token=t), 201)["id"],
+              lambda i: f"/api/v1/tasks/{i}", "title", {"priority": "high"}),
     "calendars": (lambda c, t: crm.create_calendar(c, t)["id"], crm.calendar_url,
                   "name", {"is_active": False}),
     "services": (lambda c, t: crm.create_service(c, t, [])["id"], crm.service_url,

@@ -95,9 +95,10 @@ TEST(workflow, names_round_trip_and_record_events_are_the_outbox_ones) {
   for (auto name : {"appointment.booked", "appointment.rescheduled", "appointment.cancelled",
                     "appointment.confirmed", "appointment.no_show", "appointment.completed"})
     EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
-  EXPECT_EQ(record_event_names().size(), 18U);
+  EXPECT_EQ(to_string(*parse_trigger_type("task.overdue")), "task.overdue");
+  EXPECT_EQ(record_event_names().size(), 19U);
   EXPECT_EQ(record_event_names().front(), "contact.created");
-  EXPECT_EQ(record_event_names().back(), "appointment.completed");
+  EXPECT_EQ(record_event_names().back(), "task.overdue");
   EXPECT_TRUE(is_record_event(trigger_type::appointment_booked));
   EXPECT_TRUE(is_record_event(trigger_type::deal_created));
   EXPECT_FALSE(is_record_event(trigger_type::schedule));
@@ -275,6 +276,52 @@ TEST(workflow, an_unknown_op_lists_the_ops) {
   ASSERT_EQ(issues.size(), 1U);
   EXPECT_EQ(issues[0].msg, "Input should be 'eq', 'neq', 'contains', 'in', 'gt', 'lt', 'exists' "
                            "or 'changed_to'");
+}
+
+TEST(workflow, create_task_params_are_checked_when_saved) {
+  EXPECT_TRUE(action_issues(R"([{"type": "create_task", "params": {"title": "Call back",
+      "due_in_days": 2, "priority": "high", "assignee_id": 3}}])").empty());
+  EXPECT_TRUE(action_issues(R"([{"type": "create_task", "params": {"title": "x",
+      "priority": "{{trigger.priority}}", "contact_id": "{{trigger.id}}"}}])").empty());
+  EXPECT_EQ(action_issues(R"([{"type": "create_task", "params": {"due_in_days": 2}}])"),
+            strings{"body/actions/0/params/title:missing"});
+  EXPECT_EQ(action_issues(R"([{"type": "create_task", "params": {"title": "x",
+      "due_in_days": 2, "due_in_hours": 1}}])"),
+            strings{"body/actions/0/params:value_error"});
+  EXPECT_EQ(action_issues(R"([{"type": "create_task", "params": {"title": "x",
+      "priority": "urgent", "due_in_days": 400, "note": 1}}])"),
+            (strings{"body/actions/0/params/note:extra_forbidden",
+                     "body/actions/0/params/priority:enum",
+                     "body/actions/0/params/due_in_days:less_than_equal"}));
+}
+
+TEST(workflow, a_create_task_step_links_the_triggers_records_and_counts_its_due_time_from_now) {
+  auto payload = js(R"({"appointment_id": 12, "contact_id": 5,
+                        "appointment": {"id": 12, "contact_id": 5}})");
+  auto t = task_from_action(js(R"({"title": "Call back", "due_in_days": 2})").as_object(),
+                            payload, 1'000'000);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->title, "Call back");
+  EXPECT_EQ(t->contact_id, 5);
+  EXPECT_EQ(t->appointment_id, 12);
+  EXPECT_FALSE(t->deal_id);
+  EXPECT_FALSE(t->assignee_id);
+  EXPECT_EQ(t->due_at, 1'000'000 + 2LL * 86400 * 1'000'000);
+  // Params name other records (digits after templates); no due unit: no due time.
+  auto other = task_from_action(
+      js(R"({"title": "x", "contact_id": "7", "deal_id": 9, "assignee_id": "3"})").as_object(),
+      payload, 0);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->contact_id, 7);
+  EXPECT_EQ(other->deal_id, 9);
+  EXPECT_EQ(other->assignee_id, 3);
+  EXPECT_FALSE(other->due_at);
+  // A template that rendered into something that is not a priority, an id or a short title.
+  EXPECT_FALSE(task_from_action(js(R"({"title": "x", "priority": "soon"})").as_object(), payload, 0));
+  EXPECT_FALSE(task_from_action(js(R"({"title": "x", "deal_id": "d"})").as_object(), payload, 0));
+  EXPECT_FALSE(task_from_action(js(R"({"title": ""})").as_object(), payload, 0));
+  EXPECT_FALSE(
+      task_from_action(js("{\"title\": \"" + std::string(201, 'a') + "\"}").as_object(), payload, 0));
 }
 
 // ---- Actions: validation -------------------------------------------------------------------
