@@ -26,6 +26,7 @@ struct contact_fields {
   std::optional<std::optional<std::string>> email;
   std::optional<std::optional<std::string>> phone;
   std::optional<std::optional<std::int64_t>> company_id;
+  std::optional<std::optional<std::int64_t>> owner_id; // an active user of the tenant
   std::optional<domain::contact_status> status;
   std::optional<std::optional<domain::contact_source>> source;
   std::optional<std::vector<std::string>> tags;

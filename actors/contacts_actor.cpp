@@ -120,6 +120,10 @@ void read_snapshot(contacts_actor* self) {
                            for (auto& c : snap.contacts) records.store.upsert(std::move(c));
                          });
                          for (auto& k : snap.keys) st.keys.emplace(k.key, std::move(k));
+                         // Users told of while loading may be newer than the snapshot's.
+                         st.active_users = std::move(snap.active_users);
+                         for (auto [id, active] : std::exchange(st.users_told_while_loading, {}))
+                           user_active(st, id, active);
                          if (!told) st.event_listeners = snap.event_listeners;
                          // Definitions pushed while loading may be newer than the snapshot's.
                          if (r->second.version >= st.defs.version) st.defs = std::move(r->second);
@@ -269,6 +273,8 @@ void append_field_value(std::string& out, const domain::contact& c, std::string_
     append_optional(out, c.phone);
   } else if (key == "company_id") {
     out += c.company_id ? std::to_string(*c.company_id) : "null";
+  } else if (key == "owner_id") {
+    out += c.owner_id ? std::to_string(*c.owner_id) : "null";
   } else if (key == "status") {
     domain::append_json_string(out, domain::to_string(c.status));
   } else if (key == "source") {
@@ -489,6 +495,13 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
       [self](listeners_atom, bool any) {
         self->state.event_listeners = any;
         if (self->state.loading) self->state.listeners_told_while_loading = true;
+      },
+      // A user of the tenant created, deactivated or reactivated (the users actor, after its
+      // COMMIT and before its answer): who may own a contact.
+      [self](user_active_atom, std::int64_t id, bool active) {
+        auto& st = self->state;
+        user_active(st, id, active);
+        if (st.loading) st.users_told_while_loading.emplace_back(id, active);
       },
       [self](stop_atom) {
         auto& st = self->state;

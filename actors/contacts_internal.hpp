@@ -31,6 +31,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace caf {
 template <>
@@ -132,6 +133,10 @@ struct contacts_state {
   bool event_listeners = true;
   // Told while loading: the workflow actor's word is then newer than the snapshot's.
   bool listeners_told_while_loading = false;
+  // The tenant's active users (who may own a contact), and what the users actor told while the
+  // snapshot was being read.
+  std::unordered_set<std::int64_t> active_users;
+  std::vector<std::pair<std::int64_t, bool>> users_told_while_loading;
 
   // Projection of staged and in-flight writes over the committed state.
   template <class T>
@@ -230,6 +235,8 @@ void flush(contacts_actor* self);
 std::int64_t next_timestamp(std::int64_t previous);
 std::vector<std::string> add_unique(std::vector<std::string>& tags,
                                     const std::vector<std::string>& extra);
+// A user of the tenant became active (created, reactivated) or not: who may own a contact.
+void user_active(contacts_state& st, std::int64_t id, bool active);
 apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_fields& f,
                           bool creating, const std::vector<domain::loc_part>& loc_prefix);
 failure duplicate_email_failure();

@@ -207,6 +207,13 @@ std::vector<std::string> add_unique(std::vector<std::string>& tags,
   return added;
 }
 
+void user_active(contacts_state& st, std::int64_t id, bool active) {
+  if (active)
+    st.active_users.insert(id);
+  else
+    st.active_users.erase(id);
+}
+
 apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_fields& f,
                           bool creating, const std::vector<domain::loc_part>& loc_prefix) {
   apply_result out;
@@ -229,6 +236,13 @@ apply_result apply_fields(contacts_state& st, domain::contact& c, const contact_
     c.company_id = *f.company_id;
     if (c.company_id && !projected_company(st, *c.company_id))
       out.issues.push_back({loc("company_id"), "company not found in this tenant", "value_error"});
+  }
+  if (f.owner_id) {
+    // An owner kept as it was stays valid even if the user was deactivated since.
+    if (*f.owner_id && *f.owner_id != c.owner_id && !st.active_users.count(**f.owner_id))
+      out.issues.push_back(
+          {loc("owner_id"), "owner_id must be an active user of the tenant", "value_error"});
+    c.owner_id = *f.owner_id;
   }
   if (f.status) {
     if (c.status != *f.status) out.old_status = c.status;
@@ -323,6 +337,7 @@ std::vector<std::string> fields_sent(const contact_fields& f) {
   if (f.email) out.emplace_back("email");
   if (f.phone) out.emplace_back("phone");
   if (f.company_id) out.emplace_back("company_id");
+  if (f.owner_id) out.emplace_back("owner_id");
   if (f.status) out.emplace_back("status");
   if (f.source) out.emplace_back("source");
   if (f.tags) out.emplace_back("tags");

@@ -73,6 +73,8 @@ using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 // Whether the tenant has event listeners (workflow actor → contacts actor).
 using listeners_atom = caf::atom_constant<caf::atom("listeners")>;
+// A user created, deactivated or reactivated (users actor → contacts actor): id, active.
+using user_active_atom = caf::atom_constant<caf::atom("user_act")>;
 // A tenant supervisor told to passivate now (its lease moved away).
 using evict_atom = caf::atom_constant<caf::atom("evict")>;
 

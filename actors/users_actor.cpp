@@ -34,6 +34,13 @@ struct users_aggregate {
 
 using users_actor = record_actor<users_aggregate>;
 
+// Memory, then the contacts actor told who may own a contact (before the client hears of it).
+void stored(users_actor* self, const user& u) {
+  self->state.store.put(u);
+  self->state.env.rt->route(self->state.env.tenant_id, child_kind::contacts,
+                            caf::make_message(user_active_atom::value, u.id, u.is_active));
+}
+
 caf::behavior users_behavior(users_actor* self, tenant_env env) {
   using store = users_aggregate::store;
   return record_behavior(
@@ -51,7 +58,7 @@ caf::behavior users_behavior(users_actor* self, tenant_env env) {
             self, 0, reply, [u = std::move(u)](const store&) { return domain::outcome<user>(u); },
             [](persistence::pg_conn& c, const user& u) { return persistence::insert_user(c, u); },
             [](users_actor* self, user saved) {
-              self->state.store.put(saved);
+              stored(self, saved);
               return saved;
             });
       },
@@ -64,7 +71,7 @@ caf::behavior users_behavior(users_actor* self, tenant_env env) {
               return persistence::update_user(c, u.next, u.revoke);
             },
             [](users_actor* self, persistence::user_update_result r) {
-              self->state.store.put(r.stored);
+              stored(self, r.stored);
               return user_change{r.stored, std::move(r.revoked_sessions)};
             });
       });

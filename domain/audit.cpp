@@ -280,6 +280,7 @@ std::vector<std::string> changed_fields(const contact& before, const contact& af
   if (before.email != after.email) out.emplace_back("email");
   if (before.phone != after.phone) out.emplace_back("phone");
   if (before.company_id != after.company_id) out.emplace_back("company_id");
+  if (before.owner_id != after.owner_id) out.emplace_back("owner_id");
   if (before.status != after.status) out.emplace_back("status");
   if (before.source != after.source) out.emplace_back("source");
   if (before.tags != after.tags) out.emplace_back("tags");
@@ -306,6 +307,7 @@ std::vector<std::string> contact_field_names(const contact& c) {
   if (c.email) out.emplace_back("email");
   if (c.phone) out.emplace_back("phone");
   if (c.company_id) out.emplace_back("company_id");
+  if (c.owner_id) out.emplace_back("owner_id");
   out.emplace_back("status");
   if (c.source) out.emplace_back("source");
   if (!c.tags.empty()) out.emplace_back("tags");

@@ -29,6 +29,7 @@ struct contact {
   std::optional<std::string> email;
   std::optional<std::string> phone;
   std::optional<std::int64_t> company_id;
+  std::optional<std::int64_t> owner_id; // a user of the tenant (the actor checks it)
   contact_status status = contact_status::active;
   std::optional<contact_source> source;
   std::vector<std::string> tags;    // de-duplicated case-insensitively, in the order given

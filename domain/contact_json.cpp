@@ -60,6 +60,8 @@ bool write_contact_field(json_writer& w, const contact& c, std::string_view name
     w.key("phone").nullable(c.phone);
   else if (name == "company_id")
     w.key("company_id").nullable(c.company_id);
+  else if (name == "owner_id")
+    w.key("owner_id").nullable(c.owner_id);
   else if (name == "status")
     w.key("status").value(to_string(c.status));
   else if (name == "source") {
@@ -84,9 +86,9 @@ bool write_contact_field(json_writer& w, const contact& c, std::string_view name
   return true;
 }
 
-constexpr std::string_view list_item_fields[] = {"id",         "first_name", "last_name", "email",
-                                                 "phone",      "company_id", "status",    "source",
-                                                 "created_at", "updated_at"};
+constexpr std::string_view list_item_fields[] = {
+    "id",     "first_name", "last_name",  "email",     "phone",     "company_id",
+    "owner_id", "status",   "source",     "created_at", "updated_at"};
 
 void write_list_item_fields(json_writer& w, const contact& c) {
   for (auto f : list_item_fields) write_contact_field(w, c, f);

@@ -183,13 +183,15 @@ public:
 
   // No filter at all: every contact matches.
   bool selects_all() const {
-    return !q_.status && !q_.source && !q_.company_id && q_.tags.empty() && !q_.created_after &&
+    return !q_.status && !q_.source && !q_.company_id && !q_.owner_id && q_.tags.empty() &&
+           !q_.created_after &&
            !q_.created_before && !q_.updated_after && q_.search.empty() && !q_.extra;
   }
 
   // Anything to test besides the search text.
   bool has_others() const {
-    return q_.status || q_.source || q_.company_id || !q_.tags.empty() || q_.created_after ||
+    return q_.status || q_.source || q_.company_id || q_.owner_id || !q_.tags.empty() ||
+           q_.created_after ||
            q_.created_before || q_.updated_after || q_.extra;
   }
 
@@ -203,6 +205,7 @@ private:
     if (q_.status && c.status != *q_.status) return false;
     if (q_.source && c.source != q_.source) return false;
     if (q_.company_id && c.company_id != q_.company_id) return false;
+    if (q_.owner_id && c.owner_id != q_.owner_id) return false;
     if (q_.created_after && !(c.created_at > *q_.created_after)) return false;
     if (q_.created_before && !(c.created_at < *q_.created_before)) return false;
     if (q_.updated_after && !(c.updated_at > *q_.updated_after)) return false;

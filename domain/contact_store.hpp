@@ -18,6 +18,7 @@ struct contact_query {
   std::optional<contact_status> status;
   std::optional<contact_source> source;
   std::optional<std::int64_t> company_id;
+  std::optional<std::int64_t> owner_id;
   std::vector<std::string> tags;              // the contact has every one (case-insensitive)
   std::optional<std::int64_t> created_after;  // created_at >  value (microseconds)
   std::optional<std::int64_t> created_before; // created_at <  value

@@ -1202,6 +1202,11 @@ outcome<task> task_from_action(const json::object& params, const json::value& pa
        {std::tuple{"deal_id", &t.deal_id, true}, {"appointment_id", &t.appointment_id, true},
         {"assignee_id", &t.assignee_id, false}})
     if (auto f = id_at(key, from_trigger, *out)) return *f;
+  // Unless named, the trigger's contact's owner takes it (the contact.* payloads carry it).
+  if (!t.assignee_id)
+    if (auto c = contact_of(payload))
+      if (auto v = given(c->get_object(), "owner_id"))
+        if (auto n = as_integer(*v); n && *n >= 1) t.assignee_id = *n;
   for (auto& [unit, scale] : workflow_rules::task_due_units)
     if (auto v = given(params, unit))
       if (auto n = as_integer(*v))

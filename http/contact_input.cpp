@@ -218,6 +218,14 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
     else
       r.add("company_id", "Input should be a valid integer", "int_parsing");
   }
+  if (auto v = r.get("owner_id")) {
+    if (v->is_null())
+      f.owner_id = std::optional<std::int64_t>{};
+    else if (auto i = v->if_int64(); i && *i >= 1)
+      f.owner_id = std::optional<std::int64_t>{*i};
+    else
+      r.add("owner_id", "Input should be a valid id (a positive integer)", "int_parsing");
+  }
   if (auto v = r.get("status"))
     f.status = enum_value(r, "status", *v, &domain::parse_contact_status, status_message);
   if (auto v = r.get("source")) {
@@ -233,8 +241,9 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
 }
 
 bool importable_column(std::string_view name) {
-  static const std::vector<std::string_view> names = {"first_name", "last_name", "email",  "phone",
-                                                      "company_id", "status",    "source", "tags"};
+  static const std::vector<std::string_view> names = {
+      "first_name", "last_name", "email", "phone", "company_id", "owner_id", "status", "source",
+      "tags"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return true;
   auto prefix = list_rules::custom_prefix;
   return name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix;
@@ -261,11 +270,11 @@ actors::contact_fields read_contact_row(const std::vector<std::string>& header,
         rest = rest.substr(semi + 1);
       }
       o["tags"] = std::move(tags);
-    } else if (name == "company_id") {
+    } else if (name == "company_id" || name == "owner_id") {
       if (auto n = parse_int(cell))
-        o["company_id"] = *n;
+        o[name] = *n;
       else
-        o["company_id"] = cell; // reported as int_parsing
+        o[name] = cell; // reported as int_parsing
     } else if (name.rfind(list_rules::custom_prefix, 0) == 0) {
       cf[name.substr(list_rules::custom_prefix.size())] = cell;
     } else {
@@ -332,9 +341,9 @@ std::optional<contact_list_params> read_contact_query(const request& req,
         q.source = s;
       else
         bad(k, source_message, "enum");
-    } else if (k == "company_id") {
+    } else if (k == "company_id" || k == "owner_id") {
       if (auto n = parse_int(v))
-        q.company_id = n;
+        (k == "company_id" ? q.company_id : q.owner_id) = n;
       else
         bad(k, "Input should be a valid integer, unable to parse string as an integer",
             "int_parsing");

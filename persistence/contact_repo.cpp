@@ -16,7 +16,7 @@ const char* contact_columns =
     "id, first_name, last_name, email, phone, company_id, status, source, "
     "array_to_json(tags)::text,"
     " custom_fields::text, (extract(epoch from created_at) * 1000000)::bigint,"
-    " (extract(epoch from updated_at) * 1000000)::bigint";
+    " (extract(epoch from updated_at) * 1000000)::bigint, owner_id";
 
 const char* company_columns = "id, name, domain, phone, industry, address, custom_fields::text,"
                               " (extract(epoch from created_at) * 1000000)::bigint,"
@@ -87,8 +87,12 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
     ct.custom_fields = cf == "{}" ? cf : compact_json(cf);
     ct.created_at = r[10].as<std::int64_t>();
     ct.updated_at = r[11].as<std::int64_t>();
+    ct.owner_id = opt_int(r[12]);
     snap.contacts.push_back(std::move(ct));
   }
+  for (auto r : tx.exec_params("SELECT id FROM users WHERE tenant_id = $1 AND is_active",
+                               tenant_id))
+    snap.active_users.insert(r[0].as<std::int64_t>());
   snap.keys = recent_keys(tx, tenant_id, "");
   snap.event_listeners = has_event_listeners(tx, tenant_id);
   return snap;
@@ -137,17 +141,18 @@ namespace {
 constexpr const char* contact_upsert_name = "crm_contacts_upsert";
 constexpr const char* contact_prepare_upsert =
     "PREPARE crm_contacts_upsert (bigint, bigint[], text[], text[], text[], text[], bigint[],"
-    " text[], text[], text[], jsonb[], timestamptz[], timestamptz[]) AS"
+    " text[], text[], text[], jsonb[], timestamptz[], timestamptz[], bigint[]) AS"
     " INSERT INTO contacts (id, tenant_id, first_name, last_name, email, phone, company_id,"
-    " status, source, tags, custom_fields, created_at, updated_at)"
+    " status, source, tags, custom_fields, created_at, updated_at, owner_id)"
     " SELECT u.id, $1, u.first_name, u.last_name, u.email, u.phone, u.company_id, u.status,"
-    " u.source, u.tags::text[], u.custom_fields, u.created_at, u.updated_at"
-    " FROM unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    " u.source, u.tags::text[], u.custom_fields, u.created_at, u.updated_at, u.owner_id"
+    " FROM unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
     " AS u(id, first_name, last_name, email, phone, company_id, status, source, tags,"
-    " custom_fields, created_at, updated_at)"
+    " custom_fields, created_at, updated_at, owner_id)"
     " ON CONFLICT (id) DO UPDATE SET first_name = EXCLUDED.first_name,"
     " last_name = EXCLUDED.last_name, email = EXCLUDED.email, phone = EXCLUDED.phone,"
-    " company_id = EXCLUDED.company_id, status = EXCLUDED.status, source = EXCLUDED.source,"
+    " company_id = EXCLUDED.company_id, owner_id = EXCLUDED.owner_id,"
+    " status = EXCLUDED.status, source = EXCLUDED.source,"
     " tags = EXCLUDED.tags, custom_fields = EXCLUDED.custom_fields,"
     " updated_at = EXCLUDED.updated_at WHERE contacts.tenant_id = $1;\n";
 
@@ -215,7 +220,7 @@ void contact_batch::append_sql(sql_text& out) const {
   // neither analyses every value of a multi-row VALUES list nor plans a statement per group.
   auto upsert_group = [&](std::size_t from, std::size_t to) {
     array_literal id, first, last, mail, phone, company, status, source, tags, custom, created,
-        updated;
+        updated, owner;
     for (auto i = from; i < to; ++i) {
       auto& ct = b.contact_upserts[i];
       if (deleted.count(ct.id)) continue;
@@ -228,6 +233,10 @@ void contact_batch::append_sql(sql_text& out) const {
         company.add_number(*ct.company_id);
       else
         company.add_null();
+      if (ct.owner_id)
+        owner.add_number(*ct.owner_id);
+      else
+        owner.add_null();
       status.add(domain::to_string(ct.status));
       if (ct.source)
         source.add(domain::to_string(*ct.source));
@@ -246,7 +255,7 @@ void contact_batch::append_sql(sql_text& out) const {
          "," + out.quote(phone.text()) + "," + out.quote(company.text()) + "," +
          out.quote(status.text()) + "," + out.quote(source.text()) + "," + out.quote(tags.text()) +
          "," + out.quote(custom.text()) + "," + out.quote(created.text()) + "," +
-         out.quote(updated.text()) + ");\n";
+         out.quote(updated.text()) + "," + out.quote(owner.text()) + ");\n";
   };
   // One EXECUTE per group (a group holds each contact at most once).
   std::size_t from = 0;

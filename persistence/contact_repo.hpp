@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace crm::persistence {
@@ -41,6 +42,8 @@ struct contacts_snapshot {
   std::vector<idempotency_record> keys; // younger than 24 h
   // An active record-event workflow or an active webhook subscription exists.
   bool event_listeners = true;
+  // The tenant's active users: who may own a contact.
+  std::unordered_set<std::int64_t> active_users;
 };
 
 contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id);

@@ -25,7 +25,8 @@ SELECT json_build_object(
   'tenant_id', c.tenant_id,
   'contact', json_build_object(
     'id', c.id, 'first_name', c.first_name, 'last_name', c.last_name, 'email', c.email,
-    'phone', c.phone, 'company_id', c.company_id, 'status', c.status, 'source', c.source,
+    'phone', c.phone, 'company_id', c.company_id, 'owner_id', c.owner_id, 'status', c.status,
+    'source', c.source,
     'tags', to_json(c.tags), 'custom_fields', c.custom_fields,
     'created_at', to_char(c.created_at AT TIME ZONE 'UTC', $3),
     'updated_at', to_char(c.updated_at AT TIME ZONE 'UTC', $3)),

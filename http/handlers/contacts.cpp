@@ -185,7 +185,8 @@ std::string csv_row(const domain::contact& c) {
   field(tags);
   field(c.custom_fields);
   field(domain::format_rfc3339(c.created_at));
-  field(domain::format_rfc3339(c.updated_at), true);
+  field(domain::format_rfc3339(c.updated_at));
+  field(c.owner_id ? std::to_string(*c.owner_id) : "", true);
   return out;
 }
 
@@ -221,7 +222,7 @@ void export_csv(services& s, const exchange_ptr& ex) {
                 cur->header_sent = true;
                 return sink(
                     std::string("id,first_name,last_name,email,phone,company_id,status,source,"
-                                "tags,custom_fields,created_at,updated_at\r\n"));
+                                "tags,custom_fields,created_at,updated_at,owner_id\r\n"));
               }
               if (cur->next >= cur->ids.size()) return sink(std::nullopt);
               auto end = std::min(cur->ids.size(), cur->next + export_chunk);
@@ -313,6 +314,11 @@ void define_contact_schemas(router& r) {
     return object_t{{"type", "object"},
                     {"description", "values by custom-field key (GET /fields/contact/custom)"}};
   };
+  auto owner = [] {
+    auto o = nullable(id());
+    o["description"] = "the user who owns the contact: an active user of the tenant";
+    return o;
+  };
   // The fields a client sends (all optional but first_name on create; null clears).
   auto input = [&](bool creating) {
     return object({{"first_name", text({.min = 1, .max = rules::first_name_max}), creating},
@@ -320,6 +326,7 @@ void define_contact_schemas(router& r) {
                    {"email", nullable(email(rules::email_max)), false},
                    {"phone", nullable(text_matching(rules::phone_pattern)), false},
                    {"company_id", nullable(id()), false},
+                   {"owner_id", owner(), false},
                    {"status", one_of(rules::statuses), false},
                    {"source", nullable(one_of(rules::sources)), false},
                    {"tags", tags(), false},
@@ -342,6 +349,7 @@ void define_contact_schemas(router& r) {
                                               {"email", nullable(text({}))},
                                               {"phone", nullable(text({}))},
                                               {"company_id", nullable(id())},
+                                              {"owner_id", owner()},
                                               {"status", one_of(rules::statuses)},
                                               {"source", nullable(one_of(rules::sources))},
                                               {"created_at", timestamp()},
@@ -385,6 +393,7 @@ std::vector<query_param> contact_filters() {
       query("status", one_of(rules::statuses), "with this status"),
       query("source", one_of(rules::sources), "with this source"),
       query("company_id", integer(), "of this company"),
+      query("owner_id", integer(), "owned by this user"),
       query("tag", array_of(text({})),
             "with this tag (any case); repeat it for every one of several"),
       query("created_after", timestamp(), "created after this instant (RFC 3339)"),
@@ -421,7 +430,8 @@ void add_contact_routes(router& r, services& s) {
          bind(s, import),
          "Import up to " + bulk_max +
              " contacts from CSV (text/csv): a header row of first_name (required), last_name, "
-             "email, phone, company_id, status, source, tags (;-separated), cf.<key>",
+             "email, phone, company_id, owner_id, status, source, tags (;-separated), "
+             "cf.<key>",
          "contacts"},
         route_doc("", "ContactBulkResults").with_media("text/csv", "application/json"));
   r.add({verb::get, "/api/v1/contacts/export", access::bearer, permission::read_records,

@@ -162,6 +162,7 @@ void define_subject_schemas(router& r) {
                                      {"email", opt_str},
                                      {"phone", opt_str},
                                      {"company_id", opt_id},
+                                     {"owner_id", opt_id},
                                      {"status", str},
                                      {"source", opt_str},
                                      {"tags", array_of(str)},

@@ -947,14 +947,14 @@ NOWHERE_ID = 8_000_000_000_000_000_000  # a valid 64-bit id that no record has
 CONTACT_STATUSES = ("active", "inactive", "qualified", "unqualified")
 CONTACT_SOURCES = ("website", "referral", "social", "ads", "api", "import", "manual")
 CONTACT_CREATE_KEYS = {"id", "first_name", "last_name", "email", "phone", "status", "created_at"}
-CONTACT_ITEM_KEYS = {"id", "first_name", "last_name", "email", "phone", "company_id", "status",
-                     "source", "created_at", "updated_at"}
+CONTACT_ITEM_KEYS = {"id", "first_name", "last_name", "email", "phone", "company_id", "owner_id",
+                     "status", "source", "created_at", "updated_at"}
 CONTACT_KEYS = CONTACT_ITEM_KEYS | {"company", "tags", "custom_fields"}
 COMPANY_KEYS = {"id", "name", "domain", "phone", "industry", "address", "custom_fields",
                 "created_at", "updated_at"}
 PAGE_KEYS = {"items", "total", "page", "per_page", "pages"}
 EXPORT_HEADER = ["id", "first_name", "last_name", "email", "phone", "company_id", "status",
-                 "source", "tags", "custom_fields", "created_at", "updated_at"]
+                 "source", "tags", "custom_fields", "created_at", "updated_at", "owner_id"]
 
 
 def contact_url(contact_id) -> str:

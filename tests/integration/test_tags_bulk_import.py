@@ -550,7 +550,7 @@ def expected_row(c) -> list[str]:
 
     return [str(c["id"]), c["first_name"], s(c["last_name"]), s(c["email"]), s(c["phone"]),
             s(c["company_id"]), c["status"], s(c["source"]), ";".join(c["tags"]), None,
-            c["created_at"], c["updated_at"]]
+            c["created_at"], c["updated_at"], s(c["owner_id"])]
 
 
 def assert_row_is(row, contact) -> None:

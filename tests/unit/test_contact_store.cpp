@@ -62,7 +62,7 @@ contact_query searching(std::string text) {
 bool same_contact(const contact& a, const contact& b) {
   return a.id == b.id && a.tenant_id == b.tenant_id && a.first_name == b.first_name &&
          a.last_name == b.last_name && a.email == b.email && a.phone == b.phone &&
-         a.company_id == b.company_id && a.status == b.status && a.source == b.source &&
+         a.company_id == b.company_id && a.owner_id == b.owner_id && a.status == b.status && a.source == b.source &&
          a.tags == b.tags && a.custom_fields == b.custom_fields && a.created_at == b.created_at &&
          a.updated_at == b.updated_at;
 }
@@ -85,6 +85,7 @@ bool reference_matches(const contact& c, const contact_query& q) {
   if (q.status && c.status != *q.status) return false;
   if (q.source && c.source != q.source) return false;
   if (q.company_id && c.company_id != q.company_id) return false;
+  if (q.owner_id && c.owner_id != q.owner_id) return false;
   for (const auto& wanted : q.tags) {
     bool has = false;
     for (const auto& t : c.tags) has = has || ascii_lower(t) == ascii_lower(wanted);
@@ -202,6 +203,8 @@ public:
     if (maybe()) c.phone = chance(20) ? std::nullopt : std::optional("+1" + digits(3 + below(8)));
     if (maybe())
       c.company_id = chance(30) ? std::nullopt : std::optional<std::int64_t>(1 + below(4));
+    if (maybe())
+      c.owner_id = chance(40) ? std::nullopt : std::optional<std::int64_t>(1 + below(3));
     if (maybe()) c.status = static_cast<contact_status>(below(4));
     if (maybe())
       c.source = chance(25) ? std::nullopt : std::optional(static_cast<contact_source>(below(7)));
@@ -247,6 +250,7 @@ public:
       if (chance(20)) q.status = static_cast<contact_status>(below(4));
       if (chance(15)) q.source = static_cast<contact_source>(below(7));
       if (chance(15)) q.company_id = 1 + static_cast<std::int64_t>(below(4));
+      if (chance(15)) q.owner_id = 1 + static_cast<std::int64_t>(below(3));
       if (chance(20)) {
         static const std::vector<std::string> pool = {"vip",    "VIP",   "Lead",
                                                       "cardio", "ortho", "nobody"};
@@ -276,6 +280,7 @@ std::string describe(const contact_query& q) {
   if (q.status) s += " status=" + std::string(to_string(*q.status));
   if (q.source) s += " source=" + std::string(to_string(*q.source));
   if (q.company_id) s += " company=" + std::to_string(*q.company_id);
+  if (q.owner_id) s += " owner=" + std::to_string(*q.owner_id);
   for (const auto& t : q.tags) s += " tag=" + t;
   if (q.created_after) s += " created_after=" + std::to_string(*q.created_after);
   if (q.created_before) s += " created_before=" + std::to_string(*q.created_before);

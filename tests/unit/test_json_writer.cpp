@@ -35,6 +35,7 @@ TEST(json_writer, contact_shapes_parse_back_with_every_field) {
   c.first_name = "Ana \"Quote\"";
   c.email = "ana@x.io";
   c.company_id = 3;
+  c.owner_id = 12;
   c.source = contact_source::referral;
   c.tags = {"vip", "new"};
   c.custom_fields = R"({"age":42})";
@@ -42,7 +43,8 @@ TEST(json_writer, contact_shapes_parse_back_with_every_field) {
   co.id = 3;
   co.name = "Clinic";
   auto full = boost::json::parse(encode_contact_full(c, &co)).as_object();
-  EXPECT_EQ(full.size(), 13u);
+  EXPECT_EQ(full.size(), 14u);
+  EXPECT_EQ(full.at("owner_id").as_int64(), 12);
   EXPECT_EQ(full.at("first_name").as_string(), "Ana \"Quote\"");
   EXPECT_TRUE(full.at("last_name").is_null());
   EXPECT_EQ(full.at("company").at("name").as_string(), "Clinic");
@@ -51,7 +53,7 @@ TEST(json_writer, contact_shapes_parse_back_with_every_field) {
   EXPECT_EQ(full.at("custom_fields").at("age").as_int64(), 42);
   auto page = boost::json::parse(encode_contact_page({&c, &c}, 41, 2, 20)).as_object();
   EXPECT_EQ(page.at("items").as_array().size(), 2u);
-  EXPECT_EQ(page.at("items").as_array()[0].as_object().size(), 10u);
+  EXPECT_EQ(page.at("items").as_array()[0].as_object().size(), 11u);
   EXPECT_EQ(page.at("pages").as_int64(), 3);
   auto created = boost::json::parse(encode_contact_created(c)).as_object();
   EXPECT_EQ(created.size(), 7u);

@@ -316,6 +316,12 @@ TEST(workflow, a_create_task_step_links_the_triggers_records_and_counts_its_due_
   EXPECT_EQ(other->deal_id, 9);
   EXPECT_EQ(other->assignee_id, 3);
   EXPECT_FALSE(other->due_at);
+  // Unless named, the trigger's contact's owner takes it.
+  auto owned = js(R"({"contact_id": 5, "contact": {"id": 5, "owner_id": 8}})");
+  EXPECT_EQ(task_from_action(js(R"({"title": "x"})").as_object(), owned, 0)->assignee_id, 8);
+  EXPECT_EQ(task_from_action(js(R"({"title": "x", "assignee_id": 3})").as_object(), owned, 0)
+                ->assignee_id,
+            3);
   // A template that rendered into something that is not a priority, an id or a short title.
   EXPECT_FALSE(task_from_action(js(R"({"title": "x", "priority": "soon"})").as_object(), payload, 0));
   EXPECT_FALSE(task_from_action(js(R"({"title": "x", "deal_id": "d"})").as_object(), payload, 0));
@@ -505,7 +511,7 @@ TEST(workflow, an_unknown_action_type_lists_the_types) {
   ASSERT_EQ(issues.size(), 1U);
   EXPECT_EQ(issues[0].type, "enum");
   EXPECT_NE(issues[0].msg.find("'update_contact'"), std::string::npos);
-  EXPECT_NE(issues[0].msg.find("or 'delay'"), std::string::npos);
+  EXPECT_NE(issues[0].msg.find("'delay' or 'create_task'"), std::string::npos);
 }
 
 // ---- Trigger configuration -----------------------------------------------------------------
