@@ -7,6 +7,7 @@
 #include "actors/callback.hpp"
 #include "domain/contact.hpp"
 #include "domain/contact_json.hpp"
+#include "domain/contact_search.hpp"
 #include "domain/contact_store.hpp"
 #include "domain/custom_field.hpp"
 
@@ -73,6 +74,11 @@ void delete_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<
 // The page shape of contract §4 for page `page` of `per_page` (the query's offset and limit).
 void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, int page,
                    int per_page, callback<std::string> reply);
+// The contact search of contract §11 (domain/contact_search.hpp, docs/design.md "Contact
+// search"): its custom-field filters checked against the tenant's definitions (422), then the
+// page of the list's shape.
+void search_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
+                     callback<std::string> reply);
 // Matching contact ids in the query's order (exports fetch them in chunks).
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
                     callback<std::vector<std::int64_t>> reply);

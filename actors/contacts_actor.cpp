@@ -380,6 +380,20 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
                      reply(page_json(self->state.view->records(), q, page, per_page));
                    });
       },
+      [self, measure](search_atom, domain::contact_search& s, callback<std::string>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, s = std::move(s), reply]() mutable {
+          auto issues = domain::check_custom_filters(s, self->state.defs);
+          if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
+          domain::contact_query q;
+          q.extra = domain::search_predicate(s);
+          q.sort = s.sort;
+          q.descending = s.descending;
+          q.offset = static_cast<std::int64_t>(s.page - 1) * s.per_page;
+          q.limit = s.per_page;
+          reply(page_json(self->state.view->records(), q, s.page, s.per_page));
+        });
+      },
       [self, measure](match_atom, domain::contact_query& q,
                       callback<std::vector<std::int64_t>>& reply) {
         auto _ = measure();
@@ -529,6 +543,7 @@ using contacts_impl::delete_atom;
 using contacts_impl::fetch_atom;
 using contacts_impl::find_atom;
 using contacts_impl::match_atom;
+using contacts_impl::search_atom;
 using contacts_impl::page_json;
 using contacts_impl::send;
 using contacts_impl::tag_add_atom;
@@ -597,6 +612,11 @@ void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, in
   }
   send(rt, tenant,
        caf::make_message(list_atom::value, std::move(q), page, per_page, std::move(reply)));
+}
+
+void search_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
+                     callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(search_atom::value, std::move(s), std::move(reply)));
 }
 
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,

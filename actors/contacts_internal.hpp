@@ -47,6 +47,8 @@ struct allowed_unsafe_message_type<crm::actors::company_query> : std::true_type 
 template <>
 struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type {};
 template <>
+struct allowed_unsafe_message_type<crm::domain::contact_search> : std::true_type {};
+template <>
 struct allowed_unsafe_message_type<std::vector<crm::actors::contact_fields>> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<std::vector<std::vector<crm::domain::issue>>> : std::true_type {
@@ -74,6 +76,7 @@ using co_put_atom = caf::atom_constant<caf::atom("coput")>;
 using co_del_atom = caf::atom_constant<caf::atom("codel")>;
 using co_list_atom = caf::atom_constant<caf::atom("colist")>;
 using find_atom = caf::atom_constant<caf::atom("find")>;
+using search_atom = caf::atom_constant<caf::atom("search")>;
 
 constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;

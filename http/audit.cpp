@@ -63,6 +63,7 @@ const std::vector<table_row>& table() {
       {verb::post, "/api/v1/contacts/bulk", rule(m::change_in_tx, "contact", "bulk_create", "")},
       {verb::post, "/api/v1/contacts/import", rule(m::change_in_tx, "contact", "import", "")},
       {verb::get, "/api/v1/contacts/export", rule(m::list, "contact", "export_csv", "")},
+      {verb::post, "/api/v1/contacts/search", rule(m::list, "contact", "search", "", "items")},
       {verb::get, "/api/v1/contacts/{id}", rule(m::read, "contact", "read")},
       {verb::put, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "update")},
       {verb::patch, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "update")},

@@ -80,6 +80,16 @@ void list(services& s, const exchange_ptr& ex) {
                         json_reply(ex));
 }
 
+// POST /contacts/search (docs/design.md "Contact search").
+void search(services& s, const exchange_ptr& ex) {
+  auto body = object_body(ex);
+  if (!body) return;
+  std::vector<issue> issues;
+  auto q = domain::parse_contact_search(boost::json::value(std::move(*body)), issues);
+  if (!q) return ex->fail(failure::invalid(std::move(issues)));
+  actors::search_contacts(s.rt, ex->who.tenant_id, std::move(*q), json_reply(ex));
+}
+
 void bulk(services& s, const exchange_ptr& ex) {
   auto body = object_body(ex);
   if (!body) return;
@@ -377,6 +387,28 @@ void define_contact_schemas(router& r) {
   contacts["maxItems"] = rules::bulk_max;
   define(r, "ContactBulkCreate", object({{"contacts", contacts}}));
   define(r, "ContactBulkResults", bulk_results(rules::bulk_max));
+  // POST /contacts/search (domain::parse_contact_search).
+  namespace search_rules = domain::search_rules;
+  auto value = object_t{{"description",
+                         "what the op compares the field with: none for exists and not_exists, "
+                         "a list for in and not_in, else one value of the field's type"}};
+  auto field = text({.min = 1, .max = 70});
+  field["description"] = "a field of the list, tag, owner_id, or cf.<key> of a contact field";
+  auto filters = array_of(object({{"field", field},
+                                  {"op", one_of(search_rules::ops)},
+                                  {"value", value, false}}));
+  filters["minItems"] = 1;
+  filters["maxItems"] = search_rules::filters_max;
+  auto groups = array_of(object({{"filters", filters}}));
+  groups["maxItems"] = search_rules::groups_max;
+  groups["description"] = "OR-ed; the filters of a group are AND-ed (no group: every contact)";
+  define(r, "ContactSearch",
+         object({{"filter_groups", groups, false},
+                 {"sort", object({{"field", one_of(rules::sort_fields)},
+                                  {"order", one_of(list_rules::sort_orders), false}}),
+                  false},
+                 {"page", integer(1, paging_rules::page_max), false},
+                 {"per_page", integer(1, paging_rules::per_page_max), false}}));
   define(r, "TagsAdd", object({{"tags", tags()}}));
   define(r, "Tag", object({{"name", text({})}, {"count", integer()}}));
   define(r, "TagList", array_of(ref("Tag")));
@@ -434,6 +466,15 @@ void add_contact_routes(router& r, services& s) {
              "cf.<key>",
          "contacts"},
         route_doc("", "ContactBulkResults").with_media("text/csv", "application/json"));
+  r.add({verb::post, "/api/v1/contacts/search", access::bearer, permission::read_records,
+         bind(s, search),
+         "Search contacts: filter groups OR-ed, the filters of a group AND-ed (HubSpot's shape)",
+         "contacts"},
+        route_doc("ContactSearch", "ContactPage").with_example(R"({"filter_groups": [
+  {"filters": [{"field": "status", "op": "eq", "value": "active"},
+               {"field": "tag", "op": "eq", "value": "diabetes"}]},
+  {"filters": [{"field": "created_at", "op": "gte", "value": "2026-01-01T00:00:00Z"}]}],
+ "sort": {"field": "created_at", "order": "desc"}, "per_page": 50})"));
   r.add({verb::get, "/api/v1/contacts/export", access::bearer, permission::read_records,
          bind(s, export_csv), "Export the matching contacts as CSV (streamed)", "contacts"},
         route_doc().with_query(contact_filters()).with_media("application/json", "text/csv"));
