@@ -79,6 +79,9 @@ void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, in
 // page of the list's shape.
 void search_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
                      callback<std::string> reply);
+// How many contacts the search finds (its paging ignored), counted without rendering any.
+void count_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
+                    callback<std::int64_t> reply);
 // Matching contact ids in the query's order (exports fetch them in chunks).
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
                     callback<std::vector<std::int64_t>> reply);

@@ -22,6 +22,21 @@ std::string page_json(const contacts_records& r, const domain::contact_query& q,
   return domain::encode_contact_page(found.items, found.total, page, per_page);
 }
 
+// The query of a search: its custom fields checked against the definitions (422), then its
+// predicate, order and page.
+domain::outcome<domain::contact_query> search_query(const contacts_state& st,
+                                                    domain::contact_search& s) {
+  auto issues = domain::check_custom_filters(s, st.defs);
+  if (!issues.empty()) return failure::invalid(std::move(issues));
+  domain::contact_query q;
+  q.extra = domain::search_predicate(s);
+  q.sort = s.sort;
+  q.descending = s.descending;
+  q.offset = static_cast<std::int64_t>(s.page - 1) * s.per_page;
+  q.limit = s.per_page;
+  return q;
+}
+
 failure missing_contact() {
   return failure::of(errc::not_found, "contact not found");
 }
@@ -383,15 +398,18 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
       [self, measure](search_atom, domain::contact_search& s, callback<std::string>& reply) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, s = std::move(s), reply]() mutable {
-          auto issues = domain::check_custom_filters(s, self->state.defs);
-          if (!issues.empty()) return reply(failure::invalid(std::move(issues)));
-          domain::contact_query q;
-          q.extra = domain::search_predicate(s);
-          q.sort = s.sort;
-          q.descending = s.descending;
-          q.offset = static_cast<std::int64_t>(s.page - 1) * s.per_page;
-          q.limit = s.per_page;
-          reply(page_json(self->state.view->records(), q, s.page, s.per_page));
+          auto q = search_query(self->state, s);
+          if (!q) return reply(q.error());
+          reply(page_json(self->state.view->records(), *q, s.page, s.per_page));
+        });
+      },
+      [self, measure](count_atom, domain::contact_search& s, callback<std::int64_t>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, s = std::move(s), reply]() mutable {
+          auto q = search_query(self->state, s);
+          if (!q) return reply(q.error());
+          q->limit = 0; // the total alone
+          reply(self->state.store().list(*q).total);
         });
       },
       [self, measure](match_atom, domain::contact_query& q,
@@ -539,12 +557,13 @@ using contacts_impl::co_new_atom;
 using contacts_impl::co_put_atom;
 using contacts_impl::company_of;
 using contacts_impl::contacts_behavior;
+using contacts_impl::count_atom;
 using contacts_impl::delete_atom;
 using contacts_impl::fetch_atom;
 using contacts_impl::find_atom;
 using contacts_impl::match_atom;
-using contacts_impl::search_atom;
 using contacts_impl::page_json;
+using contacts_impl::search_atom;
 using contacts_impl::send;
 using contacts_impl::tag_add_atom;
 using contacts_impl::tag_mv_atom;
@@ -617,6 +636,11 @@ void list_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q, in
 void search_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
                      callback<std::string> reply) {
   send(rt, tenant, caf::make_message(search_atom::value, std::move(s), std::move(reply)));
+}
+
+void count_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
+                    callback<std::int64_t> reply) {
+  send(rt, tenant, caf::make_message(count_atom::value, std::move(s), std::move(reply)));
 }
 
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,

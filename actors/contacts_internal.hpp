@@ -77,6 +77,7 @@ using co_del_atom = caf::atom_constant<caf::atom("codel")>;
 using co_list_atom = caf::atom_constant<caf::atom("colist")>;
 using find_atom = caf::atom_constant<caf::atom("find")>;
 using search_atom = caf::atom_constant<caf::atom("search")>;
+using count_atom = caf::atom_constant<caf::atom("count")>;
 
 constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;

@@ -12,12 +12,9 @@
 #include <boost/json.hpp>
 
 namespace caf {
-template <>
-struct allowed_unsafe_message_type<crm::domain::note> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::note_patch> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::note_editor> : std::true_type {};
+CRM_LOCAL_MESSAGE(crm::domain::note)
+CRM_LOCAL_MESSAGE(crm::domain::note_patch)
+CRM_LOCAL_MESSAGE(crm::domain::note_editor)
 } // namespace caf
 
 namespace crm::actors {

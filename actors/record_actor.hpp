@@ -24,6 +24,12 @@
 #include <tuple>
 #include <type_traits>
 
+// Lets values of T travel in messages within this process (CAF 0.17's
+// allowed_unsafe_message_type): one line per type, inside `namespace caf { ... }`.
+#define CRM_LOCAL_MESSAGE(T)                                                                       \
+  template <>                                                                                      \
+  struct allowed_unsafe_message_type<T> : std::true_type {};
+
 namespace crm::actors {
 
 // An aggregate whose repository loads its store and finds a row's tenant as they are.

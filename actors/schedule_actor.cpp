@@ -51,23 +51,19 @@ struct status_request {
 } // namespace crm::actors
 
 namespace caf {
-#define CRM_OPAQUE(T)                                                                              \
-  template <>                                                                                      \
-  struct allowed_unsafe_message_type<T> : std::true_type {};
-CRM_OPAQUE(crm::domain::calendar)
-CRM_OPAQUE(crm::domain::calendar_patch)
-CRM_OPAQUE(crm::domain::closure)
-CRM_OPAQUE(crm::domain::service)
-CRM_OPAQUE(crm::domain::service_patch)
-CRM_OPAQUE(crm::domain::booking)
-CRM_OPAQUE(crm::domain::appointment_query)
-CRM_OPAQUE(crm::actors::availability_query)
-CRM_OPAQUE(crm::actors::reschedule_request)
-CRM_OPAQUE(crm::actors::cancel_request)
-CRM_OPAQUE(crm::actors::offer_query)
-CRM_OPAQUE(std::vector<crm::domain::ai::offered_slot>)
-CRM_OPAQUE(crm::actors::status_request)
-#undef CRM_OPAQUE
+CRM_LOCAL_MESSAGE(crm::domain::calendar)
+CRM_LOCAL_MESSAGE(crm::domain::calendar_patch)
+CRM_LOCAL_MESSAGE(crm::domain::closure)
+CRM_LOCAL_MESSAGE(crm::domain::service)
+CRM_LOCAL_MESSAGE(crm::domain::service_patch)
+CRM_LOCAL_MESSAGE(crm::domain::booking)
+CRM_LOCAL_MESSAGE(crm::domain::appointment_query)
+CRM_LOCAL_MESSAGE(crm::actors::availability_query)
+CRM_LOCAL_MESSAGE(crm::actors::reschedule_request)
+CRM_LOCAL_MESSAGE(crm::actors::cancel_request)
+CRM_LOCAL_MESSAGE(crm::actors::offer_query)
+CRM_LOCAL_MESSAGE(std::vector<crm::domain::ai::offered_slot>)
+CRM_LOCAL_MESSAGE(crm::actors::status_request)
 } // namespace caf
 
 namespace crm::actors {

@@ -17,14 +17,10 @@
 #include <chrono>
 
 namespace caf {
-template <>
-struct allowed_unsafe_message_type<crm::domain::task> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::task_patch> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::task_editor> : std::true_type {};
-template <>
-struct allowed_unsafe_message_type<crm::domain::task_query> : std::true_type {};
+CRM_LOCAL_MESSAGE(crm::domain::task)
+CRM_LOCAL_MESSAGE(crm::domain::task_patch)
+CRM_LOCAL_MESSAGE(crm::domain::task_editor)
+CRM_LOCAL_MESSAGE(crm::domain::task_query)
 } // namespace caf
 
 namespace crm::actors {
@@ -136,8 +132,7 @@ void fire(tasks_actor* self) {
             [self, due, emit, reply](domain::outcome<std::vector<task>> r) {
               auto& st = self->state;
               if (!r) {
-                log_warn("tenant {}: task.overdue waits: {}", st.env.tenant_id,
-                         r.error().detail);
+                log_warn("tenant {}: task.overdue waits: {}", st.env.tenant_id, r.error().detail);
                 return reply(r.error());
               }
               for (auto& t : *r) st.store.put(t);

@@ -35,8 +35,7 @@ bool takes(search_kind k, search_op op) {
   case search_kind::flag:
     return op == o::eq || op == o::neq || op == o::exists || op == o::not_exists;
   case search_kind::time:
-  case search_kind::date:
-    return op != o::contains && op != o::in && op != o::not_in;
+  case search_kind::date: return op != o::contains && op != o::in && op != o::not_in;
   case search_kind::integer:
   case search_kind::number: return op != o::contains;
   }
@@ -150,15 +149,15 @@ void check_value(const search_filter& f, const std::vector<std::string>* options
   if (!takes(f.kind, f.op)) {
     issues.push_back({filter_loc(f, "op"),
                       "the operator '" + std::string(detail::name_of(op_table, f.op)) +
-                          "' does not apply to the " + std::string(kind_name(f.kind)) +
-                          " field '" + f.field + "'",
+                          "' does not apply to the " + std::string(kind_name(f.kind)) + " field '" +
+                          f.field + "'",
                       "value_error"});
     return;
   }
   auto loc = filter_loc(f, "value");
   if (f.op == search_op::exists || f.op == search_op::not_exists) {
-    if (!f.value.is_null()) issues.push_back({loc, "exists and not_exists take no value",
-                                              "value_error"});
+    if (!f.value.is_null())
+      issues.push_back({loc, "exists and not_exists take no value", "value_error"});
     return;
   }
   if (f.op == search_op::in || f.op == search_op::not_in) {
@@ -192,7 +191,7 @@ void check_value(const search_filter& f, const std::vector<std::string>* options
 struct compiled {
   search_op op = search_op::eq;
   search_kind kind = search_kind::text;
-  std::string field;  // built-in name, or the custom key
+  std::string field; // built-in name, or the custom key
   bool custom = false;
   std::vector<std::string> texts; // lower-cased (text, tag), or as sent (choice, date, list)
   std::vector<double> numbers;    // integer, number, time (µs), flag (0/1)
@@ -254,18 +253,28 @@ field_value builtin_value(const compiled& f, const contact& c) {
     }
   };
   const auto& name = f.field;
-  if (name == "first_name") text(c.first_name);
-  else if (name == "last_name") text(c.last_name);
-  else if (name == "email") text(c.email);
-  else if (name == "phone") text(c.phone);
-  else if (name == "id") number(c.id);
-  else if (name == "company_id") number(c.company_id);
-  else if (name == "owner_id") number(c.owner_id);
-  else if (name == "created_at") number(c.created_at);
-  else if (name == "updated_at") number(c.updated_at);
-  else if (name == "status") text(std::string(to_string(c.status)));
-  else if (name == "source") text(c.source ? std::optional(std::string(to_string(*c.source)))
-                                           : std::nullopt);
+  if (name == "first_name")
+    text(c.first_name);
+  else if (name == "last_name")
+    text(c.last_name);
+  else if (name == "email")
+    text(c.email);
+  else if (name == "phone")
+    text(c.phone);
+  else if (name == "id")
+    number(c.id);
+  else if (name == "company_id")
+    number(c.company_id);
+  else if (name == "owner_id")
+    number(c.owner_id);
+  else if (name == "created_at")
+    number(c.created_at);
+  else if (name == "updated_at")
+    number(c.updated_at);
+  else if (name == "status")
+    text(std::string(to_string(c.status)));
+  else if (name == "source")
+    text(c.source ? std::optional(std::string(to_string(*c.source))) : std::nullopt);
   else if (name == "tag") {
     out.present = !c.tags.empty();
     for (auto& t : c.tags) out.texts.push_back(ascii_lower(t));
@@ -315,8 +324,7 @@ bool holds(const compiled& f, const field_value& v) {
   auto equals_any = [&] {
     if (!v.present) return false;
     if (by_text) return std::any_of(f.texts.begin(), f.texts.end(), has);
-    return std::any_of(f.numbers.begin(), f.numbers.end(),
-                       [&](double n) { return n == v.number; });
+    return std::any_of(f.numbers.begin(), f.numbers.end(), [&](double n) { return n == v.number; });
   };
   switch (f.op) {
   case o::eq:
@@ -402,8 +410,8 @@ std::optional<contact_search> parse_contact_search(const json::value& body,
   auto at = [](std::initializer_list<loc_part> parts) { return std::vector<loc_part>(parts); };
   for (auto& [key, _] : *root)
     if (key != "filter_groups" && key != "sort" && key != "page" && key != "per_page")
-      issues.push_back({at({std::string("body"), std::string(key)}), "Extra inputs are not permitted",
-                        "extra_forbidden"});
+      issues.push_back({at({std::string("body"), std::string(key)}),
+                        "Extra inputs are not permitted", "extra_forbidden"});
   if (auto g = root->if_contains("filter_groups"); g && !g->is_null()) {
     auto groups = g->if_array();
     if (!groups || groups->size() > search_rules::groups_max) {
@@ -413,13 +421,12 @@ std::optional<contact_search> parse_contact_search(const json::value& body,
                         "value_error"});
     } else {
       for (std::size_t gi = 0; gi < groups->size(); ++gi) {
-        auto gl = at({std::string("body"), std::string("filter_groups"),
-                      static_cast<std::int64_t>(gi)});
+        auto gl =
+            at({std::string("body"), std::string("filter_groups"), static_cast<std::int64_t>(gi)});
         auto go = (*groups)[gi].if_object();
         auto filters = go ? go->if_contains("filters") : nullptr;
         auto fa = filters ? filters->if_array() : nullptr;
-        if (!fa || fa->empty() || fa->size() > search_rules::filters_max ||
-            go->size() != 1) {
+        if (!fa || fa->empty() || fa->size() > search_rules::filters_max || go->size() != 1) {
           gl.emplace_back(std::string("filters"));
           issues.push_back({gl,
                             "a group is {\"filters\": [...]} with 1 to " +
@@ -441,8 +448,8 @@ std::optional<contact_search> parse_contact_search(const json::value& body,
           }
           for (auto& [key, _] : *fo)
             if (key != "field" && key != "op" && key != "value")
-              issues.push_back({filter_loc(f, key), "Extra inputs are not permitted",
-                                "extra_forbidden"});
+              issues.push_back(
+                  {filter_loc(f, key), "Extra inputs are not permitted", "extra_forbidden"});
           auto field = fo->if_contains("field");
           auto op = fo->if_contains("op");
           bool known = false;
@@ -462,8 +469,8 @@ std::optional<contact_search> parse_contact_search(const json::value& body,
                                 "value_error"});
             }
           }
-          auto parsed = op && op->is_string() ? detail::lookup(op_table, sv(op->as_string()))
-                                              : std::nullopt;
+          auto parsed =
+              op && op->is_string() ? detail::lookup(op_table, sv(op->as_string())) : std::nullopt;
           if (!parsed) {
             issues.push_back({filter_loc(f, "op"), detail::one_of_message(op_table), "enum"});
             known = false;
@@ -480,11 +487,11 @@ std::optional<contact_search> parse_contact_search(const json::value& body,
   if (auto v = root->if_contains("sort"); v && !v->is_null()) {
     auto o = v->if_object();
     auto field = o ? o->if_contains("field") : nullptr;
-    auto sort = field && field->is_string() ? parse_contact_sort(sv(field->as_string()))
-                                            : std::nullopt;
+    auto sort =
+        field && field->is_string() ? parse_contact_sort(sv(field->as_string())) : std::nullopt;
     auto order = o ? o->if_contains("order") : nullptr;
-    bool order_ok = !order || (order->is_string() && (order->as_string() == "asc" ||
-                                                      order->as_string() == "desc"));
+    bool order_ok = !order || (order->is_string() &&
+                               (order->as_string() == "asc" || order->as_string() == "desc"));
     if (!sort || !order_ok || o->size() > (order ? 2U : 1U)) {
       issues.push_back({at({std::string("body"), std::string("sort")}),
                         "sort is {\"field\": a sort field of the list, \"order\": \"asc\" or "

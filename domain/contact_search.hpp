@@ -38,8 +38,8 @@ inline constexpr std::array<std::string_view, 11> ops{
     "eq", "neq", "lt", "lte", "gt", "gte", "contains", "in", "not_in", "exists", "not_exists"};
 // The built-in fields a filter may name (besides cf.<key>).
 inline constexpr std::array<std::string_view, 12> fields{
-    "id",     "first_name", "last_name", "email",      "phone",     "company_id",
-    "owner_id", "status",   "source",    "tag",        "created_at", "updated_at"};
+    "id",       "first_name", "last_name", "email", "phone",      "company_id",
+    "owner_id", "status",     "source",    "tag",   "created_at", "updated_at"};
 inline constexpr std::size_t groups_max = 10;
 inline constexpr std::size_t filters_max = 20; // in a group
 inline constexpr std::size_t values_max = 100; // of in and not_in
@@ -47,14 +47,24 @@ inline constexpr std::size_t text_max = 200;   // characters of a compared text
 } // namespace search_rules
 
 // What a field holds, which decides the operators it takes.
-enum class search_kind : std::uint8_t { text, integer, number, choice, time, date, flag, tag, list };
+enum class search_kind : std::uint8_t {
+  text,
+  integer,
+  number,
+  choice,
+  time,
+  date,
+  flag,
+  tag,
+  list
+};
 
 struct search_filter {
   std::string field; // as sent: "status", "cf.plan"
   search_op op = search_op::eq;
-  boost::json::value value;               // as sent (null for exists and not_exists)
-  search_kind kind = search_kind::text;   // decided by the field (cf: by its definition)
-  std::size_t group = 0, index = 0;       // where it was sent
+  boost::json::value value;             // as sent (null for exists and not_exists)
+  search_kind kind = search_kind::text; // decided by the field (cf: by its definition)
+  std::size_t group = 0, index = 0;     // where it was sent
 };
 
 struct contact_search {

@@ -94,8 +94,7 @@ outcome<task> task_store::get(std::int64_t id) const {
   return it->second;
 }
 
-page<task> task_store::list(const task_query& q, std::int64_t now, int number,
-                            int per_page) const {
+page<task> task_store::list(const task_query& q, std::int64_t now, int number, int per_page) const {
   std::vector<const task*> found;
   auto keep = [&](const task& t) {
     if (q.assignee_id && t.assignee_id != q.assignee_id) return false;

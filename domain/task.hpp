@@ -59,7 +59,7 @@ struct task {
 
 // The rules of a task's fields, named once for the reader and the OpenAPI schema.
 namespace task_rules {
-inline constexpr std::size_t title_max = 200;        // characters
+inline constexpr std::size_t title_max = 200;         // characters
 inline constexpr std::size_t description_max = 10000; // characters
 inline constexpr std::array<std::string_view, 3> priorities{"low", "normal", "high"};
 inline constexpr std::array<std::string_view, 3> statuses{"open", "done", "cancelled"};
@@ -100,8 +100,8 @@ struct task_query {
 };
 
 struct task_store {
-  std::map<std::int64_t, task> tasks;                         // by id
-  std::map<std::int64_t, std::set<std::int64_t>> by_contact;  // contact → its task ids
+  std::map<std::int64_t, task> tasks;                          // by id
+  std::map<std::int64_t, std::set<std::int64_t>> by_contact;   // contact → its task ids
   std::set<std::pair<std::int64_t, std::int64_t>> overdue_due; // (due_at, id): open, not fired
   // Whether anyone listens to task events (an active workflow or webhook subscription).
   bool event_listeners = false;

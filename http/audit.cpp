@@ -64,6 +64,9 @@ const std::vector<table_row>& table() {
       {verb::post, "/api/v1/contacts/import", rule(m::change_in_tx, "contact", "import", "")},
       {verb::get, "/api/v1/contacts/export", rule(m::list, "contact", "export_csv", "")},
       {verb::post, "/api/v1/contacts/search", rule(m::list, "contact", "search", "", "items")},
+      // A saved view's run: a list of contacts (the path's id is the view's).
+      {verb::get, "/api/v1/views/{id}/contacts",
+       rule(m::list, "contact", "view_contacts", "", "items")},
       {verb::get, "/api/v1/contacts/{id}", rule(m::read, "contact", "read")},
       {verb::put, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "update")},
       {verb::patch, "/api/v1/contacts/{id}", rule(m::change_in_tx, "contact", "update")},

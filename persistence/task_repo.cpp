@@ -15,7 +15,9 @@ namespace {
 constexpr const char* task_columns =
     "id, tenant_id, title, description, contact_id, deal_id, appointment_id, assignee_id,"
     " created_by, " CRM_MICROS("due_at") ", priority, status, " CRM_MICROS(
-        "completed_at") ", " CRM_MICROS("overdue_at") ", workflow_run_id, workflow_step, " CRM_MICROS("created_at") ", " CRM_MICROS("updated_at");
+        "completed_at") ", " CRM_MICROS("overdue_at") ", workflow_run_id, "
+                                                      "workflow_step, " CRM_MICROS("created_at") ","
+                                                                                                 " " CRM_MICROS("updated_at");
 
 domain::task to_task(const pqxx::row& r) {
   domain::task t;
@@ -29,10 +31,9 @@ domain::task to_task(const pqxx::row& r) {
   t.assignee_id = opt_int(r[7]);
   t.created_by = opt_int(r[8]);
   t.due_at = opt_int(r[9]);
-  t.priority = domain::parse_task_priority(r[10].as<std::string>()).value_or(
-      domain::task_priority::normal);
-  t.status =
-      domain::parse_task_status(r[11].as<std::string>()).value_or(domain::task_status::open);
+  t.priority =
+      domain::parse_task_priority(r[10].as<std::string>()).value_or(domain::task_priority::normal);
+  t.status = domain::parse_task_status(r[11].as<std::string>()).value_or(domain::task_status::open);
   t.completed_at = opt_int(r[12]);
   t.overdue_at = opt_int(r[13]);
   t.workflow_run_id = opt_int(r[14]);
@@ -141,10 +142,9 @@ domain::outcome<domain::task> insert_task(pg_conn& c, const domain::task& planne
                   " DO NOTHING RETURNING ") +
           task_columns,
       t.tenant_id, t.title, t.description, id_text(t.contact_id), id_text(t.deal_id),
-      id_text(t.appointment_id), id_text(t.assignee_id), id_text(t.created_by),
-      time_text(t.due_at), std::string(domain::to_string(t.priority)),
-      std::string(domain::to_string(t.status)), time_text(t.completed_at),
-      id_text(t.workflow_run_id), t.workflow_step, ts(t.created_at));
+      id_text(t.appointment_id), id_text(t.assignee_id), id_text(t.created_by), time_text(t.due_at),
+      std::string(domain::to_string(t.priority)), std::string(domain::to_string(t.status)),
+      time_text(t.completed_at), id_text(t.workflow_run_id), t.workflow_step, ts(t.created_at));
   if (r.empty()) {
     // The workflow step ran again: its task is the one it made the first time.
     auto existing = tx.exec_params(std::string("SELECT ") + task_columns +
@@ -199,8 +199,8 @@ domain::outcome<domain::task> delete_task(pg_conn& c, const domain::task& t,
 }
 
 std::vector<domain::task> mark_tasks_overdue(pg_conn& c, std::int64_t tenant_id,
-                                             const std::vector<std::int64_t>& ids,
-                                             std::int64_t now, bool emit) {
+                                             const std::vector<std::int64_t>& ids, std::int64_t now,
+                                             bool emit) {
   pqxx::work tx(c.raw());
   fence(tx, tenant_id);
   array_literal wanted;

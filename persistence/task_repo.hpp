@@ -33,8 +33,8 @@ domain::outcome<domain::task> delete_task(pg_conn& c, const domain::task& t,
 // marked in one transaction, with their events in the outbox when `emit`. The tasks marked, as
 // stored.
 std::vector<domain::task> mark_tasks_overdue(pg_conn& c, std::int64_t tenant_id,
-                                             const std::vector<std::int64_t>& ids,
-                                             std::int64_t now, bool emit);
+                                             const std::vector<std::int64_t>& ids, std::int64_t now,
+                                             bool emit);
 
 // Tenants with an open task due and not yet marked overdue (the sweeper wakes their tasks
 // actor, when it is not live).

@@ -118,6 +118,7 @@ const std::map<std::string, std::string>& tag_descriptions() {
       {"consents", "A contact's consents and their history"},
       {"notes", "Notes colleagues leave on a contact's record"},
       {"tasks", "What someone must do and by when, about a contact, deal or appointment"},
+      {"views", "Contact searches saved for a user or shared with the tenant"},
       {"inbox", "The shared inbox: teams, routing of new conversations, availability"},
       {"appointments", "Calendars, services, free slots and appointments"},
       {"fhir", "Contacts as FHIR R4 Patient resources"},

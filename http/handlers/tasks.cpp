@@ -46,7 +46,8 @@ void create(services& s, const exchange_ptr& ex) {
   domain::task t;
   if (auto v = body.text("title", true, title_rule)) t.title = *v;
   if (auto v = body.text("description", false, description_rule)) t.description = *v;
-  for (auto [key, out] : {std::pair{"contact_id", &t.contact_id}, {"deal_id", &t.deal_id},
+  for (auto [key, out] : {std::pair{"contact_id", &t.contact_id},
+                          {"deal_id", &t.deal_id},
                           {"appointment_id", &t.appointment_id},
                           {"assignee_id", &t.assignee_id}})
     if (auto v = nullable_id(body, key)) *out = *v;
@@ -71,7 +72,8 @@ void list(services& s, const exchange_ptr& ex) {
     auto me = ex->who.acting_user();
     if (!me)
       issues.push_back({{"query", "assignee_id"},
-                        "'me' needs a signed-in user (an API key is nobody's)", "value_error"});
+                        "'me' needs a signed-in user (an API key is nobody's)",
+                        "value_error"});
     q.assignee_id = me;
   } else {
     q.assignee_id = query_id(ex->req, "assignee_id", issues);
@@ -204,8 +206,8 @@ void add_task_routes(router& r, services& s) {
                          schema::query("due_before", schema::timestamp(), "due before this"),
                          schema::query("overdue", schema::boolean(),
                                        "true: open and due before now; false: the others")}));
-  r.add({verb::get, "/api/v1/tasks/{id}", access::bearer, permission::read_records,
-         bind(s, get), "One task", "tasks"},
+  r.add({verb::get, "/api/v1/tasks/{id}", access::bearer, permission::read_records, bind(s, get),
+         "One task", "tasks"},
         {"", "Task"});
   r.add({verb::patch, "/api/v1/tasks/{id}", access::bearer, permission::write_records,
          bind(s, update), "Change a task (its assignee, its creator, or a manager)", "tasks"},

@@ -73,7 +73,7 @@ TEST(contact_search, groups_are_or_ed_and_filters_and_ed) {
   auto match = search_predicate(s);
   EXPECT_TRUE(match(person(1, "Ana", {"VIP"})));  // the first group, in any case
   EXPECT_FALSE(match(person(2, "Ana", {"new"}))); // half the first group
-  EXPECT_TRUE(match(person(3, "Bia")));            // the second group
+  EXPECT_TRUE(match(person(3, "Bia")));           // the second group
   EXPECT_TRUE(match(person(2, "ana", {"x", "vip"})));
   EXPECT_TRUE(search_predicate(parsed("{}"))(person(1, "Anyone"))); // no group: everyone
 }
@@ -103,9 +103,8 @@ TEST(contact_search, custom_fields_are_typed_by_their_definition) {
   auto gold = person(1, "A", {}, R"({"plan":"gold","age":70,"due":"2026-12-01"})");
   auto none = person(2, "B");
   auto search = [&](std::string_view filter) {
-    return search_predicate(parsed(std::string(R"({"filter_groups": [{"filters": [)") +
-                                       std::string(filter) + "]}]}",
-                                   defs));
+    return search_predicate(parsed(
+        std::string(R"({"filter_groups": [{"filters": [)") + std::string(filter) + "]}]}", defs));
   };
   auto older = search(R"({"field": "cf.age", "op": "gte", "value": 65})");
   EXPECT_TRUE(older(gold));
@@ -116,9 +115,9 @@ TEST(contact_search, custom_fields_are_typed_by_their_definition) {
   // An unknown or sensitive field, a value the field cannot hold, an op its type does not take.
   auto refused = [&](std::string_view filter) {
     std::vector<issue> issues;
-    auto s = parse_contact_search(js(std::string(R"({"filter_groups": [{"filters": [)") +
-                                     std::string(filter) + "]}]}"),
-                                  issues);
+    auto s = parse_contact_search(
+        js(std::string(R"({"filter_groups": [{"filters": [)") + std::string(filter) + "]}]}"),
+        issues);
     if (!s) return described(issues);
     return described(check_custom_filters(*s, defs));
   };

@@ -53,8 +53,8 @@ TEST(task_store, a_new_task_is_assigned_to_its_creator_unless_someone_else_is_na
   auto theirs = s.plan_create(make(0, std::nullopt, 4), 1, agent, now);
   EXPECT_EQ(theirs.assignee_id, 4);
   // An API key is nobody: the task is unassigned.
-  auto by_key = s.plan_create(make(0, std::nullopt, std::nullopt), 1, {std::nullopt, role::admin},
-                              now);
+  auto by_key =
+      s.plan_create(make(0, std::nullopt, std::nullopt), 1, {std::nullopt, role::admin}, now);
   EXPECT_FALSE(by_key.assignee_id);
   EXPECT_FALSE(by_key.created_by);
 }
@@ -101,13 +101,19 @@ TEST(task_store, lists_filter_and_come_by_due_time_with_undated_last) {
   done.status = task_status::done;
   s.put(done);
   EXPECT_EQ(ids_of(s.list({}, now, 1, 20)), (ids{5, 4, 3, 1, 2}));
-  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.assignee_id = 4; }), now, 1, 20)), (ids{5, 4, 1, 2}));
-  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.contact_id = 10; }), now, 1, 20)), (ids{5, 1, 2}));
-  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.status = task_status::open; }), now, 1, 20)), (ids{4, 3, 1, 2}));
+  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.assignee_id = 4; }), now, 1, 20)),
+            (ids{5, 4, 1, 2}));
+  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.contact_id = 10; }), now, 1, 20)),
+            (ids{5, 1, 2}));
+  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.status = task_status::open; }), now, 1, 20)),
+            (ids{4, 3, 1, 2}));
   // Overdue: open and due before now (the done one is not).
-  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.overdue = true; }), now, 1, 20)), (ids{4, 3}));
-  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.overdue = false; }), now, 1, 20)), (ids{5, 1, 2}));
-  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.due_before = now; }), now, 1, 20)), (ids{5, 4, 3}));
+  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.overdue = true; }), now, 1, 20)),
+            (ids{4, 3}));
+  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.overdue = false; }), now, 1, 20)),
+            (ids{5, 1, 2}));
+  EXPECT_EQ(ids_of(s.list(where([](task_query& q) { q.due_before = now; }), now, 1, 20)),
+            (ids{5, 4, 3}));
   auto second = s.list({}, now, 2, 2);
   EXPECT_EQ(ids_of(second), (ids{3, 1}));
   EXPECT_EQ(second.total, 5);
