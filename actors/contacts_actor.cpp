@@ -84,7 +84,8 @@ std::int64_t phone_owner(contacts_state& st, const std::string& phone) {
 
 // ---- readiness ---------------------------------------------------------------------------
 
-void reserve(contacts_actor* self);
+// Reserves contact and company ids until `ids` and `company_ids` are held, and a block beyond.
+void reserve(contacts_actor* self, std::size_t ids, std::size_t company_ids);
 
 void read_snapshot(contacts_actor* self);
 void definitions_changed(contacts_state& st);
@@ -150,21 +151,28 @@ void read_snapshot(contacts_actor* self) {
       });
 }
 
-void reserve(contacts_actor* self) {
+void reserve(contacts_actor* self, std::size_t need_contacts, std::size_t need_companies) {
   auto& st = self->state;
   if (st.reserving) return;
   st.reserving = true;
   auto me = caf::actor_cast<caf::actor>(self);
   using ids = std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>;
-  auto want_contacts = st.contact_ids.size() < id_block;
-  auto want_companies = st.company_ids.size() < 16;
+  // Enough for the request that waits (a bulk of 1,000 needs more than a block), and a block
+  // beyond: a reservation that gave nothing the waiting request lacks would be asked for again
+  // and again (it did: a bulk with 512 to 999 ids left span forever).
+  auto contacts = st.contact_ids.size() < std::max<std::size_t>(id_block, need_contacts)
+                      ? static_cast<int>(need_contacts) + id_block * 2
+                      : 0;
+  auto companies = st.company_ids.size() < std::max<std::size_t>(16, need_companies)
+                       ? static_cast<int>(need_companies) + 64
+                       : 0;
   st.env.pool->run<ids>(
-      [want_contacts, want_companies](persistence::pg_conn& c) {
+      [contacts, companies](persistence::pg_conn& c) {
         ids out;
-        if (want_contacts)
-          out.first = persistence::reserve_ids(c, persistence::id_kind::contact, id_block * 2);
-        if (want_companies)
-          out.second = persistence::reserve_ids(c, persistence::id_kind::company, 64);
+        if (contacts > 0)
+          out.first = persistence::reserve_ids(c, persistence::id_kind::contact, contacts);
+        if (companies > 0)
+          out.second = persistence::reserve_ids(c, persistence::id_kind::company, companies);
         return out;
       },
       [me, self](domain::outcome<ids> r) mutable {
@@ -208,7 +216,7 @@ void when_ready(contacts_actor* self, need n, std::function<void(const failure&)
   if (!st.loaded)
     load(self);
   else if (st.contact_ids.size() < ids || st.company_ids.size() < company_ids)
-    reserve(self);
+    reserve(self, ids, company_ids);
 }
 
 // Runs what is held, in order, up to the first that still cannot run. With `error`, what
@@ -219,7 +227,7 @@ void drain(contacts_actor* self, const failure* error) {
       st.waiting, [&st](const held& h) { return ready(st, h); }, error);
   if (first && st.loaded &&
       (st.contact_ids.size() < first->ids || st.company_ids.size() < first->company_ids))
-    reserve(self);
+    reserve(self, first->ids, first->company_ids);
   if (st.stopping && idle_pipeline(st) && st.waiting.empty()) self->quit();
 }
 

@@ -4,6 +4,7 @@
 
 #include "domain/clock.hpp"
 #include "domain/custom_field.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 #include "http/json.hpp"
 
@@ -241,9 +242,11 @@ actors::contact_fields read_contact(const json::object& o, bool creating, const 
 }
 
 bool importable_column(std::string_view name) {
+  // The export's columns all import (docs/design.md "Import"): id, created_at and updated_at
+  // are the server's and ignored; custom_fields is the JSON object the export writes.
   static const std::vector<std::string_view> names = {
-      "first_name", "last_name", "email", "phone", "company_id", "owner_id", "status", "source",
-      "tags"};
+      "first_name", "last_name", "email",         "phone", "company_id", "owner_id",  "status",
+      "source",     "tags",      "custom_fields", "id",    "created_at", "updated_at"};
   if (std::find(names.begin(), names.end(), name) != names.end()) return true;
   auto prefix = list_rules::custom_prefix;
   return name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix;
@@ -258,7 +261,19 @@ actors::contact_fields read_contact_row(const std::vector<std::string>& header,
   for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) {
     auto& name = header[i];
     auto cell = std::string(domain::unescape_csv_formula(domain::trim(cells[i])));
-    if (cell.empty()) continue;
+    if (cell.empty() || name == "id" || name == "created_at" || name == "updated_at") continue;
+    if (name == "custom_fields") {
+      // The export's JSON object; a cf.<key> column of the same key wins.
+      json::error_code ec;
+      auto v = crm::domain::parse_json(cell, ec);
+      if (ec || !v.is_object()) {
+        o["custom_fields"] = cell; // reported as not a dictionary
+        continue;
+      }
+      for (auto& [k, val] : v.as_object())
+        if (!cf.contains(k)) cf[k] = val;
+      continue;
+    }
     if (name == "tags") {
       json::array tags;
       std::string_view rest = cell;
@@ -276,13 +291,15 @@ actors::contact_fields read_contact_row(const std::vector<std::string>& header,
       else
         o[name] = cell; // reported as int_parsing
     } else if (name.rfind(list_rules::custom_prefix, 0) == 0) {
-      cf[name.substr(list_rules::custom_prefix.size())] = cell;
+      cf.insert_or_assign(name.substr(list_rules::custom_prefix.size()), cell);
     } else {
       o[name] = cell;
     }
   }
-  if (!cf.empty()) o["custom_fields"] = std::move(cf);
-  if (!o.contains("source")) o["source"] = "import";
+  if (!cf.empty() && !o.contains("custom_fields")) o["custom_fields"] = std::move(cf);
+  // "import" unless the file has a source column (an export's: an empty cell is no source).
+  if (!o.contains("source") && std::find(header.begin(), header.end(), "source") == header.end())
+    o["source"] = "import";
   return read_contact(o, true, prefix, issues);
 }
 

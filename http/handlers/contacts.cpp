@@ -170,7 +170,7 @@ void import(services& s, const exchange_ptr& ex) {
     fields[i] = read_contact_row(header, (*rows)[i + 1], prefix, errors[i]);
   }
   actors::bulk_create_contacts(
-      s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), {}, "rows",
+      s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), idempotency_of(ex), "rows",
       actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
         reply_stored(ex, std::move(r), "");
       }));
@@ -394,9 +394,8 @@ void define_contact_schemas(router& r) {
                          "a list for in and not_in, else one value of the field's type"}};
   auto field = text({.min = 1, .max = 70});
   field["description"] = "a field of the list, tag, owner_id, or cf.<key> of a contact field";
-  auto filters = array_of(object({{"field", field},
-                                  {"op", one_of(search_rules::ops)},
-                                  {"value", value, false}}));
+  auto filters = array_of(
+      object({{"field", field}, {"op", one_of(search_rules::ops)}, {"value", value, false}}));
   filters["minItems"] = 1;
   filters["maxItems"] = search_rules::filters_max;
   auto groups = array_of(object({{"filters", filters}}));
@@ -404,8 +403,9 @@ void define_contact_schemas(router& r) {
   groups["description"] = "OR-ed; the filters of a group are AND-ed (no group: every contact)";
   define(r, "ContactSearch",
          object({{"filter_groups", groups, false},
-                 {"sort", object({{"field", one_of(rules::sort_fields)},
-                                  {"order", one_of(list_rules::sort_orders), false}}),
+                 {"sort",
+                  object({{"field", one_of(rules::sort_fields)},
+                          {"order", one_of(list_rules::sort_orders), false}}),
                   false},
                  {"page", integer(1, paging_rules::page_max), false},
                  {"per_page", integer(1, paging_rules::per_page_max), false}}));

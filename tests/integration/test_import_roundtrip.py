@@ -1,0 +1,69 @@
+"""Imports that round-trip (contract §11, docs/design.md "Import"): a file from GET
+/contacts/export imports unchanged, into another tenant too (its id, created_at and updated_at
+columns ignored, custom_fields read from its JSON column, tags from their ;-list), and an
+import honours Idempotency-Key like the bulk create."""
+import csv
+import io
+
+import crm
+
+IMPORT = "/api/v1/contacts/import"
+COMPARED = ("first_name", "last_name", "email", "phone", "status", "source", "tags",
+            "custom_fields")
+
+
+def post_csv(client, token, text, **headers):
+    return client.request("POST", IMPORT, raw=text.encode("utf-8"), token=token,
+                          headers={"Content-Type": "text/csv", **headers})
+
+
+def export_text(client, token) -> str:
+    resp = client.get("/api/v1/contacts/export", token=token)
+    assert resp.status == 200, resp.describe()
+    return resp.body.decode("utf-8")
+
+
+def shown(client, token) -> list[dict]:
+    page = crm.assert_json_response(client.get(crm.with_query(crm.CONTACTS, {"per_page": 100}),
+                                               token=token), 200)
+    full = [crm.get_contact(client, token, c["id"]) for c in page["items"]]
+    return sorted(({k: c[k] for k in COMPARED} for c in full), key=lambda c: c["email"] or "")
+
+
+def test_an_export_imports_unchanged_into_another_tenant(client, cli_env):
+    source = crm.tenant_session(client, cli_env)
+    target = crm.tenant_session(client, cli_env)
+    for s in (source, target):
+        crm.create_field(client, s.admin, name="plan", field_type="text")
+        crm.create_field(client, s.admin, name="visits", field_type="integer")
+    bodies = [
+        dict(first_name="Ana", last_name="Lima, Jr.", email="ana.rt@example.org",
+             phone="+5511987650001", status="qualified", source="referral",
+             tags=["diabetes", "Follow-up"], custom_fields={"plan": "gold; \"family\"",
+                                                            "visits": 7}),
+        dict(first_name='Bia "B"', email="bia.rt@example.org", status="active",
+             source="website", tags=[], custom_fields={}),
+        dict(first_name="=Caio", last_name="Souza", email="caio.rt@example.org",
+             status="inactive", tags=["x y"], custom_fields={"visits": 0}),
+    ]
+    for b in bodies:
+        crm.assert_json_response(client.post(crm.CONTACTS, b, token=source.admin), 201)
+    text = export_text(client, source.admin)
+    header = next(csv.reader(io.StringIO(text)))
+    assert {"id", "created_at", "updated_at", "custom_fields"} <= set(header), header
+    results = crm.assert_json_response(post_csv(client, target.admin, text), 200)["results"]
+    assert all("id" in r for r in results), results
+    assert shown(client, target.admin) == shown(client, source.admin)
+
+
+def test_an_import_honours_its_idempotency_key(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    text = "first_name,email\r\nKey,key.rt@example.org\r\n"
+    first = post_csv(client, s.admin, text, **{"Idempotency-Key": "import-1"})
+    body = crm.assert_json_response(first, 200)
+    again = post_csv(client, s.admin, text, **{"Idempotency-Key": "import-1"})
+    assert crm.assert_json_response(again, 200) == body  # the same answer, nothing new
+    assert crm.list_total(client, s.admin) == 1
+    crm.assert_error(post_csv(client, s.admin, text.replace("Key,", "Other,"),
+                              **{"Idempotency-Key": "import-1"}), 409, "CONFLICT")
+    assert crm.list_total(client, s.admin) == 1
