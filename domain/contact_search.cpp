@@ -187,15 +187,135 @@ void check_value(const search_filter& f, const std::vector<std::string>* options
 
 // ---- evaluation ---------------------------------------------------------------------------
 
+// The built-in fields, resolved once per search (a contact is never asked for a field by name).
+enum class builtin : std::uint8_t {
+  id,
+  first_name,
+  last_name,
+  email,
+  phone,
+  company_id,
+  owner_id,
+  status,
+  source,
+  tag,
+  created_at,
+  updated_at,
+  none // a custom field
+};
+
+builtin builtin_of(std::string_view name) {
+  for (std::size_t i = 0; i < search_rules::fields.size(); ++i)
+    if (search_rules::fields[i] == name) return static_cast<builtin>(i);
+  return builtin::none;
+}
+
 // A filter with its values parsed once.
 struct compiled {
   search_op op = search_op::eq;
   search_kind kind = search_kind::text;
   std::string field; // built-in name, or the custom key
   bool custom = false;
+  builtin which = builtin::none;
   std::vector<std::string> texts; // lower-cased (text, tag), or as sent (choice, date, list)
   std::vector<double> numbers;    // integer, number, time (µs), flag (0/1)
+  std::vector<contact_status> statuses;
+  std::vector<contact_source> sources;
 };
+
+char lower_ascii(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// `want` is lower-cased already; no copy of `text` is made.
+bool same_ci(std::string_view text, std::string_view want) {
+  if (text.size() != want.size()) return false;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (lower_ascii(text[i]) != want[i]) return false;
+  return true;
+}
+
+bool holds_ci(std::string_view text, std::string_view want) {
+  if (want.size() > text.size()) return false;
+  for (std::size_t i = 0; i + want.size() <= text.size(); ++i) {
+    std::size_t j = 0;
+    while (j < want.size() && lower_ascii(text[i + j]) == want[j]) ++j;
+    if (j == want.size()) return true;
+  }
+  return false;
+}
+
+template <class T>
+bool among(const std::vector<T>& values, const T& v) {
+  return std::find(values.begin(), values.end(), v) != values.end();
+}
+
+// A built-in field's filter on `c`, without a copy of anything the contact holds.
+bool holds_builtin(const compiled& f, const contact& c) {
+  using o = search_op;
+  auto op = f.op;
+  // Texts: first_name, last_name, email, phone.
+  auto on_text = [&](const std::string* v) {
+    if (op == o::exists) return v != nullptr;
+    if (op == o::not_exists) return v == nullptr;
+    bool equal = v && std::any_of(f.texts.begin(), f.texts.end(),
+                                  [&](const std::string& w) { return same_ci(*v, w); });
+    if (op == o::eq || op == o::in) return equal;
+    if (op == o::neq || op == o::not_in) return !equal;
+    return v && holds_ci(*v, f.texts.front()); // contains
+  };
+  auto on_number = [&](std::optional<double> v) {
+    if (op == o::exists) return v.has_value();
+    if (op == o::not_exists) return !v.has_value();
+    bool equal = v && among(f.numbers, *v);
+    if (op == o::eq || op == o::in) return equal;
+    if (op == o::neq || op == o::not_in) return !equal;
+    if (!v) return false;
+    auto w = f.numbers.front();
+    return op == o::lt ? *v < w : op == o::lte ? *v <= w : op == o::gt ? *v > w : *v >= w;
+  };
+  auto opt = [](const std::optional<std::string>& s) { return s ? &*s : nullptr; };
+  auto num = [](std::optional<std::int64_t> n) {
+    return n ? std::optional<double>(static_cast<double>(*n)) : std::nullopt;
+  };
+  switch (f.which) {
+  case builtin::first_name: return on_text(&c.first_name);
+  case builtin::last_name: return on_text(opt(c.last_name));
+  case builtin::email: return on_text(opt(c.email));
+  case builtin::phone: return on_text(opt(c.phone));
+  case builtin::id: return on_number(static_cast<double>(c.id));
+  case builtin::company_id: return on_number(num(c.company_id));
+  case builtin::owner_id: return on_number(num(c.owner_id));
+  case builtin::created_at: return on_number(static_cast<double>(c.created_at));
+  case builtin::updated_at: return on_number(static_cast<double>(c.updated_at));
+  case builtin::status: {
+    if (op == o::exists) return true;
+    if (op == o::not_exists) return false;
+    bool equal = among(f.statuses, c.status);
+    return op == o::eq || op == o::in ? equal : !equal;
+  }
+  case builtin::source: {
+    if (op == o::exists) return c.source.has_value();
+    if (op == o::not_exists) return !c.source.has_value();
+    bool equal = c.source && among(f.sources, *c.source);
+    return op == o::eq || op == o::in ? equal : !equal;
+  }
+  case builtin::tag: {
+    if (op == o::exists) return !c.tags.empty();
+    if (op == o::not_exists) return c.tags.empty();
+    if (op == o::contains)
+      return std::any_of(c.tags.begin(), c.tags.end(),
+                         [&](const std::string& t) { return holds_ci(t, f.texts.front()); });
+    bool has = std::any_of(c.tags.begin(), c.tags.end(), [&](const std::string& t) {
+      return std::any_of(f.texts.begin(), f.texts.end(),
+                         [&](const std::string& w) { return same_ci(t, w); });
+    });
+    return op == o::eq || op == o::in ? has : !has;
+  }
+  case builtin::none: break;
+  }
+  return false;
+}
 
 // The value of a built-in field: its texts or numbers (none: absent).
 struct field_value {
@@ -218,6 +338,7 @@ compiled compile(const search_filter& f) {
   c.kind = f.kind;
   c.custom = f.field.rfind("cf.", 0) == 0;
   c.field = c.custom ? f.field.substr(3) : f.field;
+  c.which = c.custom ? builtin::none : builtin_of(c.field);
   auto add = [&](const json::value& v) {
     switch (c.kind) {
     case search_kind::text:
@@ -235,51 +356,13 @@ compiled compile(const search_filter& f) {
     for (auto& v : *a) add(v);
   else if (!f.value.is_null())
     add(f.value);
-  return c;
-}
-
-field_value builtin_value(const compiled& f, const contact& c) {
-  field_value out;
-  auto text = [&](const std::optional<std::string>& s) {
-    if (s) {
-      out.present = true;
-      out.texts.push_back(f.kind == search_kind::text ? ascii_lower(*s) : *s);
-    }
-  };
-  auto number = [&](std::optional<std::int64_t> n) {
-    if (n) {
-      out.present = true;
-      out.number = static_cast<double>(*n);
-    }
-  };
-  const auto& name = f.field;
-  if (name == "first_name")
-    text(c.first_name);
-  else if (name == "last_name")
-    text(c.last_name);
-  else if (name == "email")
-    text(c.email);
-  else if (name == "phone")
-    text(c.phone);
-  else if (name == "id")
-    number(c.id);
-  else if (name == "company_id")
-    number(c.company_id);
-  else if (name == "owner_id")
-    number(c.owner_id);
-  else if (name == "created_at")
-    number(c.created_at);
-  else if (name == "updated_at")
-    number(c.updated_at);
-  else if (name == "status")
-    text(std::string(to_string(c.status)));
-  else if (name == "source")
-    text(c.source ? std::optional(std::string(to_string(*c.source))) : std::nullopt);
-  else if (name == "tag") {
-    out.present = !c.tags.empty();
-    for (auto& t : c.tags) out.texts.push_back(ascii_lower(t));
+  for (auto& t : c.texts) {
+    if (c.which == builtin::status)
+      if (auto s = parse_contact_status(t)) c.statuses.push_back(*s);
+    if (c.which == builtin::source)
+      if (auto s = parse_contact_source(t)) c.sources.push_back(*s);
   }
-  return out;
+  return c;
 }
 
 field_value custom_value(const compiled& f, const json::object* fields) {
@@ -371,8 +454,7 @@ struct compiled_search {
     for (auto& g : groups) {
       bool all = true;
       for (auto& f : g) {
-        auto v = f.custom ? custom_value(f, fields) : builtin_value(f, c);
-        if (!holds(f, v)) {
+        if (!(f.custom ? holds(f, custom_value(f, fields)) : holds_builtin(f, c))) {
           all = false;
           break;
         }
