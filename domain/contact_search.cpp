@@ -627,6 +627,13 @@ std::vector<issue> check_custom_filters(contact_search& s, const field_definitio
   return issues;
 }
 
+bool names_custom_fields(const contact_search& s) {
+  for (auto& g : s.groups)
+    for (auto& f : g)
+      if (f.field.rfind("cf.", 0) == 0) return true;
+  return false;
+}
+
 bool search_matches(const contact_search& s, const contact& c) {
   return search_detail::compile_all(s)(c);
 }

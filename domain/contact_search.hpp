@@ -83,6 +83,9 @@ std::optional<contact_search> parse_contact_search(const boost::json::value& bod
 // operator and a value its type takes: the issues found (empty: the search is ready).
 std::vector<issue> check_custom_filters(contact_search& s, const field_definitions& defs);
 
+// Whether a filter names a cf.<key> field (only those need the tenant's definitions).
+bool names_custom_fields(const contact_search& s);
+
 // Whether `c` matches: any group whose every filter holds (no group: every contact).
 bool search_matches(const contact_search& s, const contact& c);
 // The predicate for a contact_query (compiled once: the values parsed, texts lower-cased).
