@@ -89,7 +89,8 @@ using continuation = std::function<void()>;
 #define CRM_TENANT_CHILDREN(X)                                                                     \
   X(users)                                                                                         \
   X(contacts)                                                                                      \
-  X(fields) X(workflows) X(channels) X(deals) X(agents) X(notes) X(schedule) X(inbox) X(tasks) X(views)
+  X(fields)                                                                                        \
+  X(workflows) X(channels) X(deals) X(agents) X(notes) X(schedule) X(inbox) X(tasks) X(views)
 
 #define CRM_CHILD_KIND(name) name,
 enum class child_kind : std::uint8_t { CRM_TENANT_CHILDREN(CRM_CHILD_KIND) count_ };

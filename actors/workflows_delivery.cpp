@@ -23,9 +23,8 @@ void tell_listeners(wf_actor* self) {
   bool any = has_consumers(st);
   if (st.told_listeners == any) return;
   st.told_listeners = any;
-  for (auto k :
-       {child_kind::contacts, child_kind::deals, child_kind::channels, child_kind::schedule,
-        child_kind::tasks})
+  for (auto k : {child_kind::contacts, child_kind::deals, child_kind::channels,
+                 child_kind::schedule, child_kind::tasks})
     st.env.rt->route(st.env.tenant_id, k, caf::make_message(listeners_atom::value, any));
 }
 

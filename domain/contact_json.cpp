@@ -86,9 +86,9 @@ bool write_contact_field(json_writer& w, const contact& c, std::string_view name
   return true;
 }
 
-constexpr std::string_view list_item_fields[] = {
-    "id",     "first_name", "last_name",  "email",     "phone",     "company_id",
-    "owner_id", "status",   "source",     "created_at", "updated_at"};
+constexpr std::string_view list_item_fields[] = {"id",     "first_name", "last_name", "email",
+                                                 "phone",  "company_id", "owner_id",  "status",
+                                                 "source", "created_at", "updated_at"};
 
 void write_list_item_fields(json_writer& w, const contact& c) {
   for (auto f : list_item_fields) write_contact_field(w, c, f);

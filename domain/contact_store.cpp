@@ -184,15 +184,14 @@ public:
   // No filter at all: every contact matches.
   bool selects_all() const {
     return !q_.status && !q_.source && !q_.company_id && !q_.owner_id && q_.tags.empty() &&
-           !q_.created_after &&
-           !q_.created_before && !q_.updated_after && q_.search.empty() && !q_.extra;
+           !q_.created_after && !q_.created_before && !q_.updated_after && q_.search.empty() &&
+           !q_.extra;
   }
 
   // Anything to test besides the search text.
   bool has_others() const {
     return q_.status || q_.source || q_.company_id || q_.owner_id || !q_.tags.empty() ||
-           q_.created_after ||
-           q_.created_before || q_.updated_after || q_.extra;
+           q_.created_after || q_.created_before || q_.updated_after || q_.extra;
   }
 
   bool operator()(const contact& c) const { return fields(c) && search_(c) && extra(c); }

@@ -322,8 +322,7 @@ void check_params(checker& ck, action_type t, const json::object& p, const loc_p
         ck.integer(*v, at(l, unit), 0, rules::task_due_max_seconds / scale);
       }
     if (units > 1)
-      ck.add(l, "at most one of 'due_in_minutes', 'due_in_hours' or 'due_in_days'",
-             "value_error");
+      ck.add(l, "at most one of 'due_in_minutes', 'due_in_hours' or 'due_in_days'", "value_error");
     break;
   }
   }
@@ -1198,9 +1197,9 @@ outcome<task> task_from_action(const json::object& params, const json::value& pa
     t.contact_id = action_contact_id(params, payload);
     if (given(params, "contact_id") && !t.contact_id) return invalid("contact_id is not an id");
   }
-  for (auto [key, out, from_trigger] :
-       {std::tuple{"deal_id", &t.deal_id, true}, {"appointment_id", &t.appointment_id, true},
-        {"assignee_id", &t.assignee_id, false}})
+  for (auto [key, out, from_trigger] : {std::tuple{"deal_id", &t.deal_id, true},
+                                        {"appointment_id", &t.appointment_id, true},
+                                        {"assignee_id", &t.assignee_id, false}})
     if (auto f = id_at(key, from_trigger, *out)) return *f;
   // Unless named, the trigger's contact's owner takes it (the contact.* payloads carry it).
   if (!t.assignee_id)
@@ -1210,9 +1209,9 @@ outcome<task> task_from_action(const json::object& params, const json::value& pa
   for (auto& [unit, scale] : workflow_rules::task_due_units)
     if (auto v = given(params, unit))
       if (auto n = as_integer(*v))
-        t.due_at = now + std::clamp<std::int64_t>(*n, 0, workflow_rules::task_due_max_seconds /
-                                                             scale) *
-                             scale * 1'000'000;
+        t.due_at =
+            now + std::clamp<std::int64_t>(*n, 0, workflow_rules::task_due_max_seconds / scale) *
+                      scale * 1'000'000;
   return t;
 }
 

@@ -138,8 +138,8 @@ inline constexpr std::size_t cron_max = 200;
 // update_contact: the contact fields `params.fields` may set (their values are read as
 // PATCH /contacts/{id} reads them, when the step runs).
 inline constexpr std::array<std::string_view, 10> update_contact_fields{
-    "first_name", "last_name", "email", "phone", "company_id",
-    "owner_id",   "status",    "source", "tags", "custom_fields"};
+    "first_name", "last_name", "email",  "phone", "company_id",
+    "owner_id",   "status",    "source", "tags",  "custom_fields"};
 // http_request
 inline constexpr std::size_t url_max = 2048; // also the longest URL parse_url accepts
 inline constexpr std::array<std::string_view, 5> http_methods{"GET", "POST", "PUT", "PATCH",
@@ -218,8 +218,9 @@ std::optional<std::int64_t> action_contact_id(const boost::json::object& rendere
 std::int64_t delay_seconds(const boost::json::object& params);
 // The task a create_task step makes (docs/tasks.md "From a workflow"): its params after
 // templates, linked to the trigger's contact, deal and appointment unless they name others,
-// assigned to the trigger's contact's owner unless they name someone, due `due_in_*` after `now`; a rendered value that breaks a rule fails the step (the failure's
-// text says which). The run and step are the caller's to set.
+// assigned to the trigger's contact's owner unless they name someone, due `due_in_*` after `now`; a
+// rendered value that breaks a rule fails the step (the failure's text says which). The run and
+// step are the caller's to set.
 outcome<task> task_from_action(const boost::json::object& rendered_params,
                                const boost::json::value& payload, std::int64_t now);
 

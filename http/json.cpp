@@ -300,7 +300,8 @@ std::optional<std::int64_t> query_time(const request& req, std::string_view name
   }
   auto t = domain::parse_rfc3339(*v);
   if (!t)
-    issues.push_back({{"query", std::string(name)}, "Input should be a valid RFC 3339 datetime",
+    issues.push_back({{"query", std::string(name)},
+                      "Input should be a valid RFC 3339 datetime",
                       "datetime_parsing"});
   return t;
 }

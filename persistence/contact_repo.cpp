@@ -90,8 +90,8 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
     ct.owner_id = opt_int(r[12]);
     snap.contacts.push_back(std::move(ct));
   }
-  for (auto r : tx.exec_params("SELECT id FROM users WHERE tenant_id = $1 AND is_active",
-                               tenant_id))
+  for (auto r :
+       tx.exec_params("SELECT id FROM users WHERE tenant_id = $1 AND is_active", tenant_id))
     snap.active_users.insert(r[0].as<std::int64_t>());
   snap.keys = recent_keys(tx, tenant_id, "");
   snap.event_listeners = has_event_listeners(tx, tenant_id);

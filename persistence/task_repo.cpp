@@ -16,8 +16,10 @@ constexpr const char* task_columns =
     "id, tenant_id, title, description, contact_id, deal_id, appointment_id, assignee_id,"
     " created_by, " CRM_MICROS("due_at") ", priority, status, " CRM_MICROS(
         "completed_at") ", " CRM_MICROS("overdue_at") ", workflow_run_id, "
-                                                      "workflow_step, " CRM_MICROS("created_at") ","
-                                                                                                 " " CRM_MICROS("updated_at");
+                                                      "workflow_step, " CRM_MICROS(
+                                                          "created_at") ","
+                                                                        " " CRM_MICROS(
+                                                                            "updated_at");
 
 domain::task to_task(const pqxx::row& r) {
   domain::task t;

@@ -62,9 +62,9 @@ contact_query searching(std::string text) {
 bool same_contact(const contact& a, const contact& b) {
   return a.id == b.id && a.tenant_id == b.tenant_id && a.first_name == b.first_name &&
          a.last_name == b.last_name && a.email == b.email && a.phone == b.phone &&
-         a.company_id == b.company_id && a.owner_id == b.owner_id && a.status == b.status && a.source == b.source &&
-         a.tags == b.tags && a.custom_fields == b.custom_fields && a.created_at == b.created_at &&
-         a.updated_at == b.updated_at;
+         a.company_id == b.company_id && a.owner_id == b.owner_id && a.status == b.status &&
+         a.source == b.source && a.tags == b.tags && a.custom_fields == b.custom_fields &&
+         a.created_at == b.created_at && a.updated_at == b.updated_at;
 }
 
 // ---- The reference: the documented rules written the obvious way, independently of the store.
@@ -203,8 +203,7 @@ public:
     if (maybe()) c.phone = chance(20) ? std::nullopt : std::optional("+1" + digits(3 + below(8)));
     if (maybe())
       c.company_id = chance(30) ? std::nullopt : std::optional<std::int64_t>(1 + below(4));
-    if (maybe())
-      c.owner_id = chance(40) ? std::nullopt : std::optional<std::int64_t>(1 + below(3));
+    if (maybe()) c.owner_id = chance(40) ? std::nullopt : std::optional<std::int64_t>(1 + below(3));
     if (maybe()) c.status = static_cast<contact_status>(below(4));
     if (maybe())
       c.source = chance(25) ? std::nullopt : std::optional(static_cast<contact_source>(below(7)));

@@ -280,26 +280,28 @@ TEST(workflow, an_unknown_op_lists_the_ops) {
 
 TEST(workflow, create_task_params_are_checked_when_saved) {
   EXPECT_TRUE(action_issues(R"([{"type": "create_task", "params": {"title": "Call back",
-      "due_in_days": 2, "priority": "high", "assignee_id": 3}}])").empty());
+      "due_in_days": 2, "priority": "high", "assignee_id": 3}}])")
+                  .empty());
   EXPECT_TRUE(action_issues(R"([{"type": "create_task", "params": {"title": "x",
-      "priority": "{{trigger.priority}}", "contact_id": "{{trigger.id}}"}}])").empty());
+      "priority": "{{trigger.priority}}", "contact_id": "{{trigger.id}}"}}])")
+                  .empty());
   EXPECT_EQ(action_issues(R"([{"type": "create_task", "params": {"due_in_days": 2}}])"),
             strings{"body/actions/0/params/title:missing"});
   EXPECT_EQ(action_issues(R"([{"type": "create_task", "params": {"title": "x",
       "due_in_days": 2, "due_in_hours": 1}}])"),
             strings{"body/actions/0/params:value_error"});
-  EXPECT_EQ(action_issues(R"([{"type": "create_task", "params": {"title": "x",
+  EXPECT_EQ(
+      action_issues(R"([{"type": "create_task", "params": {"title": "x",
       "priority": "urgent", "due_in_days": 400, "note": 1}}])"),
-            (strings{"body/actions/0/params/note:extra_forbidden",
-                     "body/actions/0/params/priority:enum",
-                     "body/actions/0/params/due_in_days:less_than_equal"}));
+      (strings{"body/actions/0/params/note:extra_forbidden", "body/actions/0/params/priority:enum",
+               "body/actions/0/params/due_in_days:less_than_equal"}));
 }
 
 TEST(workflow, a_create_task_step_links_the_triggers_records_and_counts_its_due_time_from_now) {
   auto payload = js(R"({"appointment_id": 12, "contact_id": 5,
                         "appointment": {"id": 12, "contact_id": 5}})");
-  auto t = task_from_action(js(R"({"title": "Call back", "due_in_days": 2})").as_object(),
-                            payload, 1'000'000);
+  auto t = task_from_action(js(R"({"title": "Call back", "due_in_days": 2})").as_object(), payload,
+                            1'000'000);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->title, "Call back");
   EXPECT_EQ(t->contact_id, 5);
@@ -323,11 +325,12 @@ TEST(workflow, a_create_task_step_links_the_triggers_records_and_counts_its_due_
                 ->assignee_id,
             3);
   // A template that rendered into something that is not a priority, an id or a short title.
-  EXPECT_FALSE(task_from_action(js(R"({"title": "x", "priority": "soon"})").as_object(), payload, 0));
+  EXPECT_FALSE(
+      task_from_action(js(R"({"title": "x", "priority": "soon"})").as_object(), payload, 0));
   EXPECT_FALSE(task_from_action(js(R"({"title": "x", "deal_id": "d"})").as_object(), payload, 0));
   EXPECT_FALSE(task_from_action(js(R"({"title": ""})").as_object(), payload, 0));
-  EXPECT_FALSE(
-      task_from_action(js("{\"title\": \"" + std::string(201, 'a') + "\"}").as_object(), payload, 0));
+  EXPECT_FALSE(task_from_action(js("{\"title\": \"" + std::string(201, 'a') + "\"}").as_object(),
+                                payload, 0));
 }
 
 // ---- Actions: validation -------------------------------------------------------------------
