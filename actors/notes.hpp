@@ -18,13 +18,13 @@ void list_notes(runtime& rt, std::int64_t tenant, std::int64_t contact, std::str
 void get_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64_t id,
               callback<std::string> reply);
 // `n.contact_id`, `body` and `pinned` set; the author is `by`.
-void create_note(runtime& rt, std::int64_t tenant, domain::note n, domain::note_editor by,
+void create_note(runtime& rt, std::int64_t tenant, domain::note n, domain::requester by,
                  callback<std::string> reply);
 // The author or a manager (else 403).
 void update_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64_t id,
-                 domain::note_patch p, domain::note_editor by, callback<std::string> reply);
+                 domain::note_patch p, domain::requester by, callback<std::string> reply);
 void delete_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64_t id,
-                 domain::note_editor by, callback<domain::done> reply);
+                 domain::requester by, callback<domain::done> reply);
 // The contact was deleted or erased, and its notes with it (told by the contacts actor).
 void forget_contact_notes(runtime& rt, std::int64_t tenant, std::int64_t contact);
 

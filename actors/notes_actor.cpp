@@ -14,14 +14,14 @@
 namespace caf {
 CRM_LOCAL_MESSAGE(crm::domain::note)
 CRM_LOCAL_MESSAGE(crm::domain::note_patch)
-CRM_LOCAL_MESSAGE(crm::domain::note_editor)
+CRM_LOCAL_MESSAGE(crm::domain::requester)
 } // namespace caf
 
 namespace crm::actors {
 namespace {
 
 using domain::note;
-using domain::note_editor;
+using domain::requester;
 
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
@@ -72,7 +72,7 @@ caf::behavior notes_behavior(notes_actor* self, tenant_env env) {
           return render(*n);
         });
       },
-      [](notes_actor* self, create_atom, note& n, note_editor& by, callback<std::string>& reply) {
+      [](notes_actor* self, create_atom, note& n, requester& by, callback<std::string>& reply) {
         auto tenant = self->state.env.tenant_id;
         std::vector<std::string> fields{"body"};
         if (n.pinned) fields.emplace_back("pinned");
@@ -88,7 +88,7 @@ caf::behavior notes_behavior(notes_actor* self, tenant_env env) {
             stored);
       },
       [](notes_actor* self, update_atom, std::int64_t contact, std::int64_t id,
-         domain::note_patch& p, note_editor& by, callback<std::string>& reply) {
+         domain::note_patch& p, requester& by, callback<std::string>& reply) {
         std::vector<std::string> fields;
         if (p.body) fields.emplace_back("body");
         if (p.pinned) fields.emplace_back("pinned");
@@ -103,7 +103,7 @@ caf::behavior notes_behavior(notes_actor* self, tenant_env env) {
             },
             stored);
       },
-      [](notes_actor* self, delete_atom, std::int64_t contact, std::int64_t id, note_editor& by,
+      [](notes_actor* self, delete_atom, std::int64_t contact, std::int64_t id, requester& by,
          callback<domain::done>& reply) {
         auto row = domain::make_audit(reply.who(), self->state.env.tenant_id, "contact", contact,
                                       "delete_note");
@@ -141,19 +141,19 @@ void get_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64
   tell<child_kind::notes>(rt, tenant, get_atom::value, contact, id, std::move(reply));
 }
 
-void create_note(runtime& rt, std::int64_t tenant, note n, note_editor by,
+void create_note(runtime& rt, std::int64_t tenant, note n, requester by,
                  callback<std::string> reply) {
   tell<child_kind::notes>(rt, tenant, create_atom::value, std::move(n), by, std::move(reply));
 }
 
 void update_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64_t id,
-                 domain::note_patch p, note_editor by, callback<std::string> reply) {
+                 domain::note_patch p, requester by, callback<std::string> reply) {
   tell<child_kind::notes>(rt, tenant, update_atom::value, contact, id, std::move(p), by,
                           std::move(reply));
 }
 
 void delete_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64_t id,
-                 note_editor by, callback<domain::done> reply) {
+                 requester by, callback<domain::done> reply) {
   tell<child_kind::notes>(rt, tenant, delete_atom::value, contact, id, by, std::move(reply));
 }
 

@@ -16,13 +16,13 @@ void list_tasks(runtime& rt, std::int64_t tenant, domain::task_query q, int page
 // 404 for no tenant's task, 403 for another tenant's.
 void get_task(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 // `t` as read from the request (or a workflow step, with its run and step); the creator is `by`.
-void create_task(runtime& rt, std::int64_t tenant, domain::task t, domain::task_editor by,
+void create_task(runtime& rt, std::int64_t tenant, domain::task t, domain::requester by,
                  callback<std::string> reply);
 // The assignee, the creator or a manager (else 403).
 void update_task(runtime& rt, std::int64_t tenant, std::int64_t id, domain::task_patch p,
-                 domain::task_editor by, callback<std::string> reply);
+                 domain::requester by, callback<std::string> reply);
 // The creator or a manager (else 403).
-void delete_task(runtime& rt, std::int64_t tenant, std::int64_t id, domain::task_editor by,
+void delete_task(runtime& rt, std::int64_t tenant, std::int64_t id, domain::requester by,
                  callback<domain::done> reply);
 // The contact was deleted or erased, and its tasks with it (told by the contacts actor).
 void forget_contact_tasks(runtime& rt, std::int64_t tenant, std::int64_t contact);

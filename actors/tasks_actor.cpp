@@ -19,15 +19,15 @@
 namespace caf {
 CRM_LOCAL_MESSAGE(crm::domain::task)
 CRM_LOCAL_MESSAGE(crm::domain::task_patch)
-CRM_LOCAL_MESSAGE(crm::domain::task_editor)
+CRM_LOCAL_MESSAGE(crm::domain::requester)
 CRM_LOCAL_MESSAGE(crm::domain::task_query)
 } // namespace caf
 
 namespace crm::actors {
 namespace {
 
+using domain::requester;
 using domain::task;
-using domain::task_editor;
 
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
@@ -169,7 +169,7 @@ caf::behavior tasks_behavior(tasks_actor* self, tenant_env env) {
           return boost::json::serialize(domain::task_to_json(*t, domain::now_micros()));
         });
       },
-      [](tasks_actor* self, create_atom, task& t, task_editor& by, callback<std::string>& reply) {
+      [](tasks_actor* self, create_atom, task& t, requester& by, callback<std::string>& reply) {
         auto tenant = self->state.env.tenant_id;
         std::vector<std::string> fields{"title"};
         for (auto [given, name] : {std::pair{!t.description.empty(), "description"},
@@ -190,7 +190,7 @@ caf::behavior tasks_behavior(tasks_actor* self, tenant_env env) {
             },
             stored);
       },
-      [](tasks_actor* self, update_atom, std::int64_t id, domain::task_patch& p, task_editor& by,
+      [](tasks_actor* self, update_atom, std::int64_t id, domain::task_patch& p, requester& by,
          callback<std::string>& reply) {
         std::vector<std::string> fields;
         for (auto [given, name] : {std::pair{p.title.has_value(), "title"},
@@ -214,7 +214,7 @@ caf::behavior tasks_behavior(tasks_actor* self, tenant_env env) {
             },
             stored);
       },
-      [](tasks_actor* self, delete_atom, std::int64_t id, task_editor& by,
+      [](tasks_actor* self, delete_atom, std::int64_t id, requester& by,
          callback<domain::done>& reply) {
         change(
             self, id, reply, [id, by](const store& s) { return s.plan_delete(id, by); },
@@ -269,17 +269,17 @@ void get_task(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::s
   tell<child_kind::tasks>(rt, tenant, get_atom::value, id, std::move(reply));
 }
 
-void create_task(runtime& rt, std::int64_t tenant, task t, task_editor by,
+void create_task(runtime& rt, std::int64_t tenant, task t, requester by,
                  callback<std::string> reply) {
   tell<child_kind::tasks>(rt, tenant, create_atom::value, std::move(t), by, std::move(reply));
 }
 
 void update_task(runtime& rt, std::int64_t tenant, std::int64_t id, domain::task_patch p,
-                 task_editor by, callback<std::string> reply) {
+                 requester by, callback<std::string> reply) {
   tell<child_kind::tasks>(rt, tenant, update_atom::value, id, std::move(p), by, std::move(reply));
 }
 
-void delete_task(runtime& rt, std::int64_t tenant, std::int64_t id, task_editor by,
+void delete_task(runtime& rt, std::int64_t tenant, std::int64_t id, requester by,
                  callback<domain::done> reply) {
   tell<child_kind::tasks>(rt, tenant, delete_atom::value, id, by, std::move(reply));
 }

@@ -13,14 +13,14 @@
 namespace caf {
 CRM_LOCAL_MESSAGE(crm::domain::saved_view)
 CRM_LOCAL_MESSAGE(crm::domain::view_patch)
-CRM_LOCAL_MESSAGE(crm::domain::view_editor)
+CRM_LOCAL_MESSAGE(crm::domain::requester)
 } // namespace caf
 
 namespace crm::actors {
 namespace {
 
+using domain::requester;
 using domain::saved_view;
-using domain::view_editor;
 
 using delete_atom = caf::atom_constant<caf::atom("delete")>;
 
@@ -37,7 +37,7 @@ std::string stored(views_actor* self, saved_view saved) {
 caf::behavior views_behavior(views_actor* self, tenant_env env) {
   return record_behavior(
       self, env,
-      [](views_actor* self, list_atom, view_editor& by, int page, int per_page,
+      [](views_actor* self, list_atom, requester& by, int page, int per_page,
          callback<std::string>& reply) {
         read(self, 0, reply, [=](const store& s) {
           auto p = s.list(by, page, per_page);
@@ -46,11 +46,10 @@ caf::behavior views_behavior(views_actor* self, tenant_env env) {
           return domain::render_page(std::move(items), p.total, page, per_page);
         });
       },
-      [](views_actor* self, get_atom, std::int64_t id, view_editor& by,
-         callback<saved_view>& reply) {
+      [](views_actor* self, get_atom, std::int64_t id, requester& by, callback<saved_view>& reply) {
         read(self, id, reply, [=](const store& s) { return s.get(id, by); });
       },
-      [](views_actor* self, create_atom, saved_view& v, bool shared, view_editor& by,
+      [](views_actor* self, create_atom, saved_view& v, bool shared, requester& by,
          callback<std::string>& reply) {
         auto tenant = self->state.env.tenant_id;
         change(
@@ -60,7 +59,7 @@ caf::behavior views_behavior(views_actor* self, tenant_env env) {
             },
             persistence::insert_view, stored);
       },
-      [](views_actor* self, update_atom, std::int64_t id, domain::view_patch& p, view_editor& by,
+      [](views_actor* self, update_atom, std::int64_t id, domain::view_patch& p, requester& by,
          callback<std::string>& reply) {
         change(
             self, id, reply,
@@ -69,7 +68,7 @@ caf::behavior views_behavior(views_actor* self, tenant_env env) {
             },
             persistence::update_view, stored);
       },
-      [](views_actor* self, delete_atom, std::int64_t id, view_editor& by,
+      [](views_actor* self, delete_atom, std::int64_t id, requester& by,
          callback<domain::done>& reply) {
         change(
             self, id, reply, [id, by](const store& s) { return s.plan_delete(id, by); },
@@ -87,28 +86,28 @@ caf::actor spawn_views(caf::event_based_actor* parent, const tenant_env& env) {
   return parent->spawn<caf::monitored + caf::linked>(views_behavior, env);
 }
 
-void list_views(runtime& rt, std::int64_t tenant, view_editor by, int page, int per_page,
+void list_views(runtime& rt, std::int64_t tenant, requester by, int page, int per_page,
                 callback<std::string> reply) {
   tell<child_kind::views>(rt, tenant, list_atom::value, by, page, per_page, std::move(reply));
 }
 
-void get_view(runtime& rt, std::int64_t tenant, std::int64_t id, view_editor by,
+void get_view(runtime& rt, std::int64_t tenant, std::int64_t id, requester by,
               callback<saved_view> reply) {
   tell<child_kind::views>(rt, tenant, get_atom::value, id, by, std::move(reply));
 }
 
-void create_view(runtime& rt, std::int64_t tenant, saved_view v, bool shared, view_editor by,
+void create_view(runtime& rt, std::int64_t tenant, saved_view v, bool shared, requester by,
                  callback<std::string> reply) {
   tell<child_kind::views>(rt, tenant, create_atom::value, std::move(v), shared, by,
                           std::move(reply));
 }
 
 void update_view(runtime& rt, std::int64_t tenant, std::int64_t id, domain::view_patch p,
-                 view_editor by, callback<std::string> reply) {
+                 requester by, callback<std::string> reply) {
   tell<child_kind::views>(rt, tenant, update_atom::value, id, std::move(p), by, std::move(reply));
 }
 
-void delete_view(runtime& rt, std::int64_t tenant, std::int64_t id, view_editor by,
+void delete_view(runtime& rt, std::int64_t tenant, std::int64_t id, requester by,
                  callback<domain::done> reply) {
   tell<child_kind::views>(rt, tenant, delete_atom::value, id, by, std::move(reply));
 }

@@ -447,7 +447,7 @@ void run_task_action(wf_actor* self, std::int64_t id, json::object step,
       });
   // No user: the workflow is the creator (created_by null), the assignee is the params' one.
   create_task(*st.env.rt->owner, st.env.tenant_id, std::move(*t),
-              domain::task_editor{std::nullopt, domain::role::manager},
+              domain::requester{std::nullopt, domain::role::manager},
               callback<std::string>(std::move(k)));
 }
 

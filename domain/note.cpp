@@ -41,7 +41,7 @@ failure note_not_found() {
 }
 
 // The author, or a manager or admin.
-std::optional<failure> refused(const note& n, const note_editor& by) {
+std::optional<failure> refused(const note& n, const requester& by) {
   if (by.acting_role == role::manager || by.acting_role == role::admin) return std::nullopt;
   if (by.user_id && n.author_id && *by.user_id == *n.author_id) return std::nullopt;
   return failure::of(errc::insufficient_permissions,
@@ -71,7 +71,7 @@ page<note> note_store::list(std::int64_t contact, std::string_view query, int nu
   return page_of(found, number, per_page);
 }
 
-note note_store::plan_create(note n, std::int64_t tenant, const note_editor& by,
+note note_store::plan_create(note n, std::int64_t tenant, const requester& by,
                              std::int64_t now) const {
   n.id = 0;
   n.tenant_id = tenant;
@@ -81,7 +81,7 @@ note note_store::plan_create(note n, std::int64_t tenant, const note_editor& by,
 }
 
 outcome<note> note_store::plan_update(std::int64_t contact, std::int64_t id, const note_patch& p,
-                                      const note_editor& by, std::int64_t now) const {
+                                      const requester& by, std::int64_t now) const {
   auto found = get(contact, id);
   if (!found) return found;
   if (auto no = refused(*found, by)) return *no;
@@ -93,7 +93,7 @@ outcome<note> note_store::plan_update(std::int64_t contact, std::int64_t id, con
 }
 
 outcome<note> note_store::plan_delete(std::int64_t contact, std::int64_t id,
-                                      const note_editor& by) const {
+                                      const requester& by) const {
   auto found = get(contact, id);
   if (!found) return found;
   if (auto no = refused(*found, by)) return *no;

@@ -35,12 +35,6 @@ inline constexpr std::size_t body_max = 10000; // characters
 
 boost::json::object note_to_json(const note& n);
 
-// Who asks for a change: the user (none for an API key) and the role they act with.
-struct note_editor {
-  std::optional<std::int64_t> user_id;
-  role acting_role = role::viewer;
-};
-
 struct note_patch {
   std::optional<std::string> body;
   std::optional<bool> pinned;
@@ -57,11 +51,11 @@ struct note_store {
   page<note> list(std::int64_t contact, std::string_view query, int number, int per_page) const;
 
   // What a change would store, or why it may not (pure: nothing changes here).
-  note plan_create(note n, std::int64_t tenant, const note_editor& by, std::int64_t now) const;
+  note plan_create(note n, std::int64_t tenant, const requester& by, std::int64_t now) const;
   // The author may change their own note; a manager or an admin anyone's (else 403).
   outcome<note> plan_update(std::int64_t contact, std::int64_t id, const note_patch& p,
-                            const note_editor& by, std::int64_t now) const;
-  outcome<note> plan_delete(std::int64_t contact, std::int64_t id, const note_editor& by) const;
+                            const requester& by, std::int64_t now) const;
+  outcome<note> plan_delete(std::int64_t contact, std::int64_t id, const requester& by) const;
 
   // Committed changes, applied to memory.
   void put(const note& n);

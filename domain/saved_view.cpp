@@ -32,18 +32,18 @@ failure view_not_found() {
   return failure::of(errc::not_found, "view not found");
 }
 
-bool manages(const view_editor& by) {
+bool manages(const requester& by) {
   return by.acting_role == role::manager || by.acting_role == role::admin;
 }
 
 // Whether `by` may see `v`: shared, or theirs.
-bool visible(const saved_view& v, const view_editor& by) {
+bool visible(const saved_view& v, const requester& by) {
   return v.shared() || (by.user_id && v.owner_id == by.user_id);
 }
 
 // Whether `by` may change `v` (seen already): a shared view is a manager's, an own view its
 // owner's.
-std::optional<failure> refused(const saved_view& v, const view_editor& by) {
+std::optional<failure> refused(const saved_view& v, const requester& by) {
   if (v.shared() && !manages(by))
     return failure::of(errc::insufficient_permissions,
                        "only a manager or an admin may change the tenant's shared views");
@@ -52,14 +52,14 @@ std::optional<failure> refused(const saved_view& v, const view_editor& by) {
 
 } // namespace view_detail
 
-outcome<saved_view> view_store::get(std::int64_t id, const view_editor& by) const {
+outcome<saved_view> view_store::get(std::int64_t id, const requester& by) const {
   auto it = views.find(id);
   if (it == views.end() || !view_detail::visible(it->second, by))
     return view_detail::view_not_found();
   return it->second;
 }
 
-page<saved_view> view_store::list(const view_editor& by, int number, int per_page) const {
+page<saved_view> view_store::list(const requester& by, int number, int per_page) const {
   std::vector<const saved_view*> found;
   for (auto& [id, v] : views)
     if (view_detail::visible(v, by)) found.push_back(&v);
@@ -72,7 +72,7 @@ page<saved_view> view_store::list(const view_editor& by, int number, int per_pag
 }
 
 outcome<saved_view> view_store::plan_create(saved_view v, bool shared, std::int64_t tenant,
-                                            const view_editor& by, std::int64_t now) const {
+                                            const requester& by, std::int64_t now) const {
   if (shared && !view_detail::manages(by))
     return failure::of(errc::insufficient_permissions,
                        "only a manager or an admin may share a view with the tenant");
@@ -98,7 +98,7 @@ outcome<saved_view> view_store::plan_create(saved_view v, bool shared, std::int6
 }
 
 outcome<saved_view> view_store::plan_update(std::int64_t id, const view_patch& p,
-                                            const view_editor& by, std::int64_t now) const {
+                                            const requester& by, std::int64_t now) const {
   auto found = get(id, by);
   if (!found) return found;
   if (auto no = view_detail::refused(*found, by)) return *no;
@@ -114,7 +114,7 @@ outcome<saved_view> view_store::plan_update(std::int64_t id, const view_patch& p
   return next;
 }
 
-outcome<saved_view> view_store::plan_delete(std::int64_t id, const view_editor& by) const {
+outcome<saved_view> view_store::plan_delete(std::int64_t id, const requester& by) const {
   auto found = get(id, by);
   if (!found) return found;
   if (auto no = view_detail::refused(*found, by)) return *no;

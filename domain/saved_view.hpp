@@ -34,12 +34,6 @@ inline constexpr std::size_t views_max = 200; // a user's own views, and the ten
 
 boost::json::object view_to_json(const saved_view& v);
 
-// Who asks: the user (none for an API key) and the role they act with.
-struct view_editor {
-  std::optional<std::int64_t> user_id;
-  role acting_role = role::viewer;
-};
-
 struct view_patch {
   std::optional<std::string> name;
   std::optional<std::string> filter;
@@ -49,18 +43,18 @@ struct view_store {
   std::map<std::int64_t, saved_view> views; // by id
 
   // A shared view, or one of the asker's own; another user's view is not found (404).
-  outcome<saved_view> get(std::int64_t id, const view_editor& by) const;
+  outcome<saved_view> get(std::int64_t id, const requester& by) const;
   // The tenant's shared views, then the asker's own, each by name.
-  page<saved_view> list(const view_editor& by, int number, int per_page) const;
+  page<saved_view> list(const requester& by, int number, int per_page) const;
 
   // A shared view is a manager's or an admin's to make, change and delete (403 otherwise); an
   // own view needs a signed-in user (an API key is nobody: 422 at body.shared) and is only its
   // owner's. Names are unique among the shared views, and among each user's own (409).
   outcome<saved_view> plan_create(saved_view v, bool shared, std::int64_t tenant,
-                                  const view_editor& by, std::int64_t now) const;
-  outcome<saved_view> plan_update(std::int64_t id, const view_patch& p, const view_editor& by,
+                                  const requester& by, std::int64_t now) const;
+  outcome<saved_view> plan_update(std::int64_t id, const view_patch& p, const requester& by,
                                   std::int64_t now) const;
-  outcome<saved_view> plan_delete(std::int64_t id, const view_editor& by) const;
+  outcome<saved_view> plan_delete(std::int64_t id, const requester& by) const;
 
   void put(const saved_view& v);
   void erase(std::int64_t id);

@@ -28,11 +28,11 @@ failure task_not_found() {
   return failure::of(errc::not_found, "task not found");
 }
 
-bool manages(const task_editor& by) {
+bool manages(const requester& by) {
   return by.acting_role == role::manager || by.acting_role == role::admin;
 }
 
-bool is_user(const task_editor& by, const std::optional<std::int64_t>& id) {
+bool is_user(const requester& by, const std::optional<std::int64_t>& id) {
   return by.user_id && id && *by.user_id == *id;
 }
 
@@ -121,7 +121,7 @@ page<task> task_store::list(const task_query& q, std::int64_t now, int number, i
   return page_of(found, number, per_page);
 }
 
-task task_store::plan_create(task t, std::int64_t tenant, const task_editor& by,
+task task_store::plan_create(task t, std::int64_t tenant, const requester& by,
                              std::int64_t now) const {
   t.id = 0;
   t.tenant_id = tenant;
@@ -133,7 +133,7 @@ task task_store::plan_create(task t, std::int64_t tenant, const task_editor& by,
   return t;
 }
 
-outcome<task> task_store::plan_update(std::int64_t id, const task_patch& p, const task_editor& by,
+outcome<task> task_store::plan_update(std::int64_t id, const task_patch& p, const requester& by,
                                       std::int64_t now) const {
   auto found = get(id);
   if (!found) return found;
@@ -161,7 +161,7 @@ outcome<task> task_store::plan_update(std::int64_t id, const task_patch& p, cons
   return next;
 }
 
-outcome<task> task_store::plan_delete(std::int64_t id, const task_editor& by) const {
+outcome<task> task_store::plan_delete(std::int64_t id, const requester& by) const {
   auto found = get(id);
   if (!found) return found;
   if (!manages(by) && !is_user(by, found->created_by))

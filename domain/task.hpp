@@ -71,12 +71,6 @@ boost::json::object task_to_json(const task& t, std::int64_t now);
 // "appointment_id", "tenant_id"} (the links null when absent).
 std::string task_event(const task& t, std::int64_t now);
 
-// Who asks: the user (none for an API key or a workflow) and the role they act with.
-struct task_editor {
-  std::optional<std::int64_t> user_id;
-  role acting_role = role::viewer;
-};
-
 // A change; absent members stay, an inner empty optional clears the link (or the due time).
 struct task_patch {
   std::optional<std::string> title;
@@ -112,13 +106,13 @@ struct task_store {
 
   // What a change would store, or why it may not (pure: nothing changes here). The assignee
   // defaults to the creator.
-  task plan_create(task t, std::int64_t tenant, const task_editor& by, std::int64_t now) const;
+  task plan_create(task t, std::int64_t tenant, const requester& by, std::int64_t now) const;
   // The assignee, the creator, a manager or an admin may change a task (else 403). Done sets
   // completed_at, any other status clears it; a new due_at lets task.overdue fire again.
-  outcome<task> plan_update(std::int64_t id, const task_patch& p, const task_editor& by,
+  outcome<task> plan_update(std::int64_t id, const task_patch& p, const requester& by,
                             std::int64_t now) const;
   // The creator, a manager or an admin.
-  outcome<task> plan_delete(std::int64_t id, const task_editor& by) const;
+  outcome<task> plan_delete(std::int64_t id, const requester& by) const;
 
   // Open tasks whose due time passed by `now` and whose task.overdue has not fired, oldest
   // due first (at most `limit`).

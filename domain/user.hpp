@@ -35,6 +35,13 @@ constexpr bool allows(role r, permission p) {
   return false;
 }
 
+// Who asks for a change of a record that has an author or an owner (a note, a task, a view): the
+// user (none for an API key or a workflow) and the role they act with.
+struct requester {
+  std::optional<std::int64_t> user_id;
+  role acting_role = role::viewer;
+};
+
 struct user {
   std::int64_t id = 0;
   std::int64_t tenant_id = 0;

@@ -82,6 +82,15 @@ SELECT json_build_object(
       'created_at', to_char(n.created_at AT TIME ZONE 'UTC', $3),
       'updated_at', to_char(n.updated_at AT TIME ZONE 'UTC', $3)) ORDER BY n.id), '[]')
     FROM notes n WHERE n.tenant_id = c.tenant_id AND n.contact_id = c.id),
+  'tasks', (
+    SELECT coalesce(json_agg(json_build_object(
+      'id', t.id, 'title', t.title, 'description', t.description, 'status', t.status,
+      'priority', t.priority, 'assignee_id', t.assignee_id, 'deal_id', t.deal_id,
+      'appointment_id', t.appointment_id,
+      'due_at', to_char(t.due_at AT TIME ZONE 'UTC', $3),
+      'completed_at', to_char(t.completed_at AT TIME ZONE 'UTC', $3),
+      'created_at', to_char(t.created_at AT TIME ZONE 'UTC', $3)) ORDER BY t.id), '[]')
+    FROM tasks t WHERE t.tenant_id = c.tenant_id AND t.contact_id = c.id),
   'appointments', (
     SELECT coalesce(json_agg(json_build_object(
       'id', a.id, 'service', s.name, 'calendar', k.name, 'status', a.status,

@@ -18,7 +18,7 @@ using domain::failure;
 constexpr text_rule body_rule{.min = 1, .max = domain::note_rules::body_max};
 constexpr text_rule query_rule{.min = 1, .max = 200};
 
-domain::note_editor editor(const exchange_ptr& ex) {
+domain::requester editor(const exchange_ptr& ex) {
   return {ex->who.acting_user(), ex->who.role};
 }
 

@@ -18,7 +18,7 @@ namespace rules = domain::task_rules;
 constexpr text_rule title_rule{.min = 1, .max = rules::title_max};
 constexpr text_rule description_rule{.min = 0, .max = rules::description_max};
 
-domain::task_editor editor(const exchange_ptr& ex) {
+domain::requester editor(const exchange_ptr& ex) {
   return {ex->who.acting_user(), ex->who.role};
 }
 

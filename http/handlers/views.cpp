@@ -19,7 +19,7 @@ using domain::failure;
 
 constexpr text_rule name_rule{.min = 1, .max = domain::view_rules::name_max, .trim = true};
 
-domain::view_editor editor(const exchange_ptr& ex) {
+domain::requester editor(const exchange_ptr& ex) {
   return {ex->who.acting_user(), ex->who.role};
 }
 

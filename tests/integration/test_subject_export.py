@@ -47,7 +47,7 @@ def test_the_export_holds_every_part_of_the_record_and_nothing_else(client, sess
         f'attachment; filename="contact-{cid}-export.json"', resp.describe()
     assert resp.header("Cache-Control") == "no-store", resp.describe()
     assert set(doc) == {"exported_at", "tenant_id", "contact", "company", "channel_identities",
-                        "conversations", "deals", "consents", "notes", "appointments",
+                        "conversations", "deals", "consents", "notes", "tasks", "appointments",
                         "ai_decisions",
                         "access_log"}, doc.keys()
     crm.assert_timestamp(doc["exported_at"])

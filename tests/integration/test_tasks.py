@@ -197,6 +197,10 @@ def test_tasks_go_with_their_contact_and_a_deleted_deal_leaves_them_unlinked(cli
     t = sess.admin
     c = crm.create_contact(client, t)["id"]
     about = create(client, t, contact_id=c, due_at=at(-5))
+    # The patient's export lists their tasks.
+    export = crm.assert_json_response(client.get(f"{crm.contact_url(c)}/export", token=t), 200)
+    assert [(x["id"], x["title"], x["status"]) for x in export["tasks"]] == [
+        (about["id"], about["title"], "open")], export["tasks"]
     deal = crm.create_deal(client, t)["id"]
     on_deal = create(client, t, "Chase the quote", deal_id=deal)
     crm.assert_no_content(client.delete(crm.contact_url(c), token=t))

@@ -55,11 +55,11 @@ TEST(note_store, only_the_author_or_a_manager_changes_or_deletes_a_note) {
   auto s = three_notes();
   note_patch p;
   p.body = "changed";
-  note_editor author{7, role::agent};
-  note_editor colleague{8, role::agent};
-  note_editor api_key{std::nullopt, role::agent};
-  note_editor manager{9, role::manager};
-  note_editor admin{std::nullopt, role::admin};
+  requester author{7, role::agent};
+  requester colleague{8, role::agent};
+  requester api_key{std::nullopt, role::agent};
+  requester manager{9, role::manager};
+  requester admin{std::nullopt, role::admin};
   EXPECT_EQ(s.plan_update(10, 1, p, colleague, 200).error().code, errc::insufficient_permissions);
   EXPECT_EQ(s.plan_update(10, 1, p, api_key, 200).error().code, errc::insufficient_permissions);
   EXPECT_EQ(s.plan_delete(10, 1, colleague).error().code, errc::insufficient_permissions);

@@ -8,10 +8,10 @@ using namespace crm::domain;
 
 namespace {
 
-const view_editor ana{1, role::agent};
-const view_editor bia{2, role::agent};
-const view_editor boss{3, role::manager};
-const view_editor api_key{std::nullopt, role::admin};
+const requester ana{1, role::agent};
+const requester bia{2, role::agent};
+const requester boss{3, role::manager};
+const requester api_key{std::nullopt, role::admin};
 
 saved_view named(std::string name) {
   saved_view v;
@@ -21,7 +21,7 @@ saved_view named(std::string name) {
 }
 
 // Plans and stores a view (ids as the database would give them).
-saved_view add(view_store& s, std::string name, bool shared, const view_editor& by) {
+saved_view add(view_store& s, std::string name, bool shared, const requester& by) {
   auto v = s.plan_create(named(std::move(name)), shared, 1, by, 100);
   EXPECT_TRUE(v) << (v ? "" : v.error().detail);
   v->id = static_cast<std::int64_t>(s.views.size() + 1);

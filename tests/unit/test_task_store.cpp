@@ -45,7 +45,7 @@ task_query where(F set) {
 
 TEST(task_store, a_new_task_is_assigned_to_its_creator_unless_someone_else_is_named) {
   task_store s;
-  task_editor agent{9, role::agent};
+  requester agent{9, role::agent};
   auto mine = s.plan_create(make(0, std::nullopt, std::nullopt), 1, agent, now);
   EXPECT_EQ(mine.assignee_id, 9);
   EXPECT_EQ(mine.created_by, 9);
@@ -64,8 +64,8 @@ TEST(task_store, the_assignee_the_creator_or_a_manager_may_change_a_task_and_no_
   s.put(make(1, std::nullopt, 4)); // created by 7, assigned to 4
   task_patch done;
   done.status = task_status::done;
-  for (auto who : {task_editor{4, role::agent}, task_editor{7, role::agent},
-                   task_editor{99, role::manager}, task_editor{std::nullopt, role::admin}})
+  for (auto who : {requester{4, role::agent}, requester{7, role::agent},
+                   requester{99, role::manager}, requester{std::nullopt, role::admin}})
     EXPECT_TRUE(s.plan_update(1, done, who, now));
   auto other = s.plan_update(1, done, {5, role::agent}, now);
   ASSERT_FALSE(other);
