@@ -440,9 +440,12 @@ void run_task_action(wf_actor* self, std::int64_t id, json::object step,
         json::object result;
         json::error_code ec;
         auto body = crm::domain::parse_json(*v, ec);
-        if (!ec && body.is_object())
-          for (auto key : {"id", "contact_id", "assignee_id", "due_at"})
-            result[key == std::string_view("id") ? "task_id" : key] = body.as_object()[key];
+        if (auto o = ec ? nullptr : body.if_object())
+          for (auto [from, to] : {std::pair{"id", "task_id"},
+                                  {"contact_id", "contact_id"},
+                                  {"assignee_id", "assignee_id"},
+                                  {"due_at", "due_at"}})
+            if (auto v = o->if_contains(from)) result[to] = *v;
         finish_step(self, id, std::move(step), true, std::move(result), {});
       });
   // No user: the workflow is the creator (created_by null), the assignee is the params' one.

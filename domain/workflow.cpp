@@ -1193,10 +1193,8 @@ outcome<task> task_from_action(const json::object& params, const json::value& pa
     if (!parsed) return invalid("priority must be 'low', 'normal' or 'high'");
     t.priority = *parsed;
   }
-  if (given(params, "contact_id") || payload.is_object()) {
-    t.contact_id = action_contact_id(params, payload);
-    if (given(params, "contact_id") && !t.contact_id) return invalid("contact_id is not an id");
-  }
+  t.contact_id = action_contact_id(params, payload);
+  if (given(params, "contact_id") && !t.contact_id) return invalid("contact_id is not an id");
   for (auto [key, out, from_trigger] : {std::tuple{"deal_id", &t.deal_id, true},
                                         {"appointment_id", &t.appointment_id, true},
                                         {"assignee_id", &t.assignee_id, false}})

@@ -117,6 +117,24 @@ std::optional<std::optional<std::string>> body_reader::nullable_text(std::string
   return std::nullopt;
 }
 
+std::optional<std::optional<std::int64_t>> body_reader::nullable_id(std::string_view key) {
+  if (is_null(key)) {
+    raw(key);
+    return std::optional<std::int64_t>();
+  }
+  if (auto v = id(key, false)) return std::optional<std::int64_t>(*v);
+  return std::nullopt;
+}
+
+std::optional<std::optional<std::int64_t>> body_reader::nullable_timestamp(std::string_view key) {
+  if (is_null(key)) {
+    raw(key);
+    return std::optional<std::int64_t>();
+  }
+  if (auto v = timestamp(key, false)) return std::optional<std::int64_t>(*v);
+  return std::nullopt;
+}
+
 bool body_reader::is_null(std::string_view key) {
   if (!object_) return false;
   auto it = object_->find(key);

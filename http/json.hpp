@@ -48,6 +48,9 @@ public:
   // optional (clear it); a string within `rule` → that string.
   std::optional<std::optional<std::string>> nullable_text(std::string_view key,
                                                           text_rule rule = {});
+  // A positive id or an RFC 3339 instant a client may clear, as nullable_text.
+  std::optional<std::optional<std::int64_t>> nullable_id(std::string_view key);
+  std::optional<std::optional<std::int64_t>> nullable_timestamp(std::string_view key);
   std::optional<std::int64_t> integer(std::string_view key, bool required);
   // A positive integer (a record's id).
   std::optional<std::int64_t> id(std::string_view key, bool required);

@@ -22,25 +22,6 @@ domain::requester editor(const exchange_ptr& ex) {
   return {ex->who.acting_user(), ex->who.role};
 }
 
-// A link that may be cleared: absent → nothing; null → clear; an id → that id.
-std::optional<std::optional<std::int64_t>> nullable_id(body_reader& body, std::string_view key) {
-  if (body.is_null(key)) {
-    body.raw(key);
-    return std::optional<std::int64_t>();
-  }
-  if (auto id = body.id(key, false)) return std::optional<std::int64_t>(*id);
-  return std::nullopt;
-}
-
-std::optional<std::optional<std::int64_t>> nullable_time(body_reader& body, std::string_view key) {
-  if (body.is_null(key)) {
-    body.raw(key);
-    return std::optional<std::int64_t>();
-  }
-  if (auto t = body.timestamp(key, false)) return std::optional<std::int64_t>(*t);
-  return std::nullopt;
-}
-
 void create(services& s, const exchange_ptr& ex) {
   body_reader body(ex->req.body);
   domain::task t;
@@ -50,8 +31,8 @@ void create(services& s, const exchange_ptr& ex) {
                           {"deal_id", &t.deal_id},
                           {"appointment_id", &t.appointment_id},
                           {"assignee_id", &t.assignee_id}})
-    if (auto v = nullable_id(body, key)) *out = *v;
-  if (auto v = nullable_time(body, "due_at")) t.due_at = *v;
+    if (auto v = body.nullable_id(key)) *out = *v;
+  if (auto v = body.nullable_timestamp("due_at")) t.due_at = *v;
   if (auto v = body.one_of("priority", false, rules::priorities))
     t.priority = *domain::parse_task_priority(*v);
   if (auto v = body.one_of("status", false, rules::statuses))
@@ -106,11 +87,11 @@ void update(services& s, const exchange_ptr& ex) {
   domain::task_patch p;
   p.title = body.text("title", false, title_rule);
   p.description = body.text("description", false, description_rule);
-  p.contact_id = nullable_id(body, "contact_id");
-  p.deal_id = nullable_id(body, "deal_id");
-  p.appointment_id = nullable_id(body, "appointment_id");
-  p.assignee_id = nullable_id(body, "assignee_id");
-  p.due_at = nullable_time(body, "due_at");
+  p.contact_id = body.nullable_id("contact_id");
+  p.deal_id = body.nullable_id("deal_id");
+  p.appointment_id = body.nullable_id("appointment_id");
+  p.assignee_id = body.nullable_id("assignee_id");
+  p.due_at = body.nullable_timestamp("due_at");
   if (auto v = body.one_of("priority", false, rules::priorities))
     p.priority = domain::parse_task_priority(*v);
   if (auto v = body.one_of("status", false, rules::statuses))

@@ -5,6 +5,7 @@
 #include "actors/contacts.hpp"
 #include "actors/views.hpp"
 #include "domain/contact_search.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/saved_view.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
@@ -112,7 +113,7 @@ void with_search(services& s, const exchange_ptr& ex, std::int64_t id, Then then
             if (!v) return ex->fail(v.error());
             std::vector<domain::issue> issues;
             boost::json::error_code ec;
-            auto search = domain::parse_contact_search(boost::json::parse(v->filter, ec), issues);
+            auto search = domain::parse_contact_search(domain::parse_json(v->filter, ec), issues);
             if (ec || !search)
               return ex->fail(
                   failure::of(domain::errc::conflict, "the view's filter can no longer be read"));
