@@ -10,6 +10,7 @@
 #include "domain/contact_search.hpp"
 #include "domain/contact_store.hpp"
 #include "domain/custom_field.hpp"
+#include "domain/timeline.hpp"
 
 #include <optional>
 #include <string>
@@ -82,6 +83,12 @@ void search_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
 // How many contacts the search finds (its paging ignored), counted without rendering any.
 void count_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
                     callback<std::int64_t> reply);
+// The contact's timeline (contract §11, domain/timeline.hpp): the page after `after` (none: the
+// newest), read from Postgres once the contact is known to be the tenant's (404 or 403 as for a
+// GET otherwise).
+void contact_timeline(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      std::optional<domain::timeline_position> after, int limit,
+                      callback<std::string> reply);
 // Matching contact ids in the query's order (exports fetch them in chunks).
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
                     callback<std::vector<std::int64_t>> reply);

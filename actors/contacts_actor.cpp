@@ -415,6 +415,21 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
           reply(page_json(self->state.view->records(), *q, s.page, s.per_page));
         });
       },
+      [self, measure](timeline_atom, std::int64_t id,
+                      std::optional<domain::timeline_position>& after, int limit,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, id, after, limit, reply] {
+          auto& st = self->state;
+          if (!st.store().find(id))
+            return reply_missing(self, persistence::record_kind::contact, id, reply);
+          st.env.pool->run<std::string>(
+              [tenant = st.env.tenant_id, id, after, limit](persistence::pg_conn& c) {
+                return persistence::contact_timeline(c, tenant, id, after, limit);
+              },
+              [reply](domain::outcome<std::string> r) { reply(std::move(r)); });
+        });
+      },
       [self, measure](count_atom, domain::contact_search& s, callback<std::int64_t>& reply) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, s = std::move(s), reply]() mutable {
@@ -581,6 +596,7 @@ using contacts_impl::tag_add_atom;
 using contacts_impl::tag_mv_atom;
 using contacts_impl::tag_rm_atom;
 using contacts_impl::tags_atom;
+using contacts_impl::timeline_atom;
 using domain::errc;
 using domain::failure;
 using domain::issue;
@@ -663,6 +679,13 @@ void search_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
 void count_contacts(runtime& rt, std::int64_t tenant, domain::contact_search s,
                     callback<std::int64_t> reply) {
   send(rt, tenant, caf::make_message(count_atom::value, std::move(s), std::move(reply)));
+}
+
+void contact_timeline(runtime& rt, std::int64_t tenant, std::int64_t id,
+                      std::optional<domain::timeline_position> after, int limit,
+                      callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(timeline_atom::value, id, std::move(after), limit, std::move(reply)));
 }
 
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,

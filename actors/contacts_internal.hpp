@@ -25,6 +25,7 @@
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 #include "persistence/sealed_columns.hpp"
+#include "persistence/timeline_repo.hpp"
 
 #include <boost/json.hpp>
 
@@ -48,6 +49,9 @@ template <>
 struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::domain::contact_search> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<std::optional<crm::domain::timeline_position>> : std::true_type {
+};
 template <>
 struct allowed_unsafe_message_type<std::vector<crm::actors::contact_fields>> : std::true_type {};
 template <>
@@ -78,6 +82,7 @@ using co_list_atom = caf::atom_constant<caf::atom("colist")>;
 using find_atom = caf::atom_constant<caf::atom("find")>;
 using search_atom = caf::atom_constant<caf::atom("search")>;
 using count_atom = caf::atom_constant<caf::atom("count")>;
+using timeline_atom = caf::atom_constant<caf::atom("timeline")>;
 
 constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;

@@ -36,6 +36,7 @@ router make_api_router(services& s) {
   add_consent_routes(r, s);
   add_note_routes(r, s);
   add_task_routes(r, s);
+  add_patient_record_routes(r, s);
   add_view_routes(r, s);
   add_team_routes(r, s);
   add_canned_routes(r, s);

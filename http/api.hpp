@@ -40,6 +40,7 @@ void add_ai_routes(router& r, services& s);
 void add_consent_routes(router& r, services& s);
 void add_note_routes(router& r, services& s);
 void add_task_routes(router& r, services& s);
+void add_patient_record_routes(router& r, services& s);
 void add_view_routes(router& r, services& s);
 void add_team_routes(router& r, services& s);
 void add_canned_routes(router& r, services& s);

@@ -94,6 +94,7 @@ const std::vector<table_row>& table() {
       {verb::get, "/api/v1/contacts/{id}/appointments",
        rule(m::list, "contact", "list_appointments")},
       {verb::get, "/api/v1/contacts/{id}/export", rule(m::read, "contact", "export")},
+      {verb::get, "/api/v1/contacts/{id}/timeline", rule(m::list, "contact", "read_timeline")},
       {verb::post, "/api/v1/contacts/{id}/erase", rule(m::change_in_tx, "contact", "erase")},
       // FHIR Patient: contacts by another name.
       {verb::get, "/api/v1/fhir/Patient",

@@ -14,6 +14,7 @@
 #include "domain/json_parse.hpp"
 #include "domain/media.hpp"
 #include "persistence/fence.hpp"
+#include "persistence/record_rows.hpp"
 #include <boost/json.hpp>
 
 #include <pqxx/pqxx>
@@ -163,7 +164,11 @@ std::string upsert_conversations(const std::vector<domain::conversation>& convs,
   return s + tail;
 }
 
-const char* message_columns =
+} // namespace
+
+namespace rows {
+
+const char* const message_columns =
     "m.id, m.conversation_id, m.direction, m.text, m.external_message_id, m.status, m.error,"
     " m.attempts, m.sender_user_id, " CRM_MICROS("m.created_at") ", " CRM_MICROS(
         "m.sent_at") ","
@@ -201,6 +206,12 @@ json::object message_json(const pqxx::row& r) {
                                  : json::value(domain::format_rfc3339(r[10].as<std::int64_t>()));
   return o;
 }
+
+} // namespace rows
+using rows::message_columns;
+using rows::message_json;
+
+namespace {
 
 // The attachment rows of message `message_id` (docs/channels.md "Media"): a file that came with
 // it is kept or refused now; one named by the provider is pending until fetched.
@@ -250,8 +261,13 @@ void write_conversation(pqxx::work& tx, const domain::conversation& conv, bool i
   tx.exec(update + conversation_values(conv, quote) + where);
 }
 
-const char* consent_columns = "id, tenant_id, contact_id, purpose, channel_id, granted, source,"
-                              " evidence, " CRM_MICROS("recorded_at") ", recorded_by";
+} // namespace
+
+namespace rows {
+
+const char* const consent_columns =
+    "id, tenant_id, contact_id, purpose, channel_id, granted, source,"
+    " evidence, " CRM_MICROS("recorded_at") ", recorded_by";
 
 domain::consent to_consent(const pqxx::row& r) {
   domain::consent c;
@@ -268,6 +284,12 @@ domain::consent to_consent(const pqxx::row& r) {
   c.recorded_by = opt_int(r[9]);
   return c;
 }
+
+} // namespace rows
+using rows::consent_columns;
+using rows::to_consent;
+
+namespace {
 
 domain::consent insert_consent(pqxx::work& tx, const domain::consent& c) {
   auto channel =

@@ -6,6 +6,7 @@
 #include "persistence/row_values.hpp"
 
 #include "persistence/fence.hpp"
+#include "persistence/record_rows.hpp"
 #include <boost/json.hpp>
 
 #include <pqxx/pqxx>
@@ -14,6 +15,68 @@
 #include <unordered_map>
 
 namespace crm::persistence {
+
+namespace rows {
+
+const char* const deal_columns =
+    "id, title, (amount * 100)::bigint, currency, contact_id, company_id, owner_id,"
+    " pipeline_id, stage_id, (expected_close_date - date '1970-01-01'), status, lost_reason,"
+    " custom_fields::text, rank, " CRM_MICROS("created_at") ", " CRM_MICROS(
+        "updated_at") ","
+                      " " CRM_MICROS("closed_at") ", tenant_id";
+
+domain::deal to_deal(const pqxx::row& r) {
+  domain::deal d;
+  d.id = r[0].as<std::int64_t>();
+  d.tenant_id = r[17].as<std::int64_t>();
+  d.title = r[1].as<std::string>();
+  d.amount = opt_int(r[2]);
+  d.currency = r[3].as<std::string>();
+  d.contact_id = opt_int(r[4]);
+  d.company_id = opt_int(r[5]);
+  d.owner_id = opt_int(r[6]);
+  d.pipeline_id = r[7].as<std::int64_t>();
+  d.stage_id = r[8].as<std::int64_t>();
+  if (!r[9].is_null()) d.expected_close = r[9].as<std::int32_t>();
+  d.status = domain::parse_stage_kind(r[10].as<std::string>()).value_or(domain::stage_kind::open);
+  d.lost_reason = opt_text(r[11]);
+  d.custom_fields = compact_json(r[12].as<std::string>());
+  d.rank = r[13].as<std::int64_t>();
+  d.created_at = r[14].as<std::int64_t>();
+  d.updated_at = r[15].as<std::int64_t>();
+  d.closed_at = opt_int(r[16]);
+  return d;
+}
+
+const char* const deal_history_columns =
+    "h.id, h.kind, h.from_stage_id, h.to_stage_id, (h.from_amount * 100)::bigint,"
+    " (h.to_amount * 100)::bigint, h.currency, h.user_id, h.workflow_run_id, " CRM_MICROS(
+        "h.at") ", h.deal_id";
+
+boost::json::object deal_history_json(const pqxx::row& r) {
+  auto opt = [](const pqxx::field& f) -> boost::json::value {
+    if (f.is_null()) return nullptr;
+    return f.as<std::int64_t>();
+  };
+  auto money = [](const pqxx::field& f) -> boost::json::value {
+    if (f.is_null()) return nullptr;
+    return boost::json::string(domain::format_cents(f.as<std::int64_t>()));
+  };
+  return boost::json::object{{"id", r[0].as<std::int64_t>()},
+                             {"deal_id", r[10].as<std::int64_t>()},
+                             {"kind", r[1].as<std::string>()},
+                             {"from_stage_id", opt(r[2])},
+                             {"to_stage_id", opt(r[3])},
+                             {"from_amount", money(r[4])},
+                             {"to_amount", money(r[5])},
+                             {"currency", r[6].as<std::string>()},
+                             {"user_id", opt(r[7])},
+                             {"workflow_run_id", opt(r[8])},
+                             {"at", ts(r[9].as<std::int64_t>())}};
+}
+
+} // namespace rows
+
 namespace {
 
 void add_optional_number(array_literal& a, const std::optional<std::int64_t>& v) {
@@ -117,37 +180,11 @@ deals_snapshot load_deals(pg_conn& c, std::int64_t tenant_id) {
       snap.pipelines[it->second].stages.push_back(std::move(s));
   }
   for (auto& p : snap.pipelines) domain::renumber(p.stages);
-  auto deals = tx.exec_params(
-      "SELECT id, title, (amount * 100)::bigint, currency, contact_id, company_id, owner_id,"
-      " pipeline_id, stage_id, (expected_close_date - date '1970-01-01'), status, lost_reason,"
-      " custom_fields::text, rank, (extract(epoch from created_at) * 1000000)::bigint,"
-      " (extract(epoch from updated_at) * 1000000)::bigint,"
-      " (extract(epoch from closed_at) * 1000000)::bigint"
-      " FROM deals WHERE tenant_id = $1 ORDER BY id",
-      tenant_id);
+  auto deals = tx.exec_params(std::string("SELECT ") + rows::deal_columns +
+                                  " FROM deals WHERE tenant_id = $1 ORDER BY id",
+                              tenant_id);
   snap.deals.reserve(deals.size());
-  for (const auto& r : deals) {
-    domain::deal d;
-    d.id = r[0].as<std::int64_t>();
-    d.tenant_id = tenant_id;
-    d.title = r[1].as<std::string>();
-    d.amount = opt_int(r[2]);
-    d.currency = r[3].as<std::string>();
-    d.contact_id = opt_int(r[4]);
-    d.company_id = opt_int(r[5]);
-    d.owner_id = opt_int(r[6]);
-    d.pipeline_id = r[7].as<std::int64_t>();
-    d.stage_id = r[8].as<std::int64_t>();
-    if (!r[9].is_null()) d.expected_close = r[9].as<std::int32_t>();
-    d.status = domain::parse_stage_kind(r[10].as<std::string>()).value_or(domain::stage_kind::open);
-    d.lost_reason = opt_text(r[11]);
-    d.custom_fields = compact_json(r[12].as<std::string>());
-    d.rank = r[13].as<std::int64_t>();
-    d.created_at = r[14].as<std::int64_t>();
-    d.updated_at = r[15].as<std::int64_t>();
-    d.closed_at = opt_int(r[16]);
-    snap.deals.push_back(std::move(d));
-  }
+  for (const auto& r : deals) snap.deals.push_back(rows::to_deal(r));
   snap.keys = recent_keys(tx, tenant_id, "deals:");
   snap.event_listeners = has_event_listeners(tx, tenant_id);
   return snap;
@@ -319,34 +356,13 @@ std::string deal_history_page(pg_conn& c, std::int64_t tenant_id, std::int64_t d
                               tenant_id, deal_id)
                    .front()[0]
                    .as<std::int64_t>();
-  auto rows =
-      tx.exec_params("SELECT id, kind, from_stage_id, to_stage_id, (from_amount * 100)::bigint,"
-                     " (to_amount * 100)::bigint, currency, user_id, workflow_run_id,"
-                     " (extract(epoch from at) * 1000000)::bigint FROM deal_history"
-                     " WHERE tenant_id = $1 AND deal_id = $2 ORDER BY id LIMIT $3 OFFSET $4",
+  auto found =
+      tx.exec_params(std::string("SELECT ") + rows::deal_history_columns +
+                         " FROM deal_history h WHERE h.tenant_id = $1 AND h.deal_id = $2"
+                         " ORDER BY h.id LIMIT $3 OFFSET $4",
                      tenant_id, deal_id, per_page, static_cast<std::int64_t>(page - 1) * per_page);
   boost::json::array items;
-  for (const auto& r : rows) {
-    auto opt = [](const pqxx::field& f) -> boost::json::value {
-      if (f.is_null()) return nullptr;
-      return f.as<std::int64_t>();
-    };
-    auto money = [](const pqxx::field& f) -> boost::json::value {
-      if (f.is_null()) return nullptr;
-      return boost::json::string(domain::format_cents(f.as<std::int64_t>()));
-    };
-    items.push_back(boost::json::object{{"id", r[0].as<std::int64_t>()},
-                                        {"deal_id", deal_id},
-                                        {"kind", r[1].as<std::string>()},
-                                        {"from_stage_id", opt(r[2])},
-                                        {"to_stage_id", opt(r[3])},
-                                        {"from_amount", money(r[4])},
-                                        {"to_amount", money(r[5])},
-                                        {"currency", r[6].as<std::string>()},
-                                        {"user_id", opt(r[7])},
-                                        {"workflow_run_id", opt(r[8])},
-                                        {"at", ts(r[9].as<std::int64_t>())}});
-  }
+  for (const auto& r : found) items.push_back(rows::deal_history_json(r));
   return domain::render_page(std::move(items), total, page, per_page);
 }
 

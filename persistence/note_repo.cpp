@@ -4,16 +4,17 @@
 #include "persistence/audit_repo.hpp"
 #include "persistence/fence.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/record_rows.hpp"
 #include "persistence/row_values.hpp"
 
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
-namespace {
+namespace rows {
 
-constexpr const char* note_columns = "id, tenant_id, contact_id, author_id, body, pinned, "
-                                     "(extract(epoch from created_at) * 1000000)::bigint, "
-                                     "(extract(epoch from updated_at) * 1000000)::bigint";
+const char* const note_columns = "id, tenant_id, contact_id, author_id, body, pinned, "
+                                 "(extract(epoch from created_at) * 1000000)::bigint, "
+                                 "(extract(epoch from updated_at) * 1000000)::bigint";
 
 domain::note to_note(const pqxx::row& r) {
   domain::note n;
@@ -27,6 +28,12 @@ domain::note to_note(const pqxx::row& r) {
   n.updated_at = r[7].as<std::int64_t>();
   return n;
 }
+
+} // namespace rows
+using rows::note_columns;
+using rows::to_note;
+
+namespace {
 
 domain::failure gone() {
   return domain::failure::of(domain::errc::not_found, "note not found");

@@ -5,6 +5,7 @@
 #include "persistence/contact_repo.hpp"
 #include "persistence/fence.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/record_rows.hpp"
 #include "persistence/row_values.hpp"
 #include "persistence/tx_batch.hpp"
 
@@ -32,11 +33,6 @@ constexpr const char* service_columns =
     "id, tenant_id, name, duration_minutes, buffer_minutes, array_to_string(calendar_ids, ','), "
     "price_cents, currency, reminders::text, is_active, " CRM_MICROS("created_at") ", " CRM_MICROS(
         "updated_at");
-constexpr const char* appointment_columns =
-    "id, tenant_id, contact_id, service_id, calendar_id, " CRM_MICROS("starts_at") ", " CRM_MICROS(
-        "ends_at") ", " CRM_MICROS("blocked_until") ", status, notes, source, cancel_reason, "
-                                                    "" CRM_MICROS("created_at") ", " CRM_MICROS(
-                                                        "updated_at");
 
 domain::calendar to_calendar(const pqxx::row& r) {
   domain::calendar c;
@@ -109,6 +105,16 @@ domain::service to_service(const pqxx::row& r) {
   return s;
 }
 
+} // namespace
+
+namespace rows {
+
+const char* const appointment_columns =
+    "id, tenant_id, contact_id, service_id, calendar_id, " CRM_MICROS("starts_at") ", " CRM_MICROS(
+        "ends_at") ", " CRM_MICROS("blocked_until") ", status, notes, source, cancel_reason, "
+                                                    "" CRM_MICROS("created_at") ", " CRM_MICROS(
+                                                        "updated_at");
+
 domain::appointment to_appointment(const pqxx::row& r) {
   domain::appointment a;
   a.id = r[0].as<std::int64_t>();
@@ -129,6 +135,12 @@ domain::appointment to_appointment(const pqxx::row& r) {
   a.updated_at = r[13].as<std::int64_t>();
   return a;
 }
+
+} // namespace rows
+using rows::appointment_columns;
+using rows::to_appointment;
+
+namespace {
 
 const char* opt_param(const std::optional<std::string>& s) {
   return s ? s->c_str() : nullptr;

@@ -4,15 +4,16 @@
 #include "persistence/contact_repo.hpp"
 #include "persistence/fence.hpp"
 #include "persistence/pg_pool.hpp"
+#include "persistence/record_rows.hpp"
 #include "persistence/row_values.hpp"
 #include "persistence/tx_batch.hpp"
 
 #include <pqxx/pqxx>
 
 namespace crm::persistence {
-namespace {
+namespace rows {
 
-constexpr const char* task_columns =
+const char* const task_columns =
     "id, tenant_id, title, description, contact_id, deal_id, appointment_id, assignee_id,"
     " created_by, " CRM_MICROS("due_at") ", priority, status, " CRM_MICROS(
         "completed_at") ", " CRM_MICROS("overdue_at") ", workflow_run_id, "
@@ -44,6 +45,12 @@ domain::task to_task(const pqxx::row& r) {
   t.updated_at = r[17].as<std::int64_t>();
   return t;
 }
+
+} // namespace rows
+using rows::task_columns;
+using rows::to_task;
+
+namespace {
 
 // A nullable bigint or timestamptz parameter, as text ('' is NULL: NULLIF($n, '')).
 std::string id_text(const std::optional<std::int64_t>& v) {
