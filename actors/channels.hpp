@@ -206,6 +206,9 @@ void set_routes(runtime& rt, std::int64_t tenant, std::map<std::int64_t, domain:
 // The patient's erasure (docs/compliance.md): the contact's conversations with their messages
 // and AI decisions, channel identities and consents go from Postgres and from memory, after
 // every conversation change queued before it. Answers the number of conversations removed.
+// A contact merged into another (contract §11): its conversations, provider ids and consents
+// are the survivor's now.
+void move_contact_messaging(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into);
 void erase_messaging(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                      callback<std::int64_t> reply);
 

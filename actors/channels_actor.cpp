@@ -189,6 +189,45 @@ void forget_contact(channels_state& st, std::int64_t contact) {
   st.consents.erase(contact);
 }
 
+// A contact merged into another (its rows already name the survivor): its conversations,
+// provider ids and consents are the survivor's. Consents keep their order by time, so the
+// latest word on a purpose, whoever's record it was given on, still decides.
+void move_contact(channels_state& st, std::int64_t from, std::int64_t into) {
+  if (auto it = st.by_contact.find(from); it != st.by_contact.end()) {
+    auto ids = std::move(it->second);
+    st.by_contact.erase(it);
+    for (auto id : ids) {
+      if (auto c = st.conversations.find(id); c != st.conversations.end())
+        c->second.contact_id = into;
+      st.by_contact[into].push_back(id);
+    }
+  }
+  for (auto& [key, owner] : st.identities)
+    if (owner == from) owner = into;
+  std::vector<std::pair<std::int64_t, std::string>> chats;
+  for (auto it = st.chats.begin(); it != st.chats.end();) {
+    if (it->first.second != from) {
+      ++it;
+      continue;
+    }
+    chats.emplace_back(it->first.first, it->second);
+    it = st.chats.erase(it);
+  }
+  for (auto& [channel, external] : chats) st.chats.emplace(std::pair{channel, into}, external);
+  if (auto k = st.consents.find(from); k != st.consents.end()) {
+    auto moved = std::move(k->second);
+    st.consents.erase(k);
+    auto& mine = st.consents[into];
+    for (auto& c : moved) {
+      c.contact_id = into;
+      mine.push_back(std::move(c));
+    }
+    std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) {
+      return a.recorded_at != b.recorded_at ? a.recorded_at < b.recorded_at : a.id < b.id;
+    });
+  }
+}
+
 domain::audit_record consent_row(const domain::audit_context* who, std::int64_t tenant,
                                  const domain::consent& c) {
   auto row = domain::make_audit(who, tenant, "contact", c.contact_id, "record_consent");
@@ -714,6 +753,21 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
           });
         });
       },
+      [self, measure](moved_atom, std::int64_t from, std::int64_t into) {
+        auto _ = measure();
+        auto& st = self->state;
+        if (!st.loaded && !st.loading) return; // a load reads the rows as they are now
+        when_loaded(
+            self, [](const failure&) {},
+            [self, from, into] {
+              conv_serial(
+                  self, [](const failure&) {},
+                  [self, from, into] {
+                    move_contact(self->state, from, into);
+                    conv_done(self);
+                  });
+            });
+      },
       [self, measure](allow_atom, std::int64_t contact, domain::consent_purpose purpose,
                       callback<domain::done>& reply) {
         auto _ = measure();
@@ -885,6 +939,10 @@ void send_message(runtime& rt, std::int64_t tenant, outbound_request req,
 void deliver_agent_reply(runtime& rt, std::int64_t tenant, agent_reply r,
                          callback<std::string> reply) {
   send(rt, tenant, caf::make_message(agent_atom::value, std::move(r), std::move(reply)));
+}
+void move_contact_messaging(runtime& rt, std::int64_t tenant, std::int64_t from,
+                            std::int64_t into) {
+  send(rt, tenant, caf::make_message(moved_atom::value, from, into));
 }
 void erase_messaging(runtime& rt, std::int64_t tenant, std::int64_t contact_id,
                      callback<std::int64_t> reply) {

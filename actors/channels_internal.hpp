@@ -91,6 +91,7 @@ using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
 using consent_atom = caf::atom_constant<caf::atom("consent")>;
 using allow_atom = caf::atom_constant<caf::atom("allow")>;
 using erase_atom = caf::atom_constant<caf::atom("erase")>;
+using moved_atom = caf::atom_constant<caf::atom("ctmoved")>;
 using hub_atom = caf::atom_constant<caf::atom("hub")>;
 using tmpl_atom = caf::atom_constant<caf::atom("tmpl")>;
 using routes_atom = caf::atom_constant<caf::atom("routes")>;

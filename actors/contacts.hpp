@@ -7,6 +7,7 @@
 #include "actors/callback.hpp"
 #include "domain/contact.hpp"
 #include "domain/contact_json.hpp"
+#include "domain/contact_merge.hpp"
 #include "domain/contact_search.hpp"
 #include "domain/contact_store.hpp"
 #include "domain/custom_field.hpp"
@@ -95,6 +96,20 @@ void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,
 // The contacts of `ids` that still exist, in that order.
 void fetch_contacts(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> ids,
                     callback<std::vector<domain::contact>> reply);
+
+// Merging a duplicate into a contact (contract §11, domain/contact_merge.hpp): every row about
+// the duplicate moves to the survivor in one transaction, the duplicate is deleted, and the
+// answer is the survivor as GET shows it. A later GET of the duplicate answers 404 with
+// merged_into.
+struct contact_merge_request {
+  std::int64_t duplicate_id = 0;
+  domain::merge_preferences prefer;
+};
+void merge_contacts(runtime& rt, std::int64_t tenant, std::int64_t survivor_id,
+                    contact_merge_request req, callback<std::string> reply);
+// The candidate pairs of duplicates (domain::find_duplicates), a page of the list's shape.
+void find_duplicate_contacts(runtime& rt, std::int64_t tenant, int page, int per_page,
+                             callback<std::string> reply);
 
 // Finding the contact of an inbound message (docs/channels.md): the contact `known_id` when it
 // still exists, else the one with `phone`, else the one with `email` (case-insensitive); when

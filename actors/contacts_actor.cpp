@@ -142,6 +142,9 @@ void read_snapshot(contacts_actor* self) {
                          for (auto& k : snap.keys) st.keys.emplace(k.key, std::move(k));
                          // Users told of while loading may be newer than the snapshot's.
                          st.active_users = std::move(snap.active_users);
+                         st.merged_into.clear();
+                         for (auto [duplicate, survivor] : snap.merges)
+                           st.merged_into[duplicate] = survivor;
                          for (auto [id, active] : std::exchange(st.users_told_while_loading, {}))
                            user_active(st, id, active);
                          if (!told) st.event_listeners = snap.event_listeners;
@@ -430,6 +433,20 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
               [reply](domain::outcome<std::string> r) { reply(std::move(r)); });
         });
       },
+      [self, measure](merge_atom, std::int64_t id, contact_merge_request& req,
+                      callback<std::string>& reply) {
+        auto _ = measure();
+        when_ready(self, need::write, fail_with(reply),
+                   [self, id, req = std::move(req), reply]() mutable {
+                     do_merge(self, id, std::move(req), reply);
+                   });
+      },
+      [self, measure](dupes_atom, int page, int per_page, callback<std::string>& reply) {
+        auto _ = measure();
+        when_ready(self, need::read, fail_with(reply), [self, page, per_page, reply] {
+          reply(duplicates_page(self->state, page, per_page));
+        });
+      },
       [self, measure](count_atom, domain::contact_search& s, callback<std::int64_t>& reply) {
         auto _ = measure();
         when_ready(self, need::read, fail_with(reply), [self, s = std::move(s), reply]() mutable {
@@ -586,9 +603,11 @@ using contacts_impl::company_of;
 using contacts_impl::contacts_behavior;
 using contacts_impl::count_atom;
 using contacts_impl::delete_atom;
+using contacts_impl::dupes_atom;
 using contacts_impl::fetch_atom;
 using contacts_impl::find_atom;
 using contacts_impl::match_atom;
+using contacts_impl::merge_atom;
 using contacts_impl::page_json;
 using contacts_impl::search_atom;
 using contacts_impl::send;
@@ -686,6 +705,17 @@ void contact_timeline(runtime& rt, std::int64_t tenant, std::int64_t id,
                       callback<std::string> reply) {
   send(rt, tenant,
        caf::make_message(timeline_atom::value, id, std::move(after), limit, std::move(reply)));
+}
+
+void merge_contacts(runtime& rt, std::int64_t tenant, std::int64_t survivor_id,
+                    contact_merge_request req, callback<std::string> reply) {
+  send(rt, tenant,
+       caf::make_message(merge_atom::value, survivor_id, std::move(req), std::move(reply)));
+}
+
+void find_duplicate_contacts(runtime& rt, std::int64_t tenant, int page, int per_page,
+                             callback<std::string> reply) {
+  send(rt, tenant, caf::make_message(dupes_atom::value, page, per_page, std::move(reply)));
 }
 
 void match_contacts(runtime& rt, std::int64_t tenant, domain::contact_query q,

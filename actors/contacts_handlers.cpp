@@ -46,16 +46,25 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
         },
         fail_with(reply));
   };
-  if (req.known_id)
-    if (auto c = projected_contact(st, *req.known_id)) return answer(*c);
+  if (req.known_id) {
+    // A contact merged away is found as the one it was merged into.
+    auto id = *req.known_id;
+    if (auto m = st.merged_into.find(id); m != st.merged_into.end()) id = m->second;
+    if (auto c = projected_contact(st, id)) return answer(*c);
+  }
   auto by_phone = req.phone ? phone_owner(st, *req.phone) : 0;
   auto by_email = req.email ? email_owner(st, *req.email) : 0;
-  if (by_phone && by_email && by_phone != by_email)
-    // Both named, so that an operator can tell which two records are the same patient.
-    return reply(failure::of(
-        errc::conflict, "the contact block matches two different contacts: the phone contact " +
-                            std::to_string(by_phone) + ", the e-mail contact " +
-                            std::to_string(by_email)));
+  if (by_phone && by_email && by_phone != by_email) {
+    // Both named, so that an operator can tell which two records are the same patient (and
+    // merge them: POST /contacts/{id}/merge).
+    auto f = failure::of(errc::conflict,
+                         "the contact block matches two different contacts: the phone contact " +
+                             std::to_string(by_phone) + ", the e-mail contact " +
+                             std::to_string(by_email));
+    f.extra =
+        ",\"contact_ids\":[" + std::to_string(by_phone) + "," + std::to_string(by_email) + "]";
+    return reply(std::move(f));
+  }
   if (auto id = by_phone ? by_phone : by_email) {
     if (auto c = projected_contact(st, id)) return answer(*c);
   }
@@ -183,6 +192,131 @@ void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> rep
         reply(domain::done{});
       },
       fail_with(reply));
+}
+
+failure merged_failure(std::int64_t survivor) {
+  auto f = failure::of(errc::not_found,
+                       "contact not found: it was merged into contact " + std::to_string(survivor));
+  f.extra = ",\"merged_into\":" + std::to_string(survivor);
+  return f;
+}
+
+void do_merge(contacts_actor* self, std::int64_t survivor_id, contact_merge_request req,
+              callback<std::string> reply) {
+  auto& st = self->state;
+  auto at_duplicate = [](std::string msg) {
+    return failure::invalid({{{"body", "duplicate_id"}, std::move(msg), "value_error"}});
+  };
+  auto cur = projected_contact(st, survivor_id);
+  if (!cur) {
+    if (st.p_contacts.count(survivor_id)) return reply(missing_contact());
+    return reply_missing(self, persistence::record_kind::contact, survivor_id, reply);
+  }
+  if (req.duplicate_id == survivor_id)
+    return reply(at_duplicate("a contact cannot be merged into itself"));
+  auto dup = projected_contact(st, req.duplicate_id);
+  if (!dup) {
+    if (auto it = st.merged_into.find(req.duplicate_id); it != st.merged_into.end())
+      return reply(at_duplicate("already merged into contact " + std::to_string(it->second)));
+    return reply(at_duplicate("no such contact in this tenant"));
+  }
+  auto before = *cur;
+  auto duplicate = *dup;
+  // Sealed values are bound to their contact: the duplicate's are resealed for the survivor.
+  auto custom = duplicate.custom_fields;
+  if (holds_sealed(st, duplicate)) {
+    if (!st.data_key)
+      return reply(failure::of(errc::service_unavailable,
+                               "sensitive values cannot be resealed now (no data key); retry"));
+    auto& key = *st.data_key;
+    bool lost = false;
+    auto resealed = domain::reseal_custom_values(
+        custom, [&](std::string_view field, std::string_view sealed) -> std::optional<std::string> {
+          auto plain = key.open(persistence::sealed::contact_field(duplicate.id, field), sealed);
+          if (!plain) {
+            lost = true;
+            return std::nullopt;
+          }
+          return key.seal(persistence::sealed::contact_field(survivor_id, field), *plain);
+        });
+    if (lost)
+      return reply(failure::of(errc::conflict, "a sensitive value of the duplicate does not open "
+                                               "with the tenant's data key; nothing was merged"));
+    if (resealed) custom = std::move(*resealed);
+  }
+  auto c = domain::merged_contact(before, duplicate, req.prefer, custom);
+  c.updated_at = next_timestamp(before.updated_at);
+  auto changed = domain::differing_fields(before, c);
+  audit_change(st, reply.who(), "contact", survivor_id, "merge", changed, 200,
+               {survivor_id, duplicate.id});
+  persistence::contact_merge m;
+  m.survivor_id = survivor_id;
+  m.duplicate_id = duplicate.id;
+  if (auto* who = reply.who()) m.merged_by = who->user_id;
+  m.merged_at = domain::now_micros();
+  st.open.sql.merges.push_back(m);
+  // The duplicate goes first: the e-mail it releases may be the survivor's now.
+  stage_contact_delete(st, duplicate);
+  stage_contact(st, &before, c);
+  contact_event(
+      st, "contact.merged", c,
+      ",\"duplicate_id\":" + std::to_string(duplicate.id) + ",\"changed\":" + [&] {
+        std::string out = "[";
+        for (std::size_t i = 0; i < changed.size(); ++i) {
+          if (i) out += ',';
+          domain::append_json_string(out, changed[i]);
+        }
+        return out + "]";
+      }());
+  // Every actor holding rows about the duplicate hears of the move before the client does.
+  stage_write(
+      self,
+      [self, survivor_id, duplicate = duplicate.id, reply] {
+        auto& s = self->state;
+        auto& rt = *s.env.rt->owner;
+        auto tenant = s.env.tenant_id;
+        contact_merged(rt, tenant, duplicate, survivor_id);
+        move_contact_notes(rt, tenant, duplicate, survivor_id);
+        move_contact_tasks(rt, tenant, duplicate, survivor_id);
+        move_contact_appointments(rt, tenant, duplicate, survivor_id);
+        move_contact_messaging(rt, tenant, duplicate, survivor_id);
+        auto now = s.store().find(survivor_id);
+        if (!now) return reply(missing_contact());
+        std::deque<domain::contact> storage;
+        std::vector<std::string> disclosed;
+        const auto& view = shown(s, *now, reply.who(), true, storage, &disclosed);
+        if (!disclosed.empty() && !audit_disclosure(s, reply.who(), {survivor_id}, disclosed))
+          return reply(disclosure_unaudited());
+        reply(domain::encode_contact_full(view, company_of(s.view->records(), *now)));
+      },
+      fail_with(reply));
+}
+
+std::string duplicates_page(const contacts_state& st, int page, int per_page) {
+  std::vector<const domain::contact*> all;
+  all.reserve(st.store().size());
+  st.store().for_each(domain::contact_query{},
+                      [&](const domain::contact& c) { all.push_back(&c); });
+  auto pairs = domain::find_duplicates(all);
+  auto total = static_cast<std::int64_t>(pairs.size());
+  auto from = std::min<std::size_t>(pairs.size(), static_cast<std::size_t>(page - 1) * per_page);
+  auto to = std::min<std::size_t>(pairs.size(), from + static_cast<std::size_t>(per_page));
+  std::string out = "{\"items\":[";
+  for (auto i = from; i < to; ++i) {
+    auto& p = pairs[i];
+    if (i > from) out += ',';
+    out += "{\"contact_ids\":[" + std::to_string(p.first) + "," + std::to_string(p.second) +
+           "],\"reasons\":[";
+    for (std::size_t r = 0; r < p.reasons.size(); ++r) {
+      if (r) out += ',';
+      domain::append_json_string(out, p.reasons[r]);
+    }
+    out += "]}";
+  }
+  auto pages = per_page > 0 ? (total + per_page - 1) / per_page : 0;
+  out += "],\"total\":" + std::to_string(total) + ",\"page\":" + std::to_string(page) +
+         ",\"per_page\":" + std::to_string(per_page) + ",\"pages\":" + std::to_string(pages) + "}";
+  return out;
 }
 
 std::optional<domain::company> committed_company(contacts_state& st,

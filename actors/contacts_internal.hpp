@@ -6,6 +6,7 @@
 #include "actors/contacts.hpp"
 
 #include "actors/async_io.hpp"
+#include "actors/channels.hpp"
 #include "actors/deals.hpp"
 #include "actors/group_batch.hpp"
 #include "actors/notes.hpp"
@@ -50,6 +51,8 @@ struct allowed_unsafe_message_type<crm::domain::contact_query> : std::true_type 
 template <>
 struct allowed_unsafe_message_type<crm::domain::contact_search> : std::true_type {};
 template <>
+struct allowed_unsafe_message_type<crm::actors::contact_merge_request> : std::true_type {};
+template <>
 struct allowed_unsafe_message_type<std::optional<crm::domain::timeline_position>> : std::true_type {
 };
 template <>
@@ -83,6 +86,8 @@ using find_atom = caf::atom_constant<caf::atom("find")>;
 using search_atom = caf::atom_constant<caf::atom("search")>;
 using count_atom = caf::atom_constant<caf::atom("count")>;
 using timeline_atom = caf::atom_constant<caf::atom("timeline")>;
+using merge_atom = caf::atom_constant<caf::atom("merge")>;
+using dupes_atom = caf::atom_constant<caf::atom("dupes")>;
 
 constexpr std::size_t max_custom_fields_bytes = 16 * 1024;
 constexpr std::size_t max_tags = 50;
@@ -146,6 +151,8 @@ struct contacts_state {
   // snapshot was being read.
   std::unordered_set<std::int64_t> active_users;
   std::vector<std::pair<std::int64_t, bool>> users_told_while_loading;
+  // Contacts merged into another (duplicate → survivor): a GET of one answers 404 naming it.
+  std::unordered_map<std::int64_t, std::int64_t> merged_into;
 
   // Projection of staged and in-flight writes over the committed state.
   template <class T>
@@ -271,6 +278,10 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
 void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
                callback<domain::contact> reply);
 void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply, bool erase);
+void do_merge(contacts_actor* self, std::int64_t survivor_id, contact_merge_request req,
+              callback<std::string> reply);
+std::string duplicates_page(const contacts_state& st, int page, int per_page);
+failure merged_failure(std::int64_t survivor);
 std::optional<domain::company> committed_company(contacts_state& st,
                                                  const std::optional<std::int64_t>& id);
 void do_add_tags(contacts_actor* self, std::int64_t id, std::vector<std::string> tags,
@@ -292,6 +303,9 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env);
 template <class T>
 void reply_missing(contacts_actor* self, persistence::record_kind kind, std::int64_t id,
                    callback<T> reply) {
+  if (kind == persistence::record_kind::contact)
+    if (auto it = self->state.merged_into.find(id); it != self->state.merged_into.end())
+      return reply(merged_failure(it->second));
   reply_not_held(
       self->state.env,
       [kind, id](persistence::pg_conn& c) { return persistence::tenant_of(c, kind, id); },

@@ -154,6 +154,15 @@ void apply_committed(contacts_state& st, const batch& b, const persistence::cont
     for (auto id : sql.company_deletes) r.companies.erase(id);
   });
   for (auto& k : sql.keys) st.keys[k.key] = k;
+  for (auto& m : sql.merges) {
+    for (auto& [duplicate, survivor] : st.merged_into)
+      if (survivor == m.duplicate_id) survivor = m.survivor_id;
+    st.merged_into[m.duplicate_id] = m.survivor_id;
+  }
+  // A deleted survivor takes the record of its merges with it (contact_merges cascades).
+  if (!st.merged_into.empty())
+    for (auto id : sql.contact_deletes)
+      std::erase_if(st.merged_into, [id](const auto& kv) { return kv.second == id; });
   // Projection entries written by this batch and not overwritten since are now committed.
   for (auto it = st.p_contacts.begin(); it != st.p_contacts.end();)
     it = it->second.seq == b.seq ? st.p_contacts.erase(it) : std::next(it);

@@ -118,6 +118,8 @@ void deal_history(runtime& rt, std::int64_t tenant, std::int64_t id, int page, i
 // Told by the contacts actor after a contact or company delete committed (Postgres already
 // nulled the references): the deals actor nulls them in memory and writes deal.updated events.
 void contact_deleted(runtime& rt, std::int64_t tenant, std::int64_t contact_id);
+// A contact merged into another (contract §11): its deals are the survivor's now.
+void contact_merged(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into);
 void company_deleted(runtime& rt, std::int64_t tenant, std::int64_t company_id);
 
 } // namespace crm::actors

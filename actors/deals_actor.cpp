@@ -56,6 +56,9 @@ void index_remove(deals_state& st, const domain::deal& d) {
 
 void put_committed(deals_state& st, domain::deal d) {
   st.board_cache.clear();
+  if (d.contact_id)
+    if (auto m = st.moved_contacts.find(*d.contact_id); m != st.moved_contacts.end())
+      d.contact_id = m->second;
   if (d.contact_id && st.gone_contacts.count(*d.contact_id)) d.contact_id.reset();
   if (d.company_id && st.gone_companies.count(*d.company_id)) d.company_id.reset();
   if (auto it = st.deals.find(d.id); it != st.deals.end()) index_remove(st, it->second);
@@ -462,6 +465,10 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
       [self, measure](gone_atom, bool contact, std::int64_t id) {
         auto _ = measure();
         do_gone(self, contact, id);
+      },
+      [self, measure](gone_atom, std::int64_t from, std::int64_t into) {
+        auto _ = measure();
+        do_contact_moved(self, from, into);
       },
       // ---- pipelines ----
       [self, measure](pl_list_atom, int page, int per_page, callback<std::string>& reply) {
@@ -897,6 +904,9 @@ void deal_history(runtime& rt, std::int64_t tenant, std::int64_t id, int page, i
 }
 void contact_deleted(runtime& rt, std::int64_t tenant, std::int64_t contact_id) {
   tell<child_kind::deals>(rt, tenant, gone_atom::value, true, contact_id);
+}
+void contact_merged(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into) {
+  tell<child_kind::deals>(rt, tenant, gone_atom::value, from, into);
 }
 void company_deleted(runtime& rt, std::int64_t tenant, std::int64_t company_id) {
   tell<child_kind::deals>(rt, tenant, gone_atom::value, false, company_id);

@@ -142,6 +142,9 @@ struct deals_state {
   // Contacts and companies deleted since the actor started: a deal staged with one of them is
   // written without it (the statement re-reads them) and applied without it.
   std::unordered_set<std::int64_t> gone_contacts, gone_companies;
+  // Contacts merged into another (duplicate → survivor): a deal committed later with the
+  // duplicate names the survivor, as its row does.
+  std::unordered_map<std::int64_t, std::int64_t> moved_contacts;
 
   // Projection of staged and in-flight writes over the committed state.
   struct pending {
@@ -237,6 +240,7 @@ void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref
 void do_delete(deals_actor* self, std::int64_t id, deal_actor_ref who,
                callback<domain::done> reply);
 void do_gone(deals_actor* self, bool contact, std::int64_t id);
+void do_contact_moved(deals_actor* self, std::int64_t from, std::int64_t into);
 
 // deals_reads.cpp
 void commit_change(deals_actor* self, persistence::pipeline_change ch,

@@ -400,4 +400,20 @@ void do_gone(deals_actor* self, bool contact, std::int64_t id) {
       });
 }
 
+// A contact merged into another: its deals name the survivor (their rows already do).
+void do_contact_moved(deals_actor* self, std::int64_t from, std::int64_t into) {
+  self->state.moved_contacts[from] = into;
+  when_ready(
+      self, need::write, [](const failure&) {},
+      [self, from, into] {
+        auto& st = self->state;
+        std::vector<domain::deal> moved;
+        for (auto& [id, d] : st.deals)
+          if (d.contact_id == from) moved.push_back(d);
+        for (auto& d : moved) put_committed(st, d); // names the survivor (moved_contacts)
+        for (auto& [id, p] : st.p_deals)
+          if (p.value && p.value->contact_id == from) p.value->contact_id = into;
+      });
+}
+
 } // namespace crm::actors::deals_impl

@@ -27,5 +27,7 @@ void delete_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::in
                  domain::requester by, callback<domain::done> reply);
 // The contact was deleted or erased, and its notes with it (told by the contacts actor).
 void forget_contact_notes(runtime& rt, std::int64_t tenant, std::int64_t contact);
+// A contact merged into another (contract §11): its notes are the survivor's now.
+void move_contact_notes(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into);
 
 } // namespace crm::actors

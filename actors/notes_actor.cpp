@@ -121,6 +121,9 @@ caf::behavior notes_behavior(notes_actor* self, tenant_env env) {
       },
       [](notes_actor* self, gone_atom, std::int64_t contact) {
         forget(self, [contact](store& s) { s.forget_contact(contact); });
+      },
+      [](notes_actor* self, gone_atom, std::int64_t from, std::int64_t into) {
+        forget(self, [from, into](store& s) { s.move_contact(from, into); });
       });
 }
 
@@ -155,6 +158,10 @@ void update_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::in
 void delete_note(runtime& rt, std::int64_t tenant, std::int64_t contact, std::int64_t id,
                  requester by, callback<domain::done> reply) {
   tell<child_kind::notes>(rt, tenant, delete_atom::value, contact, id, by, std::move(reply));
+}
+
+void move_contact_notes(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into) {
+  tell<child_kind::notes>(rt, tenant, gone_atom::value, from, into);
 }
 
 void forget_contact_notes(runtime& rt, std::int64_t tenant, std::int64_t contact) {

@@ -80,6 +80,9 @@ void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
 
 // The contact was deleted or erased, and its appointments with it (told by the contacts actor).
 void forget_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t contact);
+// A contact merged into another (contract §11): its appointments are the survivor's now.
+void move_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t from,
+                               std::int64_t into);
 
 // A new feed token for the calendar (the old one stops working): {"feed_token"}, shown once.
 void rotate_feed_token(runtime& rt, std::int64_t tenant, std::int64_t calendar,

@@ -518,6 +518,9 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
       [](schedule_actor* self, gone_atom, std::int64_t contact) {
         forget(self, [contact](store& s) { s.forget_contact(contact); });
       },
+      [](schedule_actor* self, gone_atom, std::int64_t from, std::int64_t into) {
+        forget(self, [from, into](store& s) { s.move_contact(from, into); });
+      },
       // The calendar feed and its token.
       [now](schedule_actor* self, feed_token_atom, std::int64_t id, callback<std::string>& reply) {
         auto token = domain::random_token(feed_token_bytes);
@@ -683,6 +686,11 @@ void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
                         std::optional<std::string> notes, callback<std::string> reply) {
   tell<child_kind::schedule>(rt, tenant, apt_set_atom::value, id,
                              status_request{status, std::move(notes)}, std::move(reply));
+}
+
+void move_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t from,
+                               std::int64_t into) {
+  tell<child_kind::schedule>(rt, tenant, gone_atom::value, from, into);
 }
 
 void forget_contact_appointments(runtime& rt, std::int64_t tenant, std::int64_t contact) {

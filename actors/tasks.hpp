@@ -26,6 +26,8 @@ void delete_task(runtime& rt, std::int64_t tenant, std::int64_t id, domain::requ
                  callback<domain::done> reply);
 // The contact was deleted or erased, and its tasks with it (told by the contacts actor).
 void forget_contact_tasks(runtime& rt, std::int64_t tenant, std::int64_t contact);
+// A contact merged into another (contract §11): its tasks are the survivor's now.
+void move_contact_tasks(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into);
 // The deal was deleted: its tasks stay, unlinked (told by the deals actor).
 void forget_deal_tasks(runtime& rt, std::int64_t tenant, std::int64_t deal);
 

@@ -230,6 +230,9 @@ caf::behavior tasks_behavior(tasks_actor* self, tenant_env env) {
       [](tasks_actor* self, gone_atom, std::int64_t contact) {
         forget(self, [contact](store& s) { s.forget_contact(contact); });
       },
+      [](tasks_actor* self, gone_atom, std::int64_t from, std::int64_t into) {
+        forget(self, [from, into](store& s) { s.move_contact(from, into); });
+      },
       [](tasks_actor* self, deal_gone_atom, std::int64_t deal) {
         forget(self, [deal](store& s) { s.forget_deal(deal); });
       },
@@ -282,6 +285,10 @@ void update_task(runtime& rt, std::int64_t tenant, std::int64_t id, domain::task
 void delete_task(runtime& rt, std::int64_t tenant, std::int64_t id, requester by,
                  callback<domain::done> reply) {
   tell<child_kind::tasks>(rt, tenant, delete_atom::value, id, by, std::move(reply));
+}
+
+void move_contact_tasks(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into) {
+  tell<child_kind::tasks>(rt, tenant, gone_atom::value, from, into);
 }
 
 void forget_contact_tasks(runtime& rt, std::int64_t tenant, std::int64_t contact) {

@@ -26,10 +26,12 @@ struct failure {
   std::string detail;
   std::vector<issue> issues; // only for errc::validation
   int retry_after = 0;       // seconds, only for errc::rate_limited
+  // More members of the error body, as JSON text that starts with a comma (",\"merged_into\":7").
+  std::string extra;
 
-  static failure of(errc c, std::string d) { return failure{c, std::move(d), {}, 0}; }
+  static failure of(errc c, std::string d) { return failure{c, std::move(d), {}, 0, {}}; }
   static failure invalid(std::vector<issue> xs) {
-    return failure{errc::validation, "validation failed", std::move(xs), 0};
+    return failure{errc::validation, "validation failed", std::move(xs), 0, {}};
   }
 };
 

@@ -122,4 +122,15 @@ void note_store::forget_contact(std::int64_t contact) {
   by_contact.erase(ids);
 }
 
+void note_store::move_contact(std::int64_t from, std::int64_t into) {
+  auto ids = by_contact.find(from);
+  if (ids == by_contact.end() || from == into) return;
+  auto moved = std::move(ids->second);
+  by_contact.erase(ids);
+  for (auto id : moved) {
+    if (auto n = notes.find(id); n != notes.end()) n->second.contact_id = into;
+    by_contact[into].insert(id);
+  }
+}
+
 } // namespace crm::domain

@@ -62,6 +62,8 @@ struct note_store {
   void erase(std::int64_t id);
   // A contact deleted or erased: its notes went with it (ON DELETE CASCADE).
   void forget_contact(std::int64_t contact);
+  // A contact merged into another: its notes are the survivor's now.
+  void move_contact(std::int64_t from, std::int64_t into);
 };
 
 } // namespace crm::domain

@@ -938,6 +938,17 @@ void schedule_store::forget_contact(std::int64_t contact) {
   by_contact.erase(contact);
 }
 
+void schedule_store::move_contact(std::int64_t from, std::int64_t into) {
+  auto it = by_contact.find(from);
+  if (it == by_contact.end() || from == into) return;
+  auto moved = std::move(it->second);
+  by_contact.erase(it);
+  for (auto [start, id] : moved) {
+    if (auto a = appointments.find(id); a != appointments.end()) a->second.contact_id = into;
+    by_contact[into].insert({start, id});
+  }
+}
+
 std::string local_time_text(std::int64_t us, std::string_view zone) {
   auto z = zone_of(zone);
   if (!z) z = date::locate_zone("UTC");

@@ -384,6 +384,8 @@ struct schedule_store {
   void put(const appointment& a);
   // A contact deleted or erased: its appointments went with it (ON DELETE CASCADE).
   void forget_contact(std::int64_t contact);
+  // A contact merged into another: its appointments are the survivor's now.
+  void move_contact(std::int64_t from, std::int64_t into);
   // A planned booking (id < 0) holds its slot until its transaction ends; then it is released
   // (and, committed, put under its own id).
   void hold(const appointment& a);

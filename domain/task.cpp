@@ -216,6 +216,17 @@ void task_store::forget_contact(std::int64_t contact) {
   for (auto id : gone) erase(id);
 }
 
+void task_store::move_contact(std::int64_t from, std::int64_t into) {
+  auto ids = by_contact.find(from);
+  if (ids == by_contact.end() || from == into) return;
+  auto moved = std::move(ids->second);
+  by_contact.erase(ids);
+  for (auto id : moved) {
+    if (auto t = tasks.find(id); t != tasks.end()) t->second.contact_id = into;
+    by_contact[into].insert(id);
+  }
+}
+
 void task_store::forget_deal(std::int64_t deal) {
   for (auto& [id, t] : tasks)
     if (t.deal_id == deal) t.deal_id.reset();

@@ -128,6 +128,8 @@ struct task_store {
   void erase(std::int64_t id);
   // A contact deleted or erased: its tasks went with it (ON DELETE CASCADE).
   void forget_contact(std::int64_t contact);
+  // A contact merged into another: its tasks are the survivor's now.
+  void move_contact(std::int64_t from, std::int64_t into);
   // A deal deleted: its tasks stay, unlinked (ON DELETE SET NULL).
   void forget_deal(std::int64_t deal);
 };

@@ -41,6 +41,7 @@ enum class trigger_type : std::uint8_t {
   appointment_no_show,
   appointment_completed,
   task_overdue,
+  contact_merged,
   webhook,
   schedule,
   manual,
@@ -93,7 +94,7 @@ struct action {
 // (http/handlers/workflows.cpp).
 namespace workflow_rules {
 // The names of trigger_type, condition_op and action_type, in the order of the enums.
-inline constexpr std::array<std::string_view, 22> trigger_types{"contact.created",
+inline constexpr std::array<std::string_view, 23> trigger_types{"contact.created",
                                                                 "contact.updated",
                                                                 "contact.deleted",
                                                                 "contact.status_changed",
@@ -112,6 +113,7 @@ inline constexpr std::array<std::string_view, 22> trigger_types{"contact.created
                                                                 "appointment.no_show",
                                                                 "appointment.completed",
                                                                 "task.overdue",
+                                                                "contact.merged",
                                                                 "webhook",
                                                                 "schedule",
                                                                 "manual"};

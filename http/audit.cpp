@@ -95,6 +95,7 @@ const std::vector<table_row>& table() {
        rule(m::list, "contact", "list_appointments")},
       {verb::get, "/api/v1/contacts/{id}/export", rule(m::read, "contact", "export")},
       {verb::get, "/api/v1/contacts/{id}/timeline", rule(m::list, "contact", "read_timeline")},
+      {verb::post, "/api/v1/contacts/{id}/merge", rule(m::change_in_tx, "contact", "merge")},
       {verb::post, "/api/v1/contacts/{id}/erase", rule(m::change_in_tx, "contact", "erase")},
       // FHIR Patient: contacts by another name.
       {verb::get, "/api/v1/fhir/Patient",

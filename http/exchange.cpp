@@ -57,6 +57,11 @@ response error_response(const domain::failure& f) {
     return r;
   }
   r.body = encode_error(f.detail, info.code);
+  if (!f.extra.empty() && !r.body.empty() && r.body.back() == '}') {
+    r.body.pop_back();
+    r.body += f.extra;
+    r.body += '}';
+  }
   if (f.code == domain::errc::invalid_credentials || f.code == domain::errc::second_factor_required)
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
   if (f.code == domain::errc::rate_limited && f.retry_after > 0)

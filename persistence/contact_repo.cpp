@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <pqxx/pqxx>
 
+#include <array>
 #include <unordered_set>
 
 namespace crm::persistence {
@@ -93,6 +94,10 @@ contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id) {
   for (auto r :
        tx.exec_params("SELECT id FROM users WHERE tenant_id = $1 AND is_active", tenant_id))
     snap.active_users.insert(r[0].as<std::int64_t>());
+  for (auto r : tx.exec_params("SELECT duplicate_id, survivor_id FROM contact_merges WHERE"
+                               " tenant_id = $1",
+                               tenant_id))
+    snap.merges.emplace_back(r[0].as<std::int64_t>(), r[1].as<std::int64_t>());
   snap.keys = recent_keys(tx, tenant_id, "");
   snap.event_listeners = has_event_listeners(tx, tenant_id);
   return snap;
@@ -187,6 +192,41 @@ void append_keys_sql(sql_text& out, std::int64_t tenant,
          " response = EXCLUDED.response, created_at = now();\n";
 }
 
+namespace {
+
+// The tables whose rows name a contact, each moved from the duplicate to the survivor by a
+// merge. A table added with a contact_id belongs here (docs/patient-record.md).
+constexpr std::array<std::string_view, 9> merged_tables{
+    "deals",    "conversations",    "channel_identities", "notes", "tasks", "appointments",
+    "consents", "reminder_answers", "ai_booking_offers"};
+
+void append_merge_sql(std::string& s, const std::string& tid, const contact_merge& m) {
+  auto survivor = std::to_string(m.survivor_id);
+  auto duplicate = std::to_string(m.duplicate_id);
+  s += "SELECT 1 FROM contacts WHERE tenant_id = " + tid + " AND id = " + duplicate +
+       " FOR UPDATE;\n";
+  s += "WITH ";
+  std::string counts;
+  for (auto table : merged_tables) {
+    auto name = std::string(table);
+    s += "moved_" + name + " AS (UPDATE " + name + " SET contact_id = " + survivor +
+         " WHERE tenant_id = " + tid + " AND contact_id = " + duplicate + " RETURNING 1), ";
+    if (!counts.empty()) counts += ", ";
+    counts += "'" + name + "', (SELECT count(*) FROM moved_" + name + ")";
+  }
+  // Contacts merged into the duplicate before now name the survivor.
+  s += "earlier AS (UPDATE contact_merges SET survivor_id = " + survivor +
+       " WHERE tenant_id = " + tid + " AND survivor_id = " + duplicate + " RETURNING 1) ";
+  s += "INSERT INTO contact_merges (tenant_id, survivor_id, duplicate_id, merged_by, moved,"
+       " merged_at) SELECT " +
+       tid + ", " + survivor + ", " + duplicate + ", " +
+       (m.merged_by ? std::to_string(*m.merged_by) : std::string("NULL")) +
+       ", jsonb_build_object(" + counts + "), '" + domain::format_rfc3339(m.merged_at) +
+       "'::timestamptz;\n";
+}
+
+} // namespace
+
 void contact_batch::append_sql(sql_text& out) const {
   const auto& b = *this;
   out.need_prepared(contact_upsert_name, contact_prepare_upsert);
@@ -211,6 +251,7 @@ void contact_batch::append_sql(sql_text& out) const {
     for (std::size_t i = 0; i < ids.size(); ++i) l += (i ? "," : "") + std::to_string(ids[i]);
     return l;
   };
+  for (auto& m : b.merges) append_merge_sql(s, tid, m);
   // Deletes first: an e-mail a deleted contact released may be taken by a row below.
   if (!b.contact_deletes.empty())
     s += "DELETE FROM contacts WHERE tenant_id = " + tid + " AND id IN (" +

@@ -44,6 +44,8 @@ struct contacts_snapshot {
   bool event_listeners = true;
   // The tenant's active users: who may own a contact.
   std::unordered_set<std::int64_t> active_users;
+  // The contacts merged into another (duplicate → survivor), for the 404 that names it.
+  std::vector<std::pair<std::int64_t, std::int64_t>> merges;
 };
 
 contacts_snapshot load_contacts(pg_conn& c, std::int64_t tenant_id);
@@ -68,6 +70,17 @@ struct outbox_event {
 // One transaction's worth of changes, applied in this order: company inserts and updates,
 // contact deletes, contact inserts and updates (skipping deleted contacts), company deletes,
 // events, idempotency keys.
+// A merge (contract §11): every row about the duplicate moves to the survivor, and a
+// contact_merges row records it, in the batch's transaction and before its deletes (the
+// duplicate is one of them). The duplicate's row is locked first, so a write about it that
+// starts meanwhile waits and then finds it gone.
+struct contact_merge {
+  std::int64_t survivor_id = 0;
+  std::int64_t duplicate_id = 0;
+  std::optional<std::int64_t> merged_by;
+  std::int64_t merged_at = 0; // microseconds
+};
+
 struct contact_batch final : tx_batch {
   std::int64_t tenant_id = 0;
   std::vector<domain::company> company_upserts;  // insert or full-row update, by id
@@ -75,12 +88,13 @@ struct contact_batch final : tx_batch {
   std::vector<std::size_t> contact_group_starts; // where a new statement starts (a row repeats)
   std::vector<std::int64_t> contact_deletes;
   std::vector<std::int64_t> company_deletes;
+  std::vector<contact_merge> merges;
   std::vector<outbox_event> events;
   std::vector<idempotency_record> keys;
 
   bool empty() const {
     return company_upserts.empty() && contact_upserts.empty() && contact_deletes.empty() &&
-           company_deletes.empty() && events.empty() && keys.empty();
+           company_deletes.empty() && events.empty() && keys.empty() && merges.empty();
   }
   std::int64_t tenant() const override { return tenant_id; }
   void append_sql(sql_text& out) const override;

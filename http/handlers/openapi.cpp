@@ -170,7 +170,18 @@ json::object components(const std::set<std::string>& secret_headers) {
            {"properties",
             json::object{
                 {"detail", json::object{{"type", "string"}, {"description", "For people"}}},
-                {"code", json::object{{"type", "string"}, {"enum", error_codes()}}}}},
+                {"code", json::object{{"type", "string"}, {"enum", error_codes()}}},
+                {"merged_into",
+                 json::object{{"type", "integer"},
+                              {"format", "int64"},
+                              {"description", "A contact's 404 after it was merged: the contact "
+                                              "it was merged into"}}},
+                {"contact_ids",
+                 json::object{{"type", "array"},
+                              {"items", json::object{{"type", "integer"}, {"format", "int64"}}},
+                              {"description", "An inbound message's 409 when its phone and its "
+                                              "e-mail belong to two contacts: the two (the "
+                                              "phone's first), to merge"}}}}},
            {"description", "Every error answer but 422 (contract §2)"}}},
       {"ValidationIssue",
        json::object{

@@ -425,6 +425,14 @@ def test_a_remembered_external_id_decides_over_phone_and_email(client, admin, ow
     assert ack["contact_id"] not in (a["id"], b["id"])
 
 
+def assert_two_contacts(resp, by_phone, by_email) -> None:
+    """The 409 of a contact block whose phone and e-mail belong to two contacts: both named,
+    the phone's first (contact_ids), so that an operator can merge them."""
+    body = crm.assert_json_response(resp, 409)
+    assert set(body) == {"detail", "code", "contact_ids"}, resp.describe()
+    assert (body["code"], body["contact_ids"]) == ("CONFLICT", [by_phone, by_email]), body
+
+
 def test_ambiguous_contact_block_is_409_and_stores_nothing(client, admin, own_chan):
     phone, email = crm.unique_phone(), crm.unique_email("amb")
     a = crm.create_contact(client, admin, first_name="Ambi", phone=phone)
@@ -433,7 +441,7 @@ def test_ambiguous_contact_block_is_409_and_stores_nothing(client, admin, own_ch
     ext = crm.unique("amb-msg")
     resp = post(client, own_chan["id"], crm.inbound_body({"phone": phone, "email": email},
                                                          "who am I", ext))
-    crm.assert_error(resp, 409, "CONFLICT")
+    assert_two_contacts(resp, a["id"], b["id"])
     # Both named, so that an operator can tell which two records are the same patient.
     assert (f"the phone contact {a['id']}, the e-mail contact {b['id']}" in
             resp.json["detail"]), resp.json
@@ -444,15 +452,21 @@ def test_ambiguous_contact_block_is_409_and_stores_nothing(client, admin, own_ch
     # Nothing remembered either: the same external message id from a clear sender is new.
     ack = crm.inbound(client, own_chan["id"], SECRET, {"phone": phone}, "it is me", ext)
     assert ack["contact_id"] == a["id"] and ack["duplicate"] is False, ack
+    # Once an operator merges the two, the same block finds the one record that is left.
+    crm.assert_json_response(client.post(f"{crm.contact_url(a['id'])}/merge",
+                                          {"duplicate_id": b["id"]}, token=admin), 200)
+    again = crm.inbound(client, own_chan["id"], SECRET, {"phone": phone, "email": email},
+                        "it is still me")
+    assert again["contact_id"] == a["id"], again
 
 
 def test_ambiguous_contact_with_an_external_id_is_not_remembered(client, admin, own_chan):
     phone, email = crm.unique_phone(), crm.unique_email("amb2")
     a = crm.create_contact(client, admin, first_name="A2", phone=phone)
-    crm.create_contact(client, admin, first_name="B2", email=email)
+    b = crm.create_contact(client, admin, first_name="B2", email=email)
     ext_id = crm.unique("patient")
-    crm.assert_error(post(client, own_chan["id"], crm.inbound_body(
-        {"phone": phone, "email": email, "external_id": ext_id})), 409, "CONFLICT")
+    assert_two_contacts(post(client, own_chan["id"], crm.inbound_body(
+        {"phone": phone, "email": email, "external_id": ext_id})), a["id"], b["id"])
     # The refused message stored no identity: the external id alone finds no contact yet,
     # so a message with the external id and the phone goes to A and remembers A.
     ack = crm.inbound(client, own_chan["id"], SECRET, {"phone": phone, "external_id": ext_id})

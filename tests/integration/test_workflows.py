@@ -352,7 +352,7 @@ def test_list_pages_newest_first_and_filters(client, fresh):
     ({"page": 0}, ("query", "page")),
     ({"per_page": 0}, ("query", "per_page")),
     ({"per_page": 101}, ("query", "per_page")),
-    ({"trigger_type": "contact.merged"}, ("query", "trigger_type")),
+    ({"trigger_type": "contact.exploded"}, ("query", "trigger_type")),
     ({"is_active": "maybe"}, ("query", "is_active")),
 ])
 def test_invalid_list_parameters_are_422(client, admin, params, loc):
@@ -390,7 +390,7 @@ INVALID_CREATE = [
     ("description 2001", {"description": "d" * 2001},
      [(("body", "description"), "string_too_long")]),
     ("trigger_type missing", {"trigger_type": MISSING}, [(("body", "trigger_type"), "missing")]),
-    ("trigger_type unknown", {"trigger_type": "contact.merged"},
+    ("trigger_type unknown", {"trigger_type": "contact.exploded"},
      [(("body", "trigger_type"), "enum")]),
     ("trigger_type capitalised", {"trigger_type": "Manual"}, [(("body", "trigger_type"), "enum")]),
     ("trigger_type empty", {"trigger_type": ""}, [(("body", "trigger_type"), "enum")]),
