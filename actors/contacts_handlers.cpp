@@ -87,9 +87,38 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
       fail_with(reply));
 }
 
+// An upsert's row whose e-mail is a contact's: that contact updated with the row's fields (the
+// columns the file has; an empty cell leaves the value as it is). Nothing changed: no write.
+bool upsert_row(contacts_state& st, contact_fields& f, std::vector<issue> pre,
+                const std::vector<domain::loc_part>& prefix, domain::bulk_item& result,
+                std::vector<std::int64_t>& touched) {
+  if (!f.email || !*f.email) return false;
+  auto owner = email_owner(st, **f.email);
+  auto cur = owner ? projected_contact(st, owner) : nullptr;
+  if (!cur) return false;
+  auto before = *cur;
+  auto c = before;
+  f.email.reset(); // the key it was found by (kept in the contact's own spelling)
+  auto r = apply_fields(st, c, f, false, prefix);
+  r.issues.insert(r.issues.begin(), pre.begin(), pre.end());
+  result.updated = true;
+  if (!r.issues.empty()) {
+    result.errors = std::move(r.issues);
+    return true;
+  }
+  result.id = c.id;
+  auto changed = domain::changed_fields(before, c);
+  if (changed.empty()) return true;
+  c.updated_at = next_timestamp(before.updated_at);
+  touched.push_back(c.id);
+  stage_contact(st, &before, c);
+  contact_events(st, &before, c, r, fields_sent(f));
+  return true;
+}
+
 void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
              std::vector<std::vector<issue>> pre_errors, idempotency key, std::string row_loc,
-             callback<stored_response> reply) {
+             callback<stored_response> reply, bool upsert) {
   auto& st = self->state;
   if (answer_known_key(self, key, reply)) return;
   std::vector<domain::bulk_item> results(items.size());
@@ -100,6 +129,12 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
                                          static_cast<std::int64_t>(i)};
     if (row_loc == "rows" && items[i].custom_fields)
       items[i].custom_fields = convert_cells(st.defs, *items[i].custom_fields);
+    if (upsert &&
+        upsert_row(st, items[i],
+                   i < pre_errors.size() ? std::move(pre_errors[i]) : std::vector<issue>{}, prefix,
+                   results[i], created))
+      continue;
+    if (upsert) results[i].updated = false;
     domain::contact c;
     c.id = st.contact_ids.front();
     c.tenant_id = st.env.tenant_id;
@@ -126,7 +161,7 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
   // A request that created nothing stores no answer for its key: sent again (corrected), it is
   // a new request, not a replay of the refusal.
   if (!created.empty()) stage_key(st, key, 200, body);
-  // One row for the whole request, naming every contact it created.
+  // One row for the whole request, naming every contact it created (or an upsert updated).
   audit_change(st, reply.who(), "contact", std::nullopt,
                row_loc == "rows" ? "import" : "bulk_create", {}, 200, std::move(created));
   stage_write(
@@ -246,7 +281,7 @@ void do_merge(contacts_actor* self, std::int64_t survivor_id, contact_merge_requ
   }
   auto c = domain::merged_contact(before, duplicate, req.prefer, custom);
   c.updated_at = next_timestamp(before.updated_at);
-  auto changed = domain::differing_fields(before, c);
+  auto changed = domain::changed_fields(before, c);
   audit_change(st, reply.who(), "contact", survivor_id, "merge", changed, 200,
                {survivor_id, duplicate.id});
   persistence::contact_merge m;

@@ -194,6 +194,7 @@ std::string encode_bulk_results(const std::vector<bulk_item>& results) {
     o["index"] = static_cast<std::int64_t>(i);
     if (results[i].errors.empty()) {
       o["id"] = results[i].id;
+      if (results[i].updated) o["updated"] = *results[i].updated;
     } else {
       json::array errs;
       for (auto& e : results[i].errors) {

@@ -31,6 +31,7 @@ std::string encode_tag(const tag_count& t);
 struct bulk_item {
   std::int64_t id = 0;
   std::vector<issue> errors;
+  std::optional<bool> updated; // an upsert's: the row updated a contact (else created one)
 };
 std::string encode_bulk_results(const std::vector<bulk_item>& results);
 

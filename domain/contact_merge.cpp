@@ -96,24 +96,6 @@ contact merged_contact(const contact& survivor, const contact& duplicate,
   return out;
 }
 
-std::vector<std::string> differing_fields(const contact& a, const contact& b) {
-  std::vector<std::string> out;
-  auto differs = [&](const char* name, bool d) {
-    if (d) out.emplace_back(name);
-  };
-  differs("first_name", a.first_name != b.first_name);
-  differs("last_name", a.last_name != b.last_name);
-  differs("email", a.email != b.email);
-  differs("phone", a.phone != b.phone);
-  differs("company_id", a.company_id != b.company_id);
-  differs("owner_id", a.owner_id != b.owner_id);
-  differs("status", a.status != b.status);
-  differs("source", a.source != b.source);
-  differs("tags", a.tags != b.tags);
-  differs("custom_fields", a.custom_fields != b.custom_fields);
-  return out;
-}
-
 std::string mailbox_of(std::string_view email) {
   auto lower = ascii_lower(email);
   auto at = lower.rfind('@');

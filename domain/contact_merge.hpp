@@ -33,9 +33,6 @@ using merge_preferences = std::map<std::string, merge_side, std::less<>>;
 contact merged_contact(const contact& survivor, const contact& duplicate,
                        const merge_preferences& prefer, std::string_view duplicate_custom_fields);
 
-// The names of the fields whose values differ between two versions of a contact.
-std::vector<std::string> differing_fields(const contact& a, const contact& b);
-
 // ---- duplicates ---------------------------------------------------------------------------
 
 // An e-mail address as a mailbox: lower-cased, the "+tag" of the local part dropped, and for

@@ -102,8 +102,12 @@ object_t bulk_results(std::size_t max) {
   auto errors = array_of(ref("ValidationIssue"));
   errors["minItems"] = 1;
   auto index = integer(0, static_cast<std::int64_t>(max) - 1);
-  auto result = object_t{{"oneOf", json::array{object({{"index", index}, {"id", id()}}),
-                                               object({{"index", index}, {"errors", errors}})}}};
+  auto updated = boolean();
+  updated["description"] = "only in an import with mode=upsert: whether the row's e-mail found "
+                           "a contact it updated (else it created one)";
+  auto result = object_t{
+      {"oneOf", json::array{object({{"index", index}, {"id", id()}, {"updated", updated, false}}),
+                            object({{"index", index}, {"errors", errors}})}}};
   return object({{"results", array_of(result)}});
 }
 

@@ -128,7 +128,14 @@ void bulk(services& s, const exchange_ptr& ex) {
       }));
 }
 
+constexpr std::array<std::string_view, 2> import_modes{"create", "upsert"};
+
 void import(services& s, const exchange_ptr& ex) {
+  auto mode = ex->req.query_value("mode").value_or("create");
+  if (std::find(import_modes.begin(), import_modes.end(), mode) == import_modes.end())
+    return ex->fail(
+        failure::invalid({{{"query", "mode"}, "Input should be 'create' or 'upsert'", "enum"}}));
+  bool upsert = mode == "upsert";
   auto ct = ex->req.header("content-type");
   if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv")
     return ex->fail(failure::invalid(
@@ -171,9 +178,9 @@ void import(services& s, const exchange_ptr& ex) {
   }
   actors::bulk_create_contacts(
       s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), idempotency_of(ex), "rows",
-      actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
-        reply_stored(ex, std::move(r), "");
-      }));
+      actors::callback<actors::stored_response>(
+          [ex](domain::outcome<actors::stored_response> r) { reply_stored(ex, std::move(r), ""); }),
+      upsert);
 }
 
 std::string csv_row(const domain::contact& c) {
@@ -465,7 +472,12 @@ void add_contact_routes(router& r, services& s) {
              "email, phone, company_id, owner_id, status, source, tags (;-separated), "
              "cf.<key>",
          "contacts"},
-        route_doc("", "ContactBulkResults").with_media("text/csv", "application/json"));
+        route_doc("", "ContactBulkResults")
+            .with_media("text/csv", "application/json")
+            .with_query({schema::query(
+                "mode", schema::one_of(import_modes),
+                "create (default): a row whose e-mail is taken is refused; upsert: it updates "
+                "that contact with the row's cells (an empty cell changes nothing)")}));
   r.add({verb::post, "/api/v1/contacts/search", access::bearer, permission::read_records,
          bind(s, search),
          "Search contacts: filter groups OR-ed, the filters of a group AND-ed (HubSpot's shape)",

@@ -1,7 +1,8 @@
 """Imports that round-trip (contract §11, docs/design.md "Import"): a file from GET
 /contacts/export imports unchanged, into another tenant too (its id, created_at and updated_at
 columns ignored, custom_fields read from its JSON column, tags from their ;-list), and an
-import honours Idempotency-Key like the bulk create."""
+import honours Idempotency-Key like the bulk create. With ?mode=upsert, a row whose e-mail is a
+contact's updates that contact instead of being refused."""
 import csv
 import io
 
@@ -67,3 +68,51 @@ def test_an_import_honours_its_idempotency_key(client, cli_env):
     crm.assert_error(post_csv(client, s.admin, text.replace("Key,", "Other,"),
                               **{"Idempotency-Key": "import-1"}), 409, "CONFLICT")
     assert crm.list_total(client, s.admin) == 1
+
+
+def test_upsert_updates_the_contact_with_the_same_email(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    phone = crm.unique_phone()
+    ana = crm.create_contact(client, s.admin, first_name="Ana", email="ana.up@example.org",
+                             phone=phone, tags=["a"])
+    text = ("first_name,last_name,email,status,tags\r\n"
+            "Ana,Lima,ANA.UP@example.org,qualified,vip\r\n"
+            "Novo,,novo.up@example.org,active,\r\n")
+    # Without the mode, the e-mail is taken: that row is refused, the other created.
+    plain = crm.assert_json_response(post_csv(client, s.admin, text), 200)["results"]
+    assert [r.get("id") is None for r in plain] == [True, False], plain
+    assert plain[0]["errors"][0]["type"] == "duplicate_email", plain
+    new_id = plain[1]["id"]
+    assert all("updated" not in r for r in plain), plain
+    # Upsert: the contact with the e-mail (in any case) is updated with the row's cells; a
+    # column the file does not have stays as it was.
+    resp = client.request("POST", IMPORT + "?mode=upsert", raw=text.encode(), token=s.admin,
+                          headers={"Content-Type": "text/csv"})
+    results = crm.assert_json_response(resp, 200)["results"]
+    assert results == [{"index": 0, "id": ana["id"], "updated": True},
+                       {"index": 1, "id": new_id, "updated": True}], results
+    got = crm.get_contact(client, s.admin, ana["id"])
+    assert (got["first_name"], got["last_name"], got["status"], got["tags"], got["phone"],
+            got["email"]) == ("Ana", "Lima", "qualified", ["vip"], phone, "ana.up@example.org"), got
+    assert crm.list_total(client, s.admin) == 2
+    # A new e-mail is still a create; a bad cell is that row's error alone.
+    more = ("first_name,email,status\r\n"
+            "Caio,caio.up@example.org,active\r\n"
+            "Ana,ana.up@example.org,sleeping\r\n")
+    resp = client.request("POST", IMPORT + "?mode=upsert", raw=more.encode(), token=s.admin,
+                          headers={"Content-Type": "text/csv"})
+    results = crm.assert_json_response(resp, 200)["results"]
+    assert results[0]["updated"] is False and "id" in results[0], results
+    assert [e["loc"] for e in results[1]["errors"]] == [["body", "rows", 1, "status"]], results
+    assert crm.get_contact(client, s.admin, ana["id"])["status"] == "qualified"
+    # The tenant's own export, imported back in upsert mode, changes nothing and adds nothing.
+    before = shown(client, s.admin)
+    back = client.request("POST", IMPORT + "?mode=upsert",
+                          raw=export_text(client, s.admin).encode(), token=s.admin,
+                          headers={"Content-Type": "text/csv"})
+    assert all(r["updated"] for r in crm.assert_json_response(back, 200)["results"])
+    assert shown(client, s.admin) == before
+    crm.assert_validation_locs(client.request("POST", IMPORT + "?mode=merge", raw=text.encode(),
+                                              token=s.admin,
+                                              headers={"Content-Type": "text/csv"}),
+                               ("query", "mode"))

@@ -42,8 +42,6 @@ TEST(MergedContact, KeepsTheSurvivorsValuesAndFillsWhatItLacks) {
   EXPECT_EQ(m.status, contact_status::active);
   EXPECT_EQ(m.tags, (std::vector<std::string>{"vip", "Cardio", "lab"}));
   EXPECT_EQ(m.custom_fields, R"({"allergy":"none","blood":"O+","insurer":"Acme"})");
-  EXPECT_EQ(differing_fields(s, m),
-            (std::vector<std::string>{"email", "company_id", "tags", "custom_fields"}));
 }
 
 TEST(MergedContact, PreferTakesTheDuplicatesValueWhereItHasOne) {

@@ -89,16 +89,17 @@ TEST(workflow, names_round_trip_and_record_events_are_the_outbox_ones) {
   for (auto name : {"contact.created", "contact.tag_added", "deal.stage_changed",
                     "message.received", "webhook", "schedule", "manual"})
     EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
-  EXPECT_FALSE(parse_trigger_type("contact.merged"));
+  EXPECT_FALSE(parse_trigger_type("contact.exploded"));
   for (auto name : {"deal.created", "deal.updated", "deal.won", "deal.lost", "deal.deleted"})
     EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
   for (auto name : {"appointment.booked", "appointment.rescheduled", "appointment.cancelled",
                     "appointment.confirmed", "appointment.no_show", "appointment.completed"})
     EXPECT_EQ(to_string(*parse_trigger_type(name)), name);
   EXPECT_EQ(to_string(*parse_trigger_type("task.overdue")), "task.overdue");
-  EXPECT_EQ(record_event_names().size(), 19U);
+  EXPECT_EQ(to_string(*parse_trigger_type("contact.merged")), "contact.merged");
+  EXPECT_EQ(record_event_names().size(), 20U);
   EXPECT_EQ(record_event_names().front(), "contact.created");
-  EXPECT_EQ(record_event_names().back(), "task.overdue");
+  EXPECT_EQ(record_event_names().back(), "contact.merged");
   EXPECT_TRUE(is_record_event(trigger_type::appointment_booked));
   EXPECT_TRUE(is_record_event(trigger_type::deal_created));
   EXPECT_FALSE(is_record_event(trigger_type::schedule));
