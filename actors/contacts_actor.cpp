@@ -26,6 +26,7 @@ std::string page_json(const contacts_records& r, const domain::contact_query& q,
 domain::contact_query search_query(const domain::contact_search& s) {
   domain::contact_query q;
   q.extra = domain::search_predicate(s);
+  q.plan = domain::search_value_plan(s);
   q.sort = s.sort;
   q.descending = s.descending;
   q.offset = static_cast<std::int64_t>(s.page - 1) * s.per_page;

@@ -642,4 +642,62 @@ std::function<bool(const contact&)> search_predicate(const contact_search& s) {
   return search_detail::compile_all(s);
 }
 
+namespace search_detail {
+
+// A filter as a term of the value index (nothing: the index cannot answer it).
+std::optional<value_term> value_term_of(const compiled& f) {
+  using o = search_op;
+  if (f.custom) return std::nullopt;
+  value_term t;
+  t.negated = f.op == o::neq || f.op == o::not_in;
+  bool listed = f.op == o::eq || f.op == o::in || t.negated;
+  std::string none; // the key of "no value"
+  switch (f.which) {
+  case builtin::status:
+    if (f.op == o::exists) return value_term{{}, true}; // every contact has one
+    if (f.op == o::not_exists) return value_term{};     // none has none
+    for (auto s : f.statuses) t.keys.push_back(status_value_key(s));
+    break;
+  case builtin::source:
+    none = source_value_key(std::nullopt);
+    for (auto s : f.sources) t.keys.push_back(source_value_key(s));
+    break;
+  case builtin::tag:
+    if (f.op == o::contains) return std::nullopt;
+    none = tag_value_key("");
+    for (auto& text : f.texts) t.keys.push_back(tag_value_key(text));
+    break;
+  case builtin::owner_id:
+    if (!listed && f.op != o::exists && f.op != o::not_exists) return std::nullopt;
+    none = owner_value_key(std::nullopt);
+    for (auto n : f.numbers) {
+      auto id = static_cast<std::int64_t>(n);
+      if (static_cast<double>(id) != n) return std::nullopt;
+      t.keys.push_back(owner_value_key(id));
+    }
+    break;
+  default: return std::nullopt;
+  }
+  if (f.op == o::exists) return value_term{{none}, true};
+  if (f.op == o::not_exists) return value_term{{none}, false};
+  if (!listed) return std::nullopt;
+  return t;
+}
+
+} // namespace search_detail
+
+std::shared_ptr<const value_plan> search_value_plan(const contact_search& s) {
+  if (s.groups.empty()) return nullptr;
+  auto plan = std::make_shared<value_plan>();
+  for (auto& g : s.groups) {
+    auto& group = plan->emplace_back();
+    for (auto& f : g) {
+      auto t = search_detail::value_term_of(search_detail::compile(f));
+      if (!t) return nullptr;
+      group.push_back(std::move(*t));
+    }
+  }
+  return plan;
+}
+
 } // namespace crm::domain

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cassert>
 #include <iterator>
 #include <limits>
@@ -186,6 +187,13 @@ public:
     return !q_.status && !q_.source && !q_.company_id && !q_.owner_id && q_.tags.empty() &&
            !q_.created_after && !q_.created_before && !q_.updated_after && q_.search.empty() &&
            !q_.extra;
+  }
+
+  // Nothing but `extra` (and its plan) filters.
+  bool only_extra() const {
+    return q_.extra && !q_.status && !q_.source && !q_.company_id && !q_.owner_id &&
+           q_.tags.empty() && !q_.created_after && !q_.created_before && !q_.updated_after &&
+           q_.search.empty();
   }
 
   // Anything to test besides the search text.
@@ -482,6 +490,64 @@ struct contact_store::impl {
   std::array<slot_order, sort_key_count> orders;
   std::unordered_map<trigram, std::vector<std::uint32_t>> postings;
   std::map<std::string, tag_entry, std::less<>> tag_index; // by lower-cased name
+  // The value index: a bitmap of slots for each value key (status, source, owner, each tag),
+  // and one of the live slots (a negated term keeps only those).
+  using bitmap = std::vector<std::uint64_t>;
+  std::unordered_map<std::string, bitmap> values;
+  bitmap live_bits;
+
+  static void set_bit(bitmap& b, std::uint32_t s) {
+    if (b.size() <= s / 64) b.resize(s / 64 + 1, 0);
+    b[s / 64] |= std::uint64_t{1} << (s % 64);
+  }
+  static void clear_bit(bitmap& b, std::uint32_t s) {
+    if (s / 64 < b.size()) b[s / 64] &= ~(std::uint64_t{1} << (s % 64));
+  }
+  static bool test_bit(const bitmap& b, std::uint32_t s) {
+    return s / 64 < b.size() && ((b[s / 64] >> (s % 64)) & 1U) != 0;
+  }
+
+  static std::vector<std::string> value_keys(const contact& c) {
+    std::vector<std::string> keys{status_value_key(c.status), source_value_key(c.source),
+                                  owner_value_key(c.owner_id)};
+    if (c.tags.empty()) keys.push_back(tag_value_key(""));
+    for (const auto& t : c.tags) keys.push_back(tag_value_key(t));
+    return keys;
+  }
+  void add_values(const contact& c, std::uint32_t s) {
+    set_bit(live_bits, s);
+    for (const auto& k : value_keys(c)) set_bit(values[k], s);
+  }
+  void remove_values(const contact& c, std::uint32_t s) {
+    clear_bit(live_bits, s);
+    for (const auto& k : value_keys(c)) {
+      auto it = values.find(k);
+      if (it == values.end()) continue;
+      clear_bit(it->second, s);
+      if (std::all_of(it->second.begin(), it->second.end(), [](auto w) { return w == 0; }))
+        values.erase(it);
+    }
+  }
+
+  // The slots the plan selects.
+  bitmap evaluate(const value_plan& plan) const {
+    const std::size_t words = (slots_used + 63) / 64;
+    bitmap result(words, 0), group_bits(words), term(words);
+    for (const auto& group : plan) {
+      for (std::size_t i = 0; i < words; ++i)
+        group_bits[i] = i < live_bits.size() ? live_bits[i] : 0;
+      for (const auto& t : group) {
+        std::fill(term.begin(), term.end(), 0);
+        for (const auto& k : t.keys)
+          if (const auto it = values.find(k); it != values.end())
+            for (std::size_t i = 0; i < std::min(words, it->second.size()); ++i)
+              term[i] |= it->second[i];
+        for (std::size_t i = 0; i < words; ++i) group_bits[i] &= t.negated ? ~term[i] : term[i];
+      }
+      for (std::size_t i = 0; i < words; ++i) result[i] |= group_bits[i];
+    }
+    return result;
+  }
 
   contact& slot(std::uint32_t s) { return (*chunks[s >> chunk_bits])[s & (chunk_size - 1)]; }
   const contact& slot(std::uint32_t s) const {
@@ -585,6 +651,7 @@ struct contact_store::impl {
     add_postings(trigrams_of(stored), s);
     set_text(s, stored);
     add_tags(stored);
+    add_values(stored, s);
   }
 
   void replace(std::uint32_t s, contact c) {
@@ -608,7 +675,9 @@ struct contact_store::impl {
     // New tags first: a tag the contact keeps (perhaps spelt differently) keeps its name.
     add_tags(c);
     remove_tags(current);
+    remove_values(current, s);
     current = std::move(c);
+    add_values(current, s);
     for (std::size_t k = 0; k < sort_key_count; ++k)
       if (moved[k]) orders[k].insert(s, ascending(static_cast<contact_sort>(k)));
     remove_postings(gone, s);
@@ -623,6 +692,7 @@ struct contact_store::impl {
     remove_postings(trigrams_of(c), s);
     clear_text(s);
     remove_tags(c);
+    remove_values(c, s);
     by_id.erase(c.id);
     slot(s) = contact{}; // frees the strings now
     live[s] = false;
@@ -758,7 +828,15 @@ struct contact_store::impl {
       emit_positions(q.sort, q.descending, from, to, emit);
       return n;
     }
-    auto hits = matching_slots(matches);
+    std::vector<std::uint32_t> hits;
+    if (q.plan && matches.only_extra()) {
+      const auto bits = evaluate(*q.plan);
+      for (std::size_t i = 0; i < bits.size(); ++i)
+        for (auto w = bits[i]; w != 0; w &= w - 1)
+          hits.push_back(static_cast<std::uint32_t>(i * 64 + std::countr_zero(w)));
+    } else {
+      hits = matching_slots(matches);
+    }
     const std::size_t total = hits.size();
     to = std::min(to, total);
     if (from >= to) return total;
@@ -872,6 +950,19 @@ std::vector<std::int64_t> contact_store::of_company(std::int64_t company_id) con
     if (c.company_id == company_id) out.push_back(c.id);
   });
   return out;
+}
+
+std::string status_value_key(contact_status s) {
+  return "s:" + std::string(to_string(s));
+}
+std::string source_value_key(std::optional<contact_source> s) {
+  return s ? "o:" + std::string(to_string(*s)) : std::string("o");
+}
+std::string tag_value_key(std::string_view tag) {
+  return tag.empty() ? std::string("t") : "t:" + ascii_lower(tag);
+}
+std::string owner_value_key(std::optional<std::int64_t> owner) {
+  return owner ? "w:" + std::to_string(*owner) : std::string("w");
 }
 
 bool matches_search(const contact& c, std::string_view query) {

@@ -14,6 +14,20 @@
 
 namespace crm::domain {
 
+// A filter the store answers from its value index instead of testing every contact: the
+// contact search's filters on status, source, tag and owner (docs/design.md "Contact search").
+// A term holds when the contact has one of `keys` (`negated`: none of them); the terms of a
+// group are AND-ed, the groups OR-ed. Keys are made by the *_value_key functions.
+struct value_term {
+  std::vector<std::string> keys;
+  bool negated = false;
+};
+using value_plan = std::vector<std::vector<value_term>>;
+std::string status_value_key(contact_status s);
+std::string source_value_key(std::optional<contact_source> s);  // nothing: no source
+std::string tag_value_key(std::string_view tag);                // "": no tag at all
+std::string owner_value_key(std::optional<std::int64_t> owner); // nothing: no owner
+
 struct contact_query {
   std::optional<contact_status> status;
   std::optional<contact_source> source;
@@ -25,6 +39,9 @@ struct contact_query {
   std::optional<std::int64_t> updated_after;  // updated_at >  value
   std::string search;                         // case-insensitive substring, see matches_search
   std::function<bool(const contact&)> extra;  // further predicate (custom fields), may be empty
+  // The same filter as `extra`, answered from the value index when no other filter is set
+  // (`extra` is then not called); none: `extra` decides.
+  std::shared_ptr<const value_plan> plan;
   contact_sort sort = contact_sort::id;
   bool descending = false;
   std::int64_t offset = 0;
