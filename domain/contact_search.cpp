@@ -668,14 +668,17 @@ std::optional<value_term> value_term_of(const compiled& f) {
     for (auto& text : f.texts) t.keys.push_back(tag_value_key(text));
     break;
   case builtin::owner_id:
+  case builtin::company_id: {
     if (!listed && f.op != o::exists && f.op != o::not_exists) return std::nullopt;
-    none = owner_value_key(std::nullopt);
+    auto key = f.which == builtin::owner_id ? owner_value_key : company_value_key;
+    none = key(std::nullopt);
     for (auto n : f.numbers) {
       auto id = static_cast<std::int64_t>(n);
       if (static_cast<double>(id) != n) return std::nullopt;
-      t.keys.push_back(owner_value_key(id));
+      t.keys.push_back(key(id));
     }
     break;
+  }
   default: return std::nullopt;
   }
   if (f.op == o::exists) return value_term{{none}, true};

@@ -92,8 +92,8 @@ bool search_matches(const contact_search& s, const contact& c);
 // The predicate for a contact_query (compiled once: the values parsed, texts lower-cased).
 std::function<bool(const contact&)> search_predicate(const contact_search& s);
 // The same search as a plan of the store's value index, when every filter is one the index
-// answers (status, source, tag and owner_id with eq, neq, in, not_in, exists, not_exists);
-// nothing otherwise (or with no group), and the predicate decides.
+// answers (status, source, tag, owner_id and company_id with eq, neq, in, not_in, exists,
+// not_exists); nothing otherwise (or with no group), and the predicate decides.
 std::shared_ptr<const value_plan> search_value_plan(const contact_search& s);
 
 } // namespace crm::domain

@@ -15,7 +15,8 @@
 namespace crm::domain {
 
 // A filter the store answers from its value index instead of testing every contact: the
-// contact search's filters on status, source, tag and owner (docs/design.md "Contact search").
+// contact search's filters on status, source, tag, owner and company, and the list's filters
+// on them (docs/design.md "Contact search").
 // A term holds when the contact has one of `keys` (`negated`: none of them); the terms of a
 // group are AND-ed, the groups OR-ed. Keys are made by the *_value_key functions.
 struct value_term {
@@ -24,9 +25,10 @@ struct value_term {
 };
 using value_plan = std::vector<std::vector<value_term>>;
 std::string status_value_key(contact_status s);
-std::string source_value_key(std::optional<contact_source> s);  // nothing: no source
-std::string tag_value_key(std::string_view tag);                // "": no tag at all
-std::string owner_value_key(std::optional<std::int64_t> owner); // nothing: no owner
+std::string source_value_key(std::optional<contact_source> s);      // nothing: no source
+std::string tag_value_key(std::string_view tag);                    // "": no tag at all
+std::string owner_value_key(std::optional<std::int64_t> owner);     // nothing: no owner
+std::string company_value_key(std::optional<std::int64_t> company); // nothing: no company
 
 struct contact_query {
   std::optional<contact_status> status;

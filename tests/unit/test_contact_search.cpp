@@ -202,6 +202,7 @@ TEST(contact_search_index, answers_what_the_predicate_answers_while_contacts_cha
     c.status = statuses[next(4)];
     if (auto s = next(3); s > 0) c.source = s == 1 ? contact_source::referral : contact_source::ads;
     if (next(2) == 1) c.owner_id = 1 + static_cast<std::int64_t>(next(3));
+    if (next(2) == 1) c.company_id = 4 + static_cast<std::int64_t>(next(3));
     for (std::size_t i = next(3); i > 0; --i) {
       std::string t(tags[next(4)]);
       if (std::none_of(c.tags.begin(), c.tags.end(),
@@ -225,6 +226,9 @@ TEST(contact_search_index, answers_what_the_predicate_answers_while_contacts_cha
           "value":["qualified","unqualified"]},{"field":"source","op":"neq","value":"ads"}]}]})",
       R"({"filter_groups":[{"filters":[{"field":"tag","op":"not_exists"},
           {"field":"owner_id","op":"exists"},{"field":"source","op":"exists"}]}]})",
+      R"({"filter_groups":[{"filters":[{"field":"company_id","op":"in","value":[4,6]},
+          {"field":"tag","op":"neq","value":"cardio"}]},{"filters":[{"field":"company_id",
+          "op":"not_exists"}]}]})",
       R"({"filter_groups":[{"filters":[{"field":"owner_id","op":"neq","value":2},
           {"field":"status","op":"exists"}]}],"sort":{"field":"updated_at","order":"desc"}})",
   };
@@ -242,12 +246,38 @@ TEST(contact_search_index, answers_what_the_predicate_answers_while_contacts_cha
     EXPECT_EQ(a, b) << body;
     EXPECT_GT(b.second, 0) << body;
   };
+  // The list's own filters (status, source, owner, company, tags) go through the index too.
+  auto compare_list = [&](contact_query q) {
+    std::vector<std::int64_t> want;
+    for (std::int64_t id = 1; id <= 450; ++id)
+      if (auto* c = store.find(id); c && matches(*c, q)) want.push_back(id);
+    auto got = listed(store, q);
+    EXPECT_EQ(got.first, want);
+    EXPECT_EQ(got.second, static_cast<std::int64_t>(want.size()));
+  };
+  auto lists = [&] {
+    for (auto status : statuses)
+      for (std::string tag : {"vip", "Lab"}) {
+        contact_query q;
+        q.status = status;
+        q.tags = {tag};
+        compare_list(q);
+        q.owner_id = 2;
+        q.company_id = 5;
+        compare_list(q);
+      }
+    contact_query by_source;
+    by_source.source = contact_source::ads;
+    compare_list(by_source);
+  };
   for (auto* body : bodies) compare(body);
+  lists();
   // Replaced, removed and reused slots keep the index in step.
   for (std::int64_t id = 1; id <= 400; id += 3) store.upsert(random_contact(id));
   for (std::int64_t id = 2; id <= 400; id += 5) store.erase(id);
   for (std::int64_t id = 401; id <= 450; ++id) store.upsert(random_contact(id));
   for (auto* body : bodies) compare(body);
+  lists();
 }
 
 TEST(contact_search_index, leaves_what_it_cannot_answer_to_the_predicate) {
