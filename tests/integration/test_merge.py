@@ -263,3 +263,25 @@ def test_duplicates_are_found_by_phone_mailbox_and_close_names(client, cli_env):
     crm.assert_validation_locs(client.get(crm.with_query("/api/v1/contacts/duplicates",
                                                          {"per_page": 0}), token=t),
                                ("query", "per_page"))
+
+
+def test_a_merge_is_remembered_by_a_reloaded_actor_and_goes_with_the_survivor(server, client,
+                                                                             sess):
+    admin, manager = sess.admin, sess.tokens["manager"]
+    survivor = crm.create_contact(client, admin, first_name="Keeps")["id"]
+    dup = crm.create_contact(client, admin, first_name="Merged")["id"]
+    note(client, sess.tokens["agent"], dup, "kept with the survivor")
+    merge(client, manager, survivor, dup)
+    # The contacts actor fails and reloads: the merge is read back from Postgres.
+    metrics = server.metrics_client()
+    crm.assert_json_response(metrics.post(f"/actors/{sess.tenant.tenant_id}/contacts/fail"), 202)
+
+    def reloaded():
+        resp = client.get(crm.contact_url(dup), token=admin)
+        return resp if resp.status != 503 else None
+    assert_merged_into(crm.eventually(reloaded, timeout=5), survivor)
+    # Deleting the survivor takes its notes (the duplicate's too) and the record of its merges:
+    # the duplicate is then a plain 404.
+    crm.assert_no_content(client.delete(crm.contact_url(survivor), token=admin))
+    crm.assert_error(client.get(crm.contact_url(dup), token=admin), 404, "NOT_FOUND")
+    crm.assert_error(client.get(crm.contact_url(survivor), token=admin), 404, "NOT_FOUND")
