@@ -137,6 +137,7 @@ const std::vector<table_row>& table() {
       {verb::get, "/api/v1/deals", rule(m::list, "deal", "list", "", "items")},
       {verb::post, "/api/v1/deals", rule(m::change_in_tx, "deal", "create", "")},
       {verb::post, "/api/v1/deals/bulk", rule(m::change_in_tx, "deal", "bulk_create", "")},
+      {verb::post, "/api/v1/deals/import", rule(m::change_in_tx, "deal", "bulk_create", "")},
       {verb::get, "/api/v1/deals/export", rule(m::list, "deal", "export_csv", "")},
       {verb::get, "/api/v1/deals/{id}", rule(m::read, "deal", "read")},
       {verb::put, "/api/v1/deals/{id}", rule(m::change_in_tx, "deal", "update")},

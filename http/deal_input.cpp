@@ -1,6 +1,8 @@
 #include "http/deal_input.hpp"
 
+#include "domain/csv.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/validation.hpp"
 #include "http/json.hpp"
 
@@ -378,6 +380,66 @@ std::optional<deal_list_params> read_deal_query(const request& req, std::vector<
   p.page = *page;
   p.per_page = *per_page;
   return p;
+}
+
+namespace deal_import_detail {
+
+constexpr std::array<std::string_view, 16> columns{"id",
+                                                   "title",
+                                                   "amount",
+                                                   "currency",
+                                                   "status",
+                                                   "pipeline_id",
+                                                   "stage_id",
+                                                   "contact_id",
+                                                   "company_id",
+                                                   "owner_id",
+                                                   "expected_close_date",
+                                                   "lost_reason",
+                                                   "custom_fields",
+                                                   "created_at",
+                                                   "updated_at",
+                                                   "closed_at"};
+constexpr std::array<std::string_view, 4> ignored{"id", "created_at", "updated_at", "closed_at"};
+constexpr std::array<std::string_view, 5> numbers{"pipeline_id", "stage_id", "contact_id",
+                                                  "company_id", "owner_id"};
+
+template <std::size_t N>
+bool among(const std::array<std::string_view, N>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+} // namespace deal_import_detail
+
+bool importable_deal_column(std::string_view name) {
+  return deal_import_detail::among(deal_import_detail::columns, name);
+}
+
+actors::deal_fields read_deal_row(const std::vector<std::string>& header,
+                                  const std::vector<std::string>& cells, const loc_path& prefix) {
+  using deal_import_detail::among;
+  // The JSON object a client would have sent, then the JSON rules.
+  json::object o;
+  for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) {
+    auto& name = header[i];
+    auto cell = std::string(domain::unescape_csv_formula(domain::trim(cells[i])));
+    if (cell.empty() || among(deal_import_detail::ignored, name)) continue;
+    if (name == "custom_fields") {
+      json::error_code ec;
+      auto v = crm::domain::parse_json(cell, ec);
+      o["custom_fields"] = ec ? json::value(cell) : v; // not an object: reported by read_deal
+    } else if (among(deal_import_detail::numbers, name)) {
+      std::int64_t n = 0;
+      auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), n);
+      if (ec == std::errc{} && end == cell.data() + cell.size())
+        o[name] = n;
+      else
+        o[name] = cell; // reported as not an integer
+    } else {
+      o[name] = cell;
+    }
+  }
+  return read_deal(o, true, false, prefix);
 }
 
 } // namespace crm::http

@@ -69,6 +69,14 @@ inline constexpr std::size_t bulk_max = 1000;
 actors::deal_fields read_deal(const boost::json::object& o, bool creating, bool move,
                               const loc_path& prefix);
 
+// The deal import (POST /deals/import, docs/pipeline.md "Import"): every column of
+// GET /deals/export imports (id, created_at, updated_at and closed_at are the server's and
+// ignored; custom_fields is the export's JSON object); a row is read as POST /deals reads a
+// body, its issues under `prefix`.
+bool importable_deal_column(std::string_view name);
+actors::deal_fields read_deal_row(const std::vector<std::string>& header,
+                                  const std::vector<std::string>& cells, const loc_path& prefix);
+
 actors::pipeline_input read_pipeline(const boost::json::object& o,
                                      std::vector<domain::issue>& issues);
 actors::pipeline_patch read_pipeline_patch(const boost::json::object& o,

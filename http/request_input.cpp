@@ -1,7 +1,9 @@
 #include "http/request_input.hpp"
 
 #include "domain/crypto.hpp"
+#include "domain/csv.hpp"
 #include "domain/json_nul.hpp"
+#include "domain/validation.hpp"
 
 #include "domain/json_parse.hpp"
 #include "http/json.hpp"
@@ -33,6 +35,57 @@ void with_contact(actors::runtime& rt, const exchange_ptr& ex, std::int64_t id,
                             domain::audit_scope scope(who);
                             then();
                           }));
+}
+
+std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
+                                  const std::function<bool(std::string_view)>& known,
+                                  std::string_view required) {
+  using domain::failure;
+  auto ct = ex->req.header("content-type");
+  if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv") {
+    ex->fail(failure::invalid(
+        {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
+    return std::nullopt;
+  }
+  // PostgreSQL text holds neither a NUL byte nor anything but UTF-8.
+  if (auto at = domain::first_non_text(ex->req.body); at != std::string::npos) {
+    auto line = 1 + std::count(ex->req.body.begin(), ex->req.body.begin() + at, '\n');
+    ex->fail(failure::invalid(
+        {{{"body"},
+          "the CSV must be UTF-8 text without NUL characters (line " + std::to_string(line) + ")",
+          "value_error"}}));
+    return std::nullopt;
+  }
+  auto rows = domain::parse_csv(ex->req.body);
+  if (!rows) {
+    ex->fail(failure::invalid({{{"body"}, "malformed CSV (unbalanced quotes)", "value_error"}}));
+    return std::nullopt;
+  }
+  if (rows->empty()) {
+    ex->fail(failure::invalid({{{"body"}, "the CSV has no header row", "value_error"}}));
+    return std::nullopt;
+  }
+  csv_table out;
+  out.header = std::move((*rows)[0]);
+  std::vector<domain::issue> issues;
+  for (auto& h : out.header) {
+    h = std::string(domain::trim(h));
+    if (!known(h))
+      issues.push_back(
+          {{"body", "header", h}, "Extra inputs are not permitted", "extra_forbidden"});
+  }
+  if (std::find(out.header.begin(), out.header.end(), required) == out.header.end())
+    issues.push_back({{"body", "header", std::string(required)}, "Field required", "missing"});
+  if (rows->size() - 1 > rows_max)
+    issues.push_back({{"body", "rows"},
+                      "at most " + std::to_string(rows_max) + " rows per import",
+                      "value_error"});
+  if (!issues.empty()) {
+    ex->fail(failure::invalid(std::move(issues)));
+    return std::nullopt;
+  }
+  out.rows.assign(std::make_move_iterator(rows->begin() + 1), std::make_move_iterator(rows->end()));
+  return out;
 }
 
 std::optional<boost::json::object> object_body(const exchange_ptr& ex) {

@@ -10,11 +10,23 @@
 #include <functional>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace crm::http {
 
 std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view name = "id");
 std::optional<boost::json::object> object_body(const exchange_ptr& ex);
+
+// An import's text/csv body (contacts, deals): its header (trimmed) and rows, at most
+// `rows_max` of them; a column `known` refuses is extra_forbidden at body.header.<name>, and
+// `required` must be there. On any failure the 422 is already sent and nothing is returned.
+struct csv_table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
+                                  const std::function<bool(std::string_view)>& known,
+                                  std::string_view required);
 
 // 204 with no body, or the failure.
 actors::callback<domain::done> no_content_reply(const exchange_ptr& ex);

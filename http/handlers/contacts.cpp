@@ -136,45 +136,14 @@ void import(services& s, const exchange_ptr& ex) {
     return ex->fail(
         failure::invalid({{{"query", "mode"}, "Input should be 'create' or 'upsert'", "enum"}}));
   bool upsert = mode == "upsert";
-  auto ct = ex->req.header("content-type");
-  if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv")
-    return ex->fail(failure::invalid(
-        {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
-  // PostgreSQL text holds neither a NUL byte nor anything but UTF-8.
-  if (auto at = domain::first_non_text(ex->req.body); at != std::string::npos) {
-    auto line = 1 + std::count(ex->req.body.begin(), ex->req.body.begin() + at, '\n');
-    return ex->fail(failure::invalid(
-        {{{"body"},
-          "the CSV must be UTF-8 text without NUL characters (line " + std::to_string(line) + ")",
-          "value_error"}}));
-  }
-  auto rows = domain::parse_csv(ex->req.body);
-  if (!rows)
-    return ex->fail(
-        failure::invalid({{{"body"}, "malformed CSV (unbalanced quotes)", "value_error"}}));
-  if (rows->empty())
-    return ex->fail(failure::invalid({{{"body"}, "the CSV has no header row", "value_error"}}));
-  auto header = (*rows)[0];
-  std::vector<issue> issues;
-  for (auto& h : header) {
-    h = std::string(domain::trim(h));
-    if (!importable_column(h))
-      issues.push_back(
-          {{"body", "header", h}, "Extra inputs are not permitted", "extra_forbidden"});
-  }
-  if (std::find(header.begin(), header.end(), "first_name") == header.end())
-    issues.push_back({{"body", "header", "first_name"}, "Field required", "missing"});
-  if (rows->size() - 1 > contact_rules::bulk_max)
-    issues.push_back({{"body", "rows"},
-                      "at most " + std::to_string(contact_rules::bulk_max) + " rows per import",
-                      "value_error"});
-  if (!issues.empty()) return ex->fail(failure::invalid(std::move(issues)));
-  auto n = rows->size() - 1;
+  auto table = csv_body(ex, contact_rules::bulk_max, importable_column, "first_name");
+  if (!table) return;
+  auto n = table->rows.size();
   std::vector<actors::contact_fields> fields(n);
   std::vector<std::vector<issue>> errors(n);
   for (std::size_t i = 0; i < n; ++i) {
     loc_path prefix{std::string("body"), std::string("rows"), static_cast<std::int64_t>(i)};
-    fields[i] = read_contact_row(header, (*rows)[i + 1], prefix, errors[i]);
+    fields[i] = read_contact_row(table->header, table->rows[i], prefix, errors[i]);
   }
   actors::bulk_create_contacts(
       s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), idempotency_of(ex), "rows",

@@ -116,3 +116,70 @@ def test_upsert_updates_the_contact_with_the_same_email(client, cli_env):
                                               token=s.admin,
                                               headers={"Content-Type": "text/csv"}),
                                ("query", "mode"))
+
+
+DEALS_IMPORT = "/api/v1/deals/import"
+DEAL_COMPARED = ("title", "amount", "currency", "status", "pipeline_id", "stage_id",
+                 "contact_id", "expected_close_date", "lost_reason", "custom_fields")
+
+
+def deals_csv(client, token, text):
+    return client.request("POST", DEALS_IMPORT, raw=text.encode("utf-8"), token=token,
+                          headers={"Content-Type": "text/csv"})
+
+
+def test_a_deals_export_imports_unchanged(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    t = s.admin
+    pipeline = crm.default_pipeline(client, t)
+    won = crm.stage_of_kind(pipeline, "won")
+    contact = crm.create_contact(client, t, first_name="Deal", last_name="Owner")["id"]
+    made = [crm.create_deal(client, t, title="Implant, upper \"left\"", amount="4800.50",
+                            contact_id=contact, expected_close_date="2030-03-31",
+                            custom_fields={"referral": "Dr. Lima; clinic"}),
+            crm.create_deal(client, t, title="=Whitening", currency="USD"),
+            crm.create_deal(client, t, title="Braces", amount="1200.00")]
+    crm.move_deal(client, t, made[2]["id"], won["id"])
+    resp = client.get("/api/v1/deals/export", token=t)
+    assert resp.status == 200, resp.describe()
+    text = resp.body.decode("utf-8")
+
+    results = crm.assert_json_response(deals_csv(client, t, text), 200)["results"]
+    assert all("id" in r for r in results), results
+    new_ids = [r["id"] for r in results]
+    assert not set(new_ids) & {d["id"] for d in made}
+    copies = sorted((crm.get_deal(client, t, i) for i in new_ids), key=lambda d: d["title"])
+    originals = sorted((crm.get_deal(client, t, d["id"]) for d in made),
+                       key=lambda d: d["title"])
+    assert [{k: d[k] for k in DEAL_COMPARED} for d in copies] == \
+        [{k: d[k] for k in DEAL_COMPARED} for d in originals]
+
+
+def test_a_deals_import_reports_each_row_and_refuses_a_bad_file(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    other = crm.tenant_session(client, cli_env)
+    theirs = crm.create_contact(client, other.admin)["id"]
+    text = ("title,amount,currency,contact_id,expected_close_date\r\n"
+            "Check-up,150.00,BRL,,2030-01-31\r\n"
+            ",10.00,BRL,,\r\n"
+            "Cleaning,ten,brl,,2030-02-30\r\n"
+            f"Theirs,1.00,BRL,{theirs},\r\n")
+    results = crm.assert_json_response(deals_csv(client, s.admin, text), 200)["results"]
+    assert "id" in results[0], results
+    assert [e["loc"] for e in results[1]["errors"]] == [["body", "rows", 1, "title"]], results
+    assert sorted(e["loc"][-1] for e in results[2]["errors"]) == [
+        "amount", "currency", "expected_close_date"], results
+    assert [e["loc"] for e in results[3]["errors"]] == [["body", "rows", 3, "contact_id"]], results
+    assert crm.get_deal(client, s.admin, results[0]["id"])["amount"] == "150.00"
+    # The file itself: not CSV, an unknown column, no title column, nothing created.
+    before = crm.list_total(client, s.admin, "/api/v1/deals")
+    crm.assert_validation_locs(client.post(DEALS_IMPORT, {"title": "x"}, token=s.admin),
+                               ("header", "content-type"))
+    crm.assert_validation_locs(deals_csv(client, s.admin, "title,shoe\r\nA,1\r\n"),
+                               ("body", "header", "shoe"))
+    crm.assert_validation_locs(deals_csv(client, s.admin, "amount\r\n1.00\r\n"),
+                               ("body", "header", "title"))
+    assert crm.list_total(client, s.admin, "/api/v1/deals") == before
+    _, email, password = crm.create_user(client, s.admin, "viewer")
+    viewer = crm.login(client, email, password)["access_token"]
+    crm.assert_error(deals_csv(client, viewer, text), 403, "INSUFFICIENT_PERMISSIONS")
