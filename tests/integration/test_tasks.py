@@ -297,3 +297,19 @@ def test_a_workflow_makes_a_task_once_per_step_about_the_triggers_contact(client
     assert failed["status"] == "failed" and "priority" in failed["steps"][0]["error"], failed
     assert [x["title"] for x in crm.assert_json_response(client.get(crm.with_query(
         TASKS, {"contact_id": c2}), token=t), 200)["items"]] == ["Call Bia with the lab result"]
+
+
+def test_a_task_about_nobody_is_audited_as_a_task(client, sess):
+    t = sess.tokens["agent"]
+    task = create(client, t, "Order gloves for the lab")
+    crm.assert_json_response(client.patch(task_url(task["id"]), {"status": "done"}, token=t), 200)
+
+    def rows():
+        return [r for r in crm.audit_rows(client, sess.admin, resource="task",
+                                          resource_id=task["id"])
+                if r["action"] in ("create_task", "update_task")] or None
+    found = crm.eventually(rows, timeout=5)
+    assert found and {r["action"] for r in found} == {"create_task", "update_task"}, found
+    for r in found:
+        assert (r["user_id"], r["outcome"]) == (sess.users["agent"]["id"], "success"), r
+        assert "gloves" not in str(r), r
