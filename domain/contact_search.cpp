@@ -57,13 +57,48 @@ std::string_view kind_name(search_kind k) {
   return "";
 }
 
+// The built-in fields, resolved once per search (a contact is never asked for a field by name).
+enum class builtin : std::uint8_t {
+  id,
+  first_name,
+  last_name,
+  email,
+  phone,
+  company_id,
+  owner_id,
+  status,
+  source,
+  tag,
+  created_at,
+  updated_at,
+  none // a custom field
+};
+// In the order of search_rules::fields, which names them.
+static_assert(search_rules::fields.size() == static_cast<std::size_t>(builtin::none));
+
+builtin builtin_of(std::string_view name) {
+  for (std::size_t i = 0; i < search_rules::fields.size(); ++i)
+    if (search_rules::fields[i] == name) return static_cast<builtin>(i);
+  return builtin::none;
+}
+
+// A built-in field's kind (nothing: not a built-in field). The names are search_rules::fields.
 std::optional<search_kind> builtin_kind(std::string_view field) {
-  if (field == "first_name" || field == "last_name" || field == "email" || field == "phone")
-    return search_kind::text;
-  if (field == "id" || field == "company_id" || field == "owner_id") return search_kind::integer;
-  if (field == "status" || field == "source") return search_kind::choice;
-  if (field == "created_at" || field == "updated_at") return search_kind::time;
-  if (field == "tag") return search_kind::tag;
+  switch (builtin_of(field)) {
+  case builtin::first_name:
+  case builtin::last_name:
+  case builtin::email:
+  case builtin::phone: return search_kind::text;
+  case builtin::id:
+  case builtin::company_id:
+  case builtin::owner_id: return search_kind::integer;
+  case builtin::status:
+  case builtin::source: return search_kind::choice;
+  case builtin::created_at:
+  case builtin::updated_at: return search_kind::time;
+  case builtin::tag: return search_kind::tag;
+  case builtin::none: break;
+  }
   return std::nullopt;
 }
 
@@ -186,29 +221,6 @@ void check_value(const search_filter& f, const std::vector<std::string>* options
 }
 
 // ---- evaluation ---------------------------------------------------------------------------
-
-// The built-in fields, resolved once per search (a contact is never asked for a field by name).
-enum class builtin : std::uint8_t {
-  id,
-  first_name,
-  last_name,
-  email,
-  phone,
-  company_id,
-  owner_id,
-  status,
-  source,
-  tag,
-  created_at,
-  updated_at,
-  none // a custom field
-};
-
-builtin builtin_of(std::string_view name) {
-  for (std::size_t i = 0; i < search_rules::fields.size(); ++i)
-    if (search_rules::fields[i] == name) return static_cast<builtin>(i);
-  return builtin::none;
-}
 
 // A filter with its values parsed once.
 struct compiled {
