@@ -89,7 +89,7 @@ void do_match(contacts_actor* self, contact_match_request req, callback<contact_
 
 // An upsert's row whose e-mail is a contact's: that contact updated with the row's fields (the
 // columns the file has; an empty cell leaves the value as it is). Nothing changed: no write.
-bool upsert_row(contacts_state& st, contact_fields& f, std::vector<issue> pre,
+bool upsert_row(contacts_state& st, contact_fields& f, const std::vector<issue>& pre,
                 const std::vector<domain::loc_part>& prefix, domain::bulk_item& result,
                 std::vector<std::int64_t>& touched) {
   if (!f.email || !*f.email) return false;
@@ -129,10 +129,9 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
                                          static_cast<std::int64_t>(i)};
     if (row_loc == "rows" && items[i].custom_fields)
       items[i].custom_fields = convert_cells(st.defs, *items[i].custom_fields);
-    if (upsert &&
-        upsert_row(st, items[i],
-                   i < pre_errors.size() ? std::move(pre_errors[i]) : std::vector<issue>{}, prefix,
-                   results[i], created))
+    static const std::vector<issue> none;
+    if (upsert && upsert_row(st, items[i], i < pre_errors.size() ? pre_errors[i] : none, prefix,
+                             results[i], created))
       continue;
     if (upsert) results[i].updated = false;
     domain::contact c;
