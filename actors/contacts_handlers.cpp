@@ -1,6 +1,8 @@
 // The contacts actor (actors/contacts_internal.hpp): the request handlers, and companies.
 #include "actors/contacts_internal.hpp"
 
+#include "domain/page_json.hpp"
+
 namespace crm::actors::contacts_impl {
 
 // ---- handlers ---------------------------------------------------------------------------
@@ -292,16 +294,11 @@ void do_merge(contacts_actor* self, std::int64_t survivor_id, contact_merge_requ
   // The duplicate goes first: the e-mail it releases may be the survivor's now.
   stage_contact_delete(st, duplicate);
   stage_contact(st, &before, c);
-  contact_event(
-      st, "contact.merged", c,
-      ",\"duplicate_id\":" + std::to_string(duplicate.id) + ",\"changed\":" + [&] {
-        std::string out = "[";
-        for (std::size_t i = 0; i < changed.size(); ++i) {
-          if (i) out += ',';
-          domain::append_json_string(out, changed[i]);
-        }
-        return out + "]";
-      }());
+  contact_event(st, "contact.merged", c, [&] {
+    std::string extra = ",\"duplicate_id\":" + std::to_string(duplicate.id) + ",\"changed\":";
+    append_names(extra, changed);
+    return extra;
+  }());
   // Every actor holding rows about the duplicate hears of the move before the client does.
   stage_write(
       self,
@@ -332,25 +329,17 @@ std::string duplicates_page(const contacts_state& st, int page, int per_page) {
   st.store().for_each(domain::contact_query{},
                       [&](const domain::contact& c) { all.push_back(&c); });
   auto pairs = domain::find_duplicates(all);
-  auto total = static_cast<std::int64_t>(pairs.size());
   auto from = std::min<std::size_t>(pairs.size(), static_cast<std::size_t>(page - 1) * per_page);
   auto to = std::min<std::size_t>(pairs.size(), from + static_cast<std::size_t>(per_page));
-  std::string out = "{\"items\":[";
+  json::array items;
   for (auto i = from; i < to; ++i) {
     auto& p = pairs[i];
-    if (i > from) out += ',';
-    out += "{\"contact_ids\":[" + std::to_string(p.first) + "," + std::to_string(p.second) +
-           "],\"reasons\":[";
-    for (std::size_t r = 0; r < p.reasons.size(); ++r) {
-      if (r) out += ',';
-      domain::append_json_string(out, p.reasons[r]);
-    }
-    out += "]}";
+    json::array reasons(p.reasons.begin(), p.reasons.end());
+    items.push_back(json::object{{"contact_ids", json::array{p.first, p.second}},
+                                 {"reasons", std::move(reasons)}});
   }
-  auto pages = per_page > 0 ? (total + per_page - 1) / per_page : 0;
-  out += "],\"total\":" + std::to_string(total) + ",\"page\":" + std::to_string(page) +
-         ",\"per_page\":" + std::to_string(per_page) + ",\"pages\":" + std::to_string(pages) + "}";
-  return out;
+  return domain::render_page(std::move(items), static_cast<std::int64_t>(pairs.size()), page,
+                             per_page);
 }
 
 std::optional<domain::company> committed_company(contacts_state& st,

@@ -239,6 +239,8 @@ bool audit_disclosure(const contacts_state& st, const domain::audit_context* who
 failure disclosure_unaudited();
 void contact_event(contacts_state& st, const char* name, const domain::contact& c,
                    std::string_view extra = {});
+// A JSON array of strings (field names, reasons) appended to `out`.
+void append_names(std::string& out, const std::vector<std::string>& names);
 void update_event(contacts_state& st, const domain::contact& before, const domain::contact& c,
                   const std::vector<std::string>& changed);
 void stage_write(contacts_actor* self, continuation applied,

@@ -104,15 +104,21 @@ void contact_event(contacts_state& st, const char* name, const domain::contact& 
   st.open.sql.events.push_back({name, std::move(out), st.event_depth});
 }
 
+void append_names(std::string& out, const std::vector<std::string>& names) {
+  out += '[';
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i) out += ',';
+    domain::append_json_string(out, names[i]);
+  }
+  out += ']';
+}
+
 // contact.updated: also the names of the fields sent and their values before the change.
 void update_event(contacts_state& st, const domain::contact& before, const domain::contact& c,
                   const std::vector<std::string>& changed) {
-  std::string extra = ",\"changed\":[";
-  for (std::size_t i = 0; i < changed.size(); ++i) {
-    if (i) extra += ',';
-    domain::append_json_string(extra, changed[i]);
-  }
-  extra += "],\"previous\":{";
+  std::string extra = ",\"changed\":";
+  append_names(extra, changed);
+  extra += ",\"previous\":{";
   for (std::size_t i = 0; i < changed.size(); ++i) {
     if (i) extra += ',';
     domain::append_json_string(extra, changed[i]);

@@ -490,10 +490,19 @@ struct contact_store::impl {
   std::array<slot_order, sort_key_count> orders;
   std::unordered_map<trigram, std::vector<std::uint32_t>> postings;
   std::map<std::string, tag_entry, std::less<>> tag_index; // by lower-cased name
-  // The value index: a bitmap of slots for each value key (status, source, owner, each tag),
-  // and one of the live slots (a negated term keeps only those).
+  // The value index: the slots holding each value key (status, source, owner, company, each
+  // tag), and a bitmap of the live slots (a negated term keeps only those). A key's slots are a
+  // sorted list while few (a rare tag, one company's contacts: 4 bytes a contact) and a bitmap
+  // once the list would be larger (one slot in 32 or more: a status, a common tag), so a tenant
+  // with thousands of companies does not hold thousands of bitmaps of every slot.
   using bitmap = std::vector<std::uint64_t>;
-  std::unordered_map<std::string, bitmap> values;
+  struct value_set {
+    std::vector<std::uint32_t> slots; // sorted, while !dense
+    bitmap bits;                      // once dense
+    std::size_t count = 0;
+    bool dense = false;
+  };
+  std::unordered_map<std::string, value_set> values;
   bitmap live_bits;
 
   static void set_bit(bitmap& b, std::uint32_t s) {
@@ -512,21 +521,62 @@ struct contact_store::impl {
                                   owner_value_key(c.owner_id), company_value_key(c.company_id)};
     if (c.tags.empty()) keys.push_back(tag_value_key(""));
     for (const auto& t : c.tags) keys.push_back(tag_value_key(t));
+    std::sort(keys.begin(), keys.end());
     return keys;
   }
-  void add_values(const contact& c, std::uint32_t s) {
-    set_bit(live_bits, s);
-    for (const auto& k : value_keys(c)) set_bit(values[k], s);
-  }
-  void remove_values(const contact& c, std::uint32_t s) {
-    clear_bit(live_bits, s);
-    for (const auto& k : value_keys(c)) {
-      auto it = values.find(k);
-      if (it == values.end()) continue;
-      clear_bit(it->second, s);
-      if (std::all_of(it->second.begin(), it->second.end(), [](auto w) { return w == 0; }))
-        values.erase(it);
+  void add_value(const std::string& key, std::uint32_t s) {
+    auto& v = values[key];
+    ++v.count;
+    // A bitmap reaching far beyond what a list of the slots would take becomes a list again.
+    if (v.dense && s / 64 >= v.bits.size() && (s / 64 + 1) * 8 > 2 * 4 * v.count) {
+      for (std::size_t i = 0; i < v.bits.size(); ++i)
+        for (auto w = v.bits[i]; w != 0; w &= w - 1)
+          v.slots.push_back(static_cast<std::uint32_t>(i * 64 + std::countr_zero(w)));
+      v.bits = {};
+      v.dense = false;
     }
+    if (v.dense) return set_bit(v.bits, s);
+    v.slots.insert(std::lower_bound(v.slots.begin(), v.slots.end(), s), s);
+    // A list larger than the bitmap of its slots becomes that bitmap.
+    if (4 * v.slots.size() <= 8 * (v.slots.back() / 64 + 1)) return;
+    for (const auto x : v.slots) set_bit(v.bits, x);
+    v.slots = {};
+    v.dense = true;
+  }
+  void remove_value(const std::string& key, std::uint32_t s) {
+    const auto it = values.find(key);
+    if (it == values.end()) return;
+    auto& v = it->second;
+    if (--v.count == 0) {
+      values.erase(it);
+    } else if (v.dense) {
+      clear_bit(v.bits, s);
+    } else if (const auto at = std::lower_bound(v.slots.begin(), v.slots.end(), s);
+               at != v.slots.end() && *at == s) {
+      v.slots.erase(at);
+    }
+  }
+  // The keys `s` gains and loses going from `before` (none: a new contact) to `after` (none:
+  // removed); the keys both hold are left alone.
+  void change_values(const contact* before, const contact* after, std::uint32_t s) {
+    const auto old_keys = before ? value_keys(*before) : std::vector<std::string>{};
+    const auto new_keys = after ? value_keys(*after) : std::vector<std::string>{};
+    if (old_keys == new_keys) return;
+    std::vector<std::string> gone, added;
+    std::set_difference(old_keys.begin(), old_keys.end(), new_keys.begin(), new_keys.end(),
+                        std::back_inserter(gone));
+    std::set_difference(new_keys.begin(), new_keys.end(), old_keys.begin(), old_keys.end(),
+                        std::back_inserter(added));
+    for (const auto& k : gone) remove_value(k, s);
+    for (const auto& k : added) add_value(k, s);
+  }
+  // ORs the slots of `v` into `out` (of `words` words).
+  static void merge_into(bitmap& out, const value_set& v, std::size_t words) {
+    if (v.dense) {
+      for (std::size_t i = 0; i < std::min(words, v.bits.size()); ++i) out[i] |= v.bits[i];
+      return;
+    }
+    for (const auto x : v.slots) out[x / 64] |= std::uint64_t{1} << (x % 64);
   }
 
   // A list's filters as a plan of the value index, when they are only status, source, owner,
@@ -555,8 +605,7 @@ struct contact_store::impl {
         std::fill(term.begin(), term.end(), 0);
         for (const auto& k : t.keys)
           if (const auto it = values.find(k); it != values.end())
-            for (std::size_t i = 0; i < std::min(words, it->second.size()); ++i)
-              term[i] |= it->second[i];
+            merge_into(term, it->second, words);
         for (std::size_t i = 0; i < words; ++i) group_bits[i] &= t.negated ? ~term[i] : term[i];
       }
       for (std::size_t i = 0; i < words; ++i) result[i] |= group_bits[i];
@@ -666,7 +715,8 @@ struct contact_store::impl {
     add_postings(trigrams_of(stored), s);
     set_text(s, stored);
     add_tags(stored);
-    add_values(stored, s);
+    set_bit(live_bits, s);
+    change_values(nullptr, &stored, s);
   }
 
   void replace(std::uint32_t s, contact c) {
@@ -690,9 +740,8 @@ struct contact_store::impl {
     // New tags first: a tag the contact keeps (perhaps spelt differently) keeps its name.
     add_tags(c);
     remove_tags(current);
-    remove_values(current, s);
+    change_values(&current, &c, s);
     current = std::move(c);
-    add_values(current, s);
     for (std::size_t k = 0; k < sort_key_count; ++k)
       if (moved[k]) orders[k].insert(s, ascending(static_cast<contact_sort>(k)));
     remove_postings(gone, s);
@@ -707,7 +756,8 @@ struct contact_store::impl {
     remove_postings(trigrams_of(c), s);
     clear_text(s);
     remove_tags(c);
-    remove_values(c, s);
+    clear_bit(live_bits, s);
+    change_values(&c, nullptr, s);
     by_id.erase(c.id);
     slot(s) = contact{}; // frees the strings now
     live[s] = false;

@@ -209,6 +209,8 @@ TEST(contact_search_index, answers_what_the_predicate_answers_while_contacts_cha
                        [&](const std::string& x) { return ascii_lower(x) == ascii_lower(t); }))
         c.tags.push_back(t);
     }
+    // A rare tag (a few contacts each, far apart): the index keeps those as lists.
+    if (next(7) == 0) c.tags.push_back("rare-" + std::to_string(next(30)));
     c.updated_at = static_cast<std::int64_t>(next(1000));
     return c;
   };
@@ -229,6 +231,9 @@ TEST(contact_search_index, answers_what_the_predicate_answers_while_contacts_cha
       R"({"filter_groups":[{"filters":[{"field":"company_id","op":"in","value":[4,6]},
           {"field":"tag","op":"neq","value":"cardio"}]},{"filters":[{"field":"company_id",
           "op":"not_exists"}]}]})",
+      R"({"filter_groups":[{"filters":[{"field":"tag","op":"in","value":["rare-7","rare-14"]}]},
+          {"filters":[{"field":"tag","op":"eq","value":"RARE-21"},
+          {"field":"status","op":"neq","value":"inactive"}]}]})",
       R"({"filter_groups":[{"filters":[{"field":"owner_id","op":"neq","value":2},
           {"field":"status","op":"exists"}]}],"sort":{"field":"updated_at","order":"desc"}})",
   };
@@ -269,6 +274,9 @@ TEST(contact_search_index, answers_what_the_predicate_answers_while_contacts_cha
     contact_query by_source;
     by_source.source = contact_source::ads;
     compare_list(by_source);
+    contact_query rare;
+    rare.tags = {"rare-14"};
+    compare_list(rare);
   };
   for (auto* body : bodies) compare(body);
   lists();
