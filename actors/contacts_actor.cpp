@@ -360,15 +360,15 @@ caf::behavior contacts_behavior(contacts_actor* self, tenant_env env) {
       },
       [self, measure](bulk_atom, std::vector<contact_fields>& items,
                       std::vector<std::vector<issue>>& pre, idempotency& key, std::string& row_loc,
-                      bool upsert, callback<stored_response>& reply) {
+                      bool upsert, std::int64_t first, callback<stored_response>& reply) {
         auto _ = measure();
         auto n = items.size();
         when_ready(
             self, need::write, fail_with(reply),
             [self, items = std::move(items), pre = std::move(pre), key = std::move(key),
-             row_loc = std::move(row_loc), upsert, reply]() mutable {
+             row_loc = std::move(row_loc), upsert, first, reply]() mutable {
               do_bulk(self, std::move(items), std::move(pre), std::move(key), std::move(row_loc),
-                      reply, upsert);
+                      reply, upsert, first);
             },
             n);
       },
@@ -634,10 +634,11 @@ void create_contact(runtime& rt, std::int64_t tenant, contact_fields f, idempote
 
 void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_fields> items,
                           std::vector<std::vector<issue>> pre_errors, idempotency key,
-                          std::string row_loc, callback<stored_response> reply, bool upsert) {
+                          std::string row_loc, callback<stored_response> reply, bool upsert,
+                          std::int64_t first) {
   send(rt, tenant,
        caf::make_message(bulk_atom::value, std::move(items), std::move(pre_errors), std::move(key),
-                         std::move(row_loc), upsert, std::move(reply)));
+                         std::move(row_loc), upsert, first, std::move(reply)));
 }
 
 void match_contact(runtime& rt, std::int64_t tenant, contact_match_request req,

@@ -120,7 +120,7 @@ bool upsert_row(contacts_state& st, contact_fields& f, const std::vector<issue>&
 
 void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
              std::vector<std::vector<issue>> pre_errors, idempotency key, std::string row_loc,
-             callback<stored_response> reply, bool upsert) {
+             callback<stored_response> reply, bool upsert, std::int64_t first) {
   auto& st = self->state;
   if (answer_known_key(self, key, reply)) return;
   std::vector<domain::bulk_item> results(items.size());
@@ -128,7 +128,7 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
   auto now = domain::now_micros();
   for (std::size_t i = 0; i < items.size(); ++i) {
     std::vector<domain::loc_part> prefix{std::string("body"), row_loc,
-                                         static_cast<std::int64_t>(i)};
+                                         first + static_cast<std::int64_t>(i)};
     if (row_loc == "rows" && items[i].custom_fields)
       items[i].custom_fields = convert_cells(st.defs, *items[i].custom_fields);
     static const std::vector<issue> none;
@@ -158,7 +158,7 @@ void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
     stage_contact(st, nullptr, c);
     contact_events(st, nullptr, c, r, {});
   }
-  auto body = domain::encode_bulk_results(results);
+  auto body = domain::encode_bulk_results(results, first);
   // A request that created nothing stores no answer for its key: sent again (corrected), it is
   // a new request, not a replay of the refusal.
   if (!created.empty()) stage_key(st, key, 200, body);

@@ -276,7 +276,7 @@ void do_create(contacts_actor* self, contact_fields f, idempotency key,
 void do_match(contacts_actor* self, contact_match_request req, callback<contact_match> reply);
 void do_bulk(contacts_actor* self, std::vector<contact_fields> items,
              std::vector<std::vector<issue>> pre_errors, idempotency key, std::string row_loc,
-             callback<stored_response> reply, bool upsert = false);
+             callback<stored_response> reply, bool upsert = false, std::int64_t first = 0);
 void do_update(contacts_actor* self, std::int64_t id, contact_fields f,
                callback<domain::contact> reply);
 void do_delete(contacts_actor* self, std::int64_t id, callback<domain::done> reply, bool erase);

@@ -97,8 +97,11 @@ void pipeline_summary(runtime& rt, std::int64_t tenant, std::int64_t pipeline_id
 // Deals. Creates answer the deal's JSON (201) as a replayable response.
 void create_deal(runtime& rt, std::int64_t tenant, deal_fields f, deal_actor_ref who,
                  idempotency key, callback<stored_response> reply);
+// `first`: the index of the first item (a large import's later part): results and issue
+// locations count from it.
 void bulk_create_deals(runtime& rt, std::int64_t tenant, std::vector<deal_fields> items,
-                       deal_actor_ref who, idempotency key, callback<stored_response> reply);
+                       deal_actor_ref who, idempotency key, callback<stored_response> reply,
+                       std::int64_t first = 0);
 void get_deal(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 // Updates and moves (a move is an update of stage_id, with an optional position).
 void update_deal(runtime& rt, std::int64_t tenant, std::int64_t id, deal_fields f,

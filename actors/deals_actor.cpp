@@ -695,9 +695,9 @@ caf::behavior deals_behavior(deals_actor* self, tenant_env env) {
         do_create(self, std::move(f), who, std::move(key), std::move(reply));
       },
       [self, measure](d_bulk_atom, std::vector<deal_fields>& items, deal_actor_ref& who,
-                      idempotency& key, callback<stored_response>& reply) {
+                      idempotency& key, std::int64_t first, callback<stored_response>& reply) {
         auto _ = measure();
-        do_bulk(self, std::move(items), who, std::move(key), std::move(reply));
+        do_bulk(self, std::move(items), who, std::move(key), first, std::move(reply));
       },
       [self, measure](d_get_atom, std::int64_t id, callback<std::string>& reply) {
         auto _ = measure();
@@ -869,9 +869,10 @@ void create_deal(runtime& rt, std::int64_t tenant, deal_fields f, deal_actor_ref
                           std::move(reply));
 }
 void bulk_create_deals(runtime& rt, std::int64_t tenant, std::vector<deal_fields> items,
-                       deal_actor_ref who, idempotency key, callback<stored_response> reply) {
+                       deal_actor_ref who, idempotency key, callback<stored_response> reply,
+                       std::int64_t first) {
   tell<child_kind::deals>(rt, tenant, d_bulk_atom::value, std::move(items), who, std::move(key),
-                          std::move(reply));
+                          first, std::move(reply));
 }
 void get_deal(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply) {
   tell<child_kind::deals>(rt, tenant, d_get_atom::value, id, std::move(reply));

@@ -234,7 +234,7 @@ std::optional<domain::deal> stage_create(deals_actor* self, const deal_fields& f
 void do_create(deals_actor* self, deal_fields f, deal_actor_ref who, idempotency key,
                callback<stored_response> reply);
 void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref who, idempotency key,
-             callback<stored_response> reply);
+             std::int64_t first, callback<stored_response> reply);
 void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref who,
                callback<domain::deal> reply);
 void do_delete(deals_actor* self, std::int64_t id, deal_actor_ref who,

@@ -2,6 +2,8 @@
 // the deal writes.
 #include "actors/deals_internal.hpp"
 
+#include "domain/contact_json.hpp"
+
 namespace crm::actors::deals_impl {
 
 // ---- deal rules that need the state ---------------------------------------------------------
@@ -261,55 +263,46 @@ void do_create(deals_actor* self, deal_fields f, deal_actor_ref who, idempotency
 }
 
 void do_bulk(deals_actor* self, std::vector<deal_fields> items, deal_actor_ref who, idempotency key,
-             callback<stored_response> reply) {
+             std::int64_t first, callback<stored_response> reply) {
   std::vector<const deal_fields*> ptrs;
   for (auto& f : items) ptrs.push_back(&f);
   // check_refs copies what it needs from `ptrs` before the lambda below is called; moving the
   // vector keeps its elements where they are.
-  check_refs(
-      self, ptrs,
-      [self, items = std::move(items), who, key, reply](domain::outcome<ref_issues> found) mutable {
-        if (!found) return reply(found.error());
-        when_ready(
-            self, need::write, fail_with(reply),
-            [self, items = std::move(items), who, key, reply, refs = std::move(*found)]() mutable {
-              if (answer_known_key(self, key, reply)) return;
-              json::array results;
-              std::vector<std::int64_t> created;
-              for (std::size_t i = 0; i < items.size(); ++i) {
-                auto issues = items[i].issues;
-                issues.insert(issues.end(), refs[i].begin(), refs[i].end());
-                std::optional<domain::deal> d;
-                if (issues.empty()) d = stage_create(self, items[i], who, issues);
-                json::object r{{"index", static_cast<std::int64_t>(i)}};
-                if (d) {
-                  r["id"] = d->id;
-                  created.push_back(d->id);
-                } else {
-                  json::array errs;
-                  for (auto& is : issues) {
-                    json::array loc;
-                    for (auto& p : is.loc) std::visit([&](auto& v) { loc.emplace_back(v); }, p);
-                    errs.push_back(json::object{{"loc", loc}, {"msg", is.msg}, {"type", is.type}});
-                  }
-                  r["errors"] = std::move(errs);
-                }
-                results.push_back(std::move(r));
-              }
-              auto body = json::serialize(json::object{{"results", std::move(results)}});
-              // Nothing created: no answer stored for the key (a corrected retry is new).
-              if (!created.empty()) stage_key(self->state, key, 200, body);
-              audit_change(self->state, reply.who(), std::nullopt, "bulk_create", {}, 200,
-                           std::move(created));
-              stage_write(
-                  self,
-                  [reply, body] {
-                    reply(stored_response{200, body, std::nullopt});
-                  },
-                  fail_with(reply));
-            },
-            items.size());
-      });
+  check_refs(self, ptrs,
+             [self, items = std::move(items), who, key, first,
+              reply](domain::outcome<ref_issues> found) mutable {
+               if (!found) return reply(found.error());
+               when_ready(
+                   self, need::write, fail_with(reply),
+                   [self, items = std::move(items), who, key, first, reply,
+                    refs = std::move(*found)]() mutable {
+                     if (answer_known_key(self, key, reply)) return;
+                     std::vector<domain::bulk_item> results(items.size());
+                     std::vector<std::int64_t> created;
+                     for (std::size_t i = 0; i < items.size(); ++i) {
+                       auto issues = items[i].issues;
+                       issues.insert(issues.end(), refs[i].begin(), refs[i].end());
+                       std::optional<domain::deal> d;
+                       if (issues.empty()) d = stage_create(self, items[i], who, issues);
+                       if (d)
+                         created.push_back(results[i].id = d->id);
+                       else
+                         results[i].errors = std::move(issues);
+                     }
+                     auto body = domain::encode_bulk_results(results, first);
+                     // Nothing created: no answer stored for the key (a corrected retry is new).
+                     if (!created.empty()) stage_key(self->state, key, 200, body);
+                     audit_change(self->state, reply.who(), std::nullopt, "bulk_create", {}, 200,
+                                  std::move(created));
+                     stage_write(
+                         self,
+                         [reply, body] {
+                           reply(stored_response{200, body, std::nullopt});
+                         },
+                         fail_with(reply));
+                   },
+                   items.size());
+             });
 }
 
 void do_update(deals_actor* self, std::int64_t id, deal_fields f, deal_actor_ref who,

@@ -187,11 +187,11 @@ std::string encode_tag(const tag_count& t) {
   return json::serialize(json::object{{"name", t.name}, {"count", t.count}});
 }
 
-std::string encode_bulk_results(const std::vector<bulk_item>& results) {
+std::string encode_bulk_results(const std::vector<bulk_item>& results, std::int64_t first) {
   json::array a;
   for (std::size_t i = 0; i < results.size(); ++i) {
     json::object o;
-    o["index"] = static_cast<std::int64_t>(i);
+    o["index"] = first + static_cast<std::int64_t>(i);
     if (results[i].errors.empty()) {
       o["id"] = results[i].id;
       if (results[i].updated) o["updated"] = *results[i].updated;

@@ -33,6 +33,7 @@ struct bulk_item {
   std::vector<issue> errors;
   std::optional<bool> updated; // an upsert's: the row updated a contact (else created one)
 };
-std::string encode_bulk_results(const std::vector<bulk_item>& results);
+// {"results": [...]}, the items numbered from `first` (a large import's later part).
+std::string encode_bulk_results(const std::vector<bulk_item>& results, std::int64_t first = 0);
 
 } // namespace crm::domain

@@ -2,58 +2,70 @@
 
 namespace crm::domain {
 
-std::optional<std::vector<std::vector<std::string>>> parse_csv(std::string_view text) {
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row;
+csv_reader::result csv_reader::next(std::vector<std::string>* row) {
   std::string field;
-  bool quoted = false, was_quoted = false, any = false;
+  std::size_t fields = 0;                               // ended in this row
+  bool quoted = false, was_quoted = false, has = false; // `has`: the field is not empty
+  if (row) row->clear();
+  auto add = [&](char c) {
+    if (row) field.push_back(c);
+    has = true;
+  };
   auto end_field = [&] {
-    row.push_back(std::move(field));
+    if (row) row->push_back(std::move(field));
     field.clear();
-    was_quoted = false;
+    ++fields;
+    has = was_quoted = false;
   };
-  auto end_row = [&] {
-    end_field();
-    if (!(row.size() == 1 && row[0].empty())) rows.push_back(std::move(row));
-    row.clear();
-    any = false;
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
+  auto i = pos_;
+  for (; i < text_.size(); ++i) {
+    char c = text_[i];
     if (quoted) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field.push_back('"');
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        field.push_back(c);
-      }
+      if (c != '"')
+        add(c);
+      else if (i + 1 < text_.size() && text_[i + 1] == '"')
+        add(text_[++i]);
+      else
+        quoted = false;
       continue;
     }
     if (c == '"') {
-      if (!field.empty() || was_quoted) return std::nullopt; // quote inside an unquoted field
+      if (has || was_quoted) return pos_ = i, result::malformed; // a quote inside a field
       quoted = was_quoted = true;
-      any = true;
     } else if (c == ',') {
       end_field();
-      any = true;
-    } else if (c == '\r') {
-      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      end_row();
-    } else if (c == '\n') {
-      end_row();
+    } else if (c == '\r' || c == '\n') {
+      if (c == '\r' && i + 1 < text_.size() && text_[i + 1] == '\n') ++i;
+      pos_ = i + 1;
+      if (fields == 0 && !has) { // a line of one empty field (nothing, or "") is skipped
+        was_quoted = false;
+        continue;
+      }
+      end_field();
+      return result::row;
     } else {
-      if (was_quoted) return std::nullopt; // text after a closing quote
-      field.push_back(c);
-      any = true;
+      if (was_quoted) return pos_ = i, result::malformed; // text after a closing quote
+      add(c);
     }
   }
-  if (quoted) return std::nullopt;
-  if (any || !field.empty()) end_row();
-  return rows;
+  if (quoted) return result::malformed;
+  pos_ = i;
+  if (fields == 0 && !has) return result::end;
+  end_field();
+  return result::row;
+}
+
+std::optional<std::vector<std::vector<std::string>>> parse_csv(std::string_view text) {
+  std::vector<std::vector<std::string>> rows;
+  csv_reader reader(text);
+  std::vector<std::string> row;
+  for (;;) {
+    switch (reader.next(&row)) {
+    case csv_reader::result::row: rows.push_back(std::move(row)); break;
+    case csv_reader::result::end: return rows;
+    case csv_reader::result::malformed: return std::nullopt;
+    }
+  }
 }
 
 namespace {

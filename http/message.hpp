@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace crm::http {
@@ -32,9 +33,13 @@ struct request {
   std::optional<std::string_view> query_value(std::string_view name) const;
 };
 
-// A body produced in pieces (exports): each call asks for the next chunk, answered on any
-// thread with the chunk, or with nothing at the end. Sent with chunked transfer encoding.
-using chunk_sink = std::function<void(std::optional<std::string>)>;
+// A body produced in pieces (exports, large imports' results): each call asks for the next
+// chunk, answered on any thread with the chunk or with the end. Sent with chunked transfer
+// encoding. A body that fails after its status was sent ends `broken`: the connection is closed
+// without the last chunk, so that no client takes a cut body for a whole one.
+enum class stream_end : std::uint8_t { complete, broken };
+using chunk = std::variant<std::string, stream_end>;
+using chunk_sink = std::function<void(chunk)>;
 using chunk_source = std::function<void(chunk_sink)>;
 
 struct response {

@@ -37,9 +37,9 @@ void with_contact(actors::runtime& rt, const exchange_ptr& ex, std::int64_t id,
                           }));
 }
 
-std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
-                                  const std::function<bool(std::string_view)>& known,
-                                  std::string_view required) {
+std::optional<csv_file> csv_body(const exchange_ptr& ex, std::size_t rows_max,
+                                 const std::function<bool(std::string_view)>& known,
+                                 std::string_view required) {
   using domain::failure;
   auto ct = ex->req.header("content-type");
   if (!ct || domain::ascii_lower(domain::trim(ct->substr(0, ct->find(';')))) != "text/csv") {
@@ -47,26 +47,38 @@ std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
         {{{"header", "content-type"}, "Content-Type must be text/csv", "value_error"}}));
     return std::nullopt;
   }
+  const auto& text = ex->req.body;
+  auto line_of = [&](std::size_t at) {
+    return std::to_string(1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  };
   // PostgreSQL text holds neither a NUL byte nor anything but UTF-8.
-  if (auto at = domain::first_non_text(ex->req.body); at != std::string::npos) {
-    auto line = 1 + std::count(ex->req.body.begin(), ex->req.body.begin() + at, '\n');
+  if (auto at = domain::first_non_text(text); at != std::string::npos) {
     ex->fail(failure::invalid(
         {{{"body"},
-          "the CSV must be UTF-8 text without NUL characters (line " + std::to_string(line) + ")",
+          "the CSV must be UTF-8 text without NUL characters (line " + line_of(at) + ")",
           "value_error"}}));
     return std::nullopt;
   }
-  auto rows = domain::parse_csv(ex->req.body);
-  if (!rows) {
-    ex->fail(failure::invalid({{{"body"}, "malformed CSV (unbalanced quotes)", "value_error"}}));
+  domain::csv_reader reader(text);
+  csv_file out;
+  using result = domain::csv_reader::result;
+  auto first = reader.next(&out.header);
+  out.rows_at = reader.offset();
+  auto r = first;
+  // Every row checked (not stored) before any is used: a file that is malformed at its end is
+  // refused whole, not imported up to the fault.
+  while (r == result::row && (r = reader.next(nullptr)) == result::row) ++out.rows;
+  if (r == result::malformed) {
+    ex->fail(failure::invalid(
+        {{{"body"},
+          "malformed CSV (unbalanced quotes, line " + line_of(reader.offset()) + ")",
+          "value_error"}}));
     return std::nullopt;
   }
-  if (rows->empty()) {
+  if (first != result::row) {
     ex->fail(failure::invalid({{{"body"}, "the CSV has no header row", "value_error"}}));
     return std::nullopt;
   }
-  csv_table out;
-  out.header = std::move((*rows)[0]);
   std::vector<domain::issue> issues;
   for (auto& h : out.header) {
     h = std::string(domain::trim(h));
@@ -76,7 +88,7 @@ std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
   }
   if (std::find(out.header.begin(), out.header.end(), required) == out.header.end())
     issues.push_back({{"body", "header", std::string(required)}, "Field required", "missing"});
-  if (rows->size() - 1 > rows_max)
+  if (out.rows > rows_max)
     issues.push_back({{"body", "rows"},
                       "at most " + std::to_string(rows_max) + " rows per import",
                       "value_error"});
@@ -84,7 +96,6 @@ std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
     ex->fail(failure::invalid(std::move(issues)));
     return std::nullopt;
   }
-  out.rows.assign(std::make_move_iterator(rows->begin() + 1), std::make_move_iterator(rows->end()));
   return out;
 }
 

@@ -17,16 +17,19 @@ namespace crm::http {
 std::optional<std::int64_t> id_param(const exchange_ptr& ex, std::string_view name = "id");
 std::optional<boost::json::object> object_body(const exchange_ptr& ex);
 
-// An import's text/csv body (contacts, deals): its header (trimmed) and rows, at most
-// `rows_max` of them; a column `known` refuses is extra_forbidden at body.header.<name>, and
-// `required` must be there. On any failure the 422 is already sent and nothing is returned.
-struct csv_table {
+// An import's text/csv body (contacts, deals), checked whole before any row is used: UTF-8
+// text, quotes that close, a header (trimmed) of columns `known` accepts (another is
+// extra_forbidden at body.header.<name>) with `required` among them, and at most `rows_max`
+// rows. The rows stay in the body, read a part at a time (http/import_stream.hpp). On any
+// failure the 422 is already sent and nothing is returned.
+struct csv_file {
   std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
+  std::size_t rows = 0;    // data rows, the header not counted
+  std::size_t rows_at = 0; // where the first data row starts in the body
 };
-std::optional<csv_table> csv_body(const exchange_ptr& ex, std::size_t rows_max,
-                                  const std::function<bool(std::string_view)>& known,
-                                  std::string_view required);
+std::optional<csv_file> csv_body(const exchange_ptr& ex, std::size_t rows_max,
+                                 const std::function<bool(std::string_view)>& known,
+                                 std::string_view required);
 
 // 204 with no body, or the failure.
 actors::callback<domain::done> no_content_reply(const exchange_ptr& ex);

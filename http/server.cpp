@@ -482,18 +482,19 @@ private:
 
   void next_chunk(chunk_source source, int status, bool keep) {
     auto self = shared_from_this();
-    source([self, source, status, keep](std::optional<std::string> chunk) mutable {
+    source([self, source, status, keep](chunk piece) mutable {
       asio::post(self->stream_.get_executor(), [self, source = std::move(source), status, keep,
-                                                chunk = std::move(chunk)]() mutable {
+                                                piece = std::move(piece)]() mutable {
         self->stream_.expires_after(std::chrono::seconds(30));
-        if (!chunk) {
+        if (auto end = std::get_if<stream_end>(&piece)) {
+          if (*end == stream_end::broken) return self->finish(status, false);
           asio::async_write(self->stream_, bhttp::make_chunk_last(),
                             [self, status, keep](beast::error_code ec, std::size_t) {
                               self->finish(status, !ec && keep);
                             });
           return;
         }
-        auto data = std::make_shared<std::string>(std::move(*chunk));
+        auto data = std::make_shared<std::string>(std::move(std::get<std::string>(piece)));
         if (data->empty()) return self->next_chunk(std::move(source), status, keep);
         asio::async_write(self->stream_, bhttp::make_chunk(asio::buffer(*data)),
                           [self, data, source = std::move(source), status,
@@ -724,14 +725,16 @@ void server::start() {
 
 namespace {
 
-// Reads a streamed answer to its end (a forwarded request's answer travels as one message).
+// Reads a streamed answer to its end (a forwarded request's answer travels as one message);
+// nothing when it broke off.
 void collect(chunk_source source, std::shared_ptr<std::string> body,
-             std::function<void(std::string)> done) {
+             std::function<void(std::optional<std::string>)> done) {
   auto next = source;
   next([source = std::move(source), body = std::move(body),
-        done = std::move(done)](std::optional<std::string> chunk) mutable {
-    if (!chunk) return done(std::move(*body));
-    *body += *chunk;
+        done = std::move(done)](chunk piece) mutable {
+    if (auto end = std::get_if<stream_end>(&piece))
+      return done(*end == stream_end::complete ? std::optional(std::move(*body)) : std::nullopt);
+    *body += std::get<std::string>(piece);
     collect(std::move(source), std::move(body), std::move(done));
   });
 }
@@ -772,8 +775,17 @@ void server::serve_forwarded(const router& r, actors::forwarded_request in,
         return reply(std::move(out));
       }
       collect(std::move(res.stream), std::make_shared<std::string>(),
-              [reply, out = std::move(out)](std::string body) mutable {
-                out.body = std::move(body);
+              [reply, out = std::move(out)](std::optional<std::string> body) mutable {
+                if (!body) {
+                  // Nothing of it was sent yet: the whole answer becomes the failure.
+                  auto err = error_response(domain::failure::of(domain::errc::service_unavailable,
+                                                                "the answer broke off; retry"));
+                  out.status = err.status;
+                  out.headers = {"Content-Type", err.content_type};
+                  out.body = std::move(err.body);
+                } else {
+                  out.body = std::move(*body);
+                }
                 reply(std::move(out));
               });
     });

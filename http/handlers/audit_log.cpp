@@ -153,13 +153,14 @@ void export_rows(services& s, const exchange_ptr& ex) {
         cur->header_sent = true;
         return sink(std::string(persistence::audit_csv_header()));
       }
-      if (cur->done) return sink(std::nullopt);
+      if (cur->done) return sink(stream_end::complete);
       auto filter = cur->filter;
       s.pool.run<std::vector<persistence::audit_row>>(
           [filter](persistence::pg_conn& c) { return persistence::query_audit(c, filter); },
           [cur, sink, csv](domain::outcome<std::vector<persistence::audit_row>> rows) {
-            // A failure mid-stream can only end the body early; the status is already sent.
-            if (!rows || rows->empty()) return sink(std::nullopt);
+            // The status is already sent: a failure breaks the body.
+            if (!rows) return sink(stream_end::broken);
+            if (rows->empty()) return sink(stream_end::complete);
             std::string out;
             for (auto& r : *rows) {
               if (csv) {

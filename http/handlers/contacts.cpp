@@ -8,6 +8,7 @@
 #include "domain/csv.hpp"
 #include "domain/validation.hpp"
 #include "http/contact_input.hpp"
+#include "http/import_stream.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
@@ -136,20 +137,25 @@ void import(services& s, const exchange_ptr& ex) {
     return ex->fail(
         failure::invalid({{{"query", "mode"}, "Input should be 'create' or 'upsert'", "enum"}}));
   bool upsert = mode == "upsert";
-  auto table = csv_body(ex, contact_rules::bulk_max, importable_column, "first_name");
-  if (!table) return;
-  auto n = table->rows.size();
-  std::vector<actors::contact_fields> fields(n);
-  std::vector<std::vector<issue>> errors(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    loc_path prefix{std::string("body"), std::string("rows"), static_cast<std::int64_t>(i)};
-    fields[i] = read_contact_row(table->header, table->rows[i], prefix, errors[i]);
-  }
-  actors::bulk_create_contacts(
-      s.rt, ex->who.tenant_id, std::move(fields), std::move(errors), idempotency_of(ex), "rows",
-      actors::callback<actors::stored_response>(
-          [ex](domain::outcome<actors::stored_response> r) { reply_stored(ex, std::move(r), ""); }),
-      upsert);
+  auto file = csv_body(ex, import_rows_max, importable_column, "first_name");
+  if (!file) return;
+  run_import(ex, std::move(*file),
+             [&s, tenant = ex->who.tenant_id,
+              upsert](const std::vector<std::string>& header,
+                      std::vector<std::vector<std::string>> rows, std::int64_t first,
+                      actors::idempotency key, actors::callback<actors::stored_response> reply) {
+               auto n = rows.size();
+               std::vector<actors::contact_fields> fields(n);
+               std::vector<std::vector<issue>> errors(n);
+               for (std::size_t i = 0; i < n; ++i) {
+                 loc_path prefix{std::string("body"), std::string("rows"),
+                                 first + static_cast<std::int64_t>(i)};
+                 fields[i] = read_contact_row(header, rows[i], prefix, errors[i]);
+               }
+               actors::bulk_create_contacts(s.rt, tenant, std::move(fields), std::move(errors),
+                                            std::move(key), "rows", std::move(reply), upsert,
+                                            first);
+             });
 }
 
 std::string csv_row(const domain::contact& c) {
@@ -210,7 +216,7 @@ void export_csv(services& s, const exchange_ptr& ex) {
                     std::string("id,first_name,last_name,email,phone,company_id,status,source,"
                                 "tags,custom_fields,created_at,updated_at,owner_id\r\n"));
               }
-              if (cur->next >= cur->ids.size()) return sink(std::nullopt);
+              if (cur->next >= cur->ids.size()) return sink(stream_end::complete);
               auto end = std::min(cur->ids.size(), cur->next + export_chunk);
               std::vector<std::int64_t> slice(cur->ids.begin() +
                                                   static_cast<std::ptrdiff_t>(cur->next),
@@ -219,9 +225,8 @@ void export_csv(services& s, const exchange_ptr& ex) {
               actors::fetch_contacts(s.rt, tenant, std::move(slice),
                                      actors::callback<std::vector<domain::contact>>(
                                          [sink](domain::outcome<std::vector<domain::contact>> cs) {
-                                           // A failure mid-stream can only end the body early; the
-                                           // status is already sent.
-                                           if (!cs) return sink(std::nullopt);
+                                           // The status is already sent: a failure breaks the body.
+                                           if (!cs) return sink(stream_end::broken);
                                            std::string out;
                                            for (auto& c : *cs) out += csv_row(c);
                                            sink(std::move(out));
@@ -363,6 +368,8 @@ void define_contact_schemas(router& r) {
   contacts["maxItems"] = rules::bulk_max;
   define(r, "ContactBulkCreate", object({{"contacts", contacts}}));
   define(r, "ContactBulkResults", bulk_results(rules::bulk_max));
+  // Both imports' answer (contacts and deals: http/import_stream.hpp).
+  define(r, "ImportResults", bulk_results(import_rows_max));
   // POST /contacts/search (domain::parse_contact_search).
   namespace search_rules = domain::search_rules;
   auto value = object_t{{"description",
@@ -434,15 +441,18 @@ void add_contact_routes(router& r, services& s) {
          "contacts"},
         route_doc("ContactBulkCreate", "ContactBulkResults")
             .with_headers({schema::idempotency_key()}));
-  r.add({verb::post, "/api/v1/contacts/import", access::bearer, permission::write_records,
-         bind(s, import),
-         "Import up to " + bulk_max +
-             " contacts from CSV (text/csv): a header row of first_name (required), last_name, "
-             "email, phone, company_id, owner_id, status, source, tags (;-separated), "
-             "cf.<key>",
-         "contacts"},
-        route_doc("", "ContactBulkResults")
+  r.add(import_route({verb::post, "/api/v1/contacts/import", access::bearer,
+                      permission::write_records, bind(s, import),
+                      "Import up to " + std::to_string(import_rows_max) +
+                          " contacts from CSV (text/csv), committed 1,000 rows at a time and "
+                          "answered as they commit: a header row of first_name (required), "
+                          "last_name, email, phone, company_id, owner_id, status, source, tags "
+                          "(;-separated), cf.<key>, custom_fields (a JSON object); the columns "
+                          "id, created_at and updated_at of an export are ignored",
+                      "contacts"}),
+        route_doc("", "ImportResults")
             .with_media("text/csv", "application/json")
+            .with_headers({schema::idempotency_key()})
             .with_query({schema::query(
                 "mode", schema::one_of(import_modes),
                 "create (default): a row whose e-mail is taken is refused; upsert: it updates "

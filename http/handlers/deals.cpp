@@ -6,6 +6,7 @@
 #include "actors/deals.hpp"
 #include "domain/deal.hpp"
 #include "http/deal_input.hpp"
+#include "http/import_stream.hpp"
 #include "http/json.hpp"
 #include "http/openapi_schema.hpp"
 #include "http/request_input.hpp"
@@ -139,19 +140,23 @@ void bulk(services& s, const exchange_ptr& ex) {
 }
 
 void import(services& s, const exchange_ptr& ex) {
-  auto table = csv_body(ex, deal_rules::bulk_max, importable_deal_column, "title");
-  if (!table) return;
-  std::vector<actors::deal_fields> fields;
-  fields.reserve(table->rows.size());
-  for (std::size_t i = 0; i < table->rows.size(); ++i) {
-    loc_path prefix{std::string("body"), std::string("rows"), static_cast<std::int64_t>(i)};
-    fields.push_back(read_deal_row(table->header, table->rows[i], prefix));
-  }
-  actors::bulk_create_deals(
-      s.rt, ex->who.tenant_id, std::move(fields), who_of(ex), idempotency_of(ex),
-      actors::callback<actors::stored_response>([ex](domain::outcome<actors::stored_response> r) {
-        reply_stored(ex, std::move(r), "");
-      }));
+  auto file = csv_body(ex, import_rows_max, importable_deal_column, "title");
+  if (!file) return;
+  run_import(ex, std::move(*file),
+             [&s, tenant = ex->who.tenant_id, who = who_of(ex)](
+                 const std::vector<std::string>& header, std::vector<std::vector<std::string>> rows,
+                 std::int64_t first, actors::idempotency key,
+                 actors::callback<actors::stored_response> reply) {
+               std::vector<actors::deal_fields> fields;
+               fields.reserve(rows.size());
+               for (std::size_t i = 0; i < rows.size(); ++i) {
+                 loc_path prefix{std::string("body"), std::string("rows"),
+                                 first + static_cast<std::int64_t>(i)};
+                 fields.push_back(read_deal_row(header, rows[i], prefix));
+               }
+               actors::bulk_create_deals(s.rt, tenant, std::move(fields), who, std::move(key),
+                                         std::move(reply), first);
+             });
 }
 
 void export_csv(services& s, const exchange_ptr& ex) {
@@ -317,12 +322,14 @@ void add_deal_routes(router& r, services& s) {
   r.add({verb::post, "/api/v1/deals/bulk", access::bearer, write, bind(s, bulk),
          "Create up to " + std::to_string(deal_rules::bulk_max) + " deals, each on its own", tag},
         route_doc("DealBulkCreate", "DealBulkResults").with_headers({schema::idempotency_key()}));
-  r.add({verb::post, "/api/v1/deals/import", access::bearer, write, bind(s, import),
-         "Import up to " + std::to_string(deal_rules::bulk_max) +
-             " deals from CSV (text/csv): the columns of GET /deals/export, title required (id, "
-             "created_at, updated_at and closed_at ignored; custom_fields as a JSON object)",
-         tag},
-        route_doc("", "DealBulkResults")
+  r.add(import_route({verb::post, "/api/v1/deals/import", access::bearer, write, bind(s, import),
+                      "Import up to " + std::to_string(import_rows_max) +
+                          " deals from CSV (text/csv), committed 1,000 rows at a time and "
+                          "answered as they commit: the columns of GET /deals/export, title "
+                          "required (id, created_at, updated_at and closed_at ignored; "
+                          "custom_fields as a JSON object)",
+                      tag}),
+        route_doc("", "ImportResults")
             .with_media("text/csv", "application/json")
             .with_headers({schema::idempotency_key()}));
   r.add({verb::get, "/api/v1/deals/export", access::bearer, read, bind(s, export_csv),

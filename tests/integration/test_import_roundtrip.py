@@ -188,3 +188,84 @@ def test_a_deals_import_reports_each_row_and_refuses_a_bad_file(client, cli_env)
     _, email, password = crm.create_user(client, s.admin, "viewer")
     viewer = crm.login(client, email, password)["access_token"]
     crm.assert_error(deals_csv(client, viewer, text), 403, "INSUFFICIENT_PERMISSIONS")
+
+
+# ---- files of many parts (docs/design.md "Import": committed 1,000 rows at a time) ----------
+
+
+def contact_rows(n, tag, bad=()):
+    """A file of n rows; a row in `bad` has no first name (its own error)."""
+    lines = ["first_name,email,tags"]
+    for i in range(n):
+        lines.append(f"{'' if i in bad else 'P' + str(i)},{tag}.{i}@example.org,{tag}")
+    return "\r\n".join(lines) + "\r\n"
+
+
+def test_a_file_of_many_parts_is_streamed_each_row_in_its_place(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    text = contact_rows(2500, "parts", bad={5, 1500})
+    # A row of the third part repeats the e-mail of a row of the first: refused as a duplicate
+    # of the contact the first part created.
+    text = text.replace("P2300,parts.2300@", "P2300,parts.10@")
+    resp = post_csv(client, s.admin, text)
+    assert resp.status == 200, resp.describe()
+    assert resp.headers.get("Transfer-Encoding") == "chunked", resp.headers
+    results = crm.assert_json_response(resp, 200)["results"]
+    assert [r["index"] for r in results] == list(range(2500))
+    failed = {r["index"]: [e["loc"] for e in r["errors"]] for r in results if "errors" in r}
+    assert failed == {5: [["body", "rows", 5, "first_name"]],
+                      1500: [["body", "rows", 1500, "first_name"]],
+                      2300: [["body", "rows", 2300, "email"]]}, failed
+    assert crm.list_total(client, s.admin, params={"tag": "parts"}) == 2497
+    created = {r["index"]: r["id"] for r in results if "id" in r}
+    for i in (0, 999, 1000, 2499):
+        c = crm.get_contact(client, s.admin, created[i])
+        assert (c["first_name"], c["email"]) == (f"P{i}", f"parts.{i}@example.org")
+    # Audited as the request's, part by part: every contact created is named once.
+    named = [i for row in crm.audit_rows(client, s.admin, action="import", limit=100)
+             for i in row["ids"]]
+    assert sorted(named) == sorted(created.values())
+
+
+def test_a_large_import_with_a_key_imports_each_row_once(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    text = contact_rows(2100, "keyed")
+    key = {"Idempotency-Key": "big-import-1"}
+    first = crm.assert_json_response(post_csv(client, s.admin, text, **key), 200)
+    assert len(first["results"]) == 2100 and all("id" in r for r in first["results"])
+    again = crm.assert_json_response(post_csv(client, s.admin, text, **key), 200)
+    assert again == first  # every part replayed, nothing created again
+    assert crm.list_total(client, s.admin) == 2100
+    # The same key with another file: refused before any row is imported.
+    crm.assert_error(post_csv(client, s.admin, contact_rows(2100, "other"), **key),
+                     409, "CONFLICT")
+    assert crm.list_total(client, s.admin) == 2100
+
+
+def test_a_file_is_checked_whole_before_any_row_is_imported(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    # 100,001 rows: one over the limit.
+    crm.assert_validation_locs(post_csv(client, s.admin, "first_name\n" + "a\n" * 100_001),
+                               ("body", "rows"))
+    # Quotes that never close on the last line: without the whole-file check the first two
+    # parts would have been committed before the fault was read.
+    broken = contact_rows(2500, "broken") + '"never closed,x@example.org,\r\n'
+    resp = post_csv(client, s.admin, broken)
+    crm.assert_validation_locs(resp, ("body",))
+    assert "line 2502" in resp.body.decode(), resp.describe()
+    assert crm.list_total(client, s.admin) == 0
+
+
+def test_a_deals_file_of_many_parts_reports_rows_by_their_place(client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    lines = ["title,amount,currency"] + [f"D{i},{i}.00,BRL" for i in range(1200)]
+    lines[1 + 1100] = "D1100,lots,BRL"
+    text = "\r\n".join(lines) + "\r\n"
+    resp = deals_csv(client, s.admin, text)
+    results = crm.assert_json_response(resp, 200)["results"]
+    assert [r["index"] for r in results] == list(range(1200))
+    failed = {r["index"]: [e["loc"] for e in r["errors"]] for r in results if "errors" in r}
+    assert failed == {1100: [["body", "rows", 1100, "amount"]]}, failed
+    assert crm.list_total(client, s.admin, "/api/v1/deals") == 1199
+    last = crm.get_deal(client, s.admin, results[1199]["id"])
+    assert (last["title"], last["amount"]) == ("D1199", "1199.00")
