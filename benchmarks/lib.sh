@@ -157,6 +157,24 @@ pg_ticks() {
   echo "$total"
 }
 
+# bench_token TENANT [USER] [ROLE]: an access token for that user of that tenant (default user
+# TENANT, role admin), signed with CARECRM_JWT_SECRET, valid for an hour.
+bench_token() {
+  python3 - "$1" "${2:-$1}" "${3:-admin}" <<'PY'
+import base64, hashlib, hmac, json, os, sys, time
+tenant, user, role = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+secret = os.environ["CARECRM_JWT_SECRET"].encode()
+def b64(b): return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+now = int(time.time())
+h = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+p = b64(json.dumps({"sub": user, "tid": tenant, "role": role, "typ": "access",
+                    "sid": f"bench-{tenant}-{user}", "jti": f"j{tenant}-{user}", "iat": now,
+                    "exp": now + 3600, "iss": "carecrm"}).encode())
+s = b64(hmac.new(secret, f"{h}.{p}".encode(), hashlib.sha256).digest())
+print(f"{h}.{p}.{s}")
+PY
+}
+
 # sql TEXT: runs TEXT in the benchmark's database (after bench_start), unaligned, no headers.
 sql() { psql -X -q -tA -h 127.0.0.1 -p "$pg_port" -U postgres carecrm -c "$1"; }
 
