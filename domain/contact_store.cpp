@@ -28,6 +28,24 @@
 #include <utility>
 
 namespace crm::domain {
+
+namespace contact_store_detail {
+
+// The set bits of words[0, n): with the POPCNT instruction on a CPU that has it (nearly every
+// x86-64 since 2008). Built for the x86-64 baseline, std::popcount is a libgcc call per word:
+// 8 µs for the 1,600 words of 100,000 contacts, a tenth of a search's time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("popcnt", "default")))
+#endif
+std::size_t
+count_bits(const std::uint64_t* words, std::size_t n) {
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += static_cast<std::size_t>(std::popcount(words[i]));
+  return total;
+}
+
+} // namespace contact_store_detail
+
 namespace {
 
 constexpr std::size_t sort_key_count = 9;
@@ -594,19 +612,48 @@ struct contact_store::impl {
     return std::make_shared<const value_plan>(value_plan{std::move(group)});
   }
 
-  // The slots the plan selects.
+  // The slots the plan selects. A key's slots are live slots, so only a negated term (or a
+  // group of none) needs the live bitmap; a term of one key held as a bitmap is AND-ed as it
+  // is, without a copy (a group of two such terms: three passes over the words, not eight).
   bitmap evaluate(const value_plan& plan) const {
     const std::size_t words = (slots_used + 63) / 64;
     bitmap result(words, 0), group_bits(words), term(words);
+    const auto combine = [&](const bitmap& b, bool negated, bool first) {
+      const std::size_t n = std::min(words, b.size());
+      if (negated) {
+        for (std::size_t i = 0; i < words; ++i) {
+          const auto live = i < live_bits.size() ? live_bits[i] : 0;
+          const auto keep = live & ~(i < n ? b[i] : 0);
+          group_bits[i] = first ? keep : group_bits[i] & keep;
+        }
+      } else if (first) {
+        std::copy(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n), group_bits.begin());
+        std::fill(group_bits.begin() + static_cast<std::ptrdiff_t>(n), group_bits.end(), 0);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) group_bits[i] &= b[i];
+        std::fill(group_bits.begin() + static_cast<std::ptrdiff_t>(n), group_bits.end(), 0);
+      }
+    };
     for (const auto& group : plan) {
-      for (std::size_t i = 0; i < words; ++i)
-        group_bits[i] = i < live_bits.size() ? live_bits[i] : 0;
-      for (const auto& t : group) {
-        std::fill(term.begin(), term.end(), 0);
-        for (const auto& k : t.keys)
-          if (const auto it = values.find(k); it != values.end())
-            merge_into(term, it->second, words);
-        for (std::size_t i = 0; i < words; ++i) group_bits[i] &= t.negated ? ~term[i] : term[i];
+      if (group.empty()) {
+        combine(live_bits, false, true);
+      } else {
+        bool first = true;
+        for (const auto& t : group) {
+          const value_set* one = nullptr;
+          if (t.keys.size() == 1)
+            if (const auto it = values.find(t.keys[0]); it != values.end()) one = &it->second;
+          if (one && one->dense) {
+            combine(one->bits, t.negated, first);
+          } else {
+            std::fill(term.begin(), term.end(), 0);
+            for (const auto& k : t.keys)
+              if (const auto it = values.find(k); it != values.end())
+                merge_into(term, it->second, words);
+            combine(term, t.negated, first);
+          }
+          first = false;
+        }
       }
       for (std::size_t i = 0; i < words; ++i) result[i] |= group_bits[i];
     }
@@ -905,8 +952,7 @@ struct contact_store::impl {
     if (plan) {
       // From the value index: the selection is a bitmap already.
       const auto bits = evaluate(*plan);
-      std::size_t total = 0;
-      for (const auto w : bits) total += static_cast<std::size_t>(std::popcount(w));
+      const auto total = contact_store_detail::count_bits(bits.data(), bits.size());
       to = std::min(to, total);
       if (from >= to) return total;
       if (walks(total)) {
