@@ -1,6 +1,7 @@
 // The contacts actor (actors/contacts_internal.hpp): the request handlers, and companies.
 #include "actors/contacts_internal.hpp"
 
+#include "actors/workflows.hpp"
 #include "domain/page_json.hpp"
 
 namespace crm::actors::contacts_impl {
@@ -311,6 +312,7 @@ void do_merge(contacts_actor* self, std::int64_t survivor_id, contact_merge_requ
         move_contact_tasks(rt, tenant, duplicate, survivor_id);
         move_contact_appointments(rt, tenant, duplicate, survivor_id);
         move_contact_messaging(rt, tenant, duplicate, survivor_id);
+        move_contact_runs(rt, tenant, duplicate, survivor_id);
         auto now = s.store().find(survivor_id);
         if (!now) return reply(missing_contact());
         std::deque<domain::contact> storage;

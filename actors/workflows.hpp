@@ -85,6 +85,9 @@ void list_runs(runtime& rt, std::int64_t tenant, std::int64_t workflow_id,
                std::optional<domain::run_status> status, int page, int per_page,
                callback<std::string> reply);
 void get_run(runtime& rt, std::int64_t tenant, std::int64_t run_id, callback<std::string> reply);
+// A contact merged into another (POST /contacts/{id}/merge, after its COMMIT): the open runs
+// whose trigger payload names it act on the survivor from their next step.
+void move_contact_runs(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into);
 
 // POST /webhooks/{workflow_id}: the tenant is the workflow's (looked up by the caller).
 struct webhook_call {

@@ -290,6 +290,17 @@ caf::behavior workflows_behavior(wf_actor* self, tenant_env env) {
         self->state.dispatch_timer = false;
         dispatch(self);
       },
+      // A contact merged into another: the open runs acting on it act on the survivor (their
+      // stored payloads were changed in the merge's transaction).
+      [self, measure](merged_atom, std::int64_t from, std::int64_t into) {
+        auto _ = measure();
+        when_loaded(
+            self, [](const failure&) {},
+            [self, from, into] {
+              for (auto& [id, x] : self->state.runs)
+                domain::move_payload_contact(x.run.payload, from, into);
+            });
+      },
       [self, measure](wake_atom) {
         auto _ = measure();
         when_loaded(
@@ -613,6 +624,7 @@ using workflows_impl::deliv_atom;
 using workflows_impl::getrun_atom;
 using workflows_impl::hook_atom;
 using workflows_impl::info_atom;
+using workflows_impl::merged_atom;
 using workflows_impl::redeliv_atom;
 using workflows_impl::run_atom;
 using workflows_impl::runs_atom;
@@ -767,6 +779,9 @@ void list_runs(runtime& rt, std::int64_t tenant, std::int64_t workflow_id,
                callback<std::string> reply) {
   send(rt, tenant,
        caf::make_message(runs_atom::value, workflow_id, status, page, per_page, std::move(reply)));
+}
+void move_contact_runs(runtime& rt, std::int64_t tenant, std::int64_t from, std::int64_t into) {
+  send(rt, tenant, caf::make_message(merged_atom::value, from, into));
 }
 void get_run(runtime& rt, std::int64_t tenant, std::int64_t run_id, callback<std::string> reply) {
   send(rt, tenant, caf::make_message(getrun_atom::value, run_id, std::move(reply)));

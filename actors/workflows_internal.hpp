@@ -65,6 +65,7 @@ using info_atom = caf::atom_constant<caf::atom("info")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using runs_atom = caf::atom_constant<caf::atom("runs")>;
 using getrun_atom = caf::atom_constant<caf::atom("getrun")>;
+using merged_atom = caf::atom_constant<caf::atom("merged")>;
 using hook_atom = caf::atom_constant<caf::atom("hook")>;
 using sub_atom = caf::atom_constant<caf::atom("sub")>;
 using deliv_atom = caf::atom_constant<caf::atom("deliv")>;

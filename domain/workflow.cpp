@@ -1147,6 +1147,21 @@ std::optional<std::int64_t> action_contact_id(const json::object& rendered_param
   return std::nullopt;
 }
 
+bool move_payload_contact(json::value& payload, std::int64_t from, std::int64_t into) {
+  auto p = payload.if_object();
+  if (!p) return false;
+  bool moved = false;
+  auto move = [&](json::object& o, std::string_view key) {
+    if (auto v = o.if_contains(key); v && as_integer(*v) == std::optional<std::int64_t>(from)) {
+      *v = into;
+      moved = true;
+    }
+  };
+  move(*p, "contact_id");
+  if (auto c = p->if_contains("contact"); c && c->is_object()) move(c->as_object(), "id");
+  return moved;
+}
+
 std::int64_t delay_seconds(const json::object& params) {
   for (auto& [unit, scale] : workflow_rules::delay_units)
     if (auto v = given(params, unit))

@@ -216,6 +216,10 @@ boost::json::value render_templates(const boost::json::value& params, const temp
 // digits after rendering), else payload.contact_id, else payload.contact.id.
 std::optional<std::int64_t> action_contact_id(const boost::json::object& rendered_params,
                                               const boost::json::value& payload);
+// A run's trigger payload once its contact was merged into another (POST
+// /contacts/{id}/merge): the contact its actions fall back to (payload.contact_id,
+// payload.contact.id) is the survivor from then on. False when the payload names no `from`.
+bool move_payload_contact(boost::json::value& payload, std::int64_t from, std::int64_t into);
 // Seconds of a delay action's params (already validated).
 std::int64_t delay_seconds(const boost::json::object& params);
 // The task a create_task step makes (docs/tasks.md "From a workflow"): its params after

@@ -214,6 +214,20 @@ void append_merge_sql(std::string& s, const std::string& tid, const contact_merg
     if (!counts.empty()) counts += ", ";
     counts += "'" + name + "', (SELECT count(*) FROM moved_" + name + ")";
   }
+  // The open workflow runs acting on the duplicate act on the survivor (the fallbacks of
+  // domain::action_contact_id; domain::move_payload_contact does the same to the runs in
+  // memory).
+  auto dup = "'" + duplicate + "'::jsonb", into = "'" + survivor + "'::jsonb";
+  s += "moved_workflow_runs AS (UPDATE workflow_runs SET trigger_payload = (SELECT CASE WHEN "
+       "x->'contact'->'id' = " +
+       dup + " THEN jsonb_set(x, '{contact,id}', " + into +
+       ") ELSE x END FROM (SELECT CASE WHEN trigger_payload->'contact_id' = " + dup +
+       " THEN jsonb_set(trigger_payload, '{contact_id}', " + into +
+       ") ELSE trigger_payload END AS x) p) WHERE tenant_id = " + tid +
+       " AND status IN ('queued', 'running', 'waiting') AND (trigger_payload->'contact_id' = '" +
+       duplicate + "'::jsonb OR trigger_payload->'contact'->'id' = '" + duplicate +
+       "'::jsonb) RETURNING 1), ";
+  counts += ", 'workflow_runs', (SELECT count(*) FROM moved_workflow_runs)";
   // Contacts merged into the duplicate before now name the survivor.
   s += "earlier AS (UPDATE contact_merges SET survivor_id = " + survivor +
        " WHERE tenant_id = " + tid + " AND survivor_id = " + duplicate + " RETURNING 1) ";

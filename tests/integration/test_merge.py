@@ -285,3 +285,31 @@ def test_a_merge_is_remembered_by_a_reloaded_actor_and_goes_with_the_survivor(se
     crm.assert_no_content(client.delete(crm.contact_url(survivor), token=admin))
     crm.assert_error(client.get(crm.contact_url(dup), token=admin), 404, "NOT_FOUND")
     crm.assert_error(client.get(crm.contact_url(survivor), token=admin), 404, "NOT_FOUND")
+
+
+def test_a_waiting_workflow_run_about_the_duplicate_goes_on_with_the_survivor(client, cli_env,
+                                                                             database):
+    """A follow-up waiting on the duplicate (a delay, then a tag) is not lost to the merge: its
+    next step acts on the survivor, in memory and in the stored run (a restart resumes it so)."""
+    s = crm.tenant_session(client, cli_env)
+    t = s.admin
+    wf = crm.create_workflow(client, t, trigger_type="contact.created",
+                             conditions=[{"field": "first_name", "op": "eq", "value": "Twice"}],
+                             actions=[{"type": "delay", "params": {"seconds": 2}},
+                                      {"type": "add_tag", "params": {"tag": "followed-up"}}])
+    survivor = crm.create_contact(client, t, first_name="Once")["id"]
+    dup = crm.create_contact(client, t, first_name="Twice")["id"]
+    run = crm.wait_runs(client, t, wf["id"], 1, finished=False)[0]
+    crm.wait_run(client, t, run["id"], statuses=("waiting",))
+    moved = merge(client, t, survivor, dup)
+    assert moved["id"] == survivor
+    stored = database.query(
+        f"SELECT trigger_payload->>'contact_id' FROM workflow_runs WHERE id = {run['id']}")
+    assert stored.strip() == str(survivor), stored
+    done = crm.wait_run(client, t, run["id"])
+    assert done["status"] == "succeeded", done
+    assert done["steps"][1]["result"]["contact_id"] == survivor, done["steps"]
+    assert "followed-up" in crm.get_contact(client, t, survivor)["tags"]
+    merges = database.query(
+        f"SELECT moved->>'workflow_runs' FROM contact_merges WHERE duplicate_id = {dup}")
+    assert merges.strip() == "1", merges

@@ -659,6 +659,29 @@ TEST(workflow, the_contact_of_an_action_is_params_then_contact_id_then_contact) 
   EXPECT_EQ(action_contact_id(js(R"({"contact_id": -4})").as_object(), payload), std::nullopt);
 }
 
+// A merge moves a run to the survivor: the contact its actions fall back to, and nothing else.
+TEST(workflow, a_merged_contact_moves_a_runs_payload_to_the_survivor) {
+  auto both = js(R"({"contact_id": 7, "contact": {"id": 7, "first_name": "Ana"}, "deal_id": 7})");
+  EXPECT_TRUE(move_payload_contact(both, 7, 9));
+  EXPECT_EQ(both, js(R"({"contact_id": 9, "contact": {"id": 9, "first_name": "Ana"},
+                         "deal_id": 7})"));
+  EXPECT_EQ(action_contact_id(json::object{}, both), 9);
+  auto nested = js(R"({"contact": {"id": 7}})");
+  EXPECT_TRUE(move_payload_contact(nested, 7, 9));
+  EXPECT_EQ(action_contact_id(json::object{}, nested), 9);
+  // Another contact's run, a run about a contact named only inside the contact object, and a
+  // payload that is not an object are left as they are.
+  auto other = js(R"({"contact_id": 8, "contact": {"id": 7}})");
+  EXPECT_TRUE(move_payload_contact(other, 7, 9));
+  EXPECT_EQ(other, js(R"({"contact_id": 8, "contact": {"id": 9}})"));
+  EXPECT_EQ(action_contact_id(json::object{}, other), 8);
+  auto none = js(R"({"contact_id": 8})");
+  EXPECT_FALSE(move_payload_contact(none, 7, 9));
+  EXPECT_EQ(none, js(R"({"contact_id": 8})"));
+  auto list = js("[7]");
+  EXPECT_FALSE(move_payload_contact(list, 7, 9));
+}
+
 // ---- Cron ----------------------------------------------------------------------------------
 
 TEST(workflow, cron_steps_land_on_the_next_multiple) {
