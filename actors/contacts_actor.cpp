@@ -111,6 +111,7 @@ void reload(contacts_actor* self) {
   st.loaded = false;
   st.view->set_current(st.view_owner, false);
   st.view->write([](contacts_records& r) { r = contacts_records{}; });
+  ++st.contacts_version;
   st.keys.clear();
   load(self);
 }
@@ -140,6 +141,7 @@ void read_snapshot(contacts_actor* self) {
                              records.companies.emplace(co.id, std::move(co));
                            for (auto& c : snap.contacts) records.store.upsert(std::move(c));
                          });
+                         ++st.contacts_version;
                          for (auto& k : snap.keys) st.keys.emplace(k.key, std::move(k));
                          // Users told of while loading may be newer than the snapshot's.
                          st.active_users = std::move(snap.active_users);

@@ -325,12 +325,16 @@ void do_merge(contacts_actor* self, std::int64_t survivor_id, contact_merge_requ
       fail_with(reply));
 }
 
-std::string duplicates_page(const contacts_state& st, int page, int per_page) {
-  std::vector<const domain::contact*> all;
-  all.reserve(st.store().size());
-  st.store().for_each(domain::contact_query{},
-                      [&](const domain::contact& c) { all.push_back(&c); });
-  auto pairs = domain::find_duplicates(all);
+std::string duplicates_page(contacts_state& st, int page, int per_page) {
+  if (st.duplicates.version != st.contacts_version) {
+    std::vector<const domain::contact*> all;
+    all.reserve(st.store().size());
+    st.store().for_each(domain::contact_query{},
+                        [&](const domain::contact& c) { all.push_back(&c); });
+    st.duplicates.pairs = domain::find_duplicates(all);
+    st.duplicates.version = st.contacts_version;
+  }
+  const auto& pairs = st.duplicates.pairs;
   auto from = std::min<std::size_t>(pairs.size(), static_cast<std::size_t>(page - 1) * per_page);
   auto to = std::min<std::size_t>(pairs.size(), from + static_cast<std::size_t>(per_page));
   json::array items;

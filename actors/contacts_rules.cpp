@@ -153,6 +153,7 @@ void audit_change(contacts_state& st, const domain::audit_context* who, const ch
 }
 
 void apply_committed(contacts_state& st, const batch& b, const persistence::contact_batch& sql) {
+  if (!sql.contact_upserts.empty() || !sql.contact_deletes.empty()) ++st.contacts_version;
   st.view->write([&](contacts_records& r) {
     for (auto& co : sql.company_upserts) r.companies[co.id] = co;
     for (auto& c : sql.contact_upserts) r.store.upsert(c);

@@ -3,6 +3,7 @@
 #include "domain/audit.hpp"
 #include "domain/clock.hpp"
 #include "domain/contact_json.hpp"
+#include "domain/contact_merge.hpp"
 #include "domain/contact_store.hpp"
 #include "domain/crypto.hpp"
 #include "domain/jwt.hpp"
@@ -134,6 +135,15 @@ void store_search(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(store.list(q));
 }
 BENCHMARK(store_search);
+
+// GET /contacts/duplicates computes the pairs over the whole tenant in the contacts actor.
+void find_duplicates_100k(benchmark::State& state) {
+  auto store = sample_store(100000);
+  std::vector<const domain::contact*> all;
+  store.for_each(domain::contact_query{}, [&](const domain::contact& c) { all.push_back(&c); });
+  for (auto _ : state) benchmark::DoNotOptimize(domain::find_duplicates(all));
+}
+BENCHMARK(find_duplicates_100k)->Unit(benchmark::kMillisecond);
 
 void json_encode_contact_page(benchmark::State& state) {
   auto store = sample_store(100);

@@ -260,6 +260,13 @@ def test_duplicates_are_found_by_phone_mailbox_and_close_names(client, cli_env):
     merge(client, t, a, b)
     page = crm.assert_json_response(client.get("/api/v1/contacts/duplicates", token=t), 200)
     assert [p["contact_ids"] for p in page["items"]] == [[c, d], [e, f]], page
+    # The pairs are kept between requests and found again after any change: a renamed contact
+    # leaves its pair, a new one sharing a phone makes one.
+    crm.assert_json_response(client.patch(crm.contact_url(f), {"last_name": "Albuquerque"},
+                                          token=t), 200)
+    g = crm.create_contact(client, t, first_name="Gil", phone=phone)["id"]
+    page = crm.assert_json_response(client.get("/api/v1/contacts/duplicates", token=t), 200)
+    assert [p["contact_ids"] for p in page["items"]] == [[a, g], [c, d]], page
     crm.assert_validation_locs(client.get(crm.with_query("/api/v1/contacts/duplicates",
                                                          {"per_page": 0}), token=t),
                                ("query", "per_page"))
