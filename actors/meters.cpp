@@ -32,6 +32,22 @@ commit_meter& group_commits() {
   return m;
 }
 
+namespace {
+std::mutex incidents_mutex;
+std::deque<incident> incidents;
+} // namespace
+
+void note_incident(incident i) {
+  std::lock_guard lock(incidents_mutex);
+  incidents.push_back(std::move(i));
+  while (incidents.size() > incidents_kept) incidents.pop_front();
+}
+
+std::deque<incident> recent_incidents() {
+  std::lock_guard lock(incidents_mutex);
+  return incidents;
+}
+
 actor_meter& meter(const std::string& actor_type) {
   std::lock_guard<std::mutex> lock(meters_mutex());
   for (auto& m : all_meters())

@@ -82,4 +82,17 @@ actor_meter& meter(const std::string& actor_type);
 // Appends the Prometheus text lines of every actor type.
 void write_actor_metrics(std::string& out);
 
+// A failure a tenant supervisor recovered from (GET /console/data "incidents"): when, whose
+// child, and why, as CAF rendered the exit reason.
+struct incident {
+  std::int64_t at = 0; // Unix microseconds
+  std::int64_t tenant_id = 0;
+  std::string child;
+  std::string reason;
+};
+inline constexpr std::size_t incidents_kept = 50;
+void note_incident(incident i);
+// The last `incidents_kept`, oldest first.
+std::deque<incident> recent_incidents();
+
 } // namespace crm::actors

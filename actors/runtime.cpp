@@ -217,41 +217,75 @@ std::size_t runtime::live_tenants() const {
   return impl_->tenants.size();
 }
 
-std::string runtime::actors_json() const {
-  std::string out = "{\"tenants\":[";
+std::string runtime::actors_json(std::string_view search, std::size_t limit) const {
+  struct shown {
+    std::int64_t tenant_id;
+    const tenant_stats* stats;
+    std::int64_t mailbox;   // the supervisor's and its children's
+    std::uint64_t messages; // handled by its children
+  };
   std::shared_lock lock(impl_->mutex);
-  bool first = true;
+  std::vector<shown> tenants;
+  tenants.reserve(impl_->tenants.size());
   for (auto& [tid, e] : impl_->tenants) {
+    if (!search.empty() && std::to_string(tid).find(search) == std::string::npos) continue;
+    shown t{tid, e.stats.get(), e.stats->supervisor_mailbox.load(), 0};
+    for (std::size_t k = 0; k < child_count; ++k) {
+      t.mailbox += e.stats->mailbox[k].load();
+      t.messages += e.stats->messages[k].load();
+    }
+    tenants.push_back(t);
+  }
+  if (limit > 0) {
+    auto busier = [](const shown& a, const shown& b) {
+      return std::tie(b.mailbox, b.messages, a.tenant_id) <
+             std::tie(a.mailbox, a.messages, b.tenant_id);
+    };
+    auto end = tenants.begin() + static_cast<std::ptrdiff_t>(std::min(limit, tenants.size()));
+    std::partial_sort(tenants.begin(), end, tenants.end(), busier);
+    tenants.erase(end, tenants.end());
+  }
+  std::string out = "{\"tenants\":[";
+  bool first = true;
+  for (auto& t : tenants) {
     if (!first) out += ',';
     first = false;
-    out += "{\"tenant_id\":" + std::to_string(tid) +
-           ",\"mailbox\":" + std::to_string(e.stats->supervisor_mailbox.load()) + ",\"children\":[";
+    const auto& st = *t.stats;
+    out += "{\"tenant_id\":" + std::to_string(t.tenant_id) +
+           ",\"mailbox\":" + std::to_string(st.supervisor_mailbox.load()) + ",\"children\":[";
     bool first_child = true;
     for (std::size_t k = 0; k < child_count; ++k) {
-      if (!e.stats->alive[k].load()) continue;
+      auto restarts = st.restarts[k].load();
+      if (!st.alive[k].load() && restarts == 0) continue;
       if (!first_child) out += ',';
       first_child = false;
       out += "{\"name\":\"" + std::string(child_name(static_cast<child_kind>(k))) +
-             "\",\"mailbox\":" + std::to_string(e.stats->mailbox[k].load()) + "}";
+             "\",\"alive\":" + (st.alive[k].load() ? "true" : "false") +
+             ",\"mailbox\":" + std::to_string(st.mailbox[k].load()) +
+             ",\"messages\":" + std::to_string(st.messages[k].load()) +
+             ",\"busy_ms\":" + std::to_string(st.busy_nanos[k].load() / 1'000'000) +
+             ",\"restarts\":" + std::to_string(restarts) + "}";
     }
     out += "]}";
   }
-  out += "]}";
+  out += "],\"tenants_live\":" + std::to_string(impl_->tenants.size()) + "}";
   return out;
 }
 
 metered::metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
-                 std::atomic<std::int64_t>* slot)
-    : m_(m), self_(self), published_(published), slot_(slot),
-      start_(std::chrono::steady_clock::now()) {}
+                 std::atomic<std::int64_t>* slot, std::atomic<std::uint64_t>* messages,
+                 std::atomic<std::uint64_t>* busy_nanos)
+    : m_(m), self_(self), published_(published), slot_(slot), messages_(messages),
+      busy_nanos_(busy_nanos), start_(std::chrono::steady_clock::now()) {}
 
 metered::~metered() {
   auto n = m_.messages.fetch_add(1, std::memory_order_relaxed);
-  m_.nanos.fetch_add(
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now() - start_)
-                                     .count()),
-      std::memory_order_relaxed);
+  auto nanos = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - start_)
+                                              .count());
+  m_.nanos.fetch_add(nanos, std::memory_order_relaxed);
+  if (messages_) messages_->fetch_add(1, std::memory_order_relaxed);
+  if (busy_nanos_) busy_nanos_->fetch_add(nanos, std::memory_order_relaxed);
   // Counting the mailbox walks it: sample, and always when it was non-empty last time.
   if ((n & 15) == 0 || published_ != 0) {
     auto depth = static_cast<std::int64_t>(self_->mailbox().size());

@@ -56,8 +56,11 @@ public:
   // Stops every tenant (each finishes what is in its mailbox) and waits for the actors.
   void shutdown();
 
-  // {"tenants":[{"tenant_id":N,"mailbox":N,"children":[{"name":"users","mailbox":0}]}]}
-  std::string actors_json() const;
+  // {"tenants":[{"tenant_id":N,"mailbox":N,"children":[{"name":"users","mailbox":0,
+  // "messages":N,"busy_ms":N,"restarts":N}]}],"tenants_live":N}: every live tenant, or (with
+  // `limit`) the `limit` busiest (the deepest mailboxes, then the most messages handled) whose
+  // id contains `search`.
+  std::string actors_json(std::string_view search = {}, std::size_t limit = 0) const;
   std::size_t live_tenants() const;
 
   // In a cluster: stops the tenants whose leases this node lost, at once (each finishes what

@@ -103,6 +103,11 @@ struct tenant_stats {
   std::atomic<std::int64_t> supervisor_mailbox{0};
   std::array<std::atomic<std::int64_t>, child_count> mailbox{};
   std::array<std::atomic<bool>, child_count> alive{};
+  // Per child, over the tenant's life on this node (GET /console/data): messages handled, the
+  // time spent handling them, and failures its supervisor recovered from.
+  std::array<std::atomic<std::uint64_t>, child_count> messages{};
+  std::array<std::atomic<std::uint64_t>, child_count> busy_nanos{};
+  std::array<std::atomic<std::uint64_t>, child_count> restarts{};
   // The tenant's contacts as the I/O threads read them; its contacts actor (each incarnation)
   // writes them. Made with the tenant's entry, never replaced.
   const std::shared_ptr<contacts_view> contacts = std::make_shared<contacts_view>();
@@ -181,8 +186,11 @@ struct runtime::impl {
 // Measures one handled message: count, time, and (sampled) the actor's mailbox depth.
 class metered {
 public:
+  // `slot`: where the mailbox depth is shown; `messages` and `busy_nanos`: a tenant's child's
+  // own counters (none for the supervisor).
   metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
-          std::atomic<std::int64_t>* slot);
+          std::atomic<std::int64_t>* slot, std::atomic<std::uint64_t>* messages = nullptr,
+          std::atomic<std::uint64_t>* busy_nanos = nullptr);
   ~metered();
 
 private:
@@ -190,6 +198,8 @@ private:
   caf::scheduled_actor* self_;
   std::int64_t& published_;
   std::atomic<std::int64_t>* slot_;
+  std::atomic<std::uint64_t>* messages_;
+  std::atomic<std::uint64_t>* busy_nanos_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -236,9 +246,10 @@ auto instrument(caf::stateful_actor<State>* self, child_kind k) {
     m->instances--;
     m->mailbox.fetch_sub(stats->mailbox[index].exchange(0));
   });
-  auto slot = &st.env.stats->mailbox[index];
-  return [self, slot] {
-    return metered(*self->state.meter, self, self->state.published_mailbox, slot);
+  auto stats = st.env.stats.get();
+  return [self, stats, index] {
+    return metered(*self->state.meter, self, self->state.published_mailbox, &stats->mailbox[index],
+                   &stats->messages[index], &stats->busy_nanos[index]);
   };
 }
 

@@ -9,6 +9,7 @@
 // held messages back to it, so the next supervisor loads state that includes every committed
 // write.
 #include "actors/system.hpp"
+#include "domain/clock.hpp"
 
 #include "persistence/log.hpp"
 
@@ -102,6 +103,10 @@ caf::behavior tenant_supervisor(caf::stateful_actor<supervisor_state>* self, ten
       st.env.stats->mailbox[i] = 0;
       if (dm.reason && !st.retiring) {
         meter(child_name(static_cast<child_kind>(i))).restarts++;
+        st.env.stats->restarts[i]++;
+        note_incident({domain::now_micros(), st.env.tenant_id,
+                       std::string(child_name(static_cast<child_kind>(i))),
+                       self->system().render(dm.reason)});
         log_error("tenant {}: {} actor failed ({}); it restarts from Postgres on next use",
                   st.env.tenant_id, child_name(static_cast<child_kind>(i)),
                   self->system().render(dm.reason));

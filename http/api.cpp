@@ -9,9 +9,11 @@
 
 #include "actors/meters.hpp"
 #include "actors/runtime.hpp"
+#include "domain/clock.hpp"
 #include "http/json.hpp"
 #include "http/metrics.hpp"
 #include "http/secret_gate.hpp"
+#include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
 
 namespace crm::http {
@@ -51,6 +53,26 @@ router make_api_router(services& s) {
   return r;
 }
 
+std::string metrics_text(services& s) {
+  std::string out;
+  s.metrics.write(out);
+  actors::write_actor_metrics(out);
+  secret_gate::write_metrics(out);
+  out += "# HELP carecrm_db_queue_depth Database jobs waiting for a connection.\n"
+         "# TYPE carecrm_db_queue_depth gauge\ncarecrm_db_queue_depth " +
+         std::to_string(s.pool.queue_depth()) +
+         "\n# HELP carecrm_db_queue_refused_total Lookups answered 503 because the "
+         "database queue was full.\n# TYPE carecrm_db_queue_refused_total counter\n"
+         "carecrm_db_queue_refused_total " +
+         std::to_string(s.pool.refused()) + "\n";
+  s.audit.write_metrics(out);
+  out += "# HELP carecrm_tenants_live Tenants with live actors.\n"
+         "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
+         std::to_string(s.rt.live_tenants()) + "\n";
+  if (s.placement) s.placement->write_metrics(out);
+  return out;
+}
+
 router make_ops_router(services& s) {
   router r;
   r.add({verb::get,
@@ -60,21 +82,7 @@ router make_ops_router(services& s) {
          [&s](const exchange_ptr& ex) {
            response res;
            res.content_type = "text/plain; version=0.0.4";
-           s.metrics.write(res.body);
-           actors::write_actor_metrics(res.body);
-           secret_gate::write_metrics(res.body);
-           res.body += "# HELP carecrm_db_queue_depth Database jobs waiting for a connection.\n"
-                       "# TYPE carecrm_db_queue_depth gauge\ncarecrm_db_queue_depth " +
-                       std::to_string(s.pool.queue_depth()) +
-                       "\n# HELP carecrm_db_queue_refused_total Lookups answered 503 because the "
-                       "database queue was full.\n# TYPE carecrm_db_queue_refused_total counter\n"
-                       "carecrm_db_queue_refused_total " +
-                       std::to_string(s.pool.refused()) + "\n";
-           s.audit.write_metrics(res.body);
-           res.body += "# HELP carecrm_tenants_live Tenants with live actors.\n"
-                       "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
-                       std::to_string(s.rt.live_tenants()) + "\n";
-           if (s.placement) s.placement->write_metrics(res.body);
+           res.body = metrics_text(s);
            ex->respond(std::move(res));
          },
          "Prometheus metrics",
@@ -87,9 +95,28 @@ router make_ops_router(services& s) {
            std::vector<domain::issue> issues;
            auto tid = path_id(ex->param("tenant_id"), "tenant_id", issues);
            if (!tid) return ex->fail(domain::failure::invalid(std::move(issues)));
-           if (!s.rt.fail_child(*tid, ex->param("child")))
+           auto child = std::string(ex->param("child"));
+           if (!s.rt.fail_child(*tid, child))
              return ex->fail(domain::failure::of(domain::errc::not_found,
                                                  "no such live tenant or child actor"));
+           // A drill on a tenant's actors is in that tenant's audit trail (docs/operations.md
+           // "Console"): who (the operator token), from where, which child.
+           domain::audit_record row;
+           row.tenant_id = *tid;
+           row.at = domain::now_micros();
+           row.actor_type = "operator";
+           row.actor_ref = "operator token";
+           row.resource = "actor";
+           row.action = "fail";
+           row.fields = {child};
+           row.outcome = "success";
+           row.status = 202;
+           row.client_ip = ex->req.remote;
+           if (auto ua = ex->req.header("user-agent")) row.user_agent = ua->substr(0, 512);
+           row.request_id = ex->req.request_id;
+           if (!s.audit.record(std::move(row)))
+             log_warn("tenant {}: the audit row of the drill failing its {} actor was not queued",
+                      *tid, child);
            ex->json(202, R"({"status":"failing"})");
          },
          "Fail a tenant's child actor as a crash would (it restarts from Postgres)",
@@ -110,6 +137,7 @@ router make_ops_router(services& s) {
          "leases this node holds)",
          "operations"});
   add_health_routes(r, s, access::operator_token);
+  add_console_routes(r, s);
   return r;
 }
 

@@ -52,6 +52,12 @@ void add_audit_routes(router& r, services& s);
 // `a`: open on the API listener; the operator token on the metrics listener (contract §9).
 void add_health_routes(router& r, services& s, access a = access::open);
 void add_docs_routes(router& r);
+// The operator console on the metrics listener (http/handlers/console.cpp).
+void add_console_routes(router& r, services& s);
+// What GET /metrics answers (the Prometheus text format), and the same samples as JSON:
+// {"name": [{"labels": {...}, "value": v}]} (GET /console/data "metrics").
+std::string metrics_text(services& s);
+std::string prometheus_json(std::string_view text);
 // `server_url`: the public URL (--public-url), or empty (the document says "/").
 void add_openapi_route(router& r, const router& documented, std::string_view server_url);
 

@@ -231,6 +231,10 @@ void classify_audit(router& r) {
 auditor::auditor(persistence::audit_writer& writer, read_policy reads)
     : writer_(writer), reads_(reads) {}
 
+bool auditor::record(domain::audit_record row) {
+  return writer_.record(std::move(row));
+}
+
 void auditor::write_metrics(std::string& out) {
   auto metric = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +

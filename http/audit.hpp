@@ -40,6 +40,8 @@ public:
   void on_response(exchange& ex, response& r);
 
   persistence::audit_writer& writer() { return writer_; }
+  // Queues a row made outside the route rules (an operator's drill); false when it could not be.
+  bool record(domain::audit_record row);
   // carecrm_audit_* in the Prometheus text format: rows queued, written, refused (buffer full),
   // dropped (best_effort), buffered now, failed writer transactions.
   void write_metrics(std::string& out);

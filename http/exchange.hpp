@@ -57,6 +57,8 @@ public:
   std::vector<std::int64_t> audit_records;
   // Forwarded here by the node that received it (docs/cluster.md): never forwarded again.
   bool forwarded = false;
+  // An access::operator_page route asked without the operator token (its handler answers 401).
+  bool operator_signed_in = true;
 
   std::string_view param(std::string_view name) const;
 

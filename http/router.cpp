@@ -48,7 +48,8 @@ void router::add(route r) {
   switch (r.auth) {
   case access::bearer: r.limit = rate_class::user; break;
   case access::operator_token:
-  case access::operator_metrics: r.limit = rate_class::none; break;
+  case access::operator_metrics:
+  case access::operator_page: r.limit = rate_class::none; break;
   case access::open:
     r.limit = r.path.rfind("/api/v1/auth/", 0) == 0         ? rate_class::login
               : r.path.find("webhook") != std::string::npos ? rate_class::webhook

@@ -26,8 +26,11 @@ enum class access : std::uint8_t {
   // The operations listener: a Host that is an IP literal, localhost or configured (against DNS
   // rebinding), and the operator token (refused when none is configured)...
   operator_token,
-  // ...or only when `metrics_require_token` is set (/metrics, for scrapers).
+  // ...or only when `metrics_require_token` is set (/metrics, for scrapers)...
   operator_metrics,
+  // ...or a page whose handler answers 401 itself (with its sign-in form) when the token is
+  // missing or wrong (exchange::operator_signed_in); a foreign Host is still refused.
+  operator_page,
 };
 
 // Which rate limits a route's requests count against (docs/operations.md). Set by router::add:

@@ -143,6 +143,12 @@ void dispatch(shared_context& ctx, const std::shared_ptr<origin>& op, const exch
       return;
     }
   }
+  if (rt.auth == access::operator_page) {
+    if (auto f = authorize_operator(ex->req, ctx.auth.ops, true)) {
+      if (f->code != domain::errc::invalid_credentials) return ex->fail(*f);
+      ex->operator_signed_in = false;
+    }
+  }
   if (rt.auth == access::bearer) {
     auto token = bearer_token(ex->req);
     if (token && ctx.auth.pool && is_api_key(*token)) {

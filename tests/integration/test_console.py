@@ -1,0 +1,152 @@
+"""The operator console (issue 37, docs/operations.md "Console"): GET /console on the metrics
+listener, one page that signs in with the operator token (kept for the tab, sent in a header)
+and polls GET /console/data every second. Without the token the page and its data answer 401;
+a foreign Host is refused as on every operator route. In headless Chromium: the page signs in,
+shows a tenant once a request reached it, and shows its contacts actor's restart after the
+page's own `fail` drill; a screenshot is left in build/console.png for people to look at."""
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+
+import pytest
+
+import crm
+
+
+def test_the_page_and_its_data_need_the_operator_token(server):
+    signed_out = server.metrics_client(token="")
+    page = signed_out.get("/console")
+    assert page.status == 401, page.describe()
+    assert page.header("Content-Type").startswith("text/html"), page.describe()
+    assert page.header("WWW-Authenticate", ).startswith("Bearer"), page.describe()
+    assert b'id="signin-form"' in page.body
+    policy = page.header("Content-Security-Policy")
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy, policy
+    crm.assert_error(signed_out.get("/console/data"), 401, "INVALID_CREDENTIALS")
+    wrong = server.metrics_client(token="not-the-token")
+    assert wrong.get("/console").status == 401
+    crm.assert_error(wrong.get("/console/data"), 401, "INVALID_CREDENTIALS")
+
+    metrics = server.metrics_client()
+    signed_in = metrics.get("/console")
+    assert signed_in.status == 200 and signed_in.body == page.body, signed_in.describe()
+    data = crm.assert_json_response(metrics.get("/console/data"), 200)
+    assert set(data) == {"at", "actors", "cluster", "metrics", "incidents"}, data.keys()
+    assert data["cluster"] is None  # one node
+    assert "carecrm_http_requests_total" in data["metrics"], sorted(data["metrics"])
+    crm.assert_validation_locs(metrics.get("/console/data?limit=0"), ("query", "limit"))
+    crm.assert_validation_locs(metrics.get("/console/data?search=" + "1" * 21),
+                               ("query", "search"))
+    # The script and the styles hold no data: anyone may load them.
+    for path, kind in (("/console/console.js", "application/javascript"),
+                       ("/console/uplot.js", "application/javascript"),
+                       ("/console/console.css", "text/css"), ("/console/uplot.css", "text/css")):
+        resp = signed_out.get(path)
+        assert resp.status == 200 and resp.header("Content-Type").startswith(kind), path
+    # A DNS-rebinding page names its own host: refused before any token is looked at.
+    for path in ("/console", "/console/data"):
+        crm.assert_error(metrics.get(path, headers={"Host": "evil.example"}), 403,
+                         "INSUFFICIENT_PERMISSIONS")
+
+
+def test_the_data_shows_a_tenants_children_and_their_restarts(server, client, cli_env):
+    s = crm.tenant_session(client, cli_env)
+    crm.create_contact(client, s.admin, first_name="Counted")
+    metrics = server.metrics_client()
+    tid = s.tenant.tenant_id
+
+    def tenant():
+        data = crm.assert_json_response(metrics.get(f"/console/data?search={tid}"), 200)
+        return next((t for t in data["actors"]["tenants"] if t["tenant_id"] == tid), None)
+    contacts = next(c for c in tenant()["children"] if c["name"] == "contacts")
+    assert contacts["messages"] >= 1 and contacts["restarts"] == 0, contacts
+    crm.assert_json_response(metrics.post(f"/actors/{tid}/contacts/fail"), 202)
+
+    def restarted():
+        c = next((c for c in tenant()["children"] if c["name"] == "contacts"), None)
+        return c if c and c["restarts"] == 1 else None
+    assert crm.eventually(restarted, 5.0)
+    data = crm.assert_json_response(metrics.get("/console/data"), 200)
+    assert any(i["tenant_id"] == tid and i["child"] == "contacts" for i in data["incidents"]), \
+        data["incidents"]
+    # The drill is in the tenant's audit trail, as the operator's.
+    rows = crm.audit_rows(client, s.admin, resource="actor")
+    assert [(r["actor_type"], r["action"], r["fields"], r["status"]) for r in rows] == \
+        [("operator", "fail", ["contacts"], 202)], rows
+
+
+# ---- in Chromium -------------------------------------------------------------------------
+
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1400,1800",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+
+
+def wait(driver, condition, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = condition(driver)
+        except Exception:  # noqa: BLE001 - the page is redrawn every second
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, driver.page_source[:3000]
+        time.sleep(0.2)
+
+
+def test_the_console_in_chromium(server, client, cli_env, tmp_path):
+    from selenium.webdriver.common.by import By
+    assert shutil.which("chromedriver"), "scripts/lib.sh installs Debian's chromium-driver"
+    driver = browser(tmp_path)
+    try:
+        driver.get(f"{server.metrics_url}/console")
+        form = wait(driver, lambda d: d.find_element(By.ID, "signin-form"))
+        assert form.is_displayed()
+        driver.find_element(By.ID, "token").send_keys(crm.METRICS_TOKEN)
+        driver.find_element(By.CSS_SELECTOR, "#signin-form button").click()
+        wait(driver, lambda d: d.find_element(By.ID, "console").is_displayed())
+        assert "token" not in driver.current_url  # never in a URL
+
+        # A request reaches a new tenant: its row appears.
+        s = crm.tenant_session(client, cli_env)
+        crm.create_contact(client, s.admin, first_name="Shown")
+        tid = s.tenant.tenant_id
+        driver.find_element(By.ID, "search").send_keys(str(tid))
+        row = f'#tenants tr[data-tenant="{tid}"]'
+        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, row))
+        chip = f'{row} [data-child="contacts"]'
+        assert wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, chip)).is_displayed()
+
+        # The page's drill fails the contacts actor (after a confirmation): its restart shows.
+        driver.find_element(By.CSS_SELECTOR, f"{chip} button").click()
+        wait(driver, lambda d: d.switch_to.alert).accept()
+        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR,
+                                              f"{chip} .restarts").text == "1")
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#incidents li"))
+        assert wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#charts .uplot"))
+        # Charts need a few seconds of history to be worth a look.
+        polls = int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-polls") or 0)
+        wait(driver, lambda d: int(d.find_element(By.TAG_NAME, "body")
+                                   .get_attribute("data-polls") or 0) >= polls + 3)
+        driver.find_element(By.ID, "search").clear()
+        time.sleep(1.5)
+        shot = driver.get_screenshot_as_png()
+        assert len(shot) > 20_000
+        out = pathlib.Path(os.environ.get("CRM_SCREENSHOT_DIR",
+                                          pathlib.Path(__file__).parents[2] / "build"))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "console.png").write_bytes(shot)
+        (pathlib.Path(tempfile.gettempdir()) / "carecrm-console.png").write_bytes(shot)
+    finally:
+        driver.quit()
