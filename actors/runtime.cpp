@@ -212,6 +212,11 @@ void runtime::when_stopped(std::int64_t tenant, std::function<void()> then) {
   then();
 }
 
+bool runtime::is_live(std::int64_t tenant) const {
+  std::shared_lock lock(impl_->mutex);
+  return impl_->tenants.count(tenant) > 0;
+}
+
 std::size_t runtime::live_tenants() const {
   std::shared_lock lock(impl_->mutex);
   return impl_->tenants.size();

@@ -62,6 +62,7 @@ public:
   // id contains `search`.
   std::string actors_json(std::string_view search = {}, std::size_t limit = 0) const;
   std::size_t live_tenants() const;
+  bool is_live(std::int64_t tenant) const;
 
   // In a cluster: stops the tenants whose leases this node lost, at once (each finishes what
   // is in its mailbox; its writes are refused by the fence).

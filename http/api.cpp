@@ -73,6 +73,31 @@ std::string metrics_text(services& s) {
   return out;
 }
 
+namespace {
+
+// A drill on a tenant's actors is in that tenant's audit trail (docs/operations.md "Console"):
+// who (the operator token), from where, what (`action`, the child in `fields`).
+void audit_drill(services& s, const exchange& ex, std::int64_t tenant, const char* action,
+                 const std::string& child) {
+  domain::audit_record row;
+  row.tenant_id = tenant;
+  row.at = domain::now_micros();
+  row.actor_type = "operator";
+  row.actor_ref = "operator token";
+  row.resource = "actor";
+  row.action = action;
+  if (!child.empty()) row.fields = {child};
+  row.outcome = "success";
+  row.status = 202;
+  row.client_ip = ex.req.remote;
+  if (auto ua = ex.req.header("user-agent")) row.user_agent = ua->substr(0, 512);
+  row.request_id = ex.req.request_id;
+  if (!s.audit.record(std::move(row)))
+    log_warn("tenant {}: the audit row of the operator's {} drill was not queued", tenant, action);
+}
+
+} // namespace
+
 router make_ops_router(services& s) {
   router r;
   r.add({verb::get,
@@ -99,24 +124,7 @@ router make_ops_router(services& s) {
            if (!s.rt.fail_child(*tid, child))
              return ex->fail(domain::failure::of(domain::errc::not_found,
                                                  "no such live tenant or child actor"));
-           // A drill on a tenant's actors is in that tenant's audit trail (docs/operations.md
-           // "Console"): who (the operator token), from where, which child.
-           domain::audit_record row;
-           row.tenant_id = *tid;
-           row.at = domain::now_micros();
-           row.actor_type = "operator";
-           row.actor_ref = "operator token";
-           row.resource = "actor";
-           row.action = "fail";
-           row.fields = {child};
-           row.outcome = "success";
-           row.status = 202;
-           row.client_ip = ex->req.remote;
-           if (auto ua = ex->req.header("user-agent")) row.user_agent = ua->substr(0, 512);
-           row.request_id = ex->req.request_id;
-           if (!s.audit.record(std::move(row)))
-             log_warn("tenant {}: the audit row of the drill failing its {} actor was not queued",
-                      *tid, child);
+           audit_drill(s, *ex, *tid, "fail", child);
            ex->json(202, R"({"status":"failing"})");
          },
          "Fail a tenant's child actor as a crash would (it restarts from Postgres)",
@@ -136,6 +144,24 @@ router make_ops_router(services& s) {
          "Live tenant supervisors and their children (and, in a cluster, the members and the "
          "leases this node holds)",
          "operations"});
+  r.add({verb::post,
+         "/actors/{tenant_id}/passivate",
+         access::operator_token,
+         {},
+         [&s](const exchange_ptr& ex) {
+           std::vector<domain::issue> issues;
+           auto tid = path_id(ex->param("tenant_id"), "tenant_id", issues);
+           if (!tid) return ex->fail(domain::failure::invalid(std::move(issues)));
+           if (!s.rt.is_live(*tid))
+             return ex->fail(domain::failure::of(domain::errc::not_found, "no such live tenant"));
+           s.rt.evict({*tid});
+           audit_drill(s, *ex, *tid, "passivate", {});
+           ex->json(202, R"({"status":"passivating"})");
+         },
+         "Passivate a live tenant now, as if idle (its actors finish their mailboxes and stop; "
+         "the next request starts them from Postgres)",
+         "operations",
+         202});
   add_health_routes(r, s, access::operator_token);
   add_console_routes(r, s);
   return r;

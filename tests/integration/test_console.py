@@ -71,10 +71,17 @@ def test_the_data_shows_a_tenants_children_and_their_restarts(server, client, cl
     data = crm.assert_json_response(metrics.get("/console/data"), 200)
     assert any(i["tenant_id"] == tid and i["child"] == "contacts" for i in data["incidents"]), \
         data["incidents"]
-    # The drill is in the tenant's audit trail, as the operator's.
+    # A tenant passivated by the operator leaves the live tenants, and its next request brings
+    # it back from Postgres.
+    crm.assert_json_response(metrics.post(f"/actors/{tid}/passivate"), 202)
+    assert crm.eventually(lambda: tenant() is None, 10.0), tenant()
+    crm.assert_error(metrics.post(f"/actors/{crm.NOWHERE_ID}/passivate"), 404, "NOT_FOUND")
+    crm.assert_error(server.metrics_client(token="").post(f"/actors/{tid}/passivate"), 401,
+                     "INVALID_CREDENTIALS")
+    # Both drills are in the tenant's audit trail, as the operator's (newest first).
     rows = crm.audit_rows(client, s.admin, resource="actor")
     assert [(r["actor_type"], r["action"], r["fields"], r["status"]) for r in rows] == \
-        [("operator", "fail", ["contacts"], 202)], rows
+        [("operator", "passivate", [], 202), ("operator", "fail", ["contacts"], 202)], rows
 
 
 # ---- in Chromium -------------------------------------------------------------------------
@@ -148,5 +155,11 @@ def test_the_console_in_chromium(server, client, cli_env, tmp_path):
         out.mkdir(parents=True, exist_ok=True)
         (out / "console.png").write_bytes(shot)
         (pathlib.Path(tempfile.gettempdir()) / "carecrm-console.png").write_bytes(shot)
+
+        # The page's other drill: the tenant, passivated, leaves the table.
+        driver.find_element(By.ID, "search").send_keys(str(tid))
+        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, f"{row} button.passivate")).click()
+        wait(driver, lambda d: d.switch_to.alert).accept()
+        wait(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, row))
     finally:
         driver.quit()

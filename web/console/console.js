@@ -187,12 +187,21 @@ function childRates(d, dt) {
   }
 }
 
-async function fail(tenant, child) {
-  if (!confirm("Fail the " + child + " actor of tenant " + tenant +
-               "? It restarts from Postgres on its next message.")) return;
-  const res = await api("POST", "/actors/" + tenant + "/" + child + "/fail");
-  $("updated").textContent = res.status === 202 ? "failed " + child + " of tenant " + tenant
-                                                 : "the drill was refused (" + res.status + ")";
+// The drills: each confirmed first, each audited by the server in the tenant's trail.
+async function drill(question, path, done) {
+  if (!confirm(question)) return;
+  const res = await api("POST", path);
+  $("updated").textContent = res.status === 202 ? done : "the drill was refused (" + res.status + ")";
+}
+function fail(tenant, child) {
+  return drill("Fail the " + child + " actor of tenant " + tenant +
+               "? It restarts from Postgres on its next message.",
+               "/actors/" + tenant + "/" + child + "/fail", "failed " + child + " of tenant " + tenant);
+}
+function passivate(tenant) {
+  return drill("Passivate tenant " + tenant + "? Its actors finish their mailboxes and stop; " +
+               "its next request starts them again.", "/actors/" + tenant + "/passivate",
+               "passivated tenant " + tenant);
 }
 
 function renderTenants(d) {
@@ -220,7 +229,13 @@ function renderTenants(d) {
       chip.append(drill);
       children.append(chip);
     }
-    tr.append(el("td", String(t.tenant_id)), el("td", num(t.rate), "rate"),
+    const id = el("td", String(t.tenant_id) + " ");
+    const stop = el("button", "passivate", "passivate");
+    stop.type = "button";
+    stop.title = "Passivate this tenant now (a drill)";
+    stop.addEventListener("click", () => passivate(t.tenant_id));
+    id.append(stop);
+    tr.append(id, el("td", num(t.rate), "rate"),
               el("td", String(t.mailbox_all)), el("td", String(t.restarts), "restarts"), children);
     return tr;
   }));
