@@ -390,6 +390,25 @@ void membership::leave() {
   });
 }
 
+void membership::move_tenant(std::int64_t tenant, std::string to,
+                             std::function<void(domain::outcome<lease>)> done) {
+  pool_.run<lease>(
+      [tenant, to = std::move(to),
+       dead_after = opts_.dead_after](persistence::pg_conn& c) -> domain::outcome<lease> {
+        try {
+          return request_move(c, tenant, to, dead_after);
+        } catch (const pqxx::failure&) {
+          throw; // the database's: the pool's failure
+        } catch (const std::runtime_error& e) {
+          std::string why = e.what();
+          if (why.rfind("no tenant", 0) == 0)
+            return domain::failure::of(domain::errc::not_found, why);
+          return domain::failure::invalid({{{"body", "to"}, why, "value_error"}});
+        }
+      },
+      std::move(done));
+}
+
 void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)> done) {
   pool_.run<lease>(
       [this, tenant](persistence::pg_conn& c) {

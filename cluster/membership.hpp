@@ -83,6 +83,12 @@ public:
   // first) and marks it `left`. Call once its tenants are stopped.
   void leave();
 
+  // An operator's move from the console (POST /tenants/{id}/move): request_move on a pool
+  // thread. `done` gets the lease as it stands after the request (its owner hands it over on
+  // its next heartbeat), or 422 when `to` is not a live member, 404 for no such tenant.
+  void move_tenant(std::int64_t tenant, std::string to,
+                   std::function<void(domain::outcome<lease>)> done);
+
   // The owner of `tenant`, placing it on the least-loaded live node (this one on a tie) when
   // it has none or its owner is not live. `done` runs on a pool thread, or at once with a 503
   // when the pool is full.

@@ -12,6 +12,7 @@
 #include "domain/clock.hpp"
 #include "http/json.hpp"
 #include "http/metrics.hpp"
+#include "http/request_input.hpp"
 #include "http/secret_gate.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
@@ -160,6 +161,43 @@ router make_ops_router(services& s) {
          },
          "Passivate a live tenant now, as if idle (its actors finish their mailboxes and stop; "
          "the next request starts them from Postgres)",
+         "operations",
+         202});
+  r.add({verb::post,
+         "/tenants/{tenant_id}/move",
+         access::operator_token,
+         {},
+         [&s](const exchange_ptr& ex) {
+           std::vector<domain::issue> issues;
+           auto tid = path_id(ex->param("tenant_id"), "tenant_id", issues);
+           auto body = object_body(ex);
+           if (!body) return;
+           std::string to;
+           for (auto& kv : *body)
+             if (kv.key() != "to")
+               issues.push_back({{"body", std::string(kv.key())},
+                                 "Extra inputs are not permitted",
+                                 "extra_forbidden"});
+           if (auto v = body->if_contains("to"); !v)
+             issues.push_back({{"body", "to"}, "Field required", "missing"});
+           else if (!v->is_string() || v->as_string().empty() || v->as_string().size() > 64)
+             issues.push_back(
+                 {{"body", "to"}, "Input should be a node id (1 to 64 characters)", "string_type"});
+           else
+             to = std::string(v->as_string());
+           if (!tid || !issues.empty())
+             return ex->fail(domain::failure::invalid(std::move(issues)));
+           if (!s.placement)
+             return ex->fail(domain::failure::of(domain::errc::conflict,
+                                                 "this node is not a member of a cluster"));
+           s.placement->move(*tid, to, [&s, ex, tenant = *tid, to](domain::outcome<std::string> r) {
+             if (!r) return ex->fail(r.error());
+             audit_drill(s, *ex, tenant, "move", to);
+             ex->json(202, std::move(*r));
+           });
+         },
+         "Move a tenant to another node of the cluster (as `carecrm cluster move`): its owner "
+         "hands it over on its next heartbeat",
          "operations",
          202});
   add_health_routes(r, s, access::operator_token);

@@ -215,6 +215,16 @@ void tenant_placement::write_metrics(std::string& out) const {
        "Tenant owners looked up or placed through Postgres.", m.acquisitions());
 }
 
+void tenant_placement::move(std::int64_t tenant, std::string to,
+                            std::function<void(domain::outcome<std::string>)> done) {
+  members_.move_tenant(
+      tenant, to, [tenant, to, done = std::move(done)](domain::outcome<cluster::lease> l) {
+        if (!l) return done(l.error());
+        done(boost::json::serialize(boost::json::object{
+            {"tenant_id", tenant}, {"to", to}, {"owner", l->node}, {"epoch", l->epoch}}));
+      });
+}
+
 std::string tenant_placement::cluster_json() const {
   boost::json::object o;
   o["node"] = members_.book().node_id();

@@ -52,6 +52,10 @@ public:
   void write_metrics(std::string& out) const;
   // {"node":..., "nodes":[...], "leases":[{"tenant_id":N,"epoch":N}]} for /actors.
   std::string cluster_json() const;
+  // Asks that `tenant` move to node `to` (cluster::membership::move_tenant): `done` gets the
+  // answer's body ({"tenant_id", "to", "owner", "epoch"}) or the failure.
+  void move(std::int64_t tenant, std::string to,
+            std::function<void(domain::outcome<std::string>)> done);
 
 private:
   using clock = std::chrono::steady_clock;

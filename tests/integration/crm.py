@@ -2885,3 +2885,56 @@ def free_slots(client: Client, token: str, service_id, start: str, end: str, **p
     body = assert_json_response(client.get(with_query(AVAILABILITY, {
         "service_id": service_id, "from": start, "to": end, **params}), token=token), 200)
     return [(s["calendar_id"], s["start"], s["end"]) for s in body["slots"]]
+
+
+# ---- a page in headless Chromium (the operator console) -----------------------------------
+
+
+def chromium_driver(tmp_path):
+    """Debian's chromium driven by chromedriver through selenium (python3-selenium), headless,
+    with a profile of its own under `tmp_path`."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1400,1800",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+
+
+def wait_in_page(driver, condition, timeout: float = 15.0):
+    """What `condition(driver)` returns once it is truthy (the page redraws every second, so
+    an element may go stale between finding and reading it: tried again)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = condition(driver)
+        except Exception:  # noqa: BLE001
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, driver.page_source[:3000]
+        time.sleep(0.2)
+
+
+def click_in_page(driver, css: str, timeout: float = 15.0) -> None:
+    """Finds and clicks the element `css` names, again if the page redrew it in between."""
+    from selenium.webdriver.common.by import By
+
+    def click(d):
+        d.find_element(By.CSS_SELECTOR, css).click()
+        return True
+    wait_in_page(driver, click, timeout)
+
+
+def console_sign_in(driver, metrics_url: str, token: str = METRICS_TOKEN) -> None:
+    """Opens the operator console and signs in with the operator token."""
+    from selenium.webdriver.common.by import By
+    driver.get(f"{metrics_url}/console")
+    wait_in_page(driver, lambda d: d.find_element(By.ID, "signin-form").is_displayed())
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.CSS_SELECTOR, "#signin-form button").click()
+    wait_in_page(driver, lambda d: d.find_element(By.ID, "console").is_displayed())

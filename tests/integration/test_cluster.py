@@ -636,3 +636,49 @@ def _answers(client) -> bool:
         return client.get("/healthz").status == 200
     except OSError:
         return False
+
+
+def test_the_console_shows_the_nodes_and_moves_a_tenant(nodes, database, cli_env, tmp_path):
+    """The operator console of one node (docs/operations.md "Console") shows every member, and
+    its move drill (POST /tenants/{id}/move, from the page) hands a tenant to another node."""
+    from selenium.webdriver.common.by import By
+    t = crm.create_tenant(cli_env)
+    client = nodes[0].client()
+    token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
+    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "Console"},
+                                         token=token), 201)
+    owner, epoch = owners(database)[t.tenant_id]
+    at = nodes[int(owner.split("-")[1])]
+    target = next(f"node-{i}" for i in range(3) if f"node-{i}" != owner)
+    metrics = at.metrics_client(crm.METRICS_TOKEN)
+    data = crm.assert_json_response(metrics.get("/console/data"), 200)
+    assert data["cluster"]["node"] == owner
+    assert {n["node_id"] for n in data["cluster"]["nodes"]} >= {"node-0", "node-1", "node-2"}
+    crm.assert_validation_locs(metrics.post(f"/tenants/{t.tenant_id}/move", {"to": "nobody"}),
+                               ("body", "to"))
+    crm.assert_validation_locs(metrics.post(f"/tenants/{t.tenant_id}/move", {}), ("body", "to"))
+    crm.assert_error(metrics.post(f"/tenants/{crm.NOWHERE_ID}/move", {"to": target}), 404,
+                     "NOT_FOUND")
+    driver = crm.chromium_driver(tmp_path)
+    try:
+        crm.console_sign_in(driver, at.metrics_url)
+        for n in ("node-0", "node-1", "node-2"):
+            crm.wait_in_page(driver, lambda d: d.find_element(
+                By.CSS_SELECTOR, f'#nodes tr[data-node="{n}"]'))
+        driver.find_element(By.ID, "search").send_keys(str(t.tenant_id))
+        row = f'#tenants tr[data-tenant="{t.tenant_id}"]'
+        crm.click_in_page(driver, f"{row} button.move")
+        prompt = crm.wait_in_page(driver, lambda d: d.switch_to.alert)
+        prompt.send_keys(target)
+        prompt.accept()
+        wait_for("the move from the console", lambda: owners(database)[t.tenant_id][0] == target)
+        assert owners(database)[t.tenant_id][1] > epoch
+        # Gone from its old node's page; its writes go on through any node.
+        crm.wait_in_page(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, row))
+    finally:
+        driver.quit()
+    wait_for("a write after the move", lambda: client.post(
+        "/api/v1/contacts", {"first_name": "After"}, token=token).status == 201)
+    rows = crm.audit_rows(client, token, resource="actor")
+    assert [(r["actor_type"], r["action"], r["fields"]) for r in rows] == \
+        [("operator", "move", [target])], rows

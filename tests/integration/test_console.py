@@ -10,8 +10,6 @@ import shutil
 import tempfile
 import time
 
-import pytest
-
 import crm
 
 
@@ -86,43 +84,17 @@ def test_the_data_shows_a_tenants_children_and_their_restarts(server, client, cl
 
 # ---- in Chromium -------------------------------------------------------------------------
 
-def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1400,1800",
-                 f"--user-data-dir={tmp_path / 'profile'}"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-
-
-def wait(driver, condition, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = condition(driver)
-        except Exception:  # noqa: BLE001 - the page is redrawn every second
-            found = None
-        if found:
-            return found
-        assert time.monotonic() < deadline, driver.page_source[:3000]
-        time.sleep(0.2)
-
-
 def test_the_console_in_chromium(server, client, cli_env, tmp_path):
     from selenium.webdriver.common.by import By
     assert shutil.which("chromedriver"), "scripts/lib.sh installs Debian's chromium-driver"
-    driver = browser(tmp_path)
+    driver = crm.chromium_driver(tmp_path)
     try:
         driver.get(f"{server.metrics_url}/console")
-        form = wait(driver, lambda d: d.find_element(By.ID, "signin-form"))
+        form = crm.wait_in_page(driver, lambda d: d.find_element(By.ID, "signin-form"))
         assert form.is_displayed()
         driver.find_element(By.ID, "token").send_keys(crm.METRICS_TOKEN)
         driver.find_element(By.CSS_SELECTOR, "#signin-form button").click()
-        wait(driver, lambda d: d.find_element(By.ID, "console").is_displayed())
+        crm.wait_in_page(driver, lambda d: d.find_element(By.ID, "console").is_displayed())
         assert "token" not in driver.current_url  # never in a URL
 
         # A request reaches a new tenant: its row appears.
@@ -131,20 +103,20 @@ def test_the_console_in_chromium(server, client, cli_env, tmp_path):
         tid = s.tenant.tenant_id
         driver.find_element(By.ID, "search").send_keys(str(tid))
         row = f'#tenants tr[data-tenant="{tid}"]'
-        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, row))
+        crm.wait_in_page(driver, lambda d: d.find_element(By.CSS_SELECTOR, row))
         chip = f'{row} [data-child="contacts"]'
-        assert wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, chip)).is_displayed()
+        assert crm.wait_in_page(driver, lambda d: d.find_element(By.CSS_SELECTOR, chip)).is_displayed()
 
         # The page's drill fails the contacts actor (after a confirmation): its restart shows.
-        driver.find_element(By.CSS_SELECTOR, f"{chip} button").click()
-        wait(driver, lambda d: d.switch_to.alert).accept()
-        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR,
+        crm.click_in_page(driver, f"{chip} button")
+        crm.wait_in_page(driver, lambda d: d.switch_to.alert).accept()
+        crm.wait_in_page(driver, lambda d: d.find_element(By.CSS_SELECTOR,
                                               f"{chip} .restarts").text == "1")
-        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#incidents li"))
-        assert wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#charts .uplot"))
+        crm.wait_in_page(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#incidents li"))
+        assert crm.wait_in_page(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#charts .uplot"))
         # Charts need a few seconds of history to be worth a look.
         polls = int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-polls") or 0)
-        wait(driver, lambda d: int(d.find_element(By.TAG_NAME, "body")
+        crm.wait_in_page(driver, lambda d: int(d.find_element(By.TAG_NAME, "body")
                                    .get_attribute("data-polls") or 0) >= polls + 3)
         driver.find_element(By.ID, "search").clear()
         time.sleep(1.5)
@@ -158,8 +130,8 @@ def test_the_console_in_chromium(server, client, cli_env, tmp_path):
 
         # The page's other drill: the tenant, passivated, leaves the table.
         driver.find_element(By.ID, "search").send_keys(str(tid))
-        wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, f"{row} button.passivate")).click()
-        wait(driver, lambda d: d.switch_to.alert).accept()
-        wait(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, row))
+        crm.click_in_page(driver, f"{row} button.passivate")
+        crm.wait_in_page(driver, lambda d: d.switch_to.alert).accept()
+        crm.wait_in_page(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, row))
     finally:
         driver.quit()

@@ -38,9 +38,11 @@ function showConsole() {
   $("signout").hidden = false;
 }
 
-async function api(method, path) {
-  const res = await fetch(path, { method, headers: { Authorization: "Bearer " + token() },
-                                  cache: "no-store" });
+async function api(method, path, body) {
+  const headers = { Authorization: "Bearer " + token() };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, { method, headers, cache: "no-store",
+                                  body: body === undefined ? undefined : JSON.stringify(body) });
   if (res.status === 401) {
     sessionStorage.removeItem(KEY);
     showSignIn("The token was refused.");
@@ -160,7 +162,7 @@ function renderCluster(d) {
     const tr = el("tr");
     tr.dataset.node = n.node_id;
     tr.append(el("td", n.node_id + (n.node_id === c.node ? " (this node)" : "")),
-              el("td", n.state, n.state === "alive" ? "" : "bad"),
+              el("td", n.state, n.state === "live" ? "" : "bad"),
               el("td", n.heartbeat_age_seconds + " s"), el("td", String(n.tenants)),
               el("td", n.http_address), el("td", n.actor_address));
     return tr;
@@ -197,6 +199,13 @@ function fail(tenant, child) {
   return drill("Fail the " + child + " actor of tenant " + tenant +
                "? It restarts from Postgres on its next message.",
                "/actors/" + tenant + "/" + child + "/fail", "failed " + child + " of tenant " + tenant);
+}
+async function move(tenant, nodes) {
+  const to = prompt("Move tenant " + tenant + " to which node? (" + nodes.join(", ") + ")");
+  if (!to) return;
+  const res = await api("POST", "/tenants/" + tenant + "/move", { to: to.trim() });
+  $("updated").textContent = res.status === 202 ? "moving tenant " + tenant + " to " + to
+                                                 : "the move was refused (" + res.status + ")";
 }
 function passivate(tenant) {
   return drill("Passivate tenant " + tenant + "? Its actors finish their mailboxes and stop; " +
@@ -235,6 +244,16 @@ function renderTenants(d) {
     stop.title = "Passivate this tenant now (a drill)";
     stop.addEventListener("click", () => passivate(t.tenant_id));
     id.append(stop);
+    if (d.cluster) {
+      const others = d.cluster.nodes.filter((n) => n.state === "live" && n.node_id !== d.cluster.node)
+        .map((n) => n.node_id);
+      const go = el("button", "move", "move");
+      go.type = "button";
+      go.title = "Move this tenant to another node";
+      go.disabled = others.length === 0;
+      go.addEventListener("click", () => move(t.tenant_id, others));
+      id.append(go);
+    }
     tr.append(id, el("td", num(t.rate), "rate"),
               el("td", String(t.mailbox_all)), el("td", String(t.restarts), "restarts"), children);
     return tr;
