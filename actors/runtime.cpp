@@ -11,6 +11,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <mutex>
 #include <thread>
 
@@ -269,19 +270,25 @@ std::string runtime::actors_json(std::string_view search, std::size_t limit) con
              ",\"mailbox\":" + std::to_string(st.mailbox[k].load()) +
              ",\"messages\":" + std::to_string(st.messages[k].load()) +
              ",\"busy_ms\":" + std::to_string(st.busy_nanos[k].load() / 1'000'000) +
-             ",\"restarts\":" + std::to_string(restarts) + "}";
+             ",\"restarts\":" + std::to_string(restarts) + ",\"busy_times\":[";
+      for (std::size_t b = 0; b < st.busy_times[k].size(); ++b)
+        out += (b ? "," : "") + std::to_string(st.busy_times[k][b].load());
+      out += "]}";
     }
     out += "]}";
   }
-  out += "],\"tenants_live\":" + std::to_string(impl_->tenants.size()) + "}";
+  out += "],\"tenants_live\":" + std::to_string(impl_->tenants.size()) + ",\"busy_bounds_us\":[";
+  for (std::size_t b = 0; b < tenant_stats::busy_bounds_us.size(); ++b)
+    out += (b ? "," : "") + std::to_string(tenant_stats::busy_bounds_us[b]);
+  out += "]}";
   return out;
 }
 
 metered::metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
                  std::atomic<std::int64_t>* slot, std::atomic<std::uint64_t>* messages,
-                 std::atomic<std::uint64_t>* busy_nanos)
+                 std::atomic<std::uint64_t>* busy_nanos, tenant_stats::busy_histogram* busy_times)
     : m_(m), self_(self), published_(published), slot_(slot), messages_(messages),
-      busy_nanos_(busy_nanos), start_(std::chrono::steady_clock::now()) {}
+      busy_nanos_(busy_nanos), busy_times_(busy_times), start_(std::chrono::steady_clock::now()) {}
 
 metered::~metered() {
   auto n = m_.messages.fetch_add(1, std::memory_order_relaxed);
@@ -291,6 +298,11 @@ metered::~metered() {
   m_.nanos.fetch_add(nanos, std::memory_order_relaxed);
   if (messages_) messages_->fetch_add(1, std::memory_order_relaxed);
   if (busy_nanos_) busy_nanos_->fetch_add(nanos, std::memory_order_relaxed);
+  if (busy_times_) {
+    const auto& bounds = tenant_stats::busy_bounds_us;
+    auto b = std::upper_bound(bounds.begin(), bounds.end(), nanos / 1000) - bounds.begin();
+    (*busy_times_)[static_cast<std::size_t>(b)].fetch_add(1, std::memory_order_relaxed);
+  }
   // Counting the mailbox walks it: sample, and always when it was non-empty last time.
   if ((n & 15) == 0 || published_ != 0) {
     auto depth = static_cast<std::int64_t>(self_->mailbox().size());

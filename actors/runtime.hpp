@@ -57,7 +57,9 @@ public:
   void shutdown();
 
   // {"tenants":[{"tenant_id":N,"mailbox":N,"children":[{"name":"users","mailbox":0,
-  // "messages":N,"busy_ms":N,"restarts":N}]}],"tenants_live":N}: every live tenant, or (with
+  // "messages":N,"busy_ms":N,"restarts":N,"busy_times":[N,...]}]}],"tenants_live":N,
+  // "busy_bounds_us":[10,...]} (busy_times: the messages that took less than each bound, and
+  // more than the last): every live tenant, or (with
   // `limit`) the `limit` busiest (the deepest mailboxes, then the most messages handled) whose
   // id contains `search`.
   std::string actors_json(std::string_view search = {}, std::size_t limit = 0) const;

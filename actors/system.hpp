@@ -108,6 +108,12 @@ struct tenant_stats {
   std::array<std::atomic<std::uint64_t>, child_count> messages{};
   std::array<std::atomic<std::uint64_t>, child_count> busy_nanos{};
   std::array<std::atomic<std::uint64_t>, child_count> restarts{};
+  // Per child, how long its messages took: counts below each of `busy_bounds_us` and above
+  // the last (percentiles for the console, over any window between two reads).
+  static constexpr std::array<std::uint32_t, 9> busy_bounds_us{10,   30,    100,   300,   1000,
+                                                               3000, 10000, 30000, 100000};
+  using busy_histogram = std::array<std::atomic<std::uint32_t>, busy_bounds_us.size() + 1>;
+  std::array<busy_histogram, child_count> busy_times{};
   // The tenant's contacts as the I/O threads read them; its contacts actor (each incarnation)
   // writes them. Made with the tenant's entry, never replaced.
   const std::shared_ptr<contacts_view> contacts = std::make_shared<contacts_view>();
@@ -190,7 +196,8 @@ public:
   // own counters (none for the supervisor).
   metered(actor_meter& m, caf::scheduled_actor* self, std::int64_t& published,
           std::atomic<std::int64_t>* slot, std::atomic<std::uint64_t>* messages = nullptr,
-          std::atomic<std::uint64_t>* busy_nanos = nullptr);
+          std::atomic<std::uint64_t>* busy_nanos = nullptr,
+          tenant_stats::busy_histogram* busy_times = nullptr);
   ~metered();
 
 private:
@@ -200,6 +207,7 @@ private:
   std::atomic<std::int64_t>* slot_;
   std::atomic<std::uint64_t>* messages_;
   std::atomic<std::uint64_t>* busy_nanos_;
+  tenant_stats::busy_histogram* busy_times_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -249,7 +257,7 @@ auto instrument(caf::stateful_actor<State>* self, child_kind k) {
   auto stats = st.env.stats.get();
   return [self, stats, index] {
     return metered(*self->state.meter, self, self->state.published_mailbox, &stats->mailbox[index],
-                   &stats->messages[index], &stats->busy_nanos[index]);
+                   &stats->messages[index], &stats->busy_nanos[index], &stats->busy_times[index]);
   };
 }
 

@@ -60,6 +60,15 @@ def test_the_data_shows_a_tenants_children_and_their_restarts(server, client, cl
         return next((t for t in data["actors"]["tenants"] if t["tenant_id"] == tid), None)
     contacts = next(c for c in tenant()["children"] if c["name"] == "contacts")
     assert contacts["messages"] >= 1 and contacts["restarts"] == 0, contacts
+    # Each message it handled is in one bucket of its times (bounds in µs, and one above).
+    bounds = crm.assert_json_response(metrics.get("/console/data"), 200)["actors"][
+        "busy_bounds_us"]
+    assert bounds == sorted(bounds) and len(contacts["busy_times"]) == len(bounds) + 1
+
+    def counted():  # read while no message is half counted
+        c = next(c for c in tenant()["children"] if c["name"] == "contacts")
+        return sum(c["busy_times"]) == c["messages"]
+    assert crm.eventually(counted, 5.0), contacts
     crm.assert_json_response(metrics.post(f"/actors/{tid}/contacts/fail"), 202)
 
     def restarted():
@@ -106,6 +115,8 @@ def test_the_console_in_chromium(server, client, cli_env, tmp_path):
         crm.wait_in_page(driver, lambda d: d.find_element(By.CSS_SELECTOR, row))
         chip = f'{row} [data-child="contacts"]'
         assert crm.wait_in_page(driver, lambda d: d.find_element(By.CSS_SELECTOR, chip)).is_displayed()
+        assert crm.wait_in_page(driver, lambda d: "p99 ≤" in d.find_element(
+            By.CSS_SELECTOR, f"{chip} .times").text)
 
         # The page's drill fails the contacts actor (after a confirmation): its restart shows.
         crm.click_in_page(driver, f"{chip} button")

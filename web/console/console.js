@@ -171,6 +171,23 @@ function renderCluster(d) {
     (c.leases.length === 1 ? "" : "s") + ".";
 }
 
+// A quantile of a child's message times from its histogram (counts below each bound, then
+// above the last): the bound it falls under, in ms.
+function busyQuantile(counts, bounds, q) {
+  const n = counts.reduce((a, x) => a + x, 0);
+  if (n <= 0) return null;
+  let seen = 0;
+  for (let i = 0; i < counts.length; i++) {
+    seen += counts[i];
+    if (seen >= q * n) return i < bounds.length ? bounds[i] / 1000 : Infinity;
+  }
+  return Infinity;
+}
+function busyText(x) {
+  if (x === null) return "–";
+  return x === Infinity ? "> 100 ms" : "≤ " + (x < 1 ? x.toFixed(2).replace(/0+$/, "") : x) + " ms";
+}
+
 function childRates(d, dt) {
   const before = new Map();
   if (previous)
@@ -184,6 +201,10 @@ function childRates(d, dt) {
       const handled = b ? c.messages - b.messages : c.messages;
       const busy = b ? c.busy_ms - b.busy_ms : c.busy_ms;
       c.mean_ms = handled > 0 ? busy / handled : null;
+      // Over the last second when it handled something, else over the child's life.
+      const window = b && handled > 0 ? c.busy_times.map((x, i) => x - b.busy_times[i]) : c.busy_times;
+      c.p50 = busyQuantile(window, d.actors.busy_bounds_us, 0.5);
+      c.p99 = busyQuantile(window, d.actors.busy_bounds_us, 0.99);
       t.rate += c.rate; t.restarts += c.restarts; t.mailbox_all += c.mailbox;
     }
   }
@@ -229,7 +250,7 @@ function renderTenants(d) {
       chip.dataset.child = c.name;
       chip.append(el("b", c.name), el("span", String(c.mailbox), "mailbox"),
                   el("span", num(c.rate), "rate"),
-                  el("span", c.mean_ms === null ? "–" : c.mean_ms.toFixed(2) + " ms"),
+                  el("span", "p50 " + busyText(c.p50) + " · p99 " + busyText(c.p99), "times"),
                   el("span", String(c.restarts), c.restarts ? "restarts" : ""));
       const drill = el("button", "fail");
       drill.type = "button";
