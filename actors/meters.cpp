@@ -106,6 +106,9 @@ void write_actor_metrics(std::string& out) {
       "\n# HELP carecrm_group_commit_failures_total Batches that failed to commit.\n"
       "# TYPE carecrm_group_commit_failures_total counter\ncarecrm_group_commit_failures_total " +
       std::to_string(gc.failures.load()) + "\n";
+  gc.latency.write(
+      out, "carecrm_group_commit_seconds",
+      "Group-commit transactions that committed, from their first statement to COMMIT.");
   auto& am = automation_counts();
   auto counter = [&out](const char* name, const char* help, const char* label,
                         std::initializer_list<std::pair<const char*, std::uint64_t>> values) {

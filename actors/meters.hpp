@@ -1,5 +1,7 @@
 // Per actor type: messages handled, mailbox depth and processing time, exported by /metrics.
 #pragma once
+#include "domain/latency.hpp"
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -22,6 +24,7 @@ struct actor_meter {
 // Group commit: the batches of record actors, the writes they carried, and the transactions
 // that carried them (one transaction may carry the batches of several tenants).
 struct commit_meter {
+  domain::latency_histogram latency; // carecrm_group_commit_seconds
   std::atomic<std::uint64_t> transactions{0};
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> writes{0};

@@ -26,8 +26,9 @@ const char* child_name(child_kind k) {
 }
 
 runtime::impl::impl(runtime_options o, persistence::pg_pool& p)
-    : opts(o), pool(p), committer(std::make_shared<persistence::group_committer>(
-                            p, o.commits_in_flight, &group_commits().transactions)) {
+    : opts(o), pool(p),
+      committer(std::make_shared<persistence::group_committer>(
+          p, o.commits_in_flight, &group_commits().transactions, &group_commits().latency)) {
   auto threads = opts.threads > 0
                      ? opts.threads
                      : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
@@ -125,6 +126,7 @@ bool runtime::impl::passivate(std::int64_t tid, const caf::actor& who) {
     auto it = tenants.find(tid);
     if (it == tenants.end() || it->second.supervisor != who) return false;
     tenants.erase(it);
+    passivations.fetch_add(1, std::memory_order_relaxed);
     trim_wanted = true;
     auto [from, to] = stopped_waiters.equal_range(tid);
     for (auto w = from; w != to; ++w) waiting.push_back(std::move(w->second));
@@ -211,6 +213,10 @@ void runtime::when_stopped(std::int64_t tenant, std::function<void()> then) {
     }
   }
   then();
+}
+
+std::uint64_t runtime::passivations() const {
+  return impl_->passivations.load(std::memory_order_relaxed);
 }
 
 bool runtime::is_live(std::int64_t tenant) const {

@@ -65,6 +65,8 @@ public:
   std::string actors_json(std::string_view search = {}, std::size_t limit = 0) const;
   std::size_t live_tenants() const;
   bool is_live(std::int64_t tenant) const;
+  // Tenants passivated on this node since it started (idle, evicted, moved away).
+  std::uint64_t passivations() const;
 
   // In a cluster: stops the tenants whose leases this node lost, at once (each finishes what
   // is in its mailbox; its writes are refused by the fence).

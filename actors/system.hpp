@@ -167,6 +167,7 @@ struct runtime::impl {
   std::unique_ptr<caf::actor_system> system;
   mutable std::shared_mutex mutex;
   std::unordered_map<std::int64_t, entry> tenants;
+  std::atomic<std::uint64_t> passivations{0}; // supervisors that left the registry
   std::unordered_map<std::int64_t, std::vector<std::pair<child_kind, caf::message>>> acquiring;
   // Waiting for a tenant's supervisor to leave the registry (runtime::when_stopped).
   std::unordered_multimap<std::int64_t, std::function<void()>> stopped_waiters;

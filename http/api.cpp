@@ -69,7 +69,11 @@ std::string metrics_text(services& s) {
   s.audit.write_metrics(out);
   out += "# HELP carecrm_tenants_live Tenants with live actors.\n"
          "# TYPE carecrm_tenants_live gauge\ncarecrm_tenants_live " +
-         std::to_string(s.rt.live_tenants()) + "\n";
+         std::to_string(s.rt.live_tenants()) +
+         "\n# HELP carecrm_tenants_passivated_total Tenants whose actors stopped on this node "
+         "(idle, passivated by an operator, or moved away).\n"
+         "# TYPE carecrm_tenants_passivated_total counter\ncarecrm_tenants_passivated_total " +
+         std::to_string(s.rt.passivations()) + "\n";
   if (s.placement) s.placement->write_metrics(out);
   return out;
 }

@@ -254,6 +254,9 @@ void auditor::write_metrics(std::string& out) {
          writer_.buffered());
   metric("carecrm_audit_writer_failures_total", "counter",
          "Audit writer transactions that failed (retried).", writer_.failures());
+  writer_.flush_latency().write(out, "carecrm_audit_flush_seconds",
+                                "Audit writer transactions that committed, from their first "
+                                "statement to COMMIT.");
   metric("carecrm_audit_rows_sanitized_total", "counter",
          "Audit rows chained with bytes that were not UTF-8 text replaced (sanitized = true).",
          writer_.sanitized());

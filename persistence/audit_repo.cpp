@@ -372,6 +372,7 @@ void audit_writer::loop() {
         // one transaction's worth goes round again at once.
         bool more = false;
         do {
+          auto tx_started = std::chrono::steady_clock::now();
           pqxx::work tx(conn.raw());
           std::uint64_t sanitized = 0;
           auto claimed = tx.exec(claim);
@@ -490,6 +491,7 @@ void audit_writer::loop() {
                   "::text[]) AS v(tenant_id, seq, hash, logged_at, signature) "
                   "WHERE h.tenant_id = v.tenant_id");
           tx.commit();
+          flush_latency_.observe(std::chrono::steady_clock::now() - tx_started);
           written_.fetch_add(rows.size() + pending.size(), std::memory_order_relaxed);
           sanitized_.fetch_add(sanitized, std::memory_order_relaxed);
           if (strict_) {

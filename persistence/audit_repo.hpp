@@ -13,6 +13,7 @@
 //   layer answers 503 instead of an unaudited read.
 #pragma once
 #include "domain/audit.hpp"
+#include "domain/latency.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -98,6 +99,8 @@ public:
     return unverified_heads_.load(std::memory_order_relaxed);
   }
   std::size_t buffered();
+  // The writer's transactions that committed, from their first statement to COMMIT.
+  const domain::latency_histogram& flush_latency() const { return flush_latency_; }
 
 private:
   void loop();
@@ -118,6 +121,7 @@ private:
   std::atomic<std::uint64_t> quarantined_{0};
   std::atomic<std::uint64_t> unstorable_{0};
   std::atomic<std::uint64_t> unverified_heads_{0};
+  domain::latency_histogram flush_latency_;
   // Isolating a row PostgreSQL refused for its content (writer thread only): rounds take at most
   // take_limit_ rows (0: no limit), halved at each refusal, until one row is refused alone; then
   // a strict_ round escapes it (quarantine) and the limit goes.

@@ -1,5 +1,7 @@
 #include "persistence/group_committer.hpp"
 
+#include <chrono>
+
 #include "persistence/audit_repo.hpp"
 #include "persistence/fence.hpp"
 #include "persistence/log.hpp"
@@ -80,9 +82,10 @@ void commit_batches(pg_conn& c, const tx_batch* const* batches, std::size_t n,
 }
 
 group_committer::group_committer(pg_pool& pool, int max_in_flight,
-                                 std::atomic<std::uint64_t>* transactions)
+                                 std::atomic<std::uint64_t>* transactions,
+                                 domain::latency_histogram* latency)
     : pool_(pool), max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight),
-      transactions_(transactions) {}
+      transactions_(transactions), latency_(latency) {}
 
 void group_committer::submit(std::shared_ptr<const tx_batch> batch, done_fn done) {
   key k{batch->tenant(), std::type_index(typeid(*batch))};
@@ -136,8 +139,12 @@ void group_committer::start_locked() {
 }
 
 void group_committer::commit(pg_conn& c, std::vector<item>& items) {
-  auto committed = [this] {
+  auto started = std::chrono::steady_clock::now();
+  auto committed = [this, &started] {
     if (transactions_) transactions_->fetch_add(1, std::memory_order_relaxed);
+    auto now = std::chrono::steady_clock::now();
+    if (latency_) latency_->observe(now - started);
+    started = now;
   };
   auto fail = [&c](item& it, const std::exception& e) {
     c.reset();

@@ -11,6 +11,7 @@
 // connection (the outcome of COMMIT unknown) fails them all without a retry.
 #pragma once
 #include "domain/failure.hpp"
+#include "domain/latency.hpp"
 #include "persistence/tx_batch.hpp"
 
 #include <atomic>
@@ -32,9 +33,11 @@ public:
   // Runs on a pool thread: it must only hand the outcome on (send a message).
   using done_fn = std::function<void(domain::outcome<domain::done>)>;
 
-  // `transactions` (optional) counts the transactions that committed.
+  // `transactions` (optional) counts the transactions that committed, `latency` (optional)
+  // times them (from the statement's start to its COMMIT).
   group_committer(pg_pool& pool, int max_in_flight,
-                  std::atomic<std::uint64_t>* transactions = nullptr);
+                  std::atomic<std::uint64_t>* transactions = nullptr,
+                  domain::latency_histogram* latency = nullptr);
   group_committer(const group_committer&) = delete;
   group_committer& operator=(const group_committer&) = delete;
 
@@ -59,6 +62,7 @@ private:
   pg_pool& pool_;
   int max_in_flight_;
   std::atomic<std::uint64_t>* transactions_;
+  domain::latency_histogram* latency_;
   std::mutex mutex_;
   int in_flight_ = 0;
   std::vector<item> waiting_;

@@ -78,10 +78,20 @@ def test_the_data_shows_a_tenants_children_and_their_restarts(server, client, cl
     data = crm.assert_json_response(metrics.get("/console/data"), 200)
     assert any(i["tenant_id"] == tid and i["child"] == "contacts" for i in data["incidents"]), \
         data["incidents"]
-    # A tenant passivated by the operator leaves the live tenants, and its next request brings
-    # it back from Postgres.
+    # A tenant passivated by the operator leaves the live tenants, and is counted.
+    def passivated():
+        data = crm.assert_json_response(metrics.get("/console/data"), 200)
+        return sum(s["value"] for s in data["metrics"]["carecrm_tenants_passivated_total"])
+    before = passivated()
     crm.assert_json_response(metrics.post(f"/actors/{tid}/passivate"), 202)
     assert crm.eventually(lambda: tenant() is None, 10.0), tenant()
+    assert crm.eventually(lambda: passivated() >= before + 1, 5.0)
+    # The contact's commit and the audit rows' were timed (the page's p99 cards).
+    figures = crm.assert_json_response(metrics.get("/console/data"), 200)["metrics"]
+    for family in ("carecrm_group_commit_seconds", "carecrm_audit_flush_seconds"):
+        count = sum(s["value"] for s in figures[family + "_count"])
+        buckets = [s for s in figures[family + "_bucket"] if s["labels"]["le"] == "+Inf"]
+        assert count >= 1 and buckets[0]["value"] == count, (family, count, buckets)
     crm.assert_error(metrics.post(f"/actors/{crm.NOWHERE_ID}/passivate"), 404, "NOT_FOUND")
     crm.assert_error(server.metrics_client(token="").post(f"/actors/{tid}/passivate"), 401,
                      "INVALID_CREDENTIALS")

@@ -64,13 +64,14 @@ function rate(now, before, name, match, dt) {
   if (!before) return 0;
   return Math.max(0, total(now, name, match) - total(before, name, match)) / dt;
 }
-// A quantile of the requests between two snapshots, from the histogram buckets (seconds).
-function quantile(now, before, q, match) {
+// A quantile between two snapshots of a histogram family (seconds; by default the HTTP
+// requests'), from its buckets.
+function quantile(now, before, q, match, family = "carecrm_http_request_duration_seconds") {
   const le = new Map();
-  for (const s of samples(now, "carecrm_http_request_duration_seconds_bucket", match))
+  for (const s of samples(now, family + "_bucket", match))
     le.set(s.labels.le, (le.get(s.labels.le) || 0) + s.value);
   if (before)
-    for (const s of samples(before, "carecrm_http_request_duration_seconds_bucket", match))
+    for (const s of samples(before, family + "_bucket", match))
       le.set(s.labels.le, (le.get(s.labels.le) || 0) - s.value);
   const bounds = [...le.keys()].sort((a, b) => parseFloat(a) - parseFloat(b));
   const count = le.get("+Inf") || 0;
@@ -81,7 +82,8 @@ function quantile(now, before, q, match) {
 function ms(seconds) {
   if (seconds === null) return "–";
   if (seconds === Infinity) return "> 10 s";
-  return seconds < 0.001 ? "< 1 ms" : (seconds * 1000).toFixed(seconds < 0.01 ? 1 : 0) + " ms";
+  return seconds < 0.001 ? "≤ " + (seconds * 1000).toFixed(1) + " ms"
+                         : "≤ " + (seconds * 1000).toFixed(seconds < 0.01 ? 1 : 0) + " ms";
 }
 function num(x, digits = 1) {
   return x >= 1000 ? Math.round(x).toLocaleString("en") : x.toFixed(x % 1 ? digits : 0);
@@ -109,13 +111,16 @@ function renderCards(d, dt) {
     card("429 refusals/s", num(refused), refused > 0),
     card("Commits/s", num(tx)),
     card("Writes per commit", tx > 0 ? (writes / tx).toFixed(1) : "–"),
+    card("Commit p99", ms(quantile(m, p, 0.99, null, "carecrm_group_commit_seconds"))),
     card("Commit failures", num(total(m, "carecrm_group_commit_failures_total")),
          total(m, "carecrm_group_commit_failures_total") > 0),
     card("Audit rows buffered", num(total(m, "carecrm_audit_rows_buffered"))),
+    card("Audit flush p99", ms(quantile(m, p, 0.99, null, "carecrm_audit_flush_seconds"))),
     card("Audit writer failures", num(total(m, "carecrm_audit_writer_failures_total")),
          total(m, "carecrm_audit_writer_failures_total") > 0),
     card("DB queue", num(total(m, "carecrm_db_queue_depth"))),
     card("Tenants live", num(d.actors.tenants_live)),
+    card("Tenants passivated", num(total(m, "carecrm_tenants_passivated_total"))),
     card("Actor restarts", num(total(m, "carecrm_actor_restarts_total")),
          total(m, "carecrm_actor_restarts_total") > 0));
 }
