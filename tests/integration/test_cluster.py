@@ -83,6 +83,18 @@ def members_live(database, n):
         "SELECT count(*) FROM cluster_nodes WHERE state = 'live'").strip() == str(n)
 
 
+def placed_tenant(nodes, database, cli_env, first_name: str):
+    """A new tenant placed on a node by its first write (a contact named `first_name`, through
+    node-0): the tenant, node-0's client, the admin's token, and the lease's owner and epoch."""
+    t = crm.create_tenant(cli_env)
+    client = nodes[0].client()
+    token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
+    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": first_name},
+                                         token=token), 201)
+    owner, epoch = owners(database)[t.tenant_id]
+    return t, client, token, owner, epoch
+
+
 def test_every_node_answers_for_every_tenant_and_one_node_holds_each(nodes, database, cli_env):
     wait_for("three live members", lambda: members_live(database, 3))
     tenants = [crm.create_tenant(cli_env) for _ in range(6)]
@@ -146,12 +158,7 @@ def test_a_write_under_a_lost_lease_never_lands(nodes, database, cli_env):
     """Another node took the tenant behind the owner's back (as after a pause or a partition):
     the owner still believes it holds the lease, and its write is refused by the fence in the
     write's own transaction, with a 503, and nothing of it is stored."""
-    t = crm.create_tenant(cli_env)
-    client = nodes[0].client()
-    token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
-    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "Before"},
-                                         token=token), 201)
-    owner, epoch = owners(database)[t.tenant_id]
+    t, client, token, owner, epoch = placed_tenant(nodes, database, cli_env, "Before")
     owner_node = nodes[int(owner.split("-")[1])]
     # Freeze the owner's heartbeat so it cannot learn of the change, then move the lease.
     os.kill(owner_node.proc.pid, signal.SIGSTOP)
@@ -257,12 +264,7 @@ def test_a_killed_nodes_tenants_are_served_by_the_survivors(nodes, database, cli
 
 
 def test_an_operator_moves_a_tenant_and_its_writes_go_on(nodes, database, cli_env):
-    t = crm.create_tenant(cli_env)
-    client = nodes[0].client()
-    token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
-    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "Moved"},
-                                         token=token), 201)
-    owner, epoch = owners(database)[t.tenant_id]
+    t, client, token, owner, epoch = placed_tenant(nodes, database, cli_env, "Moved")
     target = next(f"node-{i}" for i in range(3) if f"node-{i}" != owner)
     out = crm.run_json_cli(["cluster", "move", "--tenant", str(t.tenant_id), "--to", target],
                            cli_env)
@@ -642,12 +644,7 @@ def test_the_console_shows_the_nodes_and_moves_a_tenant(nodes, database, cli_env
     """The operator console of one node (docs/operations.md "Console") shows every member, and
     its move drill (POST /tenants/{id}/move, from the page) hands a tenant to another node."""
     from selenium.webdriver.common.by import By
-    t = crm.create_tenant(cli_env)
-    client = nodes[0].client()
-    token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
-    crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "Console"},
-                                         token=token), 201)
-    owner, epoch = owners(database)[t.tenant_id]
+    t, client, token, owner, epoch = placed_tenant(nodes, database, cli_env, "Console")
     at = nodes[int(owner.split("-")[1])]
     target = next(f"node-{i}" for i in range(3) if f"node-{i}" != owner)
     metrics = at.metrics_client(crm.METRICS_TOKEN)
