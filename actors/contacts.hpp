@@ -67,8 +67,8 @@ void create_contact(runtime& rt, std::int64_t tenant, contact_fields f, idempote
 // large import's later part): results and issue locations count from it.
 void bulk_create_contacts(runtime& rt, std::int64_t tenant, std::vector<contact_fields> items,
                           std::vector<std::vector<domain::issue>> pre_errors, idempotency key,
-                          std::string row_loc, callback<stored_response> reply,
-                          bool upsert = false, std::int64_t first = 0);
+                          std::string row_loc, callback<stored_response> reply, bool upsert = false,
+                          std::int64_t first = 0);
 // Reads answer with the response body, rendered in the actor: no copy of the contacts leaves it.
 void get_contact(runtime& rt, std::int64_t tenant, std::int64_t id, callback<std::string> reply);
 void update_contact(runtime& rt, std::int64_t tenant, std::int64_t id, contact_fields f,

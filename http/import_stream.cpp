@@ -2,6 +2,7 @@
 
 #include "domain/audit.hpp"
 #include "domain/csv.hpp"
+#include "net/worker_pool.hpp"
 
 #include <memory>
 #include <utility>
@@ -95,8 +96,19 @@ struct import_run : std::enable_shared_from_this<import_run> {
 
 } // namespace
 
-void run_import(const exchange_ptr& ex, csv_file file, import_part part) {
-  std::make_shared<import_run>(ex, std::move(file), std::move(part))->start();
+void import_csv(services& s, const exchange_ptr& ex, std::function<bool(std::string_view)> known,
+                std::string_view required, import_part part) {
+  const bool queued = s.hashing.try_submit(
+      [ex, known = std::move(known), required = std::string(required), part = std::move(part),
+       who = domain::current_audit_context()]() mutable {
+        domain::audit_scope scope(who);
+        auto file = csv_body(ex, import_rows_max, known, required);
+        if (!file) return;
+        std::make_shared<import_run>(ex, std::move(*file), std::move(part))->start();
+      });
+  if (!queued)
+    ex->fail(domain::failure::of(domain::errc::service_unavailable,
+                                 "too many imports being read at once; retry"));
 }
 
 } // namespace crm::http

@@ -8,6 +8,7 @@
 #include "http/exchange.hpp"
 #include "http/request_input.hpp"
 #include "http/router.hpp"
+#include "http/services.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -34,14 +35,18 @@ using import_part = std::function<void(
     const std::vector<std::string>& header, std::vector<std::vector<std::string>> rows,
     std::int64_t first, actors::idempotency key, actors::callback<actors::stored_response> reply)>;
 
-// Imports `file` (from csv_body) part by part and answers {"results": [...]}, one item per row
-// in the file's order. A file of one part is answered as a bulk create is; a larger one is
-// streamed once its first part committed (a failure of the first part is its own status); a
-// later part that fails breaks the stream (the client sees a cut body, never a whole one),
-// and the parts before it stay committed. With an Idempotency-Key each part is kept under its
-// own key (the first under the client's), all bound to the whole file: the same key and file
-// again replay the committed parts and import the rest, so an import cut short is completed
-// by sending it again, each row imported once.
-void run_import(const exchange_ptr& ex, csv_file file, import_part part);
+// Checks the request's CSV body (csv_body: at most import_rows_max rows, columns `known`
+// accepts, `required` among them) and imports it part by part, answering {"results": [...]},
+// one item per row in the file's order. The check of the whole file and the hash of its
+// Idempotency-Key (tens of ms for 100,000 rows) run on the services' worker pool, not on an
+// I/O thread (503 when it is full), as the request's caller for the audit. A file of one part is
+// answered as a bulk create is; a larger one is streamed once its first part committed (a failure
+// of the first part is its own status); a later part that fails breaks the stream (the client sees
+// a cut body, never a whole one), and the parts before it stay committed. With an Idempotency-Key
+// each part is kept under its own key (the first under the client's), all bound to the whole file:
+// the same key and file again replay the committed parts and import the rest, so an import cut
+// short is completed by sending it again, each row imported once.
+void import_csv(services& s, const exchange_ptr& ex, std::function<bool(std::string_view)> known,
+                std::string_view required, import_part part);
 
 } // namespace crm::http

@@ -137,9 +137,7 @@ void import(services& s, const exchange_ptr& ex) {
     return ex->fail(
         failure::invalid({{{"query", "mode"}, "Input should be 'create' or 'upsert'", "enum"}}));
   bool upsert = mode == "upsert";
-  auto file = csv_body(ex, import_rows_max, importable_column, "first_name");
-  if (!file) return;
-  run_import(ex, std::move(*file),
+  import_csv(s, ex, importable_column, "first_name",
              [&s, tenant = ex->who.tenant_id,
               upsert](const std::vector<std::string>& header,
                       std::vector<std::vector<std::string>> rows, std::int64_t first,

@@ -140,9 +140,7 @@ void bulk(services& s, const exchange_ptr& ex) {
 }
 
 void import(services& s, const exchange_ptr& ex) {
-  auto file = csv_body(ex, import_rows_max, importable_deal_column, "title");
-  if (!file) return;
-  run_import(ex, std::move(*file),
+  import_csv(s, ex, importable_deal_column, "title",
              [&s, tenant = ex->who.tenant_id, who = who_of(ex)](
                  const std::vector<std::string>& header, std::vector<std::vector<std::string>> rows,
                  std::int64_t first, actors::idempotency key,

@@ -9,10 +9,10 @@ using namespace std::chrono_literals;
 // Prometheus's cumulative form.
 TEST(latency, observations_are_counted_cumulatively_in_the_text_format) {
   crm::domain::latency_histogram h;
-  h.observe(300us);  // ≤ 0.5 ms
-  h.observe(1ms);    // ≤ 1 ms (a bound is inclusive)
-  h.observe(40ms);   // ≤ 50 ms
-  h.observe(3s);     // above every bound
+  h.observe(300us); // ≤ 0.5 ms
+  h.observe(1ms);   // ≤ 1 ms (a bound is inclusive)
+  h.observe(40ms);  // ≤ 50 ms
+  h.observe(3s);    // above every bound
   std::string out;
   h.write(out, "carecrm_x_seconds", "X.");
   EXPECT_NE(out.find("# TYPE carecrm_x_seconds histogram\n"), std::string::npos) << out;
