@@ -108,10 +108,131 @@ void call_model(agents_actor* self, net::client_request req, int attempt,
   st.opts->client->send(std::move(copy), std::move(k));
 }
 
+// One turn of the openai_compatible provider: what the request holds, the rounds of tool
+// calls so far, and the usage summed over the calls.
+struct model_turn {
+  domain::ai_agent agent;
+  std::string message;
+  std::vector<domain::chat_turn> history;
+  std::vector<domain::cited_passage> cited;
+  std::vector<std::int64_t> ids;
+  std::vector<double> scores;
+  ai::intent intent = ai::intent::other;
+  ai::language lang = ai::language::en;
+  std::chrono::steady_clock::time_point started;
+  tool_runner tools;
+  domain::chat_tools chat;
+  std::optional<int> prompt_tokens, completion_tokens;
+  std::function<void(decision)> done;
+};
+using model_turn_ptr = std::shared_ptr<model_turn>;
+
+constexpr std::size_t max_tool_rounds = 3;
+
+void ask_model(agents_actor* self, model_turn_ptr t);
+
+void add_usage(std::optional<int>& sum, std::optional<int> more) {
+  if (more) sum = sum.value_or(0) + *more;
+}
+
+// What the model said, screened: it never gives clinical advice, and [HANDOFF] hands off.
+void finish_model_turn(const model_turn& t, const domain::chat_completion& answer) {
+  decision d;
+  d.provider = t.agent.provider;
+  d.intent = t.intent;
+  d.lang = t.lang;
+  d.prompt_tokens = t.prompt_tokens;
+  d.completion_tokens = t.completion_tokens;
+  d.passages = t.ids;
+  d.scores = t.scores;
+  auto trimmed = ai::fold(answer.content);
+  // What the model says is screened too, by the rules (the trained model knows patients'
+  // messages, not answers): it never gives clinical advice.
+  auto after = ai::classify(answer.content);
+  bool clinical_answer = !after.rule.empty() &&
+                         (after.kind == ai::intent::urgent || after.kind == ai::intent::clinical);
+  if (trimmed.empty()) {
+    d.handoff = ai::handoff_reason::provider_error;
+    d.error = "the provider's answer was empty";
+  } else if (answer.content.find("[HANDOFF]") != std::string::npos) {
+    d.handoff = ai::handoff_reason::no_answer;
+  } else if (clinical_answer) {
+    d.handoff = ai::handoff_reason::clinical;
+    d.error = "the model's answer was clinical: not sent";
+  }
+  if (d.handoff != ai::handoff_reason::none) {
+    d.answer = std::string(ai::phrase_handoff(t.lang));
+    d.passages.clear();
+    d.scores.clear();
+  } else {
+    d.answer = answer.content;
+  }
+  d.latency_ms = elapsed_ms(t.started);
+  t.done(std::move(d));
+}
+
+// Runs the calls of one answer in order, then asks the model again with their results.
+void run_tool_calls(agents_actor* self, model_turn_ptr t, std::vector<domain::tool_call> calls,
+                    std::vector<std::string> results) {
+  if (results.size() == calls.size()) {
+    t->chat.rounds.push_back({std::move(calls), std::move(results)});
+    return ask_model(self, std::move(t));
+  }
+  const domain::tool_call call = calls[results.size()];
+  t->tools(call, [self, t, calls = std::move(calls),
+                  results = std::move(results)](std::string result) mutable {
+    results.push_back(std::move(result));
+    if (self->state.stopping) return; // the turn is dropped; its message stays waiting
+    run_tool_calls(self, t, std::move(calls), std::move(results));
+  });
+}
+
+void ask_model(agents_actor* self, model_turn_ptr t) {
+  auto& st = self->state;
+  net::client_request req;
+  req.method = "POST";
+  auto base = t->agent.base_url.value_or("");
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  req.url = base + "/chat/completions";
+  req.headers.push_back({"Content-Type", "application/json"});
+  if (t->agent.stream) req.headers.push_back({"Accept", "text/event-stream"});
+  if (t->agent.api_key) req.headers.push_back({"Authorization", "Bearer " + *t->agent.api_key});
+  req.body = domain::chat_completion_request(t->agent, t->cited, t->history, t->message, t->chat);
+  if (st.opts)
+    req.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(st.opts->ai_timeout * 1000));
+  call_model(self, std::move(req), 1, [self, t](net::client_response r) {
+    auto& m = ai_counts();
+    auto fail = [&](std::string why) {
+      m.calls_failed[1]++;
+      auto d = handoff_on_failure(t->agent, t->lang, t->intent, std::move(why));
+      d.prompt_tokens = t->prompt_tokens;
+      d.completion_tokens = t->completion_tokens;
+      d.latency_ms = elapsed_ms(t->started);
+      t->done(std::move(d));
+    };
+    if (!r.ok) return fail("the provider could not be reached: " + r.error);
+    if (r.status < 200 || r.status >= 300)
+      return fail("the provider answered HTTP " + std::to_string(r.status));
+    auto answer = domain::read_chat_completion(r.body);
+    if (!answer) return fail("the provider's answer could not be read");
+    m.calls_ok[1]++;
+    add_usage(t->prompt_tokens, answer->prompt_tokens);
+    add_usage(t->completion_tokens, answer->completion_tokens);
+    if (answer->tool_calls.empty()) return finish_model_turn(*t, *answer);
+    if (!t->tools) return fail("the model called a tool, and none was offered");
+    if (t->chat.rounds.size() >= max_tool_rounds)
+      return fail("the model kept calling tools after " + std::to_string(max_tool_rounds) +
+                  " rounds");
+    run_tool_calls(self, t, std::move(answer->tool_calls), {});
+  });
+}
+
 // The openai_compatible provider: the screen first, then the model with the best passages and
-// the conversation's history, then the screen again on what the model said.
+// the conversation's history (and, with `tools`, the booking functions, each call run and its
+// result given back, up to three rounds), then the screen again on what the model said.
 void decide_model(agents_actor* self, const agent_entry& e, std::string message,
-                  std::vector<domain::chat_turn> history, std::function<void(decision)> done) {
+                  std::vector<domain::chat_turn> history, std::function<void(decision)> done,
+                  tool_runner tools) {
   auto started = std::chrono::steady_clock::now();
   auto& st = self->state;
   auto rules = domain::rules_of(e.agent);
@@ -121,78 +242,27 @@ void decide_model(agents_actor* self, const agent_entry& e, std::string message,
     return done(std::move(screened));
   }
   auto verdict = ai::screen(message, rules);
-  std::vector<domain::cited_passage> cited;
-  std::vector<std::int64_t> ids;
-  std::vector<double> scores;
+  auto t = std::make_shared<model_turn>();
   for (auto& h : e.index.search(message, model_passages)) {
     auto p = st.passages.find(h.passage_id);
     if (p == st.passages.end()) continue;
-    cited.push_back({h.passage_id, ai::passage{p->second.title, p->second.text}.searched()});
-    ids.push_back(h.passage_id);
-    scores.push_back(h.score);
+    t->cited.push_back({h.passage_id, ai::passage{p->second.title, p->second.text}.searched()});
+    t->ids.push_back(h.passage_id);
+    t->scores.push_back(h.score);
   }
-  net::client_request req;
-  req.method = "POST";
-  auto base = e.agent.base_url.value_or("");
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  req.url = base + "/chat/completions";
-  req.headers.push_back({"Content-Type", "application/json"});
-  if (e.agent.stream) req.headers.push_back({"Accept", "text/event-stream"});
-  if (e.agent.api_key) req.headers.push_back({"Authorization", "Bearer " + *e.agent.api_key});
-  req.body = domain::chat_completion_request(e.agent, cited, history, message);
-  if (st.opts)
-    req.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(st.opts->ai_timeout * 1000));
-  auto agent = e.agent;
-  auto intent = verdict.intent.kind;
-  auto lang = verdict.lang;
-  call_model(self, std::move(req), 1,
-             [agent, intent, lang, ids, scores, started, rules, done](net::client_response r) {
-               auto& m = ai_counts();
-               auto fail = [&](std::string why) {
-                 m.calls_failed[1]++;
-                 auto d = handoff_on_failure(agent, lang, intent, std::move(why));
-                 d.latency_ms = elapsed_ms(started);
-                 done(std::move(d));
-               };
-               if (!r.ok) return fail("the provider could not be reached: " + r.error);
-               if (r.status < 200 || r.status >= 300)
-                 return fail("the provider answered HTTP " + std::to_string(r.status));
-               auto answer = domain::read_chat_completion(r.body);
-               if (!answer) return fail("the provider's answer could not be read");
-               m.calls_ok[1]++;
-               decision d;
-               d.provider = agent.provider;
-               d.intent = intent;
-               d.lang = lang;
-               d.prompt_tokens = answer->prompt_tokens;
-               d.completion_tokens = answer->completion_tokens;
-               d.passages = ids;
-               d.scores = scores;
-               auto trimmed = ai::fold(answer->content);
-               // What the model says is screened too, by the rules (the trained model knows
-               // patients' messages, not answers): it never gives clinical advice.
-               auto after = ai::classify(answer->content);
-               bool clinical_answer = !after.rule.empty() && (after.kind == ai::intent::urgent ||
-                                                              after.kind == ai::intent::clinical);
-               if (trimmed.empty()) {
-                 d.handoff = ai::handoff_reason::provider_error;
-                 d.error = "the provider's answer was empty";
-               } else if (answer->content.find("[HANDOFF]") != std::string::npos) {
-                 d.handoff = ai::handoff_reason::no_answer;
-               } else if (clinical_answer) {
-                 d.handoff = ai::handoff_reason::clinical;
-                 d.error = "the model's answer was clinical: not sent";
-               }
-               if (d.handoff != ai::handoff_reason::none) {
-                 d.answer = std::string(ai::phrase_handoff(lang));
-                 d.passages.clear();
-                 d.scores.clear();
-               } else {
-                 d.answer = answer->content;
-               }
-               d.latency_ms = elapsed_ms(started);
-               done(std::move(d));
-             });
+  t->agent = e.agent;
+  t->message = std::move(message);
+  t->history = std::move(history);
+  t->intent = verdict.intent.kind;
+  t->lang = verdict.lang;
+  t->started = started;
+  t->done = std::move(done);
+  if (tools) {
+    t->tools = std::move(tools);
+    t->chat.definitions = ai::booking_tool_definitions();
+    t->chat.rules = ai::booking_tool_rules();
+  }
+  ask_model(self, std::move(t));
 }
 
 // `k` runs in the actor with the conversation's last turns before `message_id` (none for the
@@ -222,7 +292,7 @@ decision agent_gone() {
 // Decides on `message` with agent `agent_id` (in the actor, maybe later).
 void decide(agents_actor* self, std::int64_t agent_id, std::string message,
             std::optional<std::pair<std::int64_t, std::int64_t>> conversation,
-            std::function<void(decision)> done) {
+            std::function<void(decision)> done, tool_runner tools) {
   auto& st = self->state;
   auto it = st.agents.find(agent_id);
   if (it == st.agents.end()) {
@@ -235,147 +305,15 @@ void decide(agents_actor* self, std::int64_t agent_id, std::string message,
   if (it->second.agent.provider == domain::ai_provider::builtin)
     return counted(decide_builtin(st, it->second, message));
   with_history(self, conversation,
-               [self, agent_id, message, counted](std::vector<domain::chat_turn> history) {
+               [self, agent_id, message, counted,
+                tools = std::move(tools)](std::vector<domain::chat_turn> history) {
                  auto& st = self->state;
                  auto it = st.agents.find(agent_id);
                  if (it == st.agents.end()) {
                    return counted(agent_gone());
                  }
-                 decide_model(self, it->second, message, std::move(history), counted);
+                 decide_model(self, it->second, message, std::move(history), counted, tools);
                });
-}
-
-// ---- booking (docs/ai.md "Booking") ---------------------------------------------------------
-
-constexpr std::int64_t hour_us = std::int64_t{3600} * 1'000'000;
-constexpr std::int64_t offer_window = 14 * 24 * hour_us; // slots offered: the next two weeks
-constexpr std::int64_t offer_lifetime = 24 * hour_us;    // an offer not answered: forgotten
-
-bool books(const domain::ai_agent& a) {
-  return a.provider == domain::ai_provider::builtin && !a.service_ids.empty();
-}
-
-decision booking_decision(std::string answer, ai::language lang,
-                          ai::handoff_reason handoff = ai::handoff_reason::none) {
-  decision d;
-  d.answer = std::move(answer);
-  d.intent = ai::intent::booking;
-  d.lang = lang;
-  d.handoff = handoff;
-  return d;
-}
-
-decision booking_failed(ai::language lang, std::string why) {
-  decision d = booking_decision(std::string(ai::phrase_handoff(lang)), lang,
-                                ai::handoff_reason::provider_error);
-  d.error = std::move(why);
-  return d;
-}
-
-// Offers the next free slots of the agent's services, and keeps the offer for the patient's
-// choice; `prefix` goes before it (a slot just taken).
-void offer(agents_actor* self, const domain::ai_agent& a, const ai_inbound& m, ai::language lang,
-           std::string prefix, std::function<void(decision)> done) {
-  auto& st = self->state;
-  const std::int64_t now = domain::now_micros();
-  auto k = in_actor<domain::outcome<std::vector<ai::offered_slot>>>(
-      self, [self, agent_id = a.id, m, lang, prefix, now,
-             done](domain::outcome<std::vector<ai::offered_slot>> slots) {
-        if (!slots) return done(booking_failed(lang, slots.error().detail));
-        if (slots->empty())
-          return done(booking_decision(prefix + ai::no_slots_text(lang), lang,
-                                       ai::handoff_reason::no_answer));
-        persistence::booking_offer o{self->state.env.tenant_id,
-                                     m.conversation_id,
-                                     agent_id,
-                                     m.contact_id,
-                                     *slots,
-                                     now,
-                                     now + offer_lifetime,
-                                     lang};
-        db<domain::done>(
-            self,
-            [o](persistence::pg_conn& c) {
-              persistence::save_offer(c, o);
-              return domain::done{};
-            },
-            [done, lang, prefix, slots = *slots](domain::outcome<domain::done> saved) {
-              if (!saved) return done(booking_failed(lang, saved.error().detail));
-              done(booking_decision(prefix + ai::offer_text(slots, lang), lang));
-            });
-      });
-  offer_slots(*st.env.rt->owner, st.env.tenant_id, a.service_ids, now, now + offer_window,
-              ai::offered_slots_max, callback<std::vector<ai::offered_slot>>(std::move(k)));
-}
-
-// Books the slot the patient chose; a slot taken meanwhile is offered again.
-void book_choice(agents_actor* self, std::int64_t agent_id, const ai_inbound& m,
-                 ai::offered_slot slot, ai::language lang, std::function<void(decision)> done) {
-  auto& st = self->state;
-  domain::booking b;
-  b.contact_id = m.contact_id;
-  b.service_id = slot.service_id;
-  b.calendar_id = slot.calendar_id;
-  b.start = slot.start;
-  b.notes = "booked by the assistant in conversation " + std::to_string(m.conversation_id);
-  b.source = domain::appointment_source::ai;
-  auto k = in_actor<domain::outcome<std::string>>(
-      self, [self, agent_id, m, slot, lang, done](domain::outcome<std::string> booked) {
-        auto& st = self->state;
-        if (booked) {
-          return db<domain::done>(
-              self,
-              [tid = st.env.tenant_id, conv = m.conversation_id](persistence::pg_conn& c) {
-                persistence::drop_offer(c, tid, conv);
-                return domain::done{};
-              },
-              [done, slot, lang](domain::outcome<domain::done>) {
-                done(booking_decision(ai::booked_text(slot, lang), lang));
-              });
-        }
-        const auto it = st.agents.find(agent_id);
-        if (booked.error().code == errc::conflict && it != st.agents.end())
-          return offer(self, it->second.agent, m, lang, ai::slot_taken_text(lang) + "\n", done);
-        done(booking_failed(lang, booked.error().detail));
-      });
-  book_appointment(*st.env.rt->owner, st.env.tenant_id, std::move(b),
-                   callback<std::string>(std::move(k)));
-}
-
-// A message in a conversation: an agent that books (builtin, with services) takes a choice of
-// its open offer (a number alone, which no screen rule can match and which the intent model
-// would only guess at), or, after the screen, a request to book; anything else is decided as
-// always, the screen's hand-offs first.
-void decide_in_conversation(agents_actor* self, std::int64_t agent_id, const ai_inbound& m,
-                            std::function<void(decision)> done) {
-  auto& st = self->state;
-  const auto it = st.agents.find(agent_id);
-  const auto conversation = std::make_pair(m.conversation_id, m.message_id);
-  if (it == st.agents.end() || !books(it->second.agent))
-    return decide(self, agent_id, m.text, conversation, std::move(done));
-  db<std::optional<persistence::booking_offer>>(
-      self,
-      [tid = st.env.tenant_id, conv = m.conversation_id](persistence::pg_conn& c) {
-        return persistence::open_offer(c, tid, conv, domain::now_micros());
-      },
-      [self, agent_id, m, conversation,
-       done](domain::outcome<std::optional<persistence::booking_offer>> open) {
-        auto& st = self->state;
-        const auto it = st.agents.find(agent_id);
-        if (it == st.agents.end()) return decide(self, agent_id, m.text, conversation, done);
-        const domain::ai_agent& a = it->second.agent;
-        if (open && *open && (*open)->agent_id == agent_id && (*open)->contact_id == m.contact_id) {
-          if (auto k = ai::parse_choice(m.text, (*open)->slots.size())) {
-            // The patient's own words rarely say a language ("2"): the offer's does.
-            const ai::language lang = a.reply_language.value_or((*open)->lang);
-            return book_choice(self, agent_id, m, (*open)->slots[*k - 1], lang, done);
-          }
-        }
-        const ai::verdict v = ai::screen(m.text, domain::rules_of(a));
-        if (v.handoff == ai::handoff_reason::none && ai::asks_to_book(m.text))
-          return offer(self, a, m, v.lang, "", done);
-        decide(self, agent_id, m.text, conversation, done);
-      });
 }
 
 // ---- conversations ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include "actors/system.hpp"
 #include "actors/workflows.hpp"
 #include "actors/writer.hpp"
+#include "domain/ai_tools.hpp"
 #include "domain/clock.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/page_json.hpp"
@@ -155,10 +156,16 @@ void missing_document(agents_actor* self, std::int64_t id, callback<T> reply, bo
 // agents_actor.cpp
 domain::issue body_issue(std::string field, std::string msg);
 
-// agents_decide.cpp: deciding on a message, and the conversations' lines.
+// Runs a model's tool call for the conversation being answered (agents_booking.cpp), in the
+// actor; `done` gets the result the model is told (a JSON text).
+using tool_runner =
+    std::function<void(const domain::tool_call&, std::function<void(std::string)> done)>;
+
+// agents_decide.cpp: deciding on a message, and the conversations' lines. With `tools`, an
+// openai_compatible agent is offered the booking functions.
 void decide(agents_actor* self, std::int64_t agent_id, std::string message,
             std::optional<std::pair<std::int64_t, std::int64_t>> conversation,
-            std::function<void(decision)> done);
+            std::function<void(decision)> done, tool_runner tools = {});
 json::object decision_json(const agents_state& st, const decision& d);
 const agent_entry* auto_agent_of(const agents_state& st, std::int64_t channel_id);
 // `stored(decision, the stored reply's JSON or why not)` once the decision is applied.
@@ -166,6 +173,13 @@ void answer_message(agents_actor* self, std::int64_t agent_id, ai_inbound m, boo
                     std::function<void(const decision&, domain::outcome<std::string>)> stored);
 void auto_answer(agents_actor* self, const ai_inbound& m);
 void take_up_pending(agents_actor* self, std::vector<persistence::pending_inbound> pending);
+
+// agents_booking.cpp (docs/ai.md "Booking"): whether an agent books (it has services), and
+// the decision on a message of a conversation for one that does: a choice of its open offer,
+// a request to book, move or cancel, or, for a model, the booking tools.
+bool books(const domain::ai_agent& a);
+void decide_in_conversation(agents_actor* self, std::int64_t agent_id, const ai_inbound& m,
+                            std::function<void(decision)> done);
 
 // agents_assist.cpp: drafts for staff and the contact summary.
 void draft(agents_actor* self, draft_request q, callback<std::string> reply);

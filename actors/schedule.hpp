@@ -58,6 +58,11 @@ void offer_slots(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> ser
                  std::int64_t from, std::int64_t to, std::size_t n,
                  callback<std::vector<domain::ai::offered_slot>> reply);
 
+// The contact's next live appointment (booked or confirmed, starting after now), as the
+// assistant shows it (its calendar's local time), if any.
+void next_appointment(runtime& rt, std::int64_t tenant, std::int64_t contact,
+                      callback<std::optional<domain::ai::patient_appointment>> reply);
+
 void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q, int page,
                        int per_page, callback<std::string> reply);
 void get_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
@@ -72,8 +77,10 @@ void book_appointment(runtime& rt, std::int64_t tenant, domain::booking b,
                       callback<std::string> reply);
 void reschedule_appointment(runtime& rt, std::int64_t tenant, std::int64_t id, std::int64_t start,
                             std::optional<std::int64_t> calendar, callback<std::string> reply);
+// `by`: who cancelled (staff through the API, ai through the assistant).
 void cancel_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
-                        std::optional<std::string> reason, callback<std::string> reply);
+                        std::optional<std::string> reason, callback<std::string> reply,
+                        domain::appointment_source by = domain::appointment_source::staff);
 void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
                         std::optional<domain::appointment_status> status,
                         std::optional<std::string> notes, callback<std::string> reply);

@@ -36,6 +36,7 @@ struct reschedule_request {
 };
 struct cancel_request {
   std::optional<std::string> reason;
+  domain::appointment_source by = domain::appointment_source::staff;
 };
 struct offer_query {
   std::vector<std::int64_t> services;
@@ -63,6 +64,7 @@ CRM_LOCAL_MESSAGE(crm::actors::reschedule_request)
 CRM_LOCAL_MESSAGE(crm::actors::cancel_request)
 CRM_LOCAL_MESSAGE(crm::actors::offer_query)
 CRM_LOCAL_MESSAGE(std::vector<crm::domain::ai::offered_slot>)
+CRM_LOCAL_MESSAGE(std::optional<crm::domain::ai::patient_appointment>)
 CRM_LOCAL_MESSAGE(crm::actors::status_request)
 } // namespace caf
 
@@ -91,6 +93,7 @@ using svc_set_atom = caf::atom_constant<caf::atom("svc_set")>;
 using svc_del_atom = caf::atom_constant<caf::atom("svc_del")>;
 using avail_atom = caf::atom_constant<caf::atom("avail")>;
 using offer_atom = caf::atom_constant<caf::atom("offer")>;
+using next_atom = caf::atom_constant<caf::atom("apt_next")>;
 using apt_list_atom = caf::atom_constant<caf::atom("apt_list")>;
 using apt_get_atom = caf::atom_constant<caf::atom("apt_get")>;
 using apt_view_atom = caf::atom_constant<caf::atom("apt_view")>;
@@ -441,6 +444,25 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
               return out;
             });
       },
+      // The patient's next appointment, for the assistant.
+      [now](schedule_actor* self, next_atom, std::int64_t contact,
+            callback<std::optional<domain::ai::patient_appointment>>& reply) {
+        read_in_turn(
+            self, 0, reply,
+            [contact, now](
+                const store& s) -> domain::outcome<std::optional<domain::ai::patient_appointment>> {
+              const auto a = s.next_live(contact, now());
+              if (!a) return std::optional<domain::ai::patient_appointment>();
+              const auto svc = s.services.find(a->service_id);
+              const auto cal = s.calendars.find(a->calendar_id);
+              const std::string zone = cal == s.calendars.end() ? "UTC" : cal->second.time_zone;
+              return std::optional<domain::ai::patient_appointment>(domain::ai::patient_appointment{
+                  a->id,
+                  {a->service_id, a->calendar_id, a->start,
+                   svc == s.services.end() ? std::string() : svc->second.name,
+                   domain::local_time_text(a->start, zone)}});
+            });
+      },
       // Appointments.
       [](schedule_actor* self, apt_list_atom, domain::appointment_query& q, int page, int per_page,
          callback<std::string>& reply) {
@@ -489,9 +511,8 @@ caf::behavior schedule_behavior(schedule_actor* self, tenant_env env) {
         change(
             self, id, reply,
             [id, r = std::move(r), now](const store& s) {
-              return with_event(
-                  s, s.plan_cancel(id, r.reason, domain::appointment_source::staff, now()),
-                  "appointment.cancelled");
+              return with_event(s, s.plan_cancel(id, r.reason, r.by, now()),
+                                "appointment.cancelled");
             },
             save_appointment(reply, "cancel_appointment", std::move(fields), 200), applied);
       },
@@ -643,6 +664,11 @@ void offer_slots(runtime& rt, std::int64_t tenant, std::vector<std::int64_t> ser
                              offer_query{std::move(services), from, to, n}, std::move(reply));
 }
 
+void next_appointment(runtime& rt, std::int64_t tenant, std::int64_t contact,
+                      callback<std::optional<domain::ai::patient_appointment>> reply) {
+  tell<child_kind::schedule>(rt, tenant, next_atom::value, contact, std::move(reply));
+}
+
 void list_appointments(runtime& rt, std::int64_t tenant, domain::appointment_query q, int page,
                        int per_page, callback<std::string> reply) {
   tell<child_kind::schedule>(rt, tenant, apt_list_atom::value, std::move(q), page, per_page,
@@ -676,9 +702,10 @@ void reschedule_appointment(runtime& rt, std::int64_t tenant, std::int64_t id, s
 }
 
 void cancel_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,
-                        std::optional<std::string> reason, callback<std::string> reply) {
+                        std::optional<std::string> reason, callback<std::string> reply,
+                        domain::appointment_source by) {
   tell<child_kind::schedule>(rt, tenant, apt_stop_atom::value, id,
-                             cancel_request{std::move(reason)}, std::move(reply));
+                             cancel_request{std::move(reason), by}, std::move(reply));
 }
 
 void change_appointment(runtime& rt, std::int64_t tenant, std::int64_t id,

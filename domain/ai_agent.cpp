@@ -99,8 +99,8 @@ json::object document_to_json(const ai_document& d, const std::string* content) 
 }
 
 std::string chat_completion_request(const ai_agent& a, const std::vector<cited_passage>& passages,
-                                    const std::vector<chat_turn>& history,
-                                    std::string_view message) {
+                                    const std::vector<chat_turn>& history, std::string_view message,
+                                    const chat_tools& tools) {
   std::string system = "You are the assistant of a health clinic, answering its patients.\n";
   if (!a.instructions.empty()) system += a.instructions + "\n";
   system +=
@@ -116,6 +116,7 @@ std::string chat_completion_request(const ai_agent& a, const std::vector<cited_p
               ai::language_name(*a.reply_language) + "'.\n";
   else
     system += "- Reply in the patient's language.\n";
+  system += tools.rules;
   system += "\nPassages:\n";
   if (passages.empty()) system += "(none)\n";
   for (std::size_t i = 0; i < passages.size(); ++i)
@@ -125,10 +126,32 @@ std::string chat_completion_request(const ai_agent& a, const std::vector<cited_p
   for (auto& t : history)
     messages.push_back(json::object{{"role", t.role}, {"content", t.content}});
   messages.push_back(json::object{{"role", "user"}, {"content", json::string(message)}});
+  for (const tool_round& r : tools.rounds) {
+    json::array calls;
+    for (const tool_call& c : r.calls)
+      calls.push_back(
+          json::object{{"id", c.id},
+                       {"type", "function"},
+                       {"function", json::object{{"name", c.name}, {"arguments", c.arguments}}}});
+    messages.push_back(json::object{
+        {"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(calls)}});
+    for (std::size_t i = 0; i < r.calls.size(); ++i)
+      messages.push_back(json::object{{"role", "tool"},
+                                      {"tool_call_id", r.calls[i].id},
+                                      {"content", i < r.results.size() ? r.results[i] : ""}});
+  }
   json::object body{{"model", a.model.value_or("")},
                     {"messages", std::move(messages)},
                     {"temperature", 0.2},
                     {"stream", a.stream}};
+  if (!tools.definitions.empty()) {
+    json::error_code ec;
+    json::value defs = crm::domain::parse_json(tools.definitions, ec);
+    if (!ec && defs.is_array() && !defs.get_array().empty()) {
+      body["tools"] = std::move(defs);
+      body["tool_choice"] = "auto";
+    }
+  }
   if (a.stream) body["stream_options"] = json::object{{"include_usage", true}};
   return json::serialize(body);
 }
@@ -144,16 +167,69 @@ void read_usage(const json::object& o, chat_completion& out) {
     out.completion_tokens = static_cast<int>(c->get_int64());
 }
 
-// choices[0].<field>.content as a string, if there.
-const json::string* choice_content(const json::object& o, const char* field) {
+// choices[0].<field> as an object, if there.
+const json::object* choice_part(const json::object& o, const char* field) {
   auto choices = o.if_contains("choices");
   if (!choices || !choices->is_array() || choices->get_array().empty()) return nullptr;
   auto first = choices->get_array()[0].if_object();
   if (!first) return nullptr;
   auto m = first->if_contains(field);
-  if (!m || !m->is_object()) return nullptr;
-  auto c = m->get_object().if_contains("content");
+  return m ? m->if_object() : nullptr;
+}
+
+// choices[0].<field>.content as a string, if there.
+const json::string* choice_content(const json::object& o, const char* field) {
+  auto m = choice_part(o, field);
+  if (!m) return nullptr;
+  auto c = m->if_contains("content");
   return c ? c->if_string() : nullptr;
+}
+
+std::string string_at(const json::object& o, const char* key) {
+  auto v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+// The tool calls of choices[0].<field>, appended to `calls`; streamed pieces (`delta`) are
+// joined by their index: the first names the call, the next ones add to its arguments.
+// False when a call is not of the wire format's shape.
+bool read_tool_calls(const json::object& o, const char* field, std::vector<tool_call>& calls,
+                     bool pieces) {
+  auto m = choice_part(o, field);
+  if (!m) return true;
+  auto tc = m->if_contains("tool_calls");
+  if (!tc || tc->is_null()) return true;
+  if (!tc->is_array()) return false;
+  for (const json::value& v : tc->get_array()) {
+    const json::object* c = v.if_object();
+    if (!c) return false;
+    const json::object* fn = nullptr;
+    if (auto f = c->if_contains("function")) fn = f->if_object();
+    std::size_t at = calls.size();
+    if (pieces) {
+      auto index = c->if_contains("index");
+      if (!index || !index->is_int64() || index->get_int64() < 0 || index->get_int64() > 16)
+        return false;
+      at = static_cast<std::size_t>(index->get_int64());
+    }
+    if (at >= calls.size()) calls.resize(at + 1);
+    tool_call& call = calls[at];
+    if (auto id = string_at(*c, "id"); !id.empty()) call.id = id;
+    if (fn) {
+      if (auto name = string_at(*fn, "name"); !name.empty()) call.name += name;
+      call.arguments += string_at(*fn, "arguments");
+    }
+  }
+  return true;
+}
+
+// Every call has a name (an id is made up when the provider gave none).
+bool calls_whole(std::vector<tool_call>& calls) {
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].name.empty()) return false;
+    if (calls[i].id.empty()) calls[i].id = "call_" + std::to_string(i + 1);
+  }
+  return true;
 }
 } // namespace
 
@@ -166,8 +242,11 @@ std::optional<chat_completion> read_chat_completion(std::string_view body) {
     auto v = crm::domain::parse_json(body, ec);
     if (ec || !v.is_object()) return std::nullopt;
     auto content = choice_content(v.get_object(), "message");
-    if (!content) return std::nullopt;
-    out.content = std::string(content->c_str(), content->size());
+    if (!read_tool_calls(v.get_object(), "message", out.tool_calls, false) ||
+        !calls_whole(out.tool_calls))
+      return std::nullopt;
+    if (!content && out.tool_calls.empty()) return std::nullopt;
+    if (content) out.content = std::string(content->c_str(), content->size());
     read_usage(v.get_object(), out);
     return out;
   }
@@ -191,10 +270,11 @@ std::optional<chat_completion> read_chat_completion(std::string_view body) {
     auto v = crm::domain::parse_json(data, ec);
     if (ec || !v.is_object()) return std::nullopt;
     if (auto c = choice_content(v.get_object(), "delta")) out.content.append(c->c_str(), c->size());
+    if (!read_tool_calls(v.get_object(), "delta", out.tool_calls, true)) return std::nullopt;
     read_usage(v.get_object(), out);
     any = true;
   }
-  if (!any) return std::nullopt;
+  if (!any || !calls_whole(out.tool_calls)) return std::nullopt;
   return out;
 }
 

@@ -80,19 +80,44 @@ struct cited_passage {
   std::string text;
 };
 
+// A function the model called (chat-completions `tool_calls`): its id, name and arguments
+// (a JSON text, as the model wrote it).
+struct tool_call {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+// One round of the model's tool use: the calls of one answer, and carecrm's result of each.
+struct tool_round {
+  std::vector<tool_call> calls;
+  std::vector<std::string> results; // JSON texts, one a call
+};
+// The tools a request offers (a JSON array of {"type": "function", ...}; empty: none), the
+// system prompt's lines about them, and the rounds of this turn so far.
+struct chat_tools {
+  std::string definitions;
+  std::string rules;
+  std::vector<tool_round> rounds;
+};
+
 // The body of POST {base_url}/chat/completions: the system prompt holds the agent's
-// instructions, the rules it must keep and the numbered passages; then the conversation.
+// instructions, the rules it must keep and the numbered passages; then the conversation; then,
+// with tools, the model's calls of this turn (an assistant message with `tool_calls`) each
+// followed by its result (a `tool` message naming the call's id).
 std::string chat_completion_request(const ai_agent& a, const std::vector<cited_passage>& passages,
-                                    const std::vector<chat_turn>& history,
-                                    std::string_view message);
+                                    const std::vector<chat_turn>& history, std::string_view message,
+                                    const chat_tools& tools = {});
 
 struct chat_completion {
   std::string content;
+  std::vector<tool_call> tool_calls;
   std::optional<int> prompt_tokens, completion_tokens;
 };
 // Reads a chat-completions answer: a JSON completion, or server-sent events of chunks (each
-// `data:` line a chunk whose choices[0].delta.content is appended, up to `data: [DONE]`).
-// Nothing when the body is neither.
+// `data:` line a chunk whose choices[0].delta.content is appended, up to `data: [DONE]`), with
+// the tool calls it makes (whole in `message.tool_calls`; streamed as `delta.tool_calls`
+// pieces joined by their `index`). Nothing when the body is neither, or when a completion has
+// neither content nor a tool call.
 std::optional<chat_completion> read_chat_completion(std::string_view body);
 
 } // namespace crm::domain

@@ -9,6 +9,7 @@
 #include <array>
 #include <charconv>
 #include <chrono>
+#include <set>
 #include <span>
 
 namespace crm::domain::ai {
@@ -36,12 +37,20 @@ std::vector<std::string_view> words_of(std::string_view folded) {
 // ("I need an appointment", "quiero un turno"): "how much is the consultation?" books nothing.
 constexpr std::array<std::string_view, 9> booking_verbs = {
     "book", "marcar", "agendar", "reservar", "marco", "agendo", "reservo", "agende", "marque"};
-constexpr std::array<std::string_view, 8> booking_nouns = {
-    "appointment", "consulta", "consultation", "cita", "turno", "horario", "vaga", "slot"};
-constexpr std::array<std::string_view, 16> moving_words = {
-    "cancel",    "cancelar",     "desmarcar",    "anular",     "reschedule", "remarcar",
-    "reagendar", "cambiar",      "mudar",        "move",       "change",     "cancela",
-    "cancelo",   "cancellation", "cancelamento", "cancelacion"};
+constexpr std::array<std::string_view, 12> booking_nouns = {
+    "appointment", "consulta", "consultation", "cita",  "turno",  "horario",
+    "vaga",        "slot",     "booking",      "visit", "visita", "appointments"};
+// Words that move an appointment by themselves, and words that do with a booking noun ("change
+// my appointment"; "change my address" moves nothing).
+constexpr std::array<std::string_view, 17> moving_verbs = {
+    "reschedule", "rescheduling", "remarcar",    "reagendar",     "remarco",  "reagendo",
+    "remarque",   "reagende",     "reprogramar", "reprogramo",    "postpone", "adiar",
+    "aplazar",    "posponer",     "remarcacao",  "reagendamento", "rebook"};
+constexpr std::array<std::string_view, 9> changing_words = {
+    "move", "change", "cambiar", "cambio", "mudar", "trocar", "mover", "alterar", "modificar"};
+constexpr std::array<std::string_view, 12> cancelling_words = {
+    "cancel",       "cancelar",     "desmarcar",   "anular",    "cancela", "cancelo",
+    "cancellation", "cancelamento", "cancelacion", "desmarque", "cancele", "cancelled"};
 constexpr std::array<std::string_view, 16> wanting_words = {
     "want",   "like",     "need",     "get",     "quero",  "queria", "gostaria",  "preciso",
     "quiero", "quisiera", "necesito", "querria", "desejo", "deseo",  "available", "disponivel"};
@@ -106,12 +115,31 @@ std::vector<offered_slot> slots_from_json(std::string_view text) {
   return out;
 }
 
-bool asks_to_book(std::string_view message) {
+const char* offer_kind_name(offer_kind k) {
+  switch (k) {
+  case offer_kind::book: return "book";
+  case offer_kind::move: return "move";
+  case offer_kind::cancel: return "cancel";
+  }
+  return "book";
+}
+
+std::optional<offer_kind> offer_kind_from(std::string_view name) {
+  for (const offer_kind k : {offer_kind::book, offer_kind::move, offer_kind::cancel})
+    if (name == offer_kind_name(k)) return k;
+  return std::nullopt;
+}
+
+booking_request booking_request_of(std::string_view message) {
   const std::string folded = fold(message);
   const std::vector<std::string_view> words = words_of(folded);
-  if (any_of_words(words, moving_words)) return false; // a person moves or cancels for now
-  return any_of_words(words, booking_verbs) ||
-         (any_of_words(words, booking_nouns) && any_of_words(words, wanting_words));
+  const bool noun = any_of_words(words, booking_nouns);
+  if (any_of_words(words, moving_verbs) || (noun && any_of_words(words, changing_words)))
+    return booking_request::move;
+  if (any_of_words(words, cancelling_words)) return booking_request::cancel;
+  if (any_of_words(words, booking_verbs) || (noun && any_of_words(words, wanting_words)))
+    return booking_request::book;
+  return booking_request::none;
 }
 
 std::optional<std::size_t> parse_choice(std::string_view message, std::size_t n) {
@@ -126,6 +154,115 @@ std::optional<std::size_t> parse_choice(std::string_view message, std::size_t n)
   }
   if (!pick || *pick < 1 || *pick > n) return std::nullopt;
   return pick;
+}
+
+namespace {
+
+// Ordinal words of the three languages, folded, and the option they name.
+constexpr std::array<std::pair<std::string_view, std::size_t>, 17> ordinals = {{
+    {"first", 1},
+    {"1st", 1},
+    {"second", 2},
+    {"2nd", 2},
+    {"third", 3},
+    {"3rd", 3},
+    {"primeiro", 1},
+    {"primeira", 1},
+    {"segundo", 2},
+    {"segunda", 2},
+    {"terceiro", 3},
+    {"terceira", 3},
+    {"primero", 1},
+    {"primera", 1},
+    {"tercero", 3},
+    {"tercera", 3},
+    {"1o", 1},
+}};
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Minutes of the day of the times written in `text` ("9:15", "09:15", "9h15", "14h", "9.15"),
+// and the text with those times and dates ("2026-12-07", "07/12") blanked, so their digits are
+// not read as option numbers.
+std::vector<int> times_in(std::string& text) {
+  std::vector<int> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (!is_digit(text[i]) || (i > 0 && is_digit(text[i - 1]))) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && is_digit(text[j])) ++j;
+    const std::size_t digits = j - i;
+    const bool sep = j < text.size() && (text[j] == ':' || text[j] == 'h' || text[j] == 'H' ||
+                                         text[j] == '.' || text[j] == '-' || text[j] == '/');
+    if (!sep || digits > 4) {
+      i = j;
+      continue;
+    }
+    std::size_t k = j + 1;
+    while (k < text.size() && is_digit(text[k])) ++k;
+    const std::size_t tail = k - (j + 1);
+    const char s = text[j];
+    if (s == '-' || s == '/' || (s == '.' && tail != 2)) {
+      // A date (or a sentence's end after a number): blanked with what follows in its shape.
+      if (s == '-' || s == '/') {
+        while (k < text.size() && (is_digit(text[k]) || text[k] == '-' || text[k] == '/')) ++k;
+        std::fill(text.begin() + static_cast<std::ptrdiff_t>(i),
+                  text.begin() + static_cast<std::ptrdiff_t>(k), ' ');
+      }
+      i = k;
+      continue;
+    }
+    const bool h = s == 'h' || s == 'H';
+    if (digits <= 2 && (tail == 2 || (h && tail == 0))) {
+      int hour = 0, minute = 0;
+      std::from_chars(text.data() + i, text.data() + j, hour);
+      if (tail == 2) std::from_chars(text.data() + j + 1, text.data() + k, minute);
+      if (hour < 24 && minute < 60) {
+        out.push_back(hour * 60 + minute);
+        std::fill(text.begin() + static_cast<std::ptrdiff_t>(i),
+                  text.begin() + static_cast<std::ptrdiff_t>(k), ' ');
+      }
+    }
+    i = k;
+  }
+  return out;
+}
+
+int minute_of(std::string_view local_start) { // "YYYY-MM-DD HH:MM"
+  if (local_start.size() < 16) return -1;
+  int hour = 0, minute = 0;
+  std::from_chars(local_start.data() + 11, local_start.data() + 13, hour);
+  std::from_chars(local_start.data() + 14, local_start.data() + 16, minute);
+  return hour * 60 + minute;
+}
+
+} // namespace
+
+std::optional<std::size_t> named_option(std::string_view message,
+                                        const std::vector<offered_slot>& slots) {
+  std::string text(message);
+  std::set<std::size_t> named;
+  for (const int t : times_in(text))
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      if (minute_of(slots[i].local_start) == t) named.insert(i + 1);
+  const std::string folded = fold(text);
+  for (std::string_view w : words_of(folded)) {
+    std::size_t k = 0;
+    const auto r = std::from_chars(w.data(), w.data() + w.size(), k);
+    if (r.ec == std::errc() && r.ptr == w.data() + w.size()) {
+      if (k >= 1 && k <= slots.size()) named.insert(k);
+      continue;
+    }
+    for (const auto& [word, n] : ordinals)
+      if (w == word && n <= slots.size()) named.insert(n);
+  }
+  if (named.size() != 1) return std::nullopt;
+  return *named.begin();
 }
 
 std::string slot_label(std::string_view local_start, language l) {
@@ -188,6 +325,69 @@ std::string slot_taken_text(language l) {
                                                             "Esse horário acabou de ser ocupado.",
                                                             "Ese horario se acaba de ocupar."};
   return std::string(taken[lang_index(l)]);
+}
+
+namespace {
+
+// "{service} on {when}" filled in.
+std::string filled(std::string_view pattern, const offered_slot& s, language l) {
+  std::string text(pattern);
+  if (const auto at = text.find("{service}"); at != std::string::npos)
+    text.replace(at, 9, s.service_name);
+  if (const auto at = text.find("{when}"); at != std::string::npos)
+    text.replace(at, 6, slot_label(s.local_start, l));
+  return text;
+}
+
+} // namespace
+
+std::string move_offer_text(const offered_slot& current, const std::vector<offered_slot>& slots,
+                            language l) {
+  static constexpr std::array<std::string_view, 3> intro = {
+      "Your next appointment: {service} on {when}. I can move it to one of these times:",
+      "Sua próxima consulta: {service} em {when}. Posso remarcar para um destes horários:",
+      "Su próxima cita: {service} el {when}. Puedo cambiarla a uno de estos horarios:"};
+  static constexpr std::array<std::string_view, 3> ask = {
+      "Reply with the number of the time you want.",
+      "Responda com o número do horário que preferir.",
+      "Responda con el número del horario que prefiera."};
+  std::string text = filled(intro[lang_index(l)], current, l);
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    text += "\n" + std::to_string(i + 1) + ") " + slot_label(slots[i].local_start, l);
+  text += "\n";
+  text += ask[lang_index(l)];
+  return text;
+}
+
+std::string moved_text(const offered_slot& s, language l) {
+  static constexpr std::array<std::string_view, 3> done = {
+      "Moved: {service} is now on {when}. See you then!",
+      "Remarcado: {service} agora em {when}. Até lá!",
+      "Cambiada: {service} ahora el {when}. ¡Hasta entonces!"};
+  return filled(done[lang_index(l)], s, l);
+}
+
+std::string cancel_offer_text(const offered_slot& current, language l) {
+  static constexpr std::array<std::string_view, 3> ask = {
+      "Your next appointment: {service} on {when}. Reply 1 to cancel it.",
+      "Sua próxima consulta: {service} em {when}. Responda 1 para cancelar.",
+      "Su próxima cita: {service} el {when}. Responda 1 para cancelarla."};
+  return filled(ask[lang_index(l)], current, l);
+}
+
+std::string cancelled_text(const offered_slot& s, language l) {
+  static constexpr std::array<std::string_view, 3> done = {"Cancelled: {service} on {when}.",
+                                                           "Cancelado: {service} em {when}.",
+                                                           "Cancelada: {service} el {when}."};
+  return filled(done[lang_index(l)], s, l);
+}
+
+std::string no_appointment_text(language l) {
+  static constexpr std::array<std::string_view, 3> none = {
+      "I could not find an upcoming appointment of yours; a person from our team will help you.",
+      "Não encontrei uma consulta sua marcada; uma pessoa da nossa equipe vai ajudar você.",
+      "No encontré una cita suya próxima; una persona de nuestro equipo le ayudará."};
+  return std::string(none[lang_index(l)]);
 }
 
 } // namespace crm::domain::ai

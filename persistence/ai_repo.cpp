@@ -221,7 +221,8 @@ std::optional<booking_offer> open_offer(pg_conn& c, std::int64_t tenant_id,
   pqxx::read_transaction tx(c.raw());
   const auto r = tx.exec_params(
       "SELECT agent_id, contact_id, slots::text, " CRM_MICROS("created_at") ", " CRM_MICROS(
-          "expires_at") ", language FROM ai_booking_offers WHERE tenant_id = $1 AND "
+          "expires_at") ", language, kind, appointment_id FROM ai_booking_offers WHERE tenant_id = "
+                        "$1 AND "
                         "conversation_id = $2"
                         " AND expires_at > $3::timestamptz",
       tenant_id, conversation_id, ts(now));
@@ -235,6 +236,8 @@ std::optional<booking_offer> open_offer(pg_conn& c, std::int64_t tenant_id,
   o.created_at = r.front()[3].as<std::int64_t>();
   o.expires_at = r.front()[4].as<std::int64_t>();
   o.lang = domain::ai::language_from(r.front()[5].as<std::string>()).value_or(o.lang);
+  o.kind = domain::ai::offer_kind_from(r.front()[6].as<std::string>()).value_or(o.kind);
+  if (!r.front()[7].is_null()) o.appointment_id = r.front()[7].as<std::int64_t>();
   return o;
 }
 
@@ -242,14 +245,18 @@ void save_offer(pg_conn& c, const booking_offer& o) {
   pqxx::work tx(c.raw());
   fence(tx, o.tenant_id);
   tx.exec_params("INSERT INTO ai_booking_offers (conversation_id, tenant_id, agent_id,"
-                 " contact_id, slots, created_at, expires_at, language) VALUES ($1, $2, $3, $4,"
-                 " $5::jsonb, $6::timestamptz, $7::timestamptz, $8) ON CONFLICT"
-                 " (conversation_id) DO UPDATE SET agent_id = EXCLUDED.agent_id, contact_id ="
-                 " EXCLUDED.contact_id, slots = EXCLUDED.slots, created_at = EXCLUDED.created_at,"
-                 " expires_at = EXCLUDED.expires_at, language = EXCLUDED.language",
+                 " contact_id, slots, created_at, expires_at, language, kind, appointment_id)"
+                 " VALUES ($1, $2, $3, $4, $5::jsonb, $6::timestamptz, $7::timestamptz, $8, $9,"
+                 " NULLIF($10, '')::bigint) ON CONFLICT (conversation_id) DO UPDATE SET agent_id = "
+                 "EXCLUDED.agent_id,"
+                 " contact_id = EXCLUDED.contact_id, slots = EXCLUDED.slots, created_at ="
+                 " EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, language ="
+                 " EXCLUDED.language, kind = EXCLUDED.kind, appointment_id ="
+                 " EXCLUDED.appointment_id",
                  o.conversation_id, o.tenant_id, o.agent_id, o.contact_id,
                  domain::ai::slots_to_json(o.slots), ts(o.created_at), ts(o.expires_at),
-                 domain::ai::language_name(o.lang));
+                 domain::ai::language_name(o.lang), domain::ai::offer_kind_name(o.kind),
+                 o.appointment_id ? std::to_string(*o.appointment_id) : std::string());
   tx.commit();
 }
 

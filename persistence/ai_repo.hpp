@@ -37,7 +37,8 @@ std::vector<std::int64_t> tenant_services(pg_conn& c, std::int64_t tenant_id,
                                           const std::vector<std::int64_t>& ids);
 
 // The slots an agent offered in a conversation (docs/ai.md "Booking"), until the patient picks
-// one or it expires.
+// one or it expires: times to book, times to move `appointment_id` to, or that appointment
+// alone (its one slot), to cancel.
 struct booking_offer {
   std::int64_t tenant_id = 0;
   std::int64_t conversation_id = 0;
@@ -47,6 +48,8 @@ struct booking_offer {
   std::int64_t created_at = 0;
   std::int64_t expires_at = 0;
   domain::ai::language lang = domain::ai::language::en; // the offer's, for the confirmation
+  domain::ai::offer_kind kind = domain::ai::offer_kind::book;
+  std::optional<std::int64_t> appointment_id; // move, cancel
 };
 // The conversation's offer that has not expired at `now`.
 std::optional<booking_offer> open_offer(pg_conn& c, std::int64_t tenant_id,
