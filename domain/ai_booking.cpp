@@ -241,6 +241,23 @@ int minute_of(std::string_view local_start) { // "YYYY-MM-DD HH:MM"
   return hour * 60 + minute;
 }
 
+// Folded words that may frame a choice in a sentence ("the second one works for me", "pode
+// ser às 14h", "la tercera por favor"); any other word makes the message no choice.
+constexpr std::array<std::string_view, 100> framing_words = {
+    // en
+    "the", "one", "option", "number", "no", "please", "pls", "i", "id", "d", "ll", "m", "take",
+    "choose", "want", "like", "would", "prefer", "works", "work", "fine", "ok", "okay", "is",
+    "good", "great", "for", "me", "at", "on", "yes", "that", "this", "thanks", "thank", "you",
+    "perfect", "let", "s", "go", "with", "book", "it", "slot", "time", "will", "do", "and",
+    // pt
+    "a", "o", "as", "os", "opcao", "numero", "quero", "queria", "escolho", "prefiro", "pode",
+    "ser", "por", "favor", "sim", "obrigado", "obrigada", "essa", "esse", "esta", "este",
+    "perfeito", "otimo", "fica", "bom", "horario", "marcar", "na", "de", "e", "pra", "para",
+    "hora", "n",
+    // es
+    "la", "el", "las", "los", "opcion", "quiero", "quisiera", "elijo", "prefiero", "puede",
+    "si", "gracias", "perfecto", "vale", "bien", "va", "reservar", "y"};
+
 } // namespace
 
 std::optional<std::size_t> named_option(std::string_view message,
@@ -258,8 +275,14 @@ std::optional<std::size_t> named_option(std::string_view message,
       if (k >= 1 && k <= slots.size()) named.insert(k);
       continue;
     }
-    for (const auto& [word, n] : ordinals)
-      if (w == word && n <= slots.size()) named.insert(n);
+    const auto ordinal = std::find_if(ordinals.begin(), ordinals.end(),
+                                      [w](const auto& o) { return o.first == w; });
+    if (ordinal != ordinals.end()) {
+      if (ordinal->second <= slots.size()) named.insert(ordinal->second);
+    } else if (std::find(framing_words.begin(), framing_words.end(), w) ==
+               framing_words.end()) {
+      return std::nullopt; // a word that does not frame a choice: a sentence, not a pick
+    }
   }
   if (named.size() != 1) return std::nullopt;
   return *named.begin();

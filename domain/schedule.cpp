@@ -814,7 +814,7 @@ outcome<appointment> schedule_store::plan_cancel(std::int64_t id, std::optional<
                     std::string(to_string(a->status)) + ")");
   a->status = appointment_status::cancelled;
   a->cancel_reason = std::move(reason);
-  if (by == appointment_source::patient_reply) a->source = by;
+  if (by == appointment_source::patient_reply || by == appointment_source::ai) a->source = by;
   a->updated_at = now;
   return a;
 }

@@ -27,6 +27,10 @@ entry repeats forever. An entry is one of:
 - `empty()`: a completion whose content is "".
 - `slow(seconds, content)`: the reply after `seconds` (longer than carecrm's --ai-timeout).
 - `close()`: read the request, then close the connection without a byte of response.
+- `tool_calls((name, arguments), ...)`: an answer that calls functions (`content` null,
+  `message.tool_calls`, finish_reason "tool_calls"), or, streamed, `delta.tool_calls` pieces
+  by index: the first names the call, the next ones carry its arguments a few characters at a
+  time, as OpenAI streams them.
 - a callable taking the LLMRequest and returning one of the above.
 
 Run `python3 fake_llm.py` for a self-test (a streamed and a whole answer over http.client).
@@ -100,6 +104,25 @@ class Garbage:
 class Close:
     def __repr__(self) -> str:
         return "Close()"
+
+
+class ToolCalls:
+    """A completion that calls functions: `calls` is [(name, arguments)], arguments a dict
+    (sent as its JSON text) or a string sent as it is. Ids are call_<random>."""
+
+    def __init__(self, calls, *, stream: bool | None = None, chunk_chars: int = 5):
+        self.calls = [(name, args if isinstance(args, str) else json.dumps(args))
+                      for name, args in calls]
+        self.ids = ["call_" + secrets.token_hex(6) for _ in self.calls]
+        self.stream = stream
+        self.chunk_chars = max(1, chunk_chars)
+
+    def __repr__(self) -> str:
+        return f"ToolCalls({self.calls!r})"
+
+
+def tool_calls(*calls, **kw) -> ToolCalls:
+    return ToolCalls(calls, **kw)
 
 
 def reply(content, **kw) -> Reply:
@@ -196,6 +219,24 @@ class LLMRequest:
     def texts(self, role: str) -> list[str]:
         return [content_text(m.get("content")) for m in self.messages
                 if isinstance(m, dict) and m.get("role") == role]
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names of the functions the request offers."""
+        tools = self.json.get("tools") if isinstance(self.json, dict) else None
+        return [t["function"]["name"] for t in tools or [] if isinstance(t, dict)]
+
+    @property
+    def tool_results(self) -> list[dict]:
+        """The `tool` messages' contents (parsed JSON), in order."""
+        out = []
+        for m in self.messages:
+            if isinstance(m, dict) and m.get("role") == "tool":
+                try:
+                    out.append(json.loads(m.get("content") or "null"))
+                except ValueError:
+                    out.append({"unreadable": m.get("content")})
+        return out
 
     @property
     def system_prompt(self) -> str:
@@ -351,7 +392,56 @@ class FakeLLM(crm.RecordingServer):
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
+            def _send_tool_calls(self, entry: ToolCalls, req: LLMRequest) -> None:
+                cid = "chatcmpl-" + secrets.token_hex(12)
+                model = req.model or "fake-model"
+                wants_stream = req.stream if entry.stream is None else entry.stream
+                calls = [{"id": i, "type": "function",
+                          "function": {"name": name, "arguments": args}}
+                         for i, (name, args) in zip(entry.ids, entry.calls)]
+                if not wants_stream:
+                    obj = {"id": cid, "object": "chat.completion", "created": int(time.time()),
+                           "model": model,
+                           "choices": [{"index": 0,
+                                        "message": {"role": "assistant", "content": None,
+                                                    "tool_calls": calls, "refusal": None},
+                                        "logprobs": None, "finish_reason": "tool_calls"}],
+                           "usage": {"prompt_tokens": 11, "completion_tokens": 5,
+                                     "total_tokens": 16}}
+                    self._send_whole(200, "application/json", json.dumps(obj).encode())
+                    return
+
+                def chunk(delta, finish=None):
+                    return {"id": cid, "object": "chat.completion.chunk",
+                            "created": int(time.time()), "model": model,
+                            "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                         "finish_reason": finish}]}
+
+                events = [chunk({"role": "assistant", "content": None})]
+                for n, (call_id, (name, args)) in enumerate(zip(entry.ids, entry.calls)):
+                    events.append(chunk({"tool_calls": [{
+                        "index": n, "id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": ""}}]}))
+                    for i in range(0, len(args), entry.chunk_chars):
+                        events.append(chunk({"tool_calls": [{
+                            "index": n,
+                            "function": {"arguments": args[i:i + entry.chunk_chars]}}]}))
+                events.append(chunk({}, "tool_calls"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for e in events:
+                    self._chunk(b"data: " + json.dumps(e).encode() + b"\n\n")
+                self._chunk(b"data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
             def _answer(self, entry: Any, req: LLMRequest) -> None:
+                if isinstance(entry, ToolCalls):
+                    self._send_tool_calls(entry, req)
+                    return
                 if isinstance(entry, Close):
                     self.close_connection = True
                     try:
@@ -413,7 +503,8 @@ class FakeLLM(crm.RecordingServer):
                         pass
                     return
                 entry = fake._take_entry()
-                while callable(entry) and not isinstance(entry, (Reply, Status, Garbage, Close)):
+                while callable(entry) and not isinstance(
+                        entry, (Reply, Status, Garbage, Close, ToolCalls)):
                     entry = entry(req)
                 req.answered = entry
                 fake._record(req)

@@ -5,7 +5,9 @@ the one the patient picks by its number, through the schedule actor's rules (sou
 is booked without the patient's own choice: a sentence that asks for a slot in other words, a
 prompt injection, an urgent message (a hand-off that pauses the agent) or a choice made after the
 slot was taken books nothing; a slot taken meanwhile is offered again. A question that is not a
-request to book is answered from the knowledge as before."""
+request to book is answered from the knowledge as before. The patient's next appointment is
+moved to the time they pick, or cancelled once they answer "1"; with nothing to move or cancel,
+a person is asked."""
 import datetime
 import re
 import secrets
@@ -197,9 +199,64 @@ def test_a_question_that_is_no_request_to_book_is_answered_from_the_knowledge(cl
         p.say("Where can patients park for free?")
         answer = p.reply()
         assert "Rua Augusta" in answer and not offered(answer), answer
-        p.say("I need to cancel my appointment")  # a person cancels: no new offer
-        assert not offered(p.reply())
+        # Nothing to cancel: a person looks (the patient may have booked by phone).
+        p.say("I need to cancel my appointment")
+        answer = p.reply()
+        assert answer.startswith("I could not find an upcoming appointment"), answer
+        conv = crm.get_conversation(client, fresh.admin, p.conversation_id)
+        assert conv["ai_paused"] is True and conv["handoff_reason"] == "no_answer", conv
         assert p.appointments() == []
+
+
+def book_first(p: Patient) -> tuple[dict, str]:
+    """The patient books the first offered time; their appointment and its local start."""
+    p.say("I would like to book an appointment")
+    slots = offered(p.reply())
+    p.say("1")
+    assert p.reply().startswith("Booked:")
+    [appt] = p.appointments()
+    return appt, slots[1]
+
+
+def test_a_patient_moves_their_next_appointment_to_the_time_they_pick(client, fresh):
+    with crm.Receiver([200] * 6) as rcv:
+        p = Clinic(client, fresh.admin, rcv).patient()
+        appt, was = book_first(p)
+        p.say("Preciso remarcar minha consulta")
+        offer = p.reply()
+        assert offer.startswith("Sua próxima consulta: Blood test em") and was in offer, offer
+        assert "Posso remarcar" in offer, offer
+        slots = offered(offer)
+        assert sorted(slots) == [1, 2, 3] and was not in slots.values(), offer
+        p.say("3")
+        moved = p.reply()
+        assert moved.startswith("Remarcado: Blood test agora em") and slots[3] in moved, moved
+        [after] = p.appointments()
+        assert after["id"] == appt["id"] and local(after["start"]) == slots[3], after
+        assert after["status"] == "booked", after
+
+
+def test_a_patient_cancels_their_next_appointment_only_by_answering_1(client, fresh):
+    with crm.Receiver([200] * 7) as rcv:
+        p = Clinic(client, fresh.admin, rcv).patient()
+        appt, when = book_first(p)
+        p.say("I need to cancel my appointment")
+        ask = p.reply()
+        assert ask == f"Your next appointment: Blood test on {ask.split(' on ')[1]}", ask
+        assert when in ask and ask.endswith("Reply 1 to cancel it."), ask
+        # Anything but "1" cancels nothing.
+        p.say("Actually no, where do I park?")
+        assert "Rua Augusta" in p.reply()
+        assert [a["status"] for a in p.appointments()] == ["booked"]
+        p.say("I need to cancel my appointment")
+        p.reply()
+        p.say("1")
+        done = p.reply()
+        assert done.startswith("Cancelled: Blood test on") and when in done, done
+        [after] = p.appointments()
+        assert (after["id"], after["status"], after["source"]) == (appt["id"], "cancelled",
+                                                                   "ai"), after
+        assert after["cancel_reason"] == "cancelled by the patient through the assistant", after
 
 
 def test_service_ids_are_the_tenants_services(client, fresh, sess_b):
