@@ -469,8 +469,9 @@ void define_ai_schemas(router& r) {
           false},
          {"channel_ids", channels, false},
          {"service_ids",
-          described(services, "services the agent may book for patients (docs/ai.md "
-                              "\"Booking\"); empty: it books nothing"),
+          described(services, "services the agent may book, move and cancel for patients "
+                              "(docs/ai.md \"Booking\"; an openai_compatible agent through "
+                              "tool calls); empty: it books nothing"),
           false},
          {"auto_reply", boolean(), false},
          {"handoff_keywords", keywords, false},
