@@ -250,13 +250,12 @@ constexpr std::array<std::string_view, 100> framing_words = {
     "good", "great", "for", "me", "at", "on", "yes", "that", "this", "thanks", "thank", "you",
     "perfect", "let", "s", "go", "with", "book", "it", "slot", "time", "will", "do", "and",
     // pt
-    "a", "o", "as", "os", "opcao", "numero", "quero", "queria", "escolho", "prefiro", "pode",
-    "ser", "por", "favor", "sim", "obrigado", "obrigada", "essa", "esse", "esta", "este",
-    "perfeito", "otimo", "fica", "bom", "horario", "marcar", "na", "de", "e", "pra", "para",
-    "hora", "n",
+    "a", "o", "as", "os", "opcao", "numero", "quero", "queria", "escolho", "prefiro", "pode", "ser",
+    "por", "favor", "sim", "obrigado", "obrigada", "essa", "esse", "esta", "este", "perfeito",
+    "otimo", "fica", "bom", "horario", "marcar", "na", "de", "e", "pra", "para", "hora", "n",
     // es
-    "la", "el", "las", "los", "opcion", "quiero", "quisiera", "elijo", "prefiero", "puede",
-    "si", "gracias", "perfecto", "vale", "bien", "va", "reservar", "y"};
+    "la", "el", "las", "los", "opcion", "quiero", "quisiera", "elijo", "prefiero", "puede", "si",
+    "gracias", "perfecto", "vale", "bien", "va", "reservar", "y"};
 
 } // namespace
 
@@ -275,12 +274,11 @@ std::optional<std::size_t> named_option(std::string_view message,
       if (k >= 1 && k <= slots.size()) named.insert(k);
       continue;
     }
-    const auto ordinal = std::find_if(ordinals.begin(), ordinals.end(),
-                                      [w](const auto& o) { return o.first == w; });
+    const auto ordinal =
+        std::find_if(ordinals.begin(), ordinals.end(), [w](const auto& o) { return o.first == w; });
     if (ordinal != ordinals.end()) {
       if (ordinal->second <= slots.size()) named.insert(ordinal->second);
-    } else if (std::find(framing_words.begin(), framing_words.end(), w) ==
-               framing_words.end()) {
+    } else if (std::find(framing_words.begin(), framing_words.end(), w) == framing_words.end()) {
       return std::nullopt; // a word that does not frame a choice: a sentence, not a pick
     }
   }
@@ -304,18 +302,25 @@ std::string slot_label(std::string_view local_start, language l) {
   return std::string(weekdays[lang_index(l)][wd.c_encoding()]) + " " + std::string(local_start);
 }
 
-std::string offer_text(const std::vector<offered_slot>& slots, language l) {
-  static constexpr std::array<std::string_view, 3> intro = {
-      "I can book {service} at one of these times:",
-      "Posso marcar {service} em um destes horários:",
-      "Puedo reservar {service} en uno de estos horarios:"};
+namespace {
+
+// "{service} on {when}" filled in.
+std::string filled(std::string_view pattern, const offered_slot& s, language l) {
+  std::string text(pattern);
+  if (const auto at = text.find("{service}"); at != std::string::npos)
+    text.replace(at, 9, s.service_name);
+  if (const auto at = text.find("{when}"); at != std::string::npos)
+    text.replace(at, 6, slot_label(s.local_start, l));
+  return text;
+}
+
+// "\n1) Mon 2026-12-07 09:00\n2) ...\nReply with the number of the time you want."
+std::string numbered(const std::vector<offered_slot>& slots, language l) {
   static constexpr std::array<std::string_view, 3> ask = {
       "Reply with the number of the time you want.",
       "Responda com o número do horário que preferir.",
       "Responda con el número del horario que prefiera."};
-  std::string text(intro[lang_index(l)]);
-  const std::string name = slots.empty() ? std::string() : slots.front().service_name;
-  text.replace(text.find("{service}"), 9, name);
+  std::string text;
   for (std::size_t i = 0; i < slots.size(); ++i)
     text += "\n" + std::to_string(i + 1) + ") " + slot_label(slots[i].local_start, l);
   text += "\n";
@@ -323,14 +328,24 @@ std::string offer_text(const std::vector<offered_slot>& slots, language l) {
   return text;
 }
 
+} // namespace
+
+std::string offer_text(const std::vector<offered_slot>& slots, language l) {
+  static constexpr std::array<std::string_view, 3> intro = {
+      "I can book {service} at one of these times:",
+      "Posso marcar {service} em um destes horários:",
+      "Puedo reservar {service} en uno de estos horarios:"};
+  std::string text(intro[lang_index(l)]);
+  const std::string name = slots.empty() ? std::string() : slots.front().service_name;
+  text.replace(text.find("{service}"), 9, name);
+  return text + numbered(slots, l);
+}
+
 std::string booked_text(const offered_slot& s, language l) {
   static constexpr std::array<std::string_view, 3> done = {
       "Booked: {service} on {when}. See you then!", "Marcado: {service} em {when}. Até lá!",
       "Reservado: {service} el {when}. ¡Hasta entonces!"};
-  std::string text(done[lang_index(l)]);
-  text.replace(text.find("{service}"), 9, s.service_name);
-  text.replace(text.find("{when}"), 6, slot_label(s.local_start, l));
-  return text;
+  return filled(done[lang_index(l)], s, l);
 }
 
 std::string no_slots_text(language l) {
@@ -350,36 +365,13 @@ std::string slot_taken_text(language l) {
   return std::string(taken[lang_index(l)]);
 }
 
-namespace {
-
-// "{service} on {when}" filled in.
-std::string filled(std::string_view pattern, const offered_slot& s, language l) {
-  std::string text(pattern);
-  if (const auto at = text.find("{service}"); at != std::string::npos)
-    text.replace(at, 9, s.service_name);
-  if (const auto at = text.find("{when}"); at != std::string::npos)
-    text.replace(at, 6, slot_label(s.local_start, l));
-  return text;
-}
-
-} // namespace
-
 std::string move_offer_text(const offered_slot& current, const std::vector<offered_slot>& slots,
                             language l) {
   static constexpr std::array<std::string_view, 3> intro = {
       "Your next appointment: {service} on {when}. I can move it to one of these times:",
       "Sua próxima consulta: {service} em {when}. Posso remarcar para um destes horários:",
       "Su próxima cita: {service} el {when}. Puedo cambiarla a uno de estos horarios:"};
-  static constexpr std::array<std::string_view, 3> ask = {
-      "Reply with the number of the time you want.",
-      "Responda com o número do horário que preferir.",
-      "Responda con el número del horario que prefiera."};
-  std::string text = filled(intro[lang_index(l)], current, l);
-  for (std::size_t i = 0; i < slots.size(); ++i)
-    text += "\n" + std::to_string(i + 1) + ") " + slot_label(slots[i].local_start, l);
-  text += "\n";
-  text += ask[lang_index(l)];
-  return text;
+  return filled(intro[lang_index(l)], current, l) + numbered(slots, l);
 }
 
 std::string moved_text(const offered_slot& s, language l) {

@@ -2741,6 +2741,39 @@ def wait_ai_messages(client: Client, token: str, conversation_id, check,
     return last["messages"]
 
 
+class ChatPatient:
+    """A patient writing on an api channel (signed with `secret`) to a clinic whose agent
+    answers: say() sends a message, reply() waits for the agent's next one, appointments()
+    lists theirs."""
+
+    def __init__(self, client: Client, token: str, channel_id, secret: str, agent_id,
+                 wait: float = 20.0):
+        self.client, self.token, self.channel_id, self.secret = client, token, channel_id, secret
+        self.agent_id, self.wait = agent_id, wait
+        self.phone = unique_phone()
+        self.conversation_id = self.contact_id = None
+        self.seen = 0  # agent messages already read
+
+    def say(self, text: str) -> dict:
+        ack = inbound(self.client, self.channel_id, self.secret, {"phone": self.phone}, text)
+        self.conversation_id, self.contact_id = ack["conversation_id"], ack["contact_id"]
+        return ack
+
+    def reply(self) -> str:
+        """The agent's next message in the conversation."""
+        want = self.seen + 1
+        msgs = wait_ai_messages(
+            self.client, self.token, self.conversation_id,
+            lambda ms: len(by_agent(ms, self.agent_id)) >= want, self.wait)
+        self.seen = want
+        return by_agent(msgs, self.agent_id)[want - 1]["text"]
+
+    def appointments(self) -> list[dict]:
+        return assert_json_response(
+            self.client.get(with_query(APPOINTMENTS, {"contact_id": self.contact_id}),
+                            token=self.token), 200)["items"]
+
+
 def post_person_message(client: Client, token: str, conversation_id, text: str) -> dict:
     """POST /conversations/{id}/messages by a person: 201, the AI message shape."""
     resp = client.post(messages_url(conversation_id), {"text": text}, token=token)

@@ -51,35 +51,11 @@ class Clinic:
         return Patient(self)
 
 
-class Patient:
-    def __init__(self, clinic: Clinic):
+class Patient(crm.ChatPatient):
+    def __init__(self, clinic):
+        super().__init__(clinic.client, clinic.token, clinic.channel["id"], SECRET,
+                         clinic.agent["id"], WAIT)
         self.clinic = clinic
-        self.phone = crm.unique_phone()
-        self.conversation_id = None
-        self.contact_id = None
-        self.seen = 0  # agent messages already read
-
-    def say(self, text: str) -> dict:
-        c = self.clinic
-        ack = crm.inbound(c.client, c.channel["id"], SECRET, {"phone": self.phone}, text)
-        self.conversation_id, self.contact_id = ack["conversation_id"], ack["contact_id"]
-        return ack
-
-    def reply(self) -> str:
-        """The agent's next message in the conversation."""
-        c = self.clinic
-        want = self.seen + 1
-        msgs = crm.wait_ai_messages(
-            c.client, c.token, self.conversation_id,
-            lambda ms: len(crm.by_agent(ms, c.agent["id"])) >= want, WAIT)
-        self.seen = want
-        return crm.by_agent(msgs, c.agent["id"])[want - 1]["text"]
-
-    def appointments(self) -> list[dict]:
-        c = self.clinic
-        return crm.assert_json_response(
-            c.client.get(crm.with_query(crm.APPOINTMENTS, {"contact_id": self.contact_id}),
-                         token=c.token), 200)["items"]
 
 
 def offered(text: str) -> dict[int, str]:
