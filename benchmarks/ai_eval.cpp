@@ -105,6 +105,8 @@ bool grounded(const ai::builtin_answer& a, const knowledge& k) {
 // The held-out floors: what the scoring reached when last measured, rounded down (RESULTS.md).
 constexpr double heldout_min_right = 50;
 constexpr double heldout_max_false = 20;
+constexpr double heldout2_min_right = 45; // first measured 46.0 % (RESULTS.md)
+constexpr double heldout2_max_false = 5;  // first measured 1.9 %: issue 36's target
 
 struct tally {
   std::size_t answerable = 0, answered = 0, correct = 0, unanswerable = 0, false_answers = 0;
@@ -134,6 +136,11 @@ tally evaluate_set(const std::string& dir, const std::string& name, bool verbose
   };
   std::map<std::string, tally> by_size, by_language;
   tally all;
+  // CRM_AI_EVAL_DUMP=<file>: each question's screen and best hits, for studying the scoring.
+  static FILE* dump = [] {
+    const char* path = std::getenv("CRM_AI_EVAL_DUMP");
+    return path ? std::fopen(path, "w") : nullptr;
+  }();
   ai::agent_rules rules;
   for (auto& row : read_tsv(dir + "/questions.tsv")) {
     if (row.size() < 4) continue;
@@ -155,6 +162,18 @@ tally evaluate_set(const std::string& dir, const std::string& name, bool verbose
         t->answered += answered;
         t->correct += answered && right;
       }
+    }
+    if (dump != nullptr) {
+      const ai::verdict v = ai::screen(row[2], rules);
+      std::fprintf(dump, "%s\t%s\t%s\t%d\t%s\t%s\t%.3f", name.c_str(), row[0].c_str(),
+                   row[1].c_str(), row[3] == "-" ? 0 : 1, ai::handoff_reason_name(v.handoff),
+                   ai::intent_name(v.intent.kind), v.intent.confidence);
+      for (const auto& h : k.index.search(row[2], 6)) {
+        const std::string* p = k.text(h.passage_id);
+        std::fprintf(dump, "\t%.4f:%.4f:%d", h.score, h.coverage,
+                     row[3] != "-" && p && p->find(row[3]) != std::string::npos ? 1 : 0);
+      }
+      std::fprintf(dump, "\n");
     }
     if (!verbose) continue;
     if (row[3] == "-" && answered)
@@ -284,27 +303,38 @@ int main(int argc, char** argv) {
   if (grounded_n != answered_total) failures++;
 
   // ---- knowledge bases of 1, 3 and 20 documents -------------------------------------------------
-  // dev/ tunes the scoring; heldout/ was written before any tuning and is never used for it
-  // (benchmarks/ai/heldout/README.md). Issue 36's targets on it: at least 85 % of the answerable
-  // questions answered with the right passage, at most 5 % of the others answered. They are not
-  // met yet (benchmarks/RESULTS.md), so the check fails on a regression from what the scoring
-  // reaches today, and the floors rise with it.
-  const char* verbose_set = std::getenv("CRM_AI_EVAL_VERBOSE"); // "dev": print the dev misses
-  if (std::ifstream(dir + "/dev/questions.tsv"))
-    evaluate_set(dir + "/dev", "dev (tuning)",
-                 verbose_set != nullptr && std::string_view(verbose_set) == "dev");
-  if (std::ifstream(dir + "/heldout/questions.tsv")) {
-    const tally h =
-        evaluate_set(dir + "/heldout", "held-out",
-                     verbose_set != nullptr && std::string_view(verbose_set) == "heldout");
+  // dev/ tunes the scoring. heldout/ was written before any tuning and read three times during
+  // the first round (RESULTS.md): it is tuning data now. heldout2/ was written by someone who
+  // saw neither the code nor the other sets and committed before it was first run; it measures.
+  // Issue 36's targets on it: at least 85 % of the answerable questions answered with the right
+  // passage, at most 5 % of the others answered. They are not met (benchmarks/RESULTS.md), so
+  // the check fails on a regression from what the scoring reaches today, and the floors rise
+  // with it. CRM_AI_EVAL_VERBOSE=dev|heldout|heldout2 prints that set's misses.
+  const char* verbose_set = std::getenv("CRM_AI_EVAL_VERBOSE");
+  const auto verbose_for = [verbose_set](std::string_view set) {
+    return verbose_set != nullptr && std::string_view(verbose_set) == set;
+  };
+  struct measured_set {
+    const char* dir;
+    const char* name;
+    double min_right, max_false;
+  };
+  for (const measured_set& m :
+       {measured_set{"dev", "dev (tuning)", 0, 100},
+        measured_set{"heldout", "held-out 1 (read in tuning)", heldout_min_right,
+                     heldout_max_false},
+        measured_set{"heldout2", "held-out 2 (fresh)", heldout2_min_right, heldout2_max_false}}) {
+    if (!std::ifstream(dir + "/" + m.dir + "/questions.tsv")) continue;
+    const tally h = evaluate_set(dir + "/" + m.dir, m.name, verbose_for(m.dir));
     const double right = pct(h.correct, h.answerable);
     const double wrong = pct(h.false_answers, h.unanswerable);
-    std::printf(
-        "  targets: right passage %.1f %% (issue 36: >= 85), answered anyway %.1f %% (<= 5)\n",
-        right, wrong);
-    if (right < heldout_min_right || wrong > heldout_max_false) {
+    if (std::string_view(m.dir) == "heldout2")
+      std::printf(
+          "  targets: right passage %.1f %% (issue 36: >= 85), answered anyway %.1f %% (<= 5)\n",
+          right, wrong);
+    if (right < m.min_right || wrong > m.max_false) {
       std::printf("  REGRESSION: below the floors (right >= %.0f %%, answered anyway <= %.0f %%)\n",
-                  heldout_min_right, heldout_max_false);
+                  m.min_right, m.max_false);
       failures++;
     }
   }
