@@ -485,6 +485,96 @@ def test_a_rolling_restart_behind_haproxy_fails_no_request(nodes, database, cli_
     assert_no_failure_and_stored_once(database, writers)
 
 
+class OnceClient(threading.Thread):
+    """A client that never retries: through the load balancer, creates contacts (each with its
+    own Idempotency-Key, as a careful client sends them, but never sent twice by it) and reads
+    each back. Any answer that is not 2xx, or a broken connection, is a failure it sees."""
+
+    def __init__(self, host, port, token, tenant_id, name, tls_ca=None):
+        super().__init__(daemon=True)
+        self.client = crm.Client(host, port, timeout=40, tls_ca=tls_ca)
+        self.token, self.tenant_id, self.name = token, tenant_id, name
+        self.stop = threading.Event()
+        self.acked: list[tuple[str, int]] = []
+        self.failures: list[str] = []
+        self.reads = 0
+
+    def once(self, method, path, body=None, headers=None):
+        try:
+            return self.client.request(method, path, body, token=self.token,
+                                       headers=headers or {})
+        except OSError as e:
+            self.failures.append(f"{method} {path}: {e!r}")
+            return None
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            i += 1
+            email = f"{self.name}-{i}@example.org"
+            r = self.once("POST", "/api/v1/contacts", {"first_name": self.name, "email": email},
+                          {"Idempotency-Key": f"{self.name}-{i}"})
+            if r is None:
+                continue
+            if r.status != 201:
+                self.failures.append("POST " + r.describe())
+                continue
+            self.acked.append((email, r.json["id"]))
+            g = self.once("GET", f"/api/v1/contacts/{r.json['id']}")
+            if g is not None and g.status != 200:
+                self.failures.append(g.describe())
+            elif g is not None:
+                self.reads += 1
+
+
+def test_a_node_killed_behind_haproxy_costs_a_client_that_never_retries_nothing(
+        nodes, database, cli_env):
+    """kill -9 of the node holding a tenant while a client that never retries creates (with
+    Idempotency-Keys) and reads through the shipped HAProxy: what the dead node had not
+    answered, and what the survivors answered 503 during the takeover, the proxy sends again to
+    another node, so the client sees every request answered, and each acknowledged contact is
+    stored once."""
+    wait_for("three live members", lambda: members_live(database, 3))
+    front_port = crm.free_port()
+    proxy = haproxy(f"127.0.0.1:{front_port}", nodes)
+    ca = crm.cluster_pki()["ca"]
+    client = None
+    try:
+        lb = crm.Client("127.0.0.1", front_port, timeout=10, tls_ca=ca)
+        wait_for("haproxy answers", lambda: _answers(lb), 10)
+        t = crm.create_tenant(cli_env)
+        token = crm.login(lb, t.admin_email, t.admin_password)["access_token"]
+        crm.assert_json_response(lb.post("/api/v1/contacts", {"first_name": "Seed"},
+                                          token=token), 201)
+        owner, _ = owners(database)[t.tenant_id]
+        victim = nodes[int(owner.split("-")[1])]
+        client = OnceClient("127.0.0.1", front_port, token, t.tenant_id,
+                            f"once-{crm.unique('k')}", tls_ca=ca)
+        client.start()
+        wait_for("the client has acknowledged writes", lambda: len(client.acked) >= 20)
+        victim.kill()  # SIGKILL, mid-request more often than not
+        wait_for("the victim is declared dead", lambda: database.query(
+            f"SELECT state FROM cluster_nodes WHERE node_id = '{owner}'").strip() == "dead",
+            limit=DEAD_AFTER + DECLARE_MARGIN)
+        after = len(client.acked)
+        wait_for("the client's writes go on", lambda: len(client.acked) >= after + 20, limit=30)
+    finally:
+        if client is not None:
+            client.stop.set()
+            client.join(60)
+        proxy.terminate()
+        proxy.wait(10)
+    assert not client.failures, (client.failures[:5], proxy.stderr.read().decode()[-3000:])
+    assert client.reads == len(client.acked)
+    stored = database.query(f"SELECT count(*), count(DISTINCT email) FROM contacts"
+                            f" WHERE tenant_id = {t.tenant_id} AND first_name = '{client.name}'")
+    assert stored.strip() == f"{len(client.acked)}|{len(client.acked)}", stored
+    reborn = crm.Server(victim.env, victim.label, victim.args).start()
+    nodes[nodes.index(victim)] = reborn
+    victim.cleanup()
+    wait_for("three live members", lambda: members_live(database, 3))
+
+
 def test_the_cluster_rides_through_a_postgres_restart(request, redis_url):
     """Postgres goes down and comes back under load on three nodes: every heartbeat fails, so
     each node stops claiming its leases and answers 503; once Postgres is back they beat again,
