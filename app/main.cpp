@@ -297,6 +297,7 @@ int serve(config::settings cfg) {
         [&rt, m](const cluster::membership::move& mv) {
           rt.when_stopped(mv.tenant, [m, mv] { m->finish_move(mv); });
         });
+    if (cfg.cluster_rebalance) placement->start_rebalancing(std::chrono::seconds(5));
     log_info("cluster: node {} with its gateway on {}:{} (dialled at {}:{})", cfg.cluster_node_id,
              host, port, dial_host, dial_port);
   }

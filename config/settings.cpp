@@ -308,6 +308,12 @@ const std::vector<option>& options() {
       {"dead-after", "cluster", "dead_after", "CARECRM_DEAD_AFTER",
        "seconds without a heartbeat before a node is declared dead and its tenants taken over",
        [](settings& s, const std::string& v) { s.dead_after = to_seconds("dead-after", v); }},
+      {"cluster-rebalance", "cluster", "rebalance", "CARECRM_CLUSTER_REBALANCE",
+       "hand a tenant whose requests arrive mostly at another node to that node, a few every 5 "
+       "seconds (true or false)",
+       [](settings& s, const std::string& v) {
+         s.cluster_rebalance = to_bool("cluster-rebalance", v);
+       }},
       {"shutdown-grace", "http", "shutdown_grace", "CARECRM_SHUTDOWN_GRACE",
        "seconds a stopping node keeps serving with /readyz answering 503 (let a load balancer "
        "take it out first)",

@@ -65,6 +65,7 @@ struct settings {
   std::string cluster_cert, cluster_key, cluster_ca;
   double heartbeat_interval = 1;
   double dead_after = 5;
+  bool cluster_rebalance = true; // tenants follow their requests (docs/cluster.md "Balance")
   double shutdown_grace = 0; // seconds /readyz answers 503 before a stopping node stops accepting
   // [automation] (docs/automation.md)
   bool outbound_allow_private = false; // also e-mail channels' SMTP servers

@@ -6,6 +6,7 @@
 #include "domain/audit.hpp"
 #include "http/services.hpp"
 #include "persistence/fence.hpp"
+#include "persistence/log.hpp"
 
 #include <boost/json.hpp>
 
@@ -18,6 +19,8 @@ namespace {
 // AI agent included), then is answered 503 here.
 constexpr std::chrono::seconds forward_deadline{30};
 constexpr const char* not_owner_header = "X-Carecrm-Not-Owner";
+// On a forwarded request: the node that forwarded it (names lower-cased, as requests keep them).
+constexpr const char* from_node_header = "x-carecrm-from-node";
 // Between two looks at who owns a tenant while a request is held.
 constexpr std::chrono::milliseconds hold_step{150};
 
@@ -43,7 +46,11 @@ tenant_placement::tenant_placement(cluster::membership& members, actors::runtime
 void tenant_placement::route(const exchange_ptr& ex, std::int64_t tenant, bool forwarded,
                              const std::function<void()>& here, std::function<void()> here_later) {
   auto& book = members_.book();
-  if (book.holds(tenant)) return here();
+  if (book.holds(tenant)) {
+    if (rebalancing_.load(std::memory_order_relaxed))
+      demand_.note(tenant, forwarded ? ex->req.header(from_node_header).value_or("") : "");
+    return here();
+  }
   // Out of touch with Postgres for too long: this node may have been declared dead and its
   // tenants taken, so it serves none until a heartbeat succeeds again.
   if (!book.fresh()) return ex->fail(persistence::tenant_moving());
@@ -123,11 +130,14 @@ void tenant_placement::forward(const exchange_ptr& ex, std::int64_t tenant,
   actors::forwarded_request req;
   req.method = std::string(to_string(ex->req.method));
   req.target = ex->req.target;
-  req.headers.reserve(ex->req.headers.size() * 2);
+  req.headers.reserve(ex->req.headers.size() * 2 + 2);
   for (auto& [k, v] : ex->req.headers) {
+    if (k == from_node_header) continue; // a client's: only this node's own is sent
     req.headers.push_back(k);
     req.headers.push_back(v);
   }
+  req.headers.push_back(from_node_header);
+  req.headers.push_back(members_.book().node_id());
   req.body = ex->req.body;
   req.remote = ex->req.remote;
   req.request_id = ex->req.request_id;
@@ -175,6 +185,33 @@ bool tenant_placement::fresh() const {
   return members_.book().fresh();
 }
 
+void tenant_placement::start_rebalancing(std::chrono::milliseconds window) {
+  window_ = window;
+  if (rebalancing_.exchange(true)) return;
+  actors::after(rt_, window_, [this] { rebalance_tick(); });
+}
+
+void tenant_placement::rebalance_tick() {
+  auto& book = members_.book();
+  const auto moves =
+      demand_.end_window(rules_, clock::now(), [&book](std::int64_t t) { return book.holds(t); });
+  for (const domain::demand_move& m : moves) {
+    // Only to a live member (the move itself refuses any other).
+    const auto n = members_.node(m.to);
+    if (!n || n->state != "live") continue;
+    log_info("cluster: tenant {} moves to {}: {} of its {} requests in the last {} ms came "
+             "through it",
+             m.tenant, m.to, m.from_there, m.total, window_.count());
+    members_.move_tenant(m.tenant, m.to, [this, m](domain::outcome<cluster::lease> l) {
+      if (l)
+        ++rebalanced_;
+      else
+        log_warn("cluster: tenant {} could not move to {}: {}", m.tenant, m.to, l.error().detail);
+    });
+  }
+  actors::after(rt_, window_, [this] { rebalance_tick(); });
+}
+
 void tenant_placement::write_metrics(std::string& out) const {
   auto f = actors::forwarding(rt_);
   auto& m = members_;
@@ -200,6 +237,10 @@ void tenant_placement::write_metrics(std::string& out) const {
   line("carecrm_cluster_held_total", "counter",
        "Waits of a request for a moving tenant or a dead owner's takeover (150 ms each).",
        held_.load());
+  line("carecrm_cluster_rebalance_moves_total", "counter",
+       "Tenants this node handed to the node their requests came through (docs/cluster.md "
+       "\"Balance\").",
+       rebalanced_.load());
   line("carecrm_cluster_not_owner_total", "counter",
        "Forwarded requests this node answered as not the owner.", not_owner_.load());
   line("carecrm_cluster_heartbeats_total", "counter", "Heartbeats written.", m.heartbeats());

@@ -5,6 +5,7 @@
 // tenant moves, or its dead owner is not yet declared dead, its requests are held and retried for
 // a while (about dead-after) before a 503 goes out.
 #pragma once
+#include "domain/tenant_demand.hpp"
 #include "http/exchange.hpp"
 
 #include <atomic>
@@ -48,6 +49,11 @@ public:
   // Whether this node's membership is current (a heartbeat recent enough to claim leases).
   bool fresh() const;
 
+  // Balance (docs/cluster.md "Balance"): notes where the requests of the tenants held here come
+  // from and, every `window`, hands a few whose requests come mostly through one other node to
+  // that node (domain/tenant_demand.hpp). Call once the gateway is published.
+  void start_rebalancing(std::chrono::milliseconds window);
+
   // Prometheus lines of the placement and forwarding counters.
   void write_metrics(std::string& out) const;
   // {"node":..., "nodes":[...], "leases":[{"tenant_id":N,"epoch":N}]} for /actors.
@@ -67,10 +73,17 @@ private:
             std::function<void()> here_later, const domain::failure& why);
   std::chrono::milliseconds hold_limit() const;
 
+  void rebalance_tick();
+
   cluster::membership& members_;
   actors::runtime& rt_;
   std::atomic<std::uint64_t> not_owner_{0};
   std::atomic<std::uint64_t> held_{0};
+  std::atomic<bool> rebalancing_{false};
+  std::chrono::milliseconds window_{5000};
+  domain::demand_tracker demand_;
+  domain::demand_rules rules_;
+  std::atomic<std::uint64_t> rebalanced_{0};
 };
 
 } // namespace crm::http

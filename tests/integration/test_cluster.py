@@ -25,9 +25,10 @@ DECLARE_MARGIN = 30
 
 def node_env(node_id: str, **extra) -> dict:
     """A member of the cluster, behind the test's HAProxy (127.0.0.1, a trusted proxy)."""
+    # Tenants stay where the tests place them unless a test asks for balance.
     env = {"CARECRM_NODE_ID": node_id, "CARECRM_CLUSTER_LISTEN": "127.0.0.1:0",
            "CARECRM_HEARTBEAT_INTERVAL": HEARTBEAT, "CARECRM_DEAD_AFTER": DEAD_AFTER,
-           "CARECRM_TRUSTED_PROXIES": "127.0.0.1"}
+           "CARECRM_TRUSTED_PROXIES": "127.0.0.1", "CARECRM_CLUSTER_REBALANCE": "false"}
     pki = crm.cluster_pki("cluster")  # nodes talk over mutual TLS (test_cluster_tls.py)
     env.update(CARECRM_CLUSTER_CERT=pki["cert"], CARECRM_CLUSTER_KEY=pki["key"],
                CARECRM_CLUSTER_CA=pki["ca"])
@@ -585,6 +586,115 @@ def test_a_node_killed_behind_haproxy_costs_a_client_that_never_retries_nothing(
     nodes[nodes.index(victim)] = reborn
     victim.cleanup()
     wait_for("three live members", lambda: members_live(database, 3))
+
+
+class Reader(threading.Thread):
+    """Reads one contact of a tenant through the load balancer, about `rate` times a second,
+    never retrying; counts the answers and the failures."""
+
+    def __init__(self, host, port, token, contact_id, tls_ca, rate=20.0):
+        super().__init__(daemon=True)
+        self.client = crm.Client(host, port, timeout=30, tls_ca=tls_ca)
+        self.token, self.contact_id, self.pause = token, contact_id, 1.0 / rate
+        self.stop = threading.Event()
+        self.answered = 0
+        self.failures: list[str] = []
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                r = self.client.get(f"/api/v1/contacts/{self.contact_id}", token=self.token)
+                if r.status == 200:
+                    self.answered += 1
+                else:
+                    self.failures.append(r.describe())
+            except OSError as e:
+                self.failures.append(repr(e))
+            self.stop.wait(self.pause)
+
+
+def metric(node, name: str) -> float:
+    text = node.metrics_client(crm.METRICS_TOKEN).get("/metrics").body.decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_tenants_follow_their_requests_to_a_node_that_returns(pg_dsn, redis_url):
+    """Balance (docs/cluster.md): a node killed and started again holds nothing, while the
+    load balancer's hash sends it its share of the tenants again, so it forwards their every
+    request; the nodes holding them hand them over, a few every 5 s, until forwarding falls
+    under 5 % of the requests, within a minute. Readers that never retry see no failure."""
+    db = crm.Database(pg_dsn)
+    env = crm.server_env(db.url, redis_url)
+    crm.migrate(env)
+    started, readers, proxy = [], [], None
+    try:
+        started = [crm.start_server(db.url, redis_url,
+                                    node_env(f"rb-{i}", CARECRM_CLUSTER_REBALANCE="true"),
+                                    label=f"carecrm[rb-{i}]",
+                                    args=["--listen", f"127.0.0.1:{crm.free_port()}"])
+                   for i in range(3)]
+        wait_for("three live members", lambda: members_live(db, 3))
+        front_port = crm.free_port()
+        proxy = haproxy(f"127.0.0.1:{front_port}", started)
+        ca = crm.cluster_pki()["ca"]
+        lb = crm.Client("127.0.0.1", front_port, timeout=10, tls_ca=ca)
+        wait_for("haproxy answers", lambda: _answers(lb), 10)
+        for _ in range(12):
+            t = crm.create_tenant(env)
+            token = crm.login(lb, t.admin_email, t.admin_password)["access_token"]
+            seed = crm.assert_json_response(
+                lb.post("/api/v1/contacts", {"first_name": "Seed"}, token=token), 201)
+            readers.append(Reader("127.0.0.1", front_port, token, seed["id"], ca))
+        for r in readers:
+            r.start()
+        victim = started[1]
+        wait_for("every reader is answered", lambda: all(r.answered >= 5 for r in readers))
+        victim.kill()
+        wait_for("the victim is declared dead", lambda: db.query(
+            "SELECT state FROM cluster_nodes WHERE node_id = 'rb-1'").strip() == "dead",
+            limit=DEAD_AFTER + DECLARE_MARGIN)
+        reborn = crm.Server(victim.env, victim.label, victim.args).start()
+        started[1] = reborn
+        victim.cleanup()
+        wait_for("the returned node is ready", lambda: reborn.client().get("/readyz").status == 200)
+        back = time.monotonic()
+        # Forwarded requests against all requests answered, in windows of 5 s.
+        shares = []
+        while True:
+            f0 = sum(metric(n, "carecrm_cluster_forwarded_total") for n in started)
+            a0 = sum(r.answered for r in readers)
+            time.sleep(5)
+            f1 = sum(metric(n, "carecrm_cluster_forwarded_total") for n in started)
+            a1 = sum(r.answered for r in readers)
+            share = (f1 - f0) / max(1, a1 - a0)
+            shares.append(round(share, 3))
+            if share < 0.05 or time.monotonic() - back > 90:
+                break
+        took = time.monotonic() - back
+        moves = sum(metric(n, "carecrm_cluster_rebalance_moves_total") for n in started)
+        held = db.query("SELECT count(*) FROM tenant_leases WHERE node_id = 'rb-1'").strip()
+        print(f"\nbalance: forwarded share by 5 s window after the node returned {shares};"
+              f" under 5 % after {took:.1f} s; {moves:.0f} tenants moved, {held} now on it")
+        assert shares[-1] < 0.05 and took <= 65, shares
+        assert int(held) > 0
+    finally:
+        for r in readers:
+            r.stop.set()
+        for r in readers:
+            r.join(30)
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(10)
+        for srv in started:
+            if srv.running:
+                srv.stop(check=False)
+            srv.cleanup()
+        db.drop()
+    failures = [f for r in readers for f in r.failures]
+    assert not failures, failures[:5]
 
 
 def test_the_cluster_rides_through_a_postgres_restart(request, redis_url):

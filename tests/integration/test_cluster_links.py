@@ -79,7 +79,9 @@ def node_env(node_id: str, pki: dict, **extra) -> dict:
     env = {"CARECRM_NODE_ID": node_id, "CARECRM_CLUSTER_LISTEN": "127.0.0.1:0",
            "CARECRM_HEARTBEAT_INTERVAL": 0.5, "CARECRM_DEAD_AFTER": 2.0,
            "CARECRM_CLUSTER_CERT": pki["cert"], "CARECRM_CLUSTER_KEY": pki["key"],
-           "CARECRM_CLUSTER_CA": pki["ca"]}
+           "CARECRM_CLUSTER_CA": pki["ca"],
+           # The tests place tenants themselves: none follows its requests to B.
+           "CARECRM_CLUSTER_REBALANCE": "false"}
     env.update(extra)
     return env
 

@@ -23,7 +23,8 @@ def tls_env(pki: dict) -> dict:
 
 def node_env(node_id: str, pki: dict) -> dict:
     env = {"CARECRM_NODE_ID": node_id, "CARECRM_CLUSTER_LISTEN": "127.0.0.1:0",
-           "CARECRM_HEARTBEAT_INTERVAL": 0.5, "CARECRM_DEAD_AFTER": 2.0}
+           "CARECRM_HEARTBEAT_INTERVAL": 0.5, "CARECRM_DEAD_AFTER": 2.0,
+           "CARECRM_CLUSTER_REBALANCE": "false"}  # forwarding is what these tests look at
     env.update(tls_env(pki))
     return env
 
