@@ -199,3 +199,31 @@ statements_report() {
          round((total_exec_time / calls * 1000)::numeric, 1) || ' us  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 110)
        FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12"
 }
+
+# bench_test_figures TITLE COMMAND PATTERN CTEST_ARGS...: runs scripts/test with CTEST_ARGS
+# (pytest's output shown: -s), takes the last line of its output matching the extended regex
+# PATTERN (the figures a test prints), prints it and appends it to RESULTS.md under "TITLE" with
+# COMMAND and whether the test passed. Returns the test's exit status. For the measures that are
+# a test's own run (benchmarks/rolling_restart, benchmarks/pg_failover).
+bench_test_figures() {
+  local title=$1 command=$2 pattern=$3
+  shift 3
+  local log status=0 line
+  log=$(mktemp)
+  PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -s" "$CRM_ROOT/scripts/test" "$@" -V >"$log" 2>&1 || status=$?
+  line=$(grep -E "$pattern" "$log" | tail -1 | sed -E 's/^[0-9]+: //' || true)
+  echo "${line:-no figures: see $log}"
+  if [[ -n $line ]]; then
+    {
+      echo
+      echo "## $(date -u +%Y-%m-%dT%H:%MZ) — $title — $(bench_machine)"
+      echo
+      echo "Command: \`$command\` (commit $(git -C "$CRM_ROOT" rev-parse --short HEAD); test" \
+        "$( ((status == 0)) && echo passed || echo FAILED))."
+      echo
+      echo "$line"
+    } >>"$CRM_ROOT/benchmarks/RESULTS.md"
+    rm -f "$log"
+  fi
+  return "$status"
+}

@@ -693,6 +693,17 @@ def assert_token_pair(body: Any) -> None:
     assert body["expires_in"] == 1800 and isinstance(body["expires_in"], int), body
 
 
+def wait_until(what: str, check, limit: float = 15.0, step: float = 0.1):
+    """check()'s first true value within `limit` seconds; else the test fails naming `what`."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(step)
+    pytest.fail(f"timed out waiting until {what}")
+
+
 def eventually(check, timeout: float = 2.0, interval: float = 0.05):
     """Calls check() until it returns a truthy value or `timeout` passes; returns the last value."""
     deadline = time.monotonic() + timeout
@@ -2971,3 +2982,54 @@ def console_sign_in(driver, metrics_url: str, token: str = METRICS_TOKEN) -> Non
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "#signin-form button").click()
     wait_in_page(driver, lambda d: d.find_element(By.ID, "console").is_displayed())
+
+
+class RetryingWriter(threading.Thread):
+    """Creates contacts as a careful client does: each with its own Idempotency-Key, retried on
+    503 or a broken connection (the same key: one contact however many tries), then read back
+    (a GET, retried the same way). A request that no retry could complete within `deadline`
+    seconds is a failure the client would see."""
+
+    def __init__(self, host, port, token, tenant_id, name, tls_ca=None, deadline: float = 30):
+        super().__init__(daemon=True)
+        self.deadline = deadline
+        self.client = Client(host, port, timeout=10, tls_ca=tls_ca)
+        self.token, self.tenant_id, self.name = token, tenant_id, name
+        self.stop = threading.Event()
+        self.acked: list[tuple[str, int]] = []
+        self.failures: list[str] = []
+        self.retries = 0
+
+    def call(self, method, path, body=None, headers=None):
+        deadline = time.monotonic() + self.deadline
+        while True:
+            try:
+                r = self.client.request(method, path, body, token=self.token,
+                                        headers=headers or {})
+                if r.status != 503:
+                    return r
+                last = r.describe()
+            except OSError as e:
+                last = repr(e)
+            self.retries += 1
+            if time.monotonic() > deadline:
+                self.failures.append(f"{method} {path}: {last}")
+                return None
+            time.sleep(0.05)
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            i += 1
+            email = f"{self.name}-{i}@example.org"
+            r = self.call("POST", "/api/v1/contacts", {"first_name": self.name, "email": email},
+                          {"Idempotency-Key": f"{self.name}-{i}"})
+            if r is None:
+                continue
+            if r.status != 201:
+                self.failures.append(r.describe())
+                continue
+            self.acked.append((email, r.json["id"]))
+            g = self.call("GET", f"/api/v1/contacts/{r.json['id']}")
+            if g is not None and g.status != 200:
+                self.failures.append(g.describe())

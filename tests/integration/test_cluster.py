@@ -63,14 +63,7 @@ def owners(database) -> dict[int, tuple[str, int]]:
     return out
 
 
-def wait_for(what, check, limit=15.0, step=0.1):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    pytest.fail(f"timed out waiting until {what}")
+wait_for = crm.wait_until
 
 
 def audited_reads(database, tenant_id, contact_id) -> int:
@@ -202,7 +195,7 @@ def test_a_killed_nodes_tenants_are_served_by_the_survivors(nodes, database, cli
         token = crm.login(first, t.admin_email, t.admin_password)["access_token"]
         crm.assert_json_response(first.post("/api/v1/contacts", {"first_name": "Seed"},
                                              token=token), 201)
-        writers.append(RetryingWriter("127.0.0.1", survivor.port, token, t.tenant_id,
+        writers.append(crm.RetryingWriter("127.0.0.1", survivor.port, token, t.tenant_id,
                                       f"k{k}-{crm.unique('r')}"))
     leases = owners(database)
     victim_id = next(leases[t.tenant_id][0] for t in tenants if leases[t.tenant_id][0] != "node-0")
@@ -392,56 +385,6 @@ def assert_no_failure_and_stored_once(db, writers) -> None:
         stored = db.query(f"SELECT count(*), count(DISTINCT email) FROM contacts"
                           f" WHERE tenant_id = {w.tenant_id} AND first_name = '{w.name}'")
         assert stored.strip() == f"{len(w.acked)}|{len(w.acked)}", (w.name, stored)
-
-
-class RetryingWriter(threading.Thread):
-    """Creates contacts through the load balancer as a careful client does: each with its own
-    Idempotency-Key, retried on 503 or a broken connection (the same key: one contact however
-    many tries), then read back (a GET, retried the same way). A request that no retry could
-    complete within 30 s is a failure the client would see."""
-
-    def __init__(self, host, port, token, tenant_id, name, tls_ca=None):
-        super().__init__(daemon=True)
-        self.client = crm.Client(host, port, timeout=10, tls_ca=tls_ca)
-        self.token, self.tenant_id, self.name = token, tenant_id, name
-        self.stop = threading.Event()
-        self.acked: list[tuple[str, int]] = []
-        self.failures: list[str] = []
-        self.retries = 0
-
-    def call(self, method, path, body=None, headers=None):
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = self.client.request(method, path, body, token=self.token,
-                                        headers=headers or {})
-                if r.status != 503:
-                    return r
-                last = r.describe()
-            except OSError as e:
-                last = repr(e)
-            self.retries += 1
-            if time.monotonic() > deadline:
-                self.failures.append(f"{method} {path}: {last}")
-                return None
-            time.sleep(0.05)
-
-    def run(self):
-        i = 0
-        while not self.stop.is_set():
-            i += 1
-            email = f"{self.name}-{i}@example.org"
-            r = self.call("POST", "/api/v1/contacts", {"first_name": self.name, "email": email},
-                          {"Idempotency-Key": f"{self.name}-{i}"})
-            if r is None:
-                continue
-            if r.status != 201:
-                self.failures.append(r.describe())
-                continue
-            self.acked.append((email, r.json["id"]))
-            g = self.call("GET", f"/api/v1/contacts/{r.json['id']}")
-            if g is not None and g.status != 200:
-                self.failures.append(g.describe())
 
 
 class OnceClient(threading.Thread):
@@ -716,7 +659,7 @@ def test_the_cluster_rides_through_a_postgres_restart(request, redis_url):
             t = crm.create_tenant(env)
             client = started[i].client()
             token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
-            writers.append(RetryingWriter("127.0.0.1", started[i].port, token, t.tenant_id,
+            writers.append(crm.RetryingWriter("127.0.0.1", started[i].port, token, t.tenant_id,
                                           f"pg{i}-{crm.unique('r')}"))
         for w in writers:
             w.start()
