@@ -24,6 +24,7 @@ CRM_PACKAGES=(
   python3 python3-pytest python3-jsonschema python3-icalendar python3-aiosmtpd wrk procps iproute2 curl iso-codes openssl
   clang-14 libclang-rt-14-dev
   help2man lintian systemd prometheus chromium chromium-driver python3-selenium jq haproxy
+  patroni etcd-server
 )
 
 crm_log() { printf '[carecrm] %s\n' "$*" >&2; }

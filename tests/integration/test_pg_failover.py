@@ -6,9 +6,9 @@ PostgreSQL killed with SIGKILL) under write load; Patroni promotes the standby o
 leader's key expires, carecrm's next connections find the new primary by themselves, and a
 client that retries with its Idempotency-Key finds every acknowledged contact stored, once.
 
-Slower than the rest (the leader key's TTL is 20 s, Patroni's least): label `cluster-ha`, run
-by `scripts/test -L cluster-ha`, not by the default run; benchmarks/pg_failover prints the
-figures into RESULTS.md."""
+About 35 s (the leader key's TTL is 20 s, Patroni's least): in every run of scripts/test, and
+alone with `scripts/test -L cluster-ha`; benchmarks/pg_failover prints the figures into
+RESULTS.md."""
 import json
 import os
 import shutil
@@ -113,7 +113,7 @@ postgresql:
 
     def start(self) -> "Patroni":
         for missing in [c for c in ("patroni", "etcd") if shutil.which(c) is None]:
-            pytest.fail(f"{missing} is not installed (scripts/test -L cluster-ha installs it)")
+            pytest.fail(f"{missing} is not installed (scripts/lib.sh's CRM_PACKAGES has it)")
         configs = {n: self._config(n) for n in ("pg1", "pg2")}
         if os.geteuid() == 0:
             subprocess.run(["chown", "-R", PG_USER, self.dir], check=True)
