@@ -2757,6 +2757,14 @@ class ChatPatient:
     answers: say() sends a message, reply() waits for the agent's next one, appointments()
     lists theirs."""
 
+    @classmethod
+    def of(cls, clinic, secret: str, wait: float = 20.0) -> "ChatPatient":
+        """Of a test's clinic (its client, token, channel and agent)."""
+        p = cls(clinic.client, clinic.token, clinic.channel["id"], secret, clinic.agent["id"],
+                wait)
+        p.clinic = clinic
+        return p
+
     def __init__(self, client: Client, token: str, channel_id, secret: str, agent_id,
                  wait: float = 20.0):
         self.client, self.token, self.channel_id, self.secret = client, token, channel_id, secret
@@ -2984,15 +2992,18 @@ def console_sign_in(driver, metrics_url: str, token: str = METRICS_TOKEN) -> Non
     wait_in_page(driver, lambda d: d.find_element(By.ID, "console").is_displayed())
 
 
-class RetryingWriter(threading.Thread):
+class ContactWriter(threading.Thread):
     """Creates contacts as a careful client does: each with its own Idempotency-Key, retried on
     503 or a broken connection (the same key: one contact however many tries), then read back
     (a GET, retried the same way). A request that no retry could complete within `deadline`
-    seconds is a failure the client would see."""
+    seconds is a failure the client would see. With `retry=False`, a client that never retries:
+    any answer but 201/200, or a broken connection, is a failure."""
 
-    def __init__(self, host, port, token, tenant_id, name, tls_ca=None, deadline: float = 30):
+    def __init__(self, host, port, token, tenant_id, name, tls_ca=None, deadline: float = 30,
+                 retry: bool = True):
         super().__init__(daemon=True)
-        self.deadline = deadline
+        self.deadline = deadline if retry else 0
+        self.reads = 0
         self.client = Client(host, port, timeout=10, tls_ca=tls_ca)
         self.token, self.tenant_id, self.name = token, tenant_id, name
         self.stop = threading.Event()
@@ -3011,10 +3022,10 @@ class RetryingWriter(threading.Thread):
                 last = r.describe()
             except OSError as e:
                 last = repr(e)
-            self.retries += 1
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 self.failures.append(f"{method} {path}: {last}")
                 return None
+            self.retries += 1
             time.sleep(0.05)
 
     def run(self):
@@ -3033,3 +3044,5 @@ class RetryingWriter(threading.Thread):
             g = self.call("GET", f"/api/v1/contacts/{r.json['id']}")
             if g is not None and g.status != 200:
                 self.failures.append(g.describe())
+            elif g is not None:
+                self.reads += 1

@@ -51,11 +51,8 @@ class Clinic:
         return Patient(self)
 
 
-class Patient(crm.ChatPatient):
-    def __init__(self, clinic):
-        super().__init__(clinic.client, clinic.token, clinic.channel["id"], SECRET,
-                         clinic.agent["id"], WAIT)
-        self.clinic = clinic
+def Patient(clinic) -> crm.ChatPatient:
+    return crm.ChatPatient.of(clinic, SECRET, WAIT)
 
 
 def offered(text: str) -> dict[int, str]:
@@ -184,7 +181,7 @@ def test_a_question_that_is_no_request_to_book_is_answered_from_the_knowledge(cl
         assert p.appointments() == []
 
 
-def book_first(p: Patient) -> tuple[dict, str]:
+def book_first(p: crm.ChatPatient) -> tuple[dict, str]:
     """The patient books the first offered time; their appointment and its local start."""
     p.say("I would like to book an appointment")
     slots = offered(p.reply())

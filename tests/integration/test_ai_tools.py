@@ -107,11 +107,8 @@ class Clinic:
             start.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")), 201)
 
 
-class Patient(crm.ChatPatient):
-    def __init__(self, clinic):
-        super().__init__(clinic.client, clinic.token, clinic.channel["id"], SECRET,
-                         clinic.agent["id"], WAIT)
-        self.clinic = clinic
+def Patient(clinic) -> crm.ChatPatient:
+    return crm.ChatPatient.of(clinic, SECRET, WAIT)
 
 
 def times(text: str) -> dict[int, str]:

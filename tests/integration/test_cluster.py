@@ -195,8 +195,8 @@ def test_a_killed_nodes_tenants_are_served_by_the_survivors(nodes, database, cli
         token = crm.login(first, t.admin_email, t.admin_password)["access_token"]
         crm.assert_json_response(first.post("/api/v1/contacts", {"first_name": "Seed"},
                                              token=token), 201)
-        writers.append(crm.RetryingWriter("127.0.0.1", survivor.port, token, t.tenant_id,
-                                      f"k{k}-{crm.unique('r')}"))
+        writers.append(crm.ContactWriter("127.0.0.1", survivor.port, token, t.tenant_id,
+                                         f"k{k}-{crm.unique('r')}"))
     leases = owners(database)
     victim_id = next(leases[t.tenant_id][0] for t in tenants if leases[t.tenant_id][0] != "node-0")
     victim = nodes[int(victim_id.split("-")[1])]
@@ -387,48 +387,6 @@ def assert_no_failure_and_stored_once(db, writers) -> None:
         assert stored.strip() == f"{len(w.acked)}|{len(w.acked)}", (w.name, stored)
 
 
-class OnceClient(threading.Thread):
-    """A client that never retries: through the load balancer, creates contacts (each with its
-    own Idempotency-Key, as a careful client sends them, but never sent twice by it) and reads
-    each back. Any answer that is not 2xx, or a broken connection, is a failure it sees."""
-
-    def __init__(self, host, port, token, tenant_id, name, tls_ca=None):
-        super().__init__(daemon=True)
-        self.client = crm.Client(host, port, timeout=40, tls_ca=tls_ca)
-        self.token, self.tenant_id, self.name = token, tenant_id, name
-        self.stop = threading.Event()
-        self.acked: list[tuple[str, int]] = []
-        self.failures: list[str] = []
-        self.reads = 0
-
-    def once(self, method, path, body=None, headers=None):
-        try:
-            return self.client.request(method, path, body, token=self.token,
-                                       headers=headers or {})
-        except OSError as e:
-            self.failures.append(f"{method} {path}: {e!r}")
-            return None
-
-    def run(self):
-        i = 0
-        while not self.stop.is_set():
-            i += 1
-            email = f"{self.name}-{i}@example.org"
-            r = self.once("POST", "/api/v1/contacts", {"first_name": self.name, "email": email},
-                          {"Idempotency-Key": f"{self.name}-{i}"})
-            if r is None:
-                continue
-            if r.status != 201:
-                self.failures.append("POST " + r.describe())
-                continue
-            self.acked.append((email, r.json["id"]))
-            g = self.once("GET", f"/api/v1/contacts/{r.json['id']}")
-            if g is not None and g.status != 200:
-                self.failures.append(g.describe())
-            elif g is not None:
-                self.reads += 1
-
-
 def test_a_rolling_restart_behind_haproxy_fails_no_request(nodes, database, cli_env):
     """The three nodes restart one by one (SIGTERM: /readyz 503 for the grace, drain, hand the
     leases over, exit; then start again) while clients write through HAProxy: clients that never
@@ -452,8 +410,8 @@ def test_a_rolling_restart_behind_haproxy_fails_no_request(nodes, database, cli_
         for k in range(4):
             t = crm.create_tenant(cli_env)
             token = crm.login(lb, t.admin_email, t.admin_password)["access_token"]
-            writers.append(OnceClient("127.0.0.1", front_port, token, t.tenant_id,
-                                      f"w{k}-{crm.unique('r')}", tls_ca=ca))
+            writers.append(crm.ContactWriter("127.0.0.1", front_port, token, t.tenant_id,
+                                             f"w{k}-{crm.unique('r')}", tls_ca=ca, retry=False))
         for w in writers:
             w.start()
         wait_for("every writer has acknowledged writes",
@@ -504,8 +462,8 @@ def test_a_node_killed_behind_haproxy_costs_a_client_that_never_retries_nothing(
                                           token=token), 201)
         owner, _ = owners(database)[t.tenant_id]
         victim = nodes[int(owner.split("-")[1])]
-        client = OnceClient("127.0.0.1", front_port, token, t.tenant_id,
-                            f"once-{crm.unique('k')}", tls_ca=ca)
+        client = crm.ContactWriter("127.0.0.1", front_port, token, t.tenant_id,
+                                   f"once-{crm.unique('k')}", tls_ca=ca, retry=False)
         client.start()
         wait_for("the client has acknowledged writes", lambda: len(client.acked) >= 20)
         victim.kill()  # SIGKILL, mid-request more often than not
@@ -659,8 +617,8 @@ def test_the_cluster_rides_through_a_postgres_restart(request, redis_url):
             t = crm.create_tenant(env)
             client = started[i].client()
             token = crm.login(client, t.admin_email, t.admin_password)["access_token"]
-            writers.append(crm.RetryingWriter("127.0.0.1", started[i].port, token, t.tenant_id,
-                                          f"pg{i}-{crm.unique('r')}"))
+            writers.append(crm.ContactWriter("127.0.0.1", started[i].port, token, t.tenant_id,
+                                             f"pg{i}-{crm.unique('r')}"))
         for w in writers:
             w.start()
         wait_for("every writer has acknowledged writes",

@@ -209,7 +209,7 @@ def test_a_killed_primary_promoted_by_patroni_loses_no_acknowledged_write(ha, re
     writer = None
     try:
         token = crm.login(srv.client(), t.admin_email, t.admin_password)["access_token"]
-        writer = crm.RetryingWriter("127.0.0.1", srv.port, token, t.tenant_id,
+        writer = crm.ContactWriter("127.0.0.1", srv.port, token, t.tenant_id,
                                     f"ha-{crm.unique('w')}", deadline=90)
         writer.start()
         crm.wait_until("writes acknowledged", lambda: len(writer.acked) >= 50, 30)
