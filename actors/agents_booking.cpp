@@ -154,9 +154,10 @@ void offer_move(agents_actor* self, const domain::ai_agent& a, const ai_inbound&
 void offer_cancel(agents_actor* self, const domain::ai_agent& a, const ai_inbound& m,
                   ai::language lang, std::function<void(decision)> done) {
   find_next(self, m.contact_id,
-            [self, agent_id = a.id, m, lang, done](domain::outcome<next_t> next) {
+            [self, a, agent_id = a.id, m, lang, done](domain::outcome<next_t> next) {
               if (!next) return done(booking_failed(lang, next.error().detail));
-              if (!*next) return done(no_appointment(lang));
+              if (!*next || !may_book_service(a, (*next)->slot.service_id))
+                return done(no_appointment(lang));
               const ai::patient_appointment current = **next;
               keep_offer(self,
                          offer_for(self->state, agent_id, m, ai::offer_kind::cancel, {current.slot},
@@ -287,7 +288,12 @@ struct tool_context {
   ai_inbound message;
   std::optional<offer_t> earlier; // the offer kept before this message
   ai::language lang = ai::language::en;
-  bool acted = false; // something was booked, moved or cancelled
+  bool acted = false;       // something was booked, moved or cancelled (one a message)
+  std::string confirmation; // what was done, as the builtin agent says it
+  // The offer this turn kept (times, or an appointment to cancel): the patient must see it.
+  std::optional<ai::offer_kind> shown_kind;
+  std::vector<ai::offered_slot> shown;
+  std::optional<ai::offered_slot> shown_current;
 };
 using tool_context_ptr = std::shared_ptr<tool_context>;
 using result_fn = std::function<void(std::string)>;
@@ -304,14 +310,16 @@ void find_slots_tool(agents_actor* self, tool_context_ptr c, ai::tool_args args,
                  const std::optional<ai::offered_slot> shown =
                      current ? std::optional<ai::offered_slot>(current->slot) : std::nullopt;
                  if (slots->empty()) return k(ai::slots_result({}, shown, c->lang));
+                 const ai::offer_kind kind = current ? ai::offer_kind::move : ai::offer_kind::book;
                  keep_offer(
                      self,
-                     offer_for(self->state, c->agent_id, c->message,
-                               current ? ai::offer_kind::move : ai::offer_kind::book, *slots,
-                               c->lang,
+                     offer_for(self->state, c->agent_id, c->message, kind, *slots, c->lang,
                                current ? std::optional<std::int64_t>(current->id) : std::nullopt),
-                     [k, c, shown, slots = *slots](domain::outcome<domain::done> kept) {
+                     [k, c, kind, shown, slots = *slots](domain::outcome<domain::done> kept) {
                        if (!kept) return k(ai::tool_error(kept.error().detail));
+                       c->shown_kind = kind;
+                       c->shown = slots;
+                       c->shown_current = shown;
                        k(ai::slots_result(slots, shown, c->lang));
                      });
                });
@@ -346,6 +354,7 @@ void book_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& args
                                       ? "that time was just taken: call find_slots again"
                                       : booked.error().detail));
         c->acted = true;
+        c->confirmation = ai::booked_text(slot, c->lang);
         drop_offer_then(self, c->message.conversation_id,
                         [k, c, slot] { k(ai::done_result("booked", slot, c->lang)); });
       });
@@ -367,6 +376,7 @@ void reschedule_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args
                                         ? "that time was just taken: call find_slots again"
                                         : moved.error().detail));
           c->acted = true;
+          c->confirmation = ai::moved_text(slot, c->lang);
           drop_offer_then(self, c->message.conversation_id,
                           [k, c, slot] { k(ai::done_result("moved", slot, c->lang)); });
         });
@@ -376,20 +386,44 @@ void reschedule_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args
   });
 }
 
-void cancel_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& args, result_fn k) {
-  find_next(self, c->message.contact_id, [self, c, args, k](domain::outcome<next_t> next) {
+// Cancelling takes two messages, as with the builtin agent: the first call (the patient asks)
+// names the appointment and keeps it as the conversation's offer; the call after the patient
+// confirmed, in a later message, cancels that appointment if it is still their next one.
+void cancel_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& args,
+                 ai::cancel_step step, result_fn k) {
+  find_next(self, c->message.contact_id, [self, c, args, step, k](domain::outcome<next_t> next) {
     if (!next) return k(ai::tool_error(next.error().detail));
     if (!*next) return k(ai::tool_error("the patient has no upcoming appointment"));
+    const auto it = self->state.agents.find(c->agent_id);
+    if (it == self->state.agents.end() ||
+        !may_book_service(it->second.agent, (*next)->slot.service_id))
+      return k(ai::tool_error("the patient's next appointment is for a service this assistant "
+                              "may not change: a person will help"));
     if (args.appointment_id && *args.appointment_id != (*next)->id)
       return k(ai::tool_error("only the patient's next appointment can be cancelled"));
-    const ai::offered_slot slot = (*next)->slot;
+    const ai::patient_appointment current = **next;
+    if (step == ai::cancel_step::ask)
+      return keep_offer(self,
+                        offer_for(self->state, c->agent_id, c->message, ai::offer_kind::cancel,
+                                  {current.slot}, c->lang, current.id),
+                        [k, c, current](domain::outcome<domain::done> kept) {
+                          if (!kept) return k(ai::tool_error(kept.error().detail));
+                          c->shown_kind = ai::offer_kind::cancel;
+                          c->shown = {current.slot};
+                          k(ai::ask_result(current.slot, c->lang));
+                        });
+    if (!still_next(next, *c->earlier))
+      return k(ai::tool_error("the appointment the patient confirmed is no longer their next "
+                              "one: nothing was cancelled"));
     auto done = in_actor<domain::outcome<std::string>>(
-        self, [c, slot, k](domain::outcome<std::string> cancelled) {
+        self, [self, c, slot = current.slot, k](domain::outcome<std::string> cancelled) {
           if (!cancelled) return k(ai::tool_error(cancelled.error().detail));
           c->acted = true;
-          k(ai::done_result("cancelled", slot, c->lang));
+          c->confirmation = ai::cancelled_text(slot, c->lang);
+          drop_offer_then(self, c->message.conversation_id,
+                          [k, c, slot] { k(ai::done_result("cancelled", slot, c->lang)); });
         });
-    cancel_appointment(*self->state.env.rt->owner, self->state.env.tenant_id, (*next)->id,
+    cancel_appointment(*self->state.env.rt->owner, self->state.env.tenant_id, current.id,
                        "cancelled by the patient through the assistant",
                        callback<std::string>(std::move(done)), domain::appointment_source::ai);
   });
@@ -407,12 +441,42 @@ void run_tool(agents_actor* self, tool_context_ptr c, const domain::tool_call& c
                                       : std::nullopt,
                            c->earlier ? &c->earlier->slots : nullptr};
   if (auto why = ai::tool_refusal(args, turn)) return k(ai::tool_error(*why));
+  if (c->acted && args.which != ai::tool::find_slots)
+    return k(ai::tool_error("one change a message: this one already made one"));
   switch (args.which) {
   case ai::tool::find_slots: return find_slots_tool(self, c, args, std::move(k));
   case ai::tool::book_appointment: return book_tool(self, c, args, std::move(k));
   case ai::tool::reschedule_appointment: return reschedule_tool(self, c, args, std::move(k));
-  case ai::tool::cancel_appointment: return cancel_tool(self, c, args, std::move(k));
+  case ai::tool::cancel_appointment:
+    return cancel_tool(self, c, args, ai::cancel_step_of(turn), std::move(k));
   }
+}
+
+// The model's answer after its tool calls, made to say what the patient must know: an offer
+// this turn kept is listed as carecrm numbered it (the model may have left it out or numbered
+// it otherwise), an offer the patient will not see (the turn handed off) is dropped, and what
+// was done is said even when the turn ends in a hand-off.
+void finish_tool_turn(agents_actor* self, const tool_context& c, decision d,
+                      std::function<void(decision)> done) {
+  if (c.acted || c.shown_kind) d.intent = ai::intent::booking;
+  if (d.handoff == ai::handoff_reason::none && c.shown_kind) {
+    const bool listed = std::all_of(c.shown.begin(), c.shown.end(), [&](const auto& s) {
+      return d.answer.find(ai::slot_label(s.local_start, c.lang)) != std::string::npos;
+    });
+    if (!listed) {
+      d.answer += "\n\n";
+      d.answer += *c.shown_kind == ai::offer_kind::cancel
+                      ? ai::cancel_offer_text(c.shown[0], c.lang)
+                  : c.shown_current ? ai::move_offer_text(*c.shown_current, c.shown, c.lang)
+                                    : ai::offer_text(c.shown, c.lang);
+    }
+  }
+  if (c.acted && d.handoff != ai::handoff_reason::none)
+    d.answer = c.confirmation + "\n\n" + d.answer;
+  if (d.handoff != ai::handoff_reason::none && c.shown_kind && !c.acted)
+    return drop_offer_then(self, c.message.conversation_id,
+                           [d = std::move(d), done]() mutable { done(std::move(d)); });
+  done(std::move(d));
 }
 
 } // namespace
@@ -448,15 +512,17 @@ void decide_in_conversation(agents_actor* self, std::int64_t agent_id, const ai_
         c->message = m;
         c->earlier = std::move(earlier);
         c->lang = a.reply_language.value_or(ai::screen(m.text, domain::rules_of(a)).lang);
+        const bool choice =
+            c->earlier && (c->earlier->kind == ai::offer_kind::cancel
+                               ? ai::confirms_cancel(m.text)
+                               : ai::named_option(m.text, c->earlier->slots).has_value());
         decide(
             self, agent_id, m.text, conversation,
-            [c, done](decision d) {
-              if (c->acted) d.intent = ai::intent::booking;
-              done(std::move(d));
-            },
+            [self, c, done](decision d) { finish_tool_turn(self, *c, std::move(d), done); },
             [self, c](const domain::tool_call& call, result_fn k) {
               run_tool(self, c, call, std::move(k));
-            });
+            },
+            choice);
       });
 }
 

@@ -178,6 +178,7 @@ void run_tool_calls(agents_actor* self, model_turn_ptr t, std::vector<domain::to
     t->chat.rounds.push_back({std::move(calls), std::move(results)});
     return ask_model(self, std::move(t));
   }
+  if (self->state.stopping) return; // the turn is dropped; its message stays waiting
   const domain::tool_call call = calls[results.size()];
   t->tools(call, [self, t, calls = std::move(calls),
                   results = std::move(results)](std::string result) mutable {
@@ -220,6 +221,9 @@ void ask_model(agents_actor* self, model_turn_ptr t) {
     add_usage(t->completion_tokens, answer->completion_tokens);
     if (answer->tool_calls.empty()) return finish_model_turn(*t, *answer);
     if (!t->tools) return fail("the model called a tool, and none was offered");
+    if (answer->tool_calls.size() > ai::tool_calls_max)
+      return fail("the model called " + std::to_string(answer->tool_calls.size()) +
+                  " tools in one answer");
     if (t->chat.rounds.size() >= max_tool_rounds)
       return fail("the model kept calling tools after " + std::to_string(max_tool_rounds) +
                   " rounds");
@@ -232,12 +236,14 @@ void ask_model(agents_actor* self, model_turn_ptr t) {
 // result given back, up to three rounds), then the screen again on what the model said.
 void decide_model(agents_actor* self, const agent_entry& e, std::string message,
                   std::vector<domain::chat_turn> history, std::function<void(decision)> done,
-                  tool_runner tools) {
+                  tool_runner tools, bool choice) {
   auto started = std::chrono::steady_clock::now();
   auto& st = self->state;
   auto rules = domain::rules_of(e.agent);
   auto screened = decide_builtin(st, e, message);
-  if (screened_out(screened.handoff)) {
+  const bool model_guess =
+      screened.handoff != ai::handoff_reason::keyword && ai::classify(message).rule.empty();
+  if (screened_out(screened.handoff) && !(choice && model_guess)) {
     screened.provider = e.agent.provider;
     return done(std::move(screened));
   }
@@ -292,7 +298,7 @@ decision agent_gone() {
 // Decides on `message` with agent `agent_id` (in the actor, maybe later).
 void decide(agents_actor* self, std::int64_t agent_id, std::string message,
             std::optional<std::pair<std::int64_t, std::int64_t>> conversation,
-            std::function<void(decision)> done, tool_runner tools) {
+            std::function<void(decision)> done, tool_runner tools, bool choice) {
   auto& st = self->state;
   auto it = st.agents.find(agent_id);
   if (it == st.agents.end()) {
@@ -305,14 +311,15 @@ void decide(agents_actor* self, std::int64_t agent_id, std::string message,
   if (it->second.agent.provider == domain::ai_provider::builtin)
     return counted(decide_builtin(st, it->second, message));
   with_history(self, conversation,
-               [self, agent_id, message, counted,
-                tools = std::move(tools)](std::vector<domain::chat_turn> history) {
+               [self, agent_id, message, counted, tools = std::move(tools),
+                choice](std::vector<domain::chat_turn> history) {
                  auto& st = self->state;
                  auto it = st.agents.find(agent_id);
                  if (it == st.agents.end()) {
                    return counted(agent_gone());
                  }
-                 decide_model(self, it->second, message, std::move(history), counted, tools);
+                 decide_model(self, it->second, message, std::move(history), counted, tools,
+                              choice);
                });
 }
 

@@ -163,9 +163,12 @@ using tool_runner =
 
 // agents_decide.cpp: deciding on a message, and the conversations' lines. With `tools`, an
 // openai_compatible agent is offered the booking functions.
+// `choice`: the message picks a time of the conversation's open offer or confirms its
+// cancellation ("2", "14h works for me", "yes"): only the screen's rules and the agent's
+// hand-off keywords hand it off, not the intent model's guess on a few words.
 void decide(agents_actor* self, std::int64_t agent_id, std::string message,
             std::optional<std::pair<std::int64_t, std::int64_t>> conversation,
-            std::function<void(decision)> done, tool_runner tools = {});
+            std::function<void(decision)> done, tool_runner tools = {}, bool choice = false);
 json::object decision_json(const agents_state& st, const decision& d);
 const agent_entry* auto_agent_of(const agents_state& st, std::int64_t channel_id);
 // `stored(decision, the stored reply's JSON or why not)` once the decision is applied.

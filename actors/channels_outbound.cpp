@@ -382,6 +382,9 @@ void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> repl
   w.conversation = conv;
   w.message_id = a.message_id;
   w.intent = a.intent;
+  // The assistant's numbered offer supersedes a reminder's pending answer on this conversation:
+  // the patient's next "1" or "2" is for the assistant, not the reminder (docs/ai.md).
+  if (a.intent == "booking" && a.text && !a.handoff_reason) st.reminded.erase(conv.id);
   w.handoff = a.handoff_reason.has_value();
   w.handoff_reason = a.handoff_reason;
   w.passages = a.passages;

@@ -129,10 +129,14 @@ std::string chat_completion_request(const ai_agent& a, const std::vector<cited_p
   for (const tool_round& r : tools.rounds) {
     json::array calls;
     for (const tool_call& c : r.calls)
-      calls.push_back(
-          json::object{{"id", c.id},
-                       {"type", "function"},
-                       {"function", json::object{{"name", c.name}, {"arguments", c.arguments}}}});
+      calls.push_back(json::object{
+          {"id", c.id},
+          {"type", "function"},
+          {"function",
+           json::object{{"name", c.name},
+                        {"arguments", c.arguments.find_first_not_of(" \t\r\n") == std::string::npos
+                                          ? std::string("{}")
+                                          : c.arguments}}}});
     messages.push_back(json::object{
         {"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(calls)}});
     for (std::size_t i = 0; i < r.calls.size(); ++i)
@@ -216,8 +220,12 @@ bool read_tool_calls(const json::object& o, const char* field, std::vector<tool_
     tool_call& call = calls[at];
     if (auto id = string_at(*c, "id"); !id.empty()) call.id = id;
     if (fn) {
-      if (auto name = string_at(*fn, "name"); !name.empty()) call.name += name;
-      call.arguments += string_at(*fn, "arguments");
+      // A name comes whole (some providers repeat it in every piece).
+      if (auto name = string_at(*fn, "name"); !name.empty()) call.name = name;
+      if (auto args = fn->if_contains("arguments"); args && args->is_object())
+        call.arguments = json::serialize(*args); // an object where a text was due
+      else
+        call.arguments += string_at(*fn, "arguments");
     }
   }
   return true;

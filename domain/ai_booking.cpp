@@ -63,10 +63,10 @@ bool any_of_words(const std::vector<std::string_view>& words,
 }
 
 // Folded words that may frame a choice.
-constexpr std::array<std::string_view, 24> choice_words = {
-    "option", "number", "no",    "n",      "the",    "i",     "choose", "take",
-    "please", "pls",    "opcao", "numero", "a",      "o",     "quero",  "escolho",
-    "por",    "favor",  "la",    "el",     "quiero", "elijo", "opcion", "ok"};
+constexpr std::array<std::string_view, 23> choice_words = {
+    "option", "number", "n",      "the",    "i",     "choose", "take",    "please",
+    "pls",    "opcao",  "numero", "a",      "o",     "quero",  "escolho", "por",
+    "favor",  "la",     "el",     "quiero", "elijo", "opcion", "ok"};
 
 constexpr std::array<std::array<std::string_view, 7>, 3> weekdays = {{
     {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"},
@@ -159,7 +159,7 @@ std::optional<std::size_t> parse_choice(std::string_view message, std::size_t n)
 namespace {
 
 // Ordinal words of the three languages, folded, and the option they name.
-constexpr std::array<std::pair<std::string_view, std::size_t>, 17> ordinals = {{
+constexpr std::array<std::pair<std::string_view, std::size_t>, 16> ordinals = {{
     {"first", 1},
     {"1st", 1},
     {"second", 2},
@@ -168,8 +168,7 @@ constexpr std::array<std::pair<std::string_view, std::size_t>, 17> ordinals = {{
     {"3rd", 3},
     {"primeiro", 1},
     {"primeira", 1},
-    {"segundo", 2},
-    {"segunda", 2},
+    {"segundo", 2}, // not "segunda": in Portuguese it is Monday too ("pode ser na segunda")
     {"terceiro", 3},
     {"terceira", 3},
     {"primero", 1},
@@ -186,7 +185,7 @@ bool is_digit(char c) {
 // Minutes of the day of the times written in `text` ("9:15", "09:15", "9h15", "14h", "9.15"),
 // and the text with those times and dates ("2026-12-07", "07/12") blanked, so their digits are
 // not read as option numbers.
-std::vector<int> times_in(std::string& text) {
+std::vector<int> times_in(std::string& text, std::vector<std::string>& dates) {
   std::vector<int> out;
   std::size_t i = 0;
   while (i < text.size()) {
@@ -211,6 +210,7 @@ std::vector<int> times_in(std::string& text) {
       // A date (or a sentence's end after a number): blanked with what follows in its shape.
       if (s == '-' || s == '/') {
         while (k < text.size() && (is_digit(text[k]) || text[k] == '-' || text[k] == '/')) ++k;
+        dates.emplace_back(text, i, k - i);
         std::fill(text.begin() + static_cast<std::ptrdiff_t>(i),
                   text.begin() + static_cast<std::ptrdiff_t>(k), ' ');
       }
@@ -243,12 +243,12 @@ int minute_of(std::string_view local_start) { // "YYYY-MM-DD HH:MM"
 
 // Folded words that may frame a choice in a sentence ("the second one works for me", "pode
 // ser às 14h", "la tercera por favor"); any other word makes the message no choice.
-constexpr std::array<std::string_view, 100> framing_words = {
+constexpr std::array<std::string_view, 99> framing_words = {
     // en
-    "the", "one", "option", "number", "no", "please", "pls", "i", "id", "d", "ll", "m", "take",
-    "choose", "want", "like", "would", "prefer", "works", "work", "fine", "ok", "okay", "is",
-    "good", "great", "for", "me", "at", "on", "yes", "that", "this", "thanks", "thank", "you",
-    "perfect", "let", "s", "go", "with", "book", "it", "slot", "time", "will", "do", "and",
+    "the", "one", "option", "number", "please", "pls", "i", "id", "d", "ll", "m", "take", "choose",
+    "want", "like", "would", "prefer", "works", "work", "fine", "ok", "okay", "is", "good", "great",
+    "for", "me", "at", "on", "yes", "that", "this", "thanks", "thank", "you", "perfect", "let", "s",
+    "go", "with", "book", "it", "slot", "time", "will", "do", "and",
     // pt
     "a", "o", "as", "os", "opcao", "numero", "quero", "queria", "escolho", "prefiro", "pode", "ser",
     "por", "favor", "sim", "obrigado", "obrigada", "essa", "esse", "esta", "este", "perfeito",
@@ -262,28 +262,57 @@ constexpr std::array<std::string_view, 100> framing_words = {
 std::optional<std::size_t> named_option(std::string_view message,
                                         const std::vector<offered_slot>& slots) {
   std::string text(message);
+  std::vector<std::string> dates;
   std::set<std::size_t> named;
-  for (const int t : times_in(text))
+  for (const int t : times_in(text, dates)) {
+    bool offered = false;
     for (std::size_t i = 0; i < slots.size(); ++i)
-      if (minute_of(slots[i].local_start) == t) named.insert(i + 1);
+      if (minute_of(slots[i].local_start) == t) {
+        named.insert(i + 1);
+        offered = true;
+      }
+    if (!offered) return std::nullopt; // a time that was not offered: no choice of ours
+  }
   const std::string folded = fold(text);
   for (std::string_view w : words_of(folded)) {
     std::size_t k = 0;
     const auto r = std::from_chars(w.data(), w.data() + w.size(), k);
     if (r.ec == std::errc() && r.ptr == w.data() + w.size()) {
-      if (k >= 1 && k <= slots.size()) named.insert(k);
+      if (k < 1 || k > slots.size()) return std::nullopt; // a number not offered
+      named.insert(k);
       continue;
     }
     const auto ordinal =
         std::find_if(ordinals.begin(), ordinals.end(), [w](const auto& o) { return o.first == w; });
     if (ordinal != ordinals.end()) {
-      if (ordinal->second <= slots.size()) named.insert(ordinal->second);
+      if (ordinal->second > slots.size()) return std::nullopt;
+      named.insert(ordinal->second);
     } else if (std::find(framing_words.begin(), framing_words.end(), w) == framing_words.end()) {
       return std::nullopt; // a word that does not frame a choice: a sentence, not a pick
     }
   }
   if (named.size() != 1) return std::nullopt;
+  // A date written with it must be the chosen time's ("2026-12-08", "08/12" in any order).
+  const std::string& chosen = slots[*named.begin() - 1].local_start;
+  for (const std::string& d : dates) {
+    const bool iso = d.size() == 10 && chosen.compare(0, 10, d) == 0;
+    const bool day_month =
+        chosen.size() >= 10 && (d == chosen.substr(8, 2) + "/" + chosen.substr(5, 2) ||
+                                d == chosen.substr(5, 2) + "/" + chosen.substr(8, 2));
+    if (!iso && !day_month) return std::nullopt;
+  }
   return *named.begin();
+}
+
+bool confirms_cancel(std::string_view message) {
+  const std::string folded = fold(message);
+  const std::vector<std::string_view> words = words_of(folded);
+  static constexpr std::array<std::string_view, 9> negations = {
+      "no", "not", "dont", "don", "nao", "nunca", "never", "keep", "manter"};
+  static constexpr std::array<std::string_view, 10> yes = {
+      "yes", "sim", "si", "confirm", "confirmo", "confirmar", "ok", "sure", "claro", "1"};
+  if (any_of_words(words, negations)) return false;
+  return any_of_words(words, yes) || any_of_words(words, cancelling_words);
 }
 
 std::string slot_label(std::string_view local_start, language l) {

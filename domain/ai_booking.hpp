@@ -70,6 +70,10 @@ std::optional<std::size_t> parse_choice(std::string_view message, std::size_t n)
 std::optional<std::size_t> named_option(std::string_view message,
                                         const std::vector<offered_slot>& slots);
 
+// The patient confirms a cancellation the agent asked about: "1", "yes", "sim", "sí",
+// "confirm", or a cancelling word again, and no negation ("no", "don't", "não", "keep").
+bool confirms_cancel(std::string_view message);
+
 // What the agent says.
 std::string offer_text(const std::vector<offered_slot>& slots, language l);
 std::string booked_text(const offered_slot& s, language l);

@@ -91,8 +91,9 @@ const std::string& booking_tool_definitions() {
         json::array{"option"}));
     tools.push_back(function(
         "cancel_appointment",
-        "Cancels the patient's next appointment, when the patient's own last message asks to "
-        "cancel it.",
+        "Cancels the patient's next appointment, in two steps: when the patient asks to cancel, "
+        "it names the appointment and nothing is cancelled; when the patient then confirms, "
+        "it cancels it.",
         json::object{
             {"appointment_id", json::object{{"type", "integer"},
                                             {"description", "The appointment, when known; only the "
@@ -178,12 +179,23 @@ std::optional<std::string> tool_refusal(const tool_args& a, const tool_turn& t) 
     return std::nullopt;
   }
   case tool::cancel_appointment:
+    if (cancel_step_of(t) == cancel_step::cancel) {
+      if (!confirms_cancel(t.message))
+        return why("the patient has not confirmed the cancellation: ask them to reply yes");
+      return std::nullopt;
+    }
     if (booking_request_of(t.message) != booking_request::cancel)
-      return why("the patient's message does not ask to cancel: ask them to confirm in their "
-                 "own words");
+      return why("the patient's message does not ask to cancel: nothing is cancelled");
     return std::nullopt;
   }
   return why("no such tool");
+}
+
+cancel_step cancel_step_of(const tool_turn& t) {
+  return t.earlier_kind == offer_kind::cancel && t.earlier_slots != nullptr &&
+                 !t.earlier_slots->empty()
+             ? cancel_step::cancel
+             : cancel_step::ask;
 }
 
 std::string tool_error(std::string_view what) {
@@ -211,6 +223,13 @@ std::string slots_result(const std::vector<offered_slot>& slots,
   r["note"] = slots.empty() ? "No free time in the next two weeks: a person will help."
                             : "Show these numbered; the patient replies with the number.";
   return json::serialize(r);
+}
+
+std::string ask_result(const offered_slot& s, language l) {
+  return json::serialize(
+      json::object{{"to_confirm", slot_json(s, l)},
+                   {"note", "Nothing is cancelled yet: ask the patient to confirm cancelling "
+                            "this appointment; call cancel_appointment again once they do."}});
 }
 
 std::string done_result(std::string_view what, const offered_slot& s, language l) {

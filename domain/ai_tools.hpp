@@ -57,16 +57,27 @@ struct tool_turn {
 //   before this message, an option it did not hold, or a message of the patient's that does
 //   not name that option itself (named_option): nothing is booked or moved on the model's or a
 //   document's word;
-// - cancel_appointment: a message of the patient's that does not ask to cancel.
+// - cancel_appointment: with no cancellation asked about before this message, a message that
+//   does not ask to cancel (then the call only names the appointment and asks: cancel_step);
+//   with one, a message that does not confirm it (confirms_cancel).
 // The identity of the patient is never an argument: each call acts for the conversation's
 // contact, and an appointment_id must be that contact's next appointment.
 std::optional<std::string> tool_refusal(const tool_args& a, const tool_turn& t);
+
+// What an admitted cancel_appointment does: name the appointment and ask the patient (no
+// cancellation was asked about before this message), or cancel it (the patient confirms).
+enum class cancel_step : std::uint8_t { ask, cancel };
+cancel_step cancel_step_of(const tool_turn& t);
+
+// At most this many calls in one answer of the model; more is a provider's fault: a hand-off.
+inline constexpr std::size_t tool_calls_max = 8;
 
 // Results, as JSON texts.
 std::string tool_error(std::string_view why);
 std::string slots_result(const std::vector<offered_slot>& slots,
                          const std::optional<offered_slot>& current, language l);
 // `what`: "booked", "moved", "cancelled".
+std::string ask_result(const offered_slot& s, language l); // a cancellation to confirm
 std::string done_result(std::string_view what, const offered_slot& s, language l);
 
 } // namespace crm::domain::ai

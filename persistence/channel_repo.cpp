@@ -386,6 +386,10 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                               " WHERE r.tenant_id = $1 AND r.status = 'sent' AND r.conversation_id "
                               "IS NOT NULL"
                               " AND a.status IN ('booked', 'confirmed') AND a.starts_at > now()"
+                              // an assistant's offer made since supersedes the reminder's answer
+                              " AND NOT EXISTS (SELECT 1 FROM ai_booking_offers o WHERE"
+                              " o.conversation_id = r.conversation_id AND o.created_at >"
+                              " r.created_at AND o.expires_at > now())"
                               " GROUP BY r.conversation_id",
            tenant_id))
     out.reminded.emplace_back(r[0].as<std::int64_t>(), r[1].as<std::int64_t>());

@@ -45,6 +45,9 @@ def said(result: dict) -> str:
     for key in ("booked", "moved", "cancelled"):
         if key in result:
             return f"Done, {key}: {result[key]['service']} {result[key]['time']}."
+    if "to_confirm" in result:
+        c = result["to_confirm"]
+        return f"Cancel {c['service']} on {c['time']}? Please confirm."
     return "Sorry, I could not do that: " + result.get("error", "?")
 
 
@@ -180,20 +183,22 @@ def test_a_call_the_patient_did_not_ask_for_books_nothing(client, fresh):
         assert p.appointments() == []
 
 
-def test_the_model_cancels_only_the_patients_own_next_appointment(client, fresh):
+def test_the_model_cancels_only_the_patients_own_next_appointment_once_confirmed(client,
+                                                                                  fresh):
+    """Cancelling takes two messages: the call made when the patient asks only names their
+    next appointment (another patient's id is refused); the call after the patient confirms
+    cancels it. A call on a message that neither asks nor confirms cancels nothing."""
     other_id = {}
 
     def canceller(text: str, req):
-        if "cancel" in text.lower() and not req.tool_results:
+        if "cancel my appointment" in text:
             # First the other patient's appointment (its id leaked into a document, say).
             return fake_llm.tool_calls(("cancel_appointment",
                                         {"appointment_id": other_id["id"]}),
                                        ("cancel_appointment", {}))
-        if "thanks" in text.lower():
-            return fake_llm.tool_calls(("cancel_appointment", {}))
-        return fake_llm.reply("OK.")
+        return fake_llm.tool_calls(("cancel_appointment", {}))
 
-    with crm.Receiver([200] * 4) as rcv, fake_llm.FakeLLM([scripted(canceller)]) as llm:
+    with crm.Receiver([200] * 6) as rcv, fake_llm.FakeLLM([scripted(canceller)]) as llm:
         clinic = Clinic(client, fresh.admin, rcv, llm)
         p = Patient(clinic)
         p.say("Hello")
@@ -201,15 +206,19 @@ def test_the_model_cancels_only_the_patients_own_next_appointment(client, fresh)
         mine = clinic.book_for(p.contact_id, 3)
         other = clinic.book_for(crm.create_contact(client, fresh.admin)["id"], 2)
         other_id["id"] = other["id"]
-        p.say("Thanks, see you then")  # no request to cancel: the call is refused
+        p.say("What are your opening hours?")  # neither asks nor confirms: refused
         p.reply()
         assert "does not ask to cancel" in llm.completions[-1].tool_results[-1]["error"]
-        assert [a["status"] for a in p.appointments()] == ["booked"]
         p.say("Please cancel my appointment")
-        p.reply()
+        ask = p.reply()
         first, second = llm.completions[-1].tool_results
         assert first == {"error": "only the patient's next appointment can be cancelled"}, first
-        assert second["cancelled"]["service"] == "Blood test", second
+        assert second["to_confirm"]["service"] == "Blood test", second
+        assert ask.startswith("Cancel Blood test on"), ask
+        assert [a["status"] for a in p.appointments()] == ["booked"]  # nothing cancelled yet
+        p.say("yes")  # (a message that does not confirm is refused: tests/unit/test_ai_tools)
+        done = p.reply()
+        assert done.startswith("Done, cancelled: Blood test"), done
         [after] = p.appointments()
         assert (after["id"], after["status"], after["source"]) == (mine["id"], "cancelled", "ai")
         still = crm.assert_json_response(

@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 import urllib.parse
@@ -115,6 +116,35 @@ def test_a_reminder_goes_out_once_and_one_confirms(client, sess):
     rows = crm.audit_rows(client, t, resource="contact", resource_id=contact,
                           action="update_appointment")
     assert any(r["actor_ref"] == f"channel:{chan['id']}" for r in rows), rows
+
+
+def test_after_the_assistant_offers_times_the_patients_number_is_for_the_assistant(client, sess):
+    """A reminder says "1 to confirm or 2 to cancel"; the patient then asks the assistant to
+    move the appointment and gets numbered times: their "2" picks the second time (the
+    appointment moves), it does not cancel the appointment as an answer to the reminder."""
+    t = sess.admin
+    with crm.Receiver([200]) as rcv:
+        chan, ack, cal, svc = clinic(client, t, rcv)
+        agent = crm.create_agent(client, t, channel_ids=[chan["id"]], auto_reply=True,
+                                 service_ids=[svc["id"]])
+        contact, conv = ack["contact_id"], ack["conversation_id"]
+        start = slot_after(30)
+        appt = crm.booked(client, t, contact, svc["id"], cal["id"], rfc3339(start))
+        wait_texts(rcv, 1)  # the reminder
+        phone = crm.get_contact(client, t, contact)["phone"]
+        say(client, chan, phone, "Preciso remarcar minha consulta")
+        msgs = crm.wait_ai_messages(client, t, conv,
+                                    lambda ms: len(crm.by_agent(ms, agent["id"])) >= 1, TIMEOUT)
+        offer = crm.by_agent(msgs, agent["id"])[0]["text"]
+        times = dict(re.findall(r"^(\d)\) \S+ (\d{4}-\d\d-\d\d \d\d:\d\d)$", offer, re.M))
+        assert sorted(times) == ["1", "2", "3"], offer
+        say(client, chan, phone, "2")
+        crm.wait_ai_messages(client, t, conv,
+                             lambda ms: len(crm.by_agent(ms, agent["id"])) >= 2, TIMEOUT)
+        after = crm.assert_json_response(client.get(crm.appointment_url(appt["id"]), token=t), 200)
+        assert after["status"] == "booked", after
+        got = dt.datetime.fromisoformat(after["start"].replace("Z", "+00:00"))
+        assert local(got) == times["2"], (after, times)
 
 
 def test_cancelar_cancels_the_next_and_is_no_stop(client, sess, database):

@@ -133,12 +133,22 @@ TEST(ai_tools, nothing_is_booked_moved_or_cancelled_without_the_patients_own_wor
   move.which = tool::reschedule_appointment;
   EXPECT_FALSE(tool_refusal(move, tool_turn{"9:15 please", &services, offer_kind::move, &slots}));
   EXPECT_TRUE(tool_refusal(move, tool_turn{"9:15 please", &services, offer_kind::book, &slots}));
+  // Cancelling: asked for (the call names the appointment), then confirmed in a later message.
   tool_args cancel;
   cancel.which = tool::cancel_appointment;
-  EXPECT_FALSE(tool_refusal(
-      cancel, tool_turn{"Please cancel my appointment", &services, std::nullopt, nullptr}));
+  const tool_turn asks{"Please cancel my appointment", &services, std::nullopt, nullptr};
+  EXPECT_FALSE(tool_refusal(cancel, asks));
+  EXPECT_EQ(cancel_step_of(asks), cancel_step::ask);
   EXPECT_TRUE(
       tool_refusal(cancel, tool_turn{"Where can I park?", &services, std::nullopt, nullptr}));
+  // A question about cancelling at most gets the appointment named and a question back.
+  EXPECT_TRUE(tool_refusal(cancel, tool_turn{"What is the fee if I cancel?", &services,
+                                             offer_kind::book, &slots}) == std::nullopt);
+  const std::vector<offered_slot> one = {slots[0]};
+  const tool_turn confirms{"yes", &services, offer_kind::cancel, &one};
+  EXPECT_FALSE(tool_refusal(cancel, confirms));
+  EXPECT_EQ(cancel_step_of(confirms), cancel_step::cancel);
+  EXPECT_TRUE(tool_refusal(cancel, tool_turn{"no, keep it", &services, offer_kind::cancel, &one}));
   tool_args find;
   EXPECT_FALSE(tool_refusal(find, tool_turn{"hi", &services, std::nullopt, nullptr}));
   find.service_id = 6;
