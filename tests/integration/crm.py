@@ -2752,6 +2752,22 @@ def wait_ai_messages(client: Client, token: str, conversation_id, check,
     return last["messages"]
 
 
+class BookingClinic:
+    """A tenant's clinic for the booking assistant's tests: a calendar open all day in `zone`,
+    a "Blood test" service on it, an api channel (signed with `secret`) sending to `rcv`, and
+    an auto-replying agent allowed to book the service (`agent`: its other fields)."""
+
+    def __init__(self, client: Client, token: str, rcv, zone: str, secret: str, **agent):
+        self.client, self.token = client, token
+        self.calendar = create_calendar(client, token, time_zone=zone,
+                                        working_hours=every_day(("00:00", "23:30")))
+        self.service = create_service(client, token, [self.calendar["id"]], name="Blood test")
+        self.channel = create_channel(client, token, type="api", webhook_secret=secret,
+                                      config={"outbound_url": rcv.url("/out")})
+        self.agent = create_agent(client, token, channel_ids=[self.channel["id"]],
+                                  auto_reply=True, service_ids=[self.service["id"]], **agent)
+
+
 class ChatPatient:
     """A patient writing on an api channel (signed with `secret`) to a clinic whose agent
     answers: say() sends a message, reply() waits for the agent's next one, appointments()

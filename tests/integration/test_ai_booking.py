@@ -32,19 +32,11 @@ def fresh(client, cli_env) -> crm.TenantSession:
     return crm.tenant_session(client, cli_env)
 
 
-class Clinic:
+class Clinic(crm.BookingClinic):
     """A tenant with a calendar open all day, a service on it, and a booking agent."""
 
     def __init__(self, client, token, rcv):
-        self.client, self.token = client, token
-        self.calendar = crm.create_calendar(client, token, time_zone=ZONE,
-                                            working_hours=crm.every_day(("00:00", "23:30")))
-        self.service = crm.create_service(client, token, [self.calendar["id"]],
-                                          name="Blood test")
-        self.channel = crm.create_channel(client, token, type="api", webhook_secret=SECRET,
-                                          config={"outbound_url": rcv.url("/out")})
-        self.agent = crm.create_agent(client, token, channel_ids=[self.channel["id"]],
-                                      auto_reply=True, service_ids=[self.service["id"]])
+        super().__init__(client, token, rcv, ZONE, SECRET)
         crm.add_clinic_docs(client, token, self.agent["id"])
 
     def patient(self) -> "Patient":

@@ -86,19 +86,11 @@ def receptionist(text: str, req) -> object:
     return fake_llm.reply("We are open from 8 to 18.")
 
 
-class Clinic:
+class Clinic(crm.BookingClinic):
     def __init__(self, client, token, rcv, llm, **agent):
-        self.client, self.token = client, token
-        self.calendar = crm.create_calendar(client, token, time_zone=ZONE,
-                                            working_hours=crm.every_day(("00:00", "23:30")))
-        self.service = crm.create_service(client, token, [self.calendar["id"]],
-                                          name="Blood test")
-        self.channel = crm.create_channel(client, token, type="api", webhook_secret=SECRET,
-                                          config={"outbound_url": rcv.url("/out")})
-        self.agent = crm.create_agent(
-            client, token, channel_ids=[self.channel["id"]], auto_reply=True,
-            service_ids=[self.service["id"]], provider="openai_compatible", model="m-1",
-            base_url=llm.base_url, api_key="sk-test-" + secrets.token_hex(6), **agent)
+        super().__init__(client, token, rcv, ZONE, SECRET, provider="openai_compatible",
+                         model="m-1", base_url=llm.base_url,
+                         api_key="sk-test-" + secrets.token_hex(6), **agent)
         self.llm = llm
 
     def book_for(self, contact_id, days: int, hour: int = 10) -> dict:
