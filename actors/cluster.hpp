@@ -53,8 +53,8 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
                 std::chrono::milliseconds deadline, forwarded_reply done);
 
 // The node at host:port is gone (declared dead, left, restarted elsewhere): requests in flight
-// to it are answered 503 at once and its connection is dropped.
-void forget_gateway(runtime& rt, const std::string& host, int port);
+// to it are answered 503 at once, saying `why`, and its connection is dropped.
+void forget_gateway(runtime& rt, const std::string& host, int port, std::string why);
 
 // Runs `f` on an actor thread after `delay` (a held request's next look; CAF's delayed
 // messages, so no thread sleeps). Only for a runtime whose gateway is published.

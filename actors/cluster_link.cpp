@@ -288,7 +288,7 @@ caf::behavior forwarder(forwarder_actor* self, runtime::impl* rt,
     for (auto& [id, f] : flights) {
       if (f.resends >= max_resends) {
         ++st.rt->forwards_failed;
-        f.done(unavailable("the node owning this tenant went away; retry"));
+        f.done(unavailable("the connection to the node holding this tenant dropped; retry"));
         continue;
       }
       resends = std::max(resends, f.resends + 1);
@@ -336,7 +336,7 @@ caf::behavior forwarder(forwarder_actor* self, runtime::impl* rt,
                                            .count());
         f.done({status, std::move(headers), std::move(body)});
       },
-      [self](forget_atom, const std::string& key) {
+      [self](forget_atom, const std::string& key, const std::string& why) {
         auto& st = self->state;
         {
           std::lock_guard lock(st.link->mutex);
@@ -345,7 +345,7 @@ caf::behavior forwarder(forwarder_actor* self, runtime::impl* rt,
             st.link->gateways.erase(it);
           }
         }
-        fail_key(st, key, "the node owning this tenant went away; retry");
+        fail_key(st, key, why);
       },
       [](later_atom, std::function<void()>& f) { f(); },
       [self](sweep_atom) {
@@ -521,9 +521,10 @@ void forward_to(runtime& rt, const std::string& host, int port, forwarded_reques
   caf::anon_send(impl.forwarder, std::move(j));
 }
 
-void forget_gateway(runtime& rt, const std::string& host, int port) {
+void forget_gateway(runtime& rt, const std::string& host, int port, std::string why) {
   auto& impl = rt.internals();
-  if (impl.forwarder) caf::anon_send(impl.forwarder, forget_atom::value, gateway_key(host, port));
+  if (impl.forwarder)
+    caf::anon_send(impl.forwarder, forget_atom::value, gateway_key(host, port), std::move(why));
 }
 
 void after(runtime& rt, std::chrono::milliseconds delay, std::function<void()> f) {

@@ -284,7 +284,12 @@ int serve(config::settings cfg) {
         });
     auto* m = members.get();
     members->on_node_down([&rt](const cluster::node_info& n) {
-      actors::forget_gateway(rt, n.actor_host, n.actor_port);
+      // A planned stop reads as one: the tenant moves, nothing crashed.
+      actors::forget_gateway(rt, n.actor_host, n.actor_port,
+                             n.state == "left"
+                                 ? "the node holding this tenant is stopping and hands it to "
+                                   "another node; retry"
+                                 : "the node holding this tenant stopped answering; retry");
     });
     if (cfg.cluster_advertise.empty()) dial_port = port;
     members->join(
