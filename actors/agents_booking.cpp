@@ -288,8 +288,8 @@ struct tool_context {
   ai_inbound message;
   std::optional<offer_t> earlier; // the offer kept before this message
   ai::language lang = ai::language::en;
-  bool acted = false;       // something was booked, moved or cancelled (one a message)
-  std::string confirmation; // what was done, as the builtin agent says it
+  std::string confirmation; // what was booked, moved or cancelled (one a message), as said
+  bool acted() const { return !confirmation.empty(); }
   // The offer this turn kept (times, or an appointment to cancel): the patient must see it.
   std::optional<ai::offer_kind> shown_kind;
   std::vector<ai::offered_slot> shown;
@@ -338,6 +338,26 @@ void find_slots_tool(agents_actor* self, tool_context_ptr c, ai::tool_args args,
   });
 }
 
+// The schedule actor's answer to a change a tool asked for (`what`: "booked", "moved",
+// "cancelled"): done, it is the turn's one change, said as `confirmation`, and the offer it
+// came from is dropped (a repeat of the turn finds nothing to act on); refused, the model is
+// told why (a time taken meanwhile, for a booking or a move, as such).
+callback<std::string> on_change(agents_actor* self, tool_context_ptr c, ai::offered_slot slot,
+                                const char* what, std::string confirmation, result_fn k) {
+  const bool time_taken_is_conflict = std::string_view(what) != "cancelled";
+  return callback<std::string>(in_actor<domain::outcome<std::string>>(
+      self, [self, c, slot, what, confirmation, time_taken_is_conflict,
+             k](domain::outcome<std::string> r) {
+        if (!r)
+          return k(ai::tool_error(time_taken_is_conflict && r.error().code == errc::conflict
+                                      ? "that time was just taken: call find_slots again"
+                                      : r.error().detail));
+        c->confirmation = confirmation;
+        drop_offer_then(self, c->message.conversation_id,
+                        [k, c, slot, what] { k(ai::done_result(what, slot, c->lang)); });
+      }));
+}
+
 void book_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& args, result_fn k) {
   const ai::offered_slot slot = c->earlier->slots[args.option - 1];
   domain::booking b;
@@ -347,19 +367,8 @@ void book_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& args
   b.start = slot.start;
   b.notes = "booked by the assistant in conversation " + std::to_string(c->message.conversation_id);
   b.source = domain::appointment_source::ai;
-  auto done = in_actor<domain::outcome<std::string>>(
-      self, [self, c, slot, k](domain::outcome<std::string> booked) {
-        if (!booked)
-          return k(ai::tool_error(booked.error().code == errc::conflict
-                                      ? "that time was just taken: call find_slots again"
-                                      : booked.error().detail));
-        c->acted = true;
-        c->confirmation = ai::booked_text(slot, c->lang);
-        drop_offer_then(self, c->message.conversation_id,
-                        [k, c, slot] { k(ai::done_result("booked", slot, c->lang)); });
-      });
   book_appointment(*self->state.env.rt->owner, self->state.env.tenant_id, std::move(b),
-                   callback<std::string>(std::move(done)));
+                   on_change(self, c, slot, "booked", ai::booked_text(slot, c->lang), k));
 }
 
 void reschedule_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& args,
@@ -369,20 +378,9 @@ void reschedule_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args
     if (!still_next(next, *c->earlier))
       return k(ai::tool_error("the appointment those times were for is no longer the patient's "
                               "next one: call find_slots with reschedule true again"));
-    auto done = in_actor<domain::outcome<std::string>>(
-        self, [self, c, slot, k](domain::outcome<std::string> moved) {
-          if (!moved)
-            return k(ai::tool_error(moved.error().code == errc::conflict
-                                        ? "that time was just taken: call find_slots again"
-                                        : moved.error().detail));
-          c->acted = true;
-          c->confirmation = ai::moved_text(slot, c->lang);
-          drop_offer_then(self, c->message.conversation_id,
-                          [k, c, slot] { k(ai::done_result("moved", slot, c->lang)); });
-        });
     reschedule_appointment(*self->state.env.rt->owner, self->state.env.tenant_id,
                            *c->earlier->appointment_id, slot.start, slot.calendar_id,
-                           callback<std::string>(std::move(done)));
+                           on_change(self, c, slot, "moved", ai::moved_text(slot, c->lang), k));
   });
 }
 
@@ -415,17 +413,11 @@ void cancel_tool(agents_actor* self, tool_context_ptr c, const ai::tool_args& ar
     if (!still_next(next, *c->earlier))
       return k(ai::tool_error("the appointment the patient confirmed is no longer their next "
                               "one: nothing was cancelled"));
-    auto done = in_actor<domain::outcome<std::string>>(
-        self, [self, c, slot = current.slot, k](domain::outcome<std::string> cancelled) {
-          if (!cancelled) return k(ai::tool_error(cancelled.error().detail));
-          c->acted = true;
-          c->confirmation = ai::cancelled_text(slot, c->lang);
-          drop_offer_then(self, c->message.conversation_id,
-                          [k, c, slot] { k(ai::done_result("cancelled", slot, c->lang)); });
-        });
-    cancel_appointment(*self->state.env.rt->owner, self->state.env.tenant_id, current.id,
-                       "cancelled by the patient through the assistant",
-                       callback<std::string>(std::move(done)), domain::appointment_source::ai);
+    cancel_appointment(
+        *self->state.env.rt->owner, self->state.env.tenant_id, current.id,
+        "cancelled by the patient through the assistant",
+        on_change(self, c, current.slot, "cancelled", ai::cancelled_text(current.slot, c->lang), k),
+        domain::appointment_source::ai);
   });
 }
 
@@ -441,7 +433,7 @@ void run_tool(agents_actor* self, tool_context_ptr c, const domain::tool_call& c
                                       : std::nullopt,
                            c->earlier ? &c->earlier->slots : nullptr};
   if (auto why = ai::tool_refusal(args, turn)) return k(ai::tool_error(*why));
-  if (c->acted && args.which != ai::tool::find_slots)
+  if (c->acted() && args.which != ai::tool::find_slots)
     return k(ai::tool_error("one change a message: this one already made one"));
   switch (args.which) {
   case ai::tool::find_slots: return find_slots_tool(self, c, args, std::move(k));
@@ -458,7 +450,7 @@ void run_tool(agents_actor* self, tool_context_ptr c, const domain::tool_call& c
 // was done is said even when the turn ends in a hand-off.
 void finish_tool_turn(agents_actor* self, const tool_context& c, decision d,
                       std::function<void(decision)> done) {
-  if (c.acted || c.shown_kind) d.intent = ai::intent::booking;
+  if (c.acted() || c.shown_kind) d.intent = ai::intent::booking;
   if (d.handoff == ai::handoff_reason::none && c.shown_kind) {
     const bool listed = std::all_of(c.shown.begin(), c.shown.end(), [&](const auto& s) {
       return d.answer.find(ai::slot_label(s.local_start, c.lang)) != std::string::npos;
@@ -471,9 +463,9 @@ void finish_tool_turn(agents_actor* self, const tool_context& c, decision d,
                                     : ai::offer_text(c.shown, c.lang);
     }
   }
-  if (c.acted && d.handoff != ai::handoff_reason::none)
+  if (c.acted() && d.handoff != ai::handoff_reason::none)
     d.answer = c.confirmation + "\n\n" + d.answer;
-  if (d.handoff != ai::handoff_reason::none && c.shown_kind && !c.acted)
+  if (d.handoff != ai::handoff_reason::none && c.shown_kind && !c.acted())
     return drop_offer_then(self, c.message.conversation_id,
                            [d = std::move(d), done]() mutable { done(std::move(d)); });
   done(std::move(d));

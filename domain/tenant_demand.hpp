@@ -8,9 +8,9 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,37 +42,15 @@ public:
   void note(std::int64_t tenant, std::string_view via);
   // Ends the window: the moves its requests call for (at most rules.max_moves, most requests
   // through the other node first, then the lower tenant id), each tenant then cooling down.
-  // Tenants no longer held here (`held` false) are skipped.
-  template <class Held>
-  std::vector<demand_move> end_window(const demand_rules& rules, clock::time_point now, Held held) {
-    std::unordered_map<std::int64_t, counts> window;
-    {
-      std::lock_guard lock(mutex_);
-      window.swap(window_);
-    }
-    return decide(std::move(window), rules, now, held);
-  }
+  // Tenants no longer held here (`held` false) are skipped. Only one caller at a time.
+  std::vector<demand_move> end_window(const demand_rules& rules, clock::time_point now,
+                                      const std::function<bool(std::int64_t)>& held);
 
 private:
   struct counts {
     std::uint32_t here = 0;
     std::map<std::string, std::uint32_t, std::less<>> via;
   };
-  template <class Held>
-  std::vector<demand_move> decide(std::unordered_map<std::int64_t, counts> window,
-                                  const demand_rules& rules, clock::time_point now, Held held) {
-    std::vector<demand_move> out;
-    for (auto& [tenant, c] : window) {
-      if (!held(tenant)) continue;
-      if (auto cool = cooling_.find(tenant); cool != cooling_.end() && cool->second > now) continue;
-      if (auto m = candidate(tenant, c, rules)) out.push_back(std::move(*m));
-    }
-    return take(std::move(out), rules, now);
-  }
-  static std::optional<demand_move> candidate(std::int64_t tenant, const counts& c,
-                                              const demand_rules& rules);
-  std::vector<demand_move> take(std::vector<demand_move> all, const demand_rules& rules,
-                                clock::time_point now);
 
   std::mutex mutex_;
   std::unordered_map<std::int64_t, counts> window_;

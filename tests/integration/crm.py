@@ -693,6 +693,14 @@ def assert_token_pair(body: Any) -> None:
     assert body["expires_in"] == 1800 and isinstance(body["expires_in"], int), body
 
 
+def metric(server, name: str) -> float:
+    """The value of an unlabelled sample on `server`'s /metrics; fails the test when absent."""
+    text = server.metrics_client(METRICS_TOKEN).get("/metrics").body.decode()
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert m, f"{name} not in {text[:2000]}"
+    return float(m.group(1))
+
+
 def wait_until(what: str, check, limit: float = 15.0, step: float = 0.1):
     """check()'s first true value within `limit` seconds; else the test fails naming `what`."""
     deadline = time.monotonic() + limit

@@ -207,7 +207,7 @@ def test_a_patient_cancels_their_next_appointment_only_by_answering_1(client, fr
         appt, when = book_first(p)
         p.say("I need to cancel my appointment")
         ask = p.reply()
-        assert ask == f"Your next appointment: Blood test on {ask.split(' on ')[1]}", ask
+        assert ask.startswith("Your next appointment: Blood test on "), ask
         assert when in ask and ask.endswith("Reply 1 to cancel it."), ask
         # Anything but "1" cancels nothing.
         p.say("Actually no, where do I park?")

@@ -514,14 +514,6 @@ class Reader(threading.Thread):
             self.stop.wait(self.pause)
 
 
-def metric(node, name: str) -> float:
-    text = node.metrics_client(crm.METRICS_TOKEN).get("/metrics").body.decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
 def test_tenants_follow_their_requests_to_a_node_that_returns(pg_dsn, redis_url):
     """Balance (docs/cluster.md): a node killed and started again holds nothing, while the
     load balancer's hash sends it its share of the tenants again, so it forwards their every
@@ -565,17 +557,17 @@ def test_tenants_follow_their_requests_to_a_node_that_returns(pg_dsn, redis_url)
         # Forwarded requests against all requests answered, in windows of 5 s.
         shares = []
         while True:
-            f0 = sum(metric(n, "carecrm_cluster_forwarded_total") for n in started)
+            f0 = sum(crm.metric(n, "carecrm_cluster_forwarded_total") for n in started)
             a0 = sum(r.answered for r in readers)
             time.sleep(5)
-            f1 = sum(metric(n, "carecrm_cluster_forwarded_total") for n in started)
+            f1 = sum(crm.metric(n, "carecrm_cluster_forwarded_total") for n in started)
             a1 = sum(r.answered for r in readers)
             share = (f1 - f0) / max(1, a1 - a0)
             shares.append(round(share, 3))
             if share < 0.05 or time.monotonic() - back > 90:
                 break
         took = time.monotonic() - back
-        moves = sum(metric(n, "carecrm_cluster_rebalance_moves_total") for n in started)
+        moves = sum(crm.metric(n, "carecrm_cluster_rebalance_moves_total") for n in started)
         held = db.query("SELECT count(*) FROM tenant_leases WHERE node_id = 'rb-1'").strip()
         print(f"\nbalance: forwarded share by 5 s window after the node returned {shares};"
               f" under 5 % after {took:.1f} s; {moves:.0f} tenants moved, {held} now on it")

@@ -8,7 +8,6 @@ at a chosen moment: just before the request reaches A, or just after A has run i
 the answer back. CAF 0.17 drops links by itself too: two nodes that dial each other at the same
 moment each close the connection they dialled and keep the other's, so both are lost (the
 cluster benchmark's smoke once answered 503 to a write so)."""
-import re
 import socket
 import threading
 
@@ -110,11 +109,7 @@ def linked(database, redis_url, migrated):
         s.cleanup()
 
 
-def metric(node, name: str) -> float:
-    text = node.metrics_client(crm.METRICS_TOKEN).get("/metrics").body.decode()
-    m = re.search(rf"^{name} (\S+)$", text, re.M)
-    assert m, f"{name} not in {text[:2000]}"
-    return float(m.group(1))
+metric = crm.metric
 
 
 def test_the_advertised_address_is_what_the_other_nodes_dial(linked, database):

@@ -1,4 +1,5 @@
-// Where the requests of a node's tenants come from, and which tenants move (domain/tenant_demand.hpp).
+// Where the requests of a node's tenants come from, and which tenants move
+// (domain/tenant_demand.hpp).
 #include "domain/tenant_demand.hpp"
 
 #include <gtest/gtest.h>
