@@ -319,8 +319,13 @@ int serve(config::settings cfg) {
   // /readyz says so at once; requests are still served for --shutdown-grace, so a load
   // balancer's health check takes this node out before it stops accepting (docs/cluster.md).
   stopping = true;
-  if (cfg.shutdown_grace > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.shutdown_grace));
+  const auto grace_ends = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(std::max(0.0, cfg.shutdown_grace)));
+  // The cluster places nothing more here (the tenants held here are served until they are
+  // handed over, below).
+  if (members) members->begin_stopping();
+  std::this_thread::sleep_until(grace_ends);
 
   // Stop taking work, answer what is in flight, then stop each layer from the top down.
   srv.stop_accepting();

@@ -37,7 +37,7 @@ std::int64_t hand_over(pqxx::work& tx, double dead_after, const std::string* onl
   if (orphans.empty()) return 0;
   auto live = tx.exec_params(
       "SELECT n.node_id, (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id)"
-      "  FROM cluster_nodes n WHERE crm_node_live(n.node_id, $1) AND n.node_id <> $2"
+      "  FROM cluster_nodes n WHERE crm_node_takes_tenants(n.node_id, $1) AND n.node_id <> $2"
       " ORDER BY n.node_id",
       dead_after, only ? *only : std::string());
   if (live.empty()) return 0;
@@ -72,8 +72,11 @@ std::int64_t hand_over(pqxx::work& tx, double dead_after, const std::string* onl
 lease request_move(persistence::pg_conn& c, std::int64_t tenant, const std::string& to,
                    double dead_after) {
   pqxx::work tx(c.raw());
-  auto live = tx.exec_params("SELECT crm_node_live($1, $2)", to, dead_after);
+  auto live = tx.exec_params("SELECT crm_node_live($1, $2), crm_node_takes_tenants($1, $2)", to,
+                             dead_after);
   if (!live[0][0].as<bool>()) throw std::runtime_error("node " + to + " is not a live member");
+  if (!live[0][1].as<bool>())
+    throw std::runtime_error("node " + to + " is stopping and takes no tenants");
   // Nobody holds it, or its owner is not live: it goes to `to` at once. (A tenant that does not
   // exist has no lease to take: the lease's reference to it says so.)
   pqxx::result r;
@@ -114,7 +117,9 @@ std::string cluster_status_json(persistence::pg_conn& c, double dead_after) {
       "   'node_id', n.node_id, 'http_address', n.http_address,"
       "   'actor_address', n.actor_host || ':' || n.actor_port,"
       "   'state', CASE WHEN n.state = 'live' AND NOT crm_node_live(n.node_id, $1)"
-      "                 THEN 'suspect' ELSE n.state END,"
+      "                 THEN 'suspect'"
+      "                 WHEN n.state = 'live' AND n.stopping_since IS NOT NULL THEN 'stopping'"
+      "                 ELSE n.state END,"
       "   'heartbeat_age_seconds', round(extract(epoch FROM now() - n.heartbeat_at)::numeric, 3),"
       "   'tenants', (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id))"
       "   ORDER BY n.node_id) FROM cluster_nodes n), '[]'::json),"
@@ -166,7 +171,7 @@ void membership::join(std::string http_address, std::string actor_host, int acto
         " ON CONFLICT (node_id) DO UPDATE SET http_address = EXCLUDED.http_address,"
         "   actor_host = EXCLUDED.actor_host, actor_port = EXCLUDED.actor_port,"
         "   incarnation = EXCLUDED.incarnation, state = 'live', started_at = now(),"
-        "   heartbeat_at = now()",
+        "   heartbeat_at = now(), stopping_since = NULL",
         opts_.node_id, opts_.http_address, opts_.actor_host, opts_.actor_port, incarnation_);
     // What a previous incarnation held is taken again at new epochs: anything it left queued
     // (a zombie process of the same id) can no longer commit.
@@ -208,9 +213,11 @@ void membership::loop() {
 void membership::beat(persistence::pg_conn& c) {
   auto started = lease_book::clock::now();
   pqxx::work tx(c.raw());
-  auto me = tx.exec_params("UPDATE cluster_nodes SET heartbeat_at = now(), state = 'live'"
+  auto me = tx.exec_params("UPDATE cluster_nodes SET heartbeat_at = now(), state = 'live',"
+                           "       stopping_since = CASE WHEN $3 THEN coalesce(stopping_since,"
+                           "                                                    now()) END"
                            " WHERE node_id = $1 AND incarnation = $2 RETURNING node_id",
-                           opts_.node_id, incarnation_);
+                           opts_.node_id, incarnation_, draining_.load());
   if (me.empty()) {
     // Another process took this node id (a restart while this one was paused): this one owns
     // nothing from now on.
@@ -253,7 +260,8 @@ void membership::beat(persistence::pg_conn& c) {
   auto members =
       tx.exec_params("SELECT n.node_id, n.http_address, n.actor_host, n.actor_port, n.state,"
                      "       extract(epoch FROM now() - n.heartbeat_at)::float8,"
-                     "       (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id)"
+                     "       (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id),"
+                     "       n.stopping_since IS NOT NULL"
                      "  FROM cluster_nodes n ORDER BY n.node_id");
   tx.commit();
   // A tenant an operator moves away (moving_to) is no longer held: it stops here like a lost
@@ -294,7 +302,7 @@ void membership::beat(persistence::pg_conn& c) {
   for (const auto& row : members)
     nodes.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
                      row[3].as<int>(), row[4].as<std::string>(), row[5].as<double>(),
-                     row[6].as<std::int64_t>()});
+                     row[6].as<std::int64_t>(), row[7].as<bool>()});
   std::vector<node_info> down;
   {
     std::lock_guard lock(mutex_);
@@ -369,6 +377,18 @@ void membership::finish_move(const move& m) {
       });
 }
 
+void membership::begin_stopping() {
+  const auto seen = heartbeats_.load();
+  draining_ = true;
+  if (!thread_.joinable()) return;
+  cv_.notify_all(); // the heartbeat says so now rather than at its next interval
+  // Wait (briefly) for a heartbeat that wrote it, so that nothing is placed here once the grace
+  // begins; a Postgres that does not answer costs at most this second.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (heartbeats_.load() < seen + 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 void membership::leave() {
   {
     std::lock_guard lock(mutex_);
@@ -424,7 +444,7 @@ void membership::acquire(std::int64_t tenant, std::function<void(owner_outcome)>
             "WITH live AS ("
             "  SELECT n.node_id,"
             "         (SELECT count(*) FROM tenant_leases l WHERE l.node_id = n.node_id) AS load"
-            "    FROM cluster_nodes n WHERE crm_node_live(n.node_id, $3))"
+            "    FROM cluster_nodes n WHERE crm_node_takes_tenants(n.node_id, $3))"
             " INSERT INTO tenant_leases (tenant_id, node_id, epoch)"
             " SELECT $1, node_id, 1 FROM live, (SELECT min(load) AS least FROM live) m"
             "  ORDER BY (node_id = $2 AND load <= least + greatest(2, least / 4)) DESC, load,"

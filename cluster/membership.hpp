@@ -40,6 +40,7 @@ struct node_info {
   std::string state;        // live | dead | left
   double heartbeat_age = 0; // seconds, by Postgres's clock
   std::int64_t tenants = 0; // leases held
+  bool stopping = false;    // in its shutdown grace: serves its tenants, is given no more
 };
 
 // What `acquire` found: the owner now, or why there is none (no live node).
@@ -79,6 +80,11 @@ public:
   // Told (on the heartbeat thread, set before join) of a member that stopped being live (dead,
   // left, or silent past dead-after): requests forwarded to it are answered at once.
   void on_node_down(std::function<void(const node_info&)> f) { on_node_down_ = std::move(f); }
+  // The shutdown grace begins: this node keeps serving its tenants but is given no more (no
+  // placement, hand-over, move or balance to it; `cluster status` says `stopping`). Returns once
+  // a heartbeat has written it, or after a second.
+  void begin_stopping();
+  bool is_stopping() const { return draining_.load(); }
   // Leaves: stops the heartbeat, hands this node's leases to the live nodes (least loaded
   // first) and marks it `left`. Call once its tenants are stopped.
   void leave();
@@ -133,6 +139,7 @@ private:
   std::chrono::steady_clock::time_point last_beat_{};
   std::set<std::int64_t> held_; // the tenants whose leases the last heartbeat found here
   std::atomic<bool> judging_{false};
+  std::atomic<bool> draining_{false}; // begin_stopping was called
 
   std::atomic<std::uint64_t> heartbeats_{0}, heartbeat_failures_{0}, declared_dead_{0},
       taken_over_{0}, lost_{0}, acquisitions_{0};

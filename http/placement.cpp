@@ -193,12 +193,14 @@ void tenant_placement::start_rebalancing(std::chrono::milliseconds window) {
 
 void tenant_placement::rebalance_tick() {
   auto& book = members_.book();
+  // A node in its shutdown grace hands every tenant over when it leaves: it moves none now.
+  if (members_.is_stopping()) return;
   const auto moves =
       demand_.end_window(rules_, clock::now(), [&book](std::int64_t t) { return book.holds(t); });
   for (const domain::demand_move& m : moves) {
-    // Only to a live member (the move itself refuses any other).
+    // Only to a live member that takes tenants (the move itself refuses any other).
     const auto n = members_.node(m.to);
-    if (!n || n->state != "live") continue;
+    if (!n || n->state != "live" || n->stopping) continue;
     log_info("cluster: tenant {} moves to {}: {} of its {} requests in the last {} ms came "
              "through it",
              m.tenant, m.to, m.from_there, m.total, window_.count());

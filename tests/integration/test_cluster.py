@@ -306,6 +306,53 @@ def test_an_operator_moves_a_tenant_and_its_writes_go_on(nodes, database, cli_en
         assert "foreign key" not in r.stderr and "violates" not in r.stderr, r.stderr
 
 
+def test_a_node_in_its_shutdown_grace_serves_its_tenants_and_is_given_no_more(nodes, database,
+                                                                               cli_env):
+    """SIGTERM starts the grace: the node answers for the tenants it holds until it hands them
+    over, but a tenant placed meanwhile (even by a request that reaches it), an operator's move
+    and balance go to the other nodes; `cluster status` says `stopping`."""
+    wait_for("three live members", lambda: members_live(database, 3))
+    node = nodes[2]
+    node.stop(check=True)  # started again with a grace long enough to look around in it
+    node.env = dict(node.env, CARECRM_SHUTDOWN_GRACE="8")
+    node.start()
+    try:
+        wait_for("node-2 is live again", lambda: members_live(database, 3))
+        held, _, token, _, _ = placed_tenant(nodes, database, cli_env, "Held")
+        crm.run_json_cli(["cluster", "move", "--tenant", str(held.tenant_id), "--to", "node-2"],
+                         cli_env)
+        assert owners(database)[held.tenant_id][0] == "node-2"
+        assert node.client().get("/api/v1/contacts", token=token).status == 200
+        node.proc.send_signal(signal.SIGTERM)
+        state = lambda: next(n["state"] for n in crm.run_json_cli(["cluster", "status"], cli_env)
+                             ["nodes"] if n["node_id"] == "node-2")
+        wait_for("cluster status says node-2 is stopping", lambda: state() == "stopping", 5)
+        # Still served where it is held.
+        assert node.client().get("/api/v1/contacts", token=token).status == 200
+        assert owners(database)[held.tenant_id][0] == "node-2"
+        # A new tenant whose first requests reach the stopping node is placed elsewhere.
+        fresh = crm.create_tenant(cli_env)
+        client = node.client()
+        fresh_token = crm.login(client, fresh.admin_email, fresh.admin_password)["access_token"]
+        crm.assert_json_response(client.post("/api/v1/contacts", {"first_name": "New"},
+                                             token=fresh_token), 201)
+        assert owners(database)[fresh.tenant_id][0] in ("node-0", "node-1")
+        # An operator's move to it is refused, saying why.
+        r = subprocess.run([crm.carecrm_bin(), "cluster", "move", "--tenant",
+                            str(fresh.tenant_id), "--to", "node-2"], env=cli_env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "node-2 is stopping" in r.stderr, r.stderr
+        assert state() == "stopping"  # all of the above happened within the grace
+        node.proc.wait(timeout=crm.STOP_TIMEOUT)
+        assert node.stop(check=True) == 0
+        assert owners(database)[held.tenant_id][0] in ("node-0", "node-1")
+    finally:
+        node.stop(check=False)
+        node.env = dict(node.env, CARECRM_SHUTDOWN_GRACE=str(GRACE))
+        node.start()
+    wait_for("node-2 is back", lambda: members_live(database, 3))
+
+
 def test_a_paused_node_commits_nothing_for_its_old_tenants_and_rejoins(nodes, database,
                                                                        cli_env):
     """SIGSTOP past the lease: the others declare the node dead and take its tenants; a write
