@@ -132,7 +132,7 @@ void read_messaging(ch_actor* self) {
         if (!st.listeners_told) st.event_listeners = r->event_listeners;
         st.loaded = true;
         release_waiting(st.waiting, nullptr);
-        for (auto& m : r->queued) schedule_send(self, m);
+        resume_queued(self, std::move(r->queued));
         for (auto& m : r->media) fetch_media(self, m);
       });
 }
@@ -435,6 +435,9 @@ caf::behavior channels_behavior(ch_actor* self, tenant_env env) {
             self, [](const failure&) {}, [] {});
       },
       [self](retry_atom, persistence::queued_message& m) { attempt_send(self, std::move(m)); },
+      [self](record_atom, persistence::send_outcome& o, persistence::queued_message& m) {
+        record(self, std::move(o), std::move(m));
+      },
       [self](media_atom, persistence::pending_media& m) { fetch_media(self, std::move(m)); },
       [self, measure](media_atom, std::string& payload, std::string& mac, std::int64_t message_id,
                       int n, callback<attachment>& reply) {

@@ -466,6 +466,7 @@ void apply_status(ch_actor* self, std::int64_t channel_id, domain::status_update
   d.status = std::string(domain::to_string(u.status));
   d.from = domain::delivery_predecessors(u.status);
   d.error = std::move(u.error);
+  d.message_id = u.message_id;
   db<persistence::delivery_applied>(
       self,
       [tid = self->state.env.tenant_id, d](persistence::pg_conn& c) {
@@ -540,6 +541,7 @@ void receive_sms(ch_actor* self, const domain::channel& ch, const inbound_call& 
   if (!w) return reply(failure::invalid(std::move(issues)));
   if (w->message) return receive_one(self, ch.id, std::move(*w->message), call.depth, reply);
   if (!w->status) return reply(std::string(R"({"status":"ignored"})"));
+  w->status->message_id = domain::twilio::status_callback_ref(call.url);
   apply_status(self, ch.id, std::move(*w->status),
                callback<domain::done>([reply](domain::outcome<domain::done> r) {
                  if (!r) return reply(r.error());

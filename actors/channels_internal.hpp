@@ -22,6 +22,7 @@
 #include "domain/messaging.hpp"
 #include "domain/page_json.hpp"
 #include "domain/secret_keys.hpp"
+#include "domain/send_window.hpp"
 #include "domain/twilio.hpp"
 #include "domain/validation.hpp"
 #include "domain/whatsapp.hpp"
@@ -70,6 +71,8 @@ template <>
 struct allowed_unsafe_message_type<crm::persistence::queued_message> : std::true_type {};
 template <>
 struct allowed_unsafe_message_type<crm::persistence::pending_media> : std::true_type {};
+template <>
+struct allowed_unsafe_message_type<crm::persistence::send_outcome> : std::true_type {};
 } // namespace caf
 
 namespace crm::actors::channels_impl {
@@ -85,6 +88,7 @@ using read_atom = caf::atom_constant<caf::atom("read")>;
 using msgs_atom = caf::atom_constant<caf::atom("msgs")>;
 using send_atom = caf::atom_constant<caf::atom("send")>;
 using retry_atom = caf::atom_constant<caf::atom("retry")>;
+using record_atom = caf::atom_constant<caf::atom("record")>;
 using media_atom = caf::atom_constant<caf::atom("media")>;
 using agent_atom = caf::atom_constant<caf::atom("agent")>;
 using aichan_atom = caf::atom_constant<caf::atom("aichan")>;
@@ -98,6 +102,9 @@ using routes_atom = caf::atom_constant<caf::atom("routes")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
 
 constexpr int max_send_attempts = 3;
+// Sends of one channel in flight at once (docs/channels.md "Pace"): WhatsApp's default of 80
+// messages a second at about 100 ms a call.
+constexpr std::size_t sends_per_channel = 8;
 constexpr std::array<std::int64_t, 2> retry_delays_ms = {1000, 5000};
 
 struct inbound_open {
@@ -135,8 +142,10 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
-  std::set<std::int64_t> sending;                  // outbound messages with an attempt in flight
-  std::set<std::pair<std::int64_t, int>> fetching; // (message, n): media being fetched
+  std::set<std::int64_t> sending;                // outbound messages with an attempt in flight
+  domain::send_window window{sends_per_channel}; // at most so many of a channel's in flight
+  std::map<std::int64_t, persistence::queued_message> held_sends; // waiting in the window
+  std::set<std::pair<std::int64_t, int>> fetching;      // (message, n): media being fetched
   std::deque<persistence::pending_media> media_waiting; // past the fetches allowed at once
   std::set<std::int64_t> ai_channels;                   // served by an active auto-replying agent
   // The shared inbox (docs/channels.md "Teams and assignment"): each team channel's route, who
@@ -228,6 +237,14 @@ void fetch_media(ch_actor* self, persistence::pending_media m);
 
 // channels_outbound.cpp
 void attempt_send(ch_actor* self, persistence::queued_message m);
+// An attempt of message `m` is over (its outcome stored, or it was not made): the next message
+// waiting for its channel's window goes.
+void send_over(ch_actor* self, const persistence::queued_message& m);
+// An attempt's outcome stored (again, after a failure to store it).
+void record(ch_actor* self, persistence::send_outcome o, persistence::queued_message m);
+// The queued messages a load found: each scheduled, or, when an attempt's outcome was lost,
+// settled by domain::after_unknown_send first.
+void resume_queued(ch_actor* self, std::vector<persistence::queued_message> queued);
 void do_send(ch_actor* self, outbound_request req, callback<std::string> reply_to);
 void apply_agent_reply(ch_actor* self, agent_reply a, callback<std::string> reply_to);
 

@@ -9,6 +9,10 @@ namespace crm::actors::channels_impl {
 
 // ---- outbound ------------------------------------------------------------------------------
 
+void provider_send(ch_actor* self, persistence::queued_message m, domain::outbound_message out,
+                   domain::channel channel);
+void start_send(ch_actor* self, persistence::queued_message m);
+
 void record(ch_actor* self, persistence::send_outcome o, persistence::queued_message m) {
   db<domain::done>(
       self,
@@ -18,17 +22,19 @@ void record(ch_actor* self, persistence::send_outcome o, persistence::queued_mes
       },
       [self, o, m](domain::outcome<domain::done> r) mutable {
         auto& st = self->state;
-        st.sending.erase(m.id);
         if (!r) {
-          // Not recorded: it is still queued in Postgres; try the whole send again later.
+          // Not recorded: the outcome is stored again in a while, never the send made again
+          // (the provider may have the message). Stopped meanwhile, the mark claim_send left
+          // tells the next load that the outcome is unknown.
           log_warn("tenant {}: message {} send outcome not stored ({})", st.env.tenant_id, m.id,
                    r.error().detail);
-          if (!st.stopping) {
-            m.next_attempt_at = domain::now_micros() + 5'000'000;
-            schedule_send(self, m);
-          }
+          if (!st.stopping)
+            self->delayed_send(self, std::chrono::seconds(5), record_atom::value, o, m);
+          else
+            send_over(self, m);
           return;
         }
+        send_over(self, m);
         if (o.status == "sent") automation_counts().messages_sent++;
         if (o.status == "failed") automation_counts().messages_failed++;
         if (o.status == "queued" && !st.stopping) {
@@ -111,7 +117,30 @@ void attempted(ch_actor* self, const persistence::queued_message& m, bool sent, 
   record(self, o, m);
 }
 
-// The message leaves: the contact's phone and e-mail are read, then the provider is called.
+// The mark that the message is being sent is committed, then `go` runs; a message no longer
+// queued (a provider's report named it meanwhile, or it failed) is not sent.
+template <class Go>
+void claimed(ch_actor* self, const persistence::queued_message& m, Go go) {
+  db<bool>(
+      self,
+      [tid = self->state.env.tenant_id, id = m.id](persistence::pg_conn& c) {
+        return persistence::claim_send(c, tid, id);
+      },
+      [self, m = m, go = std::move(go)](domain::outcome<bool> r) mutable {
+        auto& st = self->state;
+        if (r && *r) return go();
+        send_over(self, m);
+        if (r) return; // settled elsewhere
+        log_warn("tenant {}: message {} not sent now ({})", st.env.tenant_id, m.id,
+                 r.error().detail);
+        if (st.stopping) return;
+        m.next_attempt_at = domain::now_micros() + 5'000'000;
+        schedule_send(self, m);
+      });
+}
+
+// The message leaves: the contact's phone and e-mail are read, the send is marked, then the
+// provider is called.
 void send_to_contact(ch_actor* self, persistence::queued_message m, domain::outbound_message out,
                      domain::channel channel) {
   auto& st = self->state;
@@ -122,43 +151,114 @@ void send_to_contact(ch_actor* self, persistence::queued_message m, domain::outb
           out.phone = r->front().phone;
           out.email = r->front().email;
         }
-        auto& st = self->state;
-        auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id,
-                                bool retry = true) {
-          attempted(self, m, sent, std::move(error), std::move(id), retry);
-        };
-        if (channel.type == domain::channel_type::email)
-          return send_email(self, std::move(out), channel, finish);
-        auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
-        // A channel that cannot send at all (no adapter, not configured) fails at once.
-        if (!plan.request) {
-          persistence::send_outcome o;
-          o.message_id = m.id;
-          o.status = "failed";
-          o.attempts = m.attempts + 1;
-          o.error = plan.error;
-          return record(self, o, m);
-        }
-        net::client_request req;
-        req.method = plan.request->method;
-        req.url = plan.request->url;
-        req.headers = plan.request->headers;
-        req.body = plan.request->body;
-        auto done = in_actor<net::client_response>(
-            self, [finish, type = channel.type](net::client_response res) mutable {
-              if (!res.ok) return finish(false, res.error, std::nullopt);
-              auto result = domain::read_outbound_response(type, res.status, res.body);
-              finish(result.sent, result.error, result.provider_message_id, result.retry);
-            });
-        st.opts->client->send(std::move(req), std::move(done));
+        claimed(self, m, [self, m, out = std::move(out), channel = std::move(channel)]() mutable {
+          provider_send(self, std::move(m), std::move(out), std::move(channel));
+        });
       });
   fetch_contacts(*st.env.rt->owner, st.env.tenant_id, {m.contact_id},
                  callback<std::vector<domain::contact>>(std::move(k)));
 }
 
+// The provider is called (SMTP for e-mail), and the attempt recorded.
+void provider_send(ch_actor* self, persistence::queued_message m, domain::outbound_message out,
+                   domain::channel channel) {
+  auto& st = self->state;
+  auto finish = [self, m](bool sent, std::string error, std::optional<std::string> id,
+                          bool retry = true) {
+    attempted(self, m, sent, std::move(error), std::move(id), retry);
+  };
+  if (channel.type == domain::channel_type::email)
+    return send_email(self, std::move(out), channel, finish);
+  auto plan = domain::plan_outbound(channel, out, domain::now_seconds());
+  // A channel that cannot send at all (no adapter, not configured) fails at once.
+  if (!plan.request) {
+    persistence::send_outcome o;
+    o.message_id = m.id;
+    o.status = "failed";
+    o.attempts = m.attempts + 1;
+    o.error = plan.error;
+    return record(self, o, m);
+  }
+  net::client_request req;
+  req.method = plan.request->method;
+  req.url = plan.request->url;
+  req.headers = plan.request->headers;
+  req.body = plan.request->body;
+  auto done = in_actor<net::client_response>(
+      self, [finish, type = channel.type](net::client_response res) mutable {
+        if (!res.ok) return finish(false, res.error, std::nullopt);
+        auto result = domain::read_outbound_response(type, res.status, res.body);
+        finish(result.sent, result.error, result.provider_message_id, result.retry);
+      });
+  st.opts->client->send(std::move(req), std::move(done));
+}
+
+void resume_queued(ch_actor* self, std::vector<persistence::queued_message> queued) {
+  auto& st = self->state;
+  for (auto& m : queued) {
+    if (m.unknown_since == 0) {
+      schedule_send(self, m);
+      continue;
+    }
+    auto ch = st.channels.find(m.channel_id);
+    // (A deleted channel: the attempt fails it as it would any message of that channel.)
+    auto rule = ch == st.channels.end() ? domain::unknown_send::send_again
+                                        : domain::after_unknown_send(ch->second.type);
+    switch (rule) {
+    case domain::unknown_send::send_again:
+      log_info("tenant {}: message {}: the outcome of its last attempt was lost; sent again "
+               "under the same id, which its receiver can tell",
+               st.env.tenant_id, m.id);
+      schedule_send(self, m);
+      break;
+    case domain::unknown_send::await_report: {
+      const auto wait = static_cast<std::int64_t>((st.opts ? st.opts->report_wait : 600) * 1e6);
+      m.next_attempt_at = std::max(m.next_attempt_at, m.unknown_since + wait);
+      log_info("tenant {}: message {}: the outcome of its last attempt was lost; sent again in "
+               "{} s unless the provider reports it first",
+               st.env.tenant_id, m.id, (m.next_attempt_at - domain::now_micros()) / 1'000'000);
+      schedule_send(self, m);
+      break;
+    }
+    case domain::unknown_send::give_up: {
+      persistence::send_outcome o;
+      o.message_id = m.id;
+      o.status = "failed";
+      o.attempts = m.attempts + 1;
+      o.error = "the outcome of the last attempt is unknown (carecrm stopped while the provider "
+                "was being called); not sent again, so that it cannot arrive twice";
+      record(self, std::move(o), std::move(m)); // not in the window: nothing was sent
+      break;
+    }
+    }
+  }
+}
+
+void send_over(ch_actor* self, const persistence::queued_message& m) {
+  auto& st = self->state;
+  if (st.sending.erase(m.id) == 0 || st.stopping) return;
+  auto next = st.window.finish(m.channel_id);
+  if (!next) return;
+  auto held = st.held_sends.extract(*next);
+  if (held.empty()) return; // (never: each waiting id is held)
+  start_send(self, std::move(held.mapped()));
+}
+
 void attempt_send(ch_actor* self, persistence::queued_message m) {
   auto& st = self->state;
-  if (st.stopping || st.sending.count(m.id)) return;
+  if (st.stopping || st.sending.count(m.id) || st.held_sends.count(m.id)) return;
+  // At most sends_per_channel of a channel in flight: the rest wait their turn, in order.
+  if (!st.window.admit(m.channel_id, m.id)) {
+    auto id = m.id;
+    st.held_sends.emplace(id, std::move(m));
+    return;
+  }
+  start_send(self, std::move(m));
+}
+
+// An attempt admitted by the window: checked, then its files read, then sent.
+void start_send(ch_actor* self, persistence::queued_message m) {
+  auto& st = self->state;
   st.sending.insert(m.id);
   auto fail_now = [self, m](std::string error) {
     persistence::send_outcome o;

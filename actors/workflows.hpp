@@ -33,8 +33,11 @@ struct automation_options {
   double retry_base = 5;              // seconds before the first retry
   double retry_max = 3600;            // longest delay between attempts
   double retry_window = 86400;        // keep retrying for at least this long
-  double poll_interval = 1;           // sweeper period (seconds)
-  double ai_timeout = 20;             // one call to an AI agent's model provider (seconds)
+  // How long a WhatsApp or SMS message whose send's outcome was lost waits for the provider's
+  // report naming it before it is sent again (domain::after_unknown_send).
+  double report_wait = 600;
+  double poll_interval = 1; // sweeper period (seconds)
+  double ai_timeout = 20;   // one call to an AI agent's model provider (seconds)
   // Reads an update_contact action's `fields` with the rules of PATCH /contacts/{id} (the
   // HTTP layer's reader: the actors do not parse request bodies themselves).
   std::function<contact_fields(const boost::json::object&, std::vector<domain::issue>&)>

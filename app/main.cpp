@@ -262,6 +262,7 @@ int serve(config::settings cfg) {
   automation.retry_base = cfg.webhook_retry_base;
   automation.retry_max = cfg.webhook_retry_max;
   automation.retry_window = cfg.webhook_retry_window;
+  automation.report_wait = cfg.outbound_report_wait;
   automation.poll_interval = cfg.automation_poll;
   automation.ai_timeout = cfg.ai_timeout;
   automation.read_contact_patch = &http::read_contact_patch;

@@ -352,6 +352,13 @@ const std::vector<option>& options() {
        "seconds a failing delivery keeps being retried",
        [](settings& s, const std::string&
                            v) { s.webhook_retry_window = to_seconds("webhook-retry-window", v); }},
+      {"outbound-report-wait", "automation", "outbound_report_wait",
+       "CARECRM_OUTBOUND_REPORT_WAIT",
+       "seconds a WhatsApp or SMS message whose send's outcome was lost waits for the provider's "
+       "report before it is sent again",
+       [](settings& s, const std::string& v) {
+         s.outbound_report_wait = to_seconds("outbound-report-wait", v);
+       }},
       {"automation-poll", "automation", "automation_poll", "CARECRM_AUTOMATION_POLL",
        "seconds between checks of idle tenants for due automation work",
        [](settings& s, const std::string& v) {

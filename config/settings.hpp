@@ -75,6 +75,7 @@ struct settings {
   double webhook_retry_base = 5;
   double webhook_retry_max = 3600;
   double webhook_retry_window = 86400;
+  double outbound_report_wait = 600;
   double automation_poll = 1;
   double ai_timeout = 20;
   // [audit] (docs/compliance.md "Audit trail")

@@ -814,6 +814,31 @@ std::string_view to_string(delivery d) {
   return delivery_names[static_cast<std::size_t>(d)];
 }
 
+unknown_send after_unknown_send(channel_type type) {
+  switch (type) {
+  case channel_type::api:
+  case channel_type::email: return unknown_send::send_again;
+  case channel_type::whatsapp:
+  case channel_type::sms: return unknown_send::await_report;
+  case channel_type::telegram: return unknown_send::give_up;
+  }
+  return unknown_send::give_up;
+}
+
+std::string message_ref(std::int64_t message_id) {
+  return std::to_string(message_id);
+}
+
+std::optional<std::int64_t> message_ref_of(std::string_view text) {
+  if (text.empty() || text.size() > 18 || text[0] == '0') return std::nullopt;
+  std::int64_t id = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  return id;
+}
+
 std::vector<std::string_view> delivery_predecessors(delivery d) {
   switch (d) {
   case delivery::sent: return {"queued"};

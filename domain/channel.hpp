@@ -267,6 +267,24 @@ struct adapter_result {
 };
 adapter_result read_outbound_response(channel_type type, int status, std::string_view body);
 
+// ---- A send whose outcome is unknown ------------------------------------------------------
+// A message is marked before its provider is called and the mark is cleared with the attempt's
+// outcome. A mark found at load means carecrm stopped (or lost the outcome) in between: the
+// provider may have taken the message. Sending it again is safe only where a copy can be told
+// apart; otherwise the provider's own report decides.
+enum class unknown_send : std::uint8_t {
+  send_again,   // api (webhook-id and the body's message id), e-mail (its Message-ID)
+  await_report, // WhatsApp, SMS: their delivery reports carry carecrm's id; sent again only if
+                // none came within the wait (the provider never took it)
+  give_up,      // Telegram: neither; failed, "the outcome is unknown", never sent twice
+};
+unknown_send after_unknown_send(channel_type type);
+// The text a provider's report carries back as carecrm's id of the message (what
+// message_ref_of reads): the decimal id.
+std::string message_ref(std::int64_t message_id);
+// carecrm's id in a report's text, or nothing for anything else (another application's data).
+std::optional<std::int64_t> message_ref_of(std::string_view text);
+
 // ---- Delivery reports -------------------------------------------------------------------
 // A message's delivery as a provider reports it after the send (WhatsApp's statuses, Twilio's
 // status callbacks). Statuses only move forward: queued → sent → delivered → read; failed from
@@ -279,6 +297,10 @@ std::vector<std::string_view> delivery_predecessors(delivery d);
 
 struct status_update {
   std::string provider_message_id; // the provider's id carecrm stored as external_message_id
+  // carecrm's own id of the message, when the report carries it (WhatsApp's
+  // biz_opaque_callback_data, the ?message= of Twilio's StatusCallback URL): it names the
+  // message even when the provider's id was never stored (a send whose outcome is unknown).
+  std::optional<std::int64_t> message_id;
   delivery status = delivery::sent;
   std::optional<std::string> error; // failed: the provider's code and reason
 };

@@ -243,7 +243,10 @@ adapter_plan plan_send(const channel& c, const outbound_message& m, std::string_
   auto base = config_string(c.config, "api_base_url").value_or(std::string(default_base_url));
   while (!base.empty() && base.back() == '/') base.pop_back();
   form f = {{"To", *to}, {"From", *from}, {"Body", m.text}};
-  if (!status_url.empty()) f.emplace_back("StatusCallback", std::string(status_url));
+  if (!status_url.empty())
+    f.emplace_back("StatusCallback", m.message_id > 0 ? std::string(status_url) +
+                                                            "?message=" + message_ref(m.message_id)
+                                                      : std::string(status_url));
   for (auto& file : m.files) f.emplace_back("MediaUrl", file.url); // an MMS
   adapter_request req;
   req.url = base + "/2010-04-01/Accounts/" + *sid + "/Messages.json";
@@ -252,6 +255,20 @@ adapter_plan plan_send(const channel& c, const outbound_message& m, std::string_
   req.headers.emplace_back("authorization", "Basic " + base64_encode(*sid + ":" + *token));
   plan.request = std::move(req);
   return plan;
+}
+
+std::optional<std::int64_t> status_callback_ref(std::string_view url) {
+  auto q = url.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  auto query = url.substr(q + 1);
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto pair = query.substr(0, amp);
+    if (pair.starts_with("message=")) return message_ref_of(pair.substr(8));
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
 }
 
 adapter_result read_send_response(int status, std::string_view body) {

@@ -48,10 +48,14 @@ std::optional<webhook> parse_webhook(const form& fields, std::string_view accoun
                                      std::vector<issue>& issues);
 
 // POST {base}/2010-04-01/Accounts/{sid}/Messages.json, form-encoded To, From, Body and
-// StatusCallback (`status_url`, the channel's webhook), with basic auth.
+// StatusCallback (`status_url`, the channel's webhook, with ?message= carecrm's id of the
+// message so that its reports name it: after_unknown_send), with basic auth.
 adapter_plan plan_send(const channel& c, const outbound_message& m, std::string_view status_url);
 // 201 {"sid": "SM..."} is sent; an error {"code", "message"} says whether another attempt may
 // succeed (429, 5xx, 20429) or not (a bad number, an unverified sender, bad credentials...).
 adapter_result read_send_response(int status, std::string_view body);
+// carecrm's id of the message a status callback is for, from the URL Twilio called (the
+// ?message= plan_send put in its StatusCallback); nothing for a URL without one.
+std::optional<std::int64_t> status_callback_ref(std::string_view url);
 
 } // namespace crm::domain::twilio

@@ -260,6 +260,8 @@ std::optional<webhook_batch> parse_webhook(std::string_view body, std::string_vi
           status_update u;
           u.provider_message_id = std::string(sv(*id));
           u.status = *d;
+          if (auto ref = string_at(*s, "biz_opaque_callback_data"))
+            u.message_id = message_ref_of(sv(*ref));
           if (*d == delivery::failed) {
             std::string why;
             if (auto errors = given(*s, "errors"); errors && errors->is_array())
@@ -370,6 +372,9 @@ adapter_plan plan_send(const channel& c, const outbound_message& m,
   }
   json::object body{
       {"messaging_product", "whatsapp"}, {"recipient_type", "individual"}, {"to", to}};
+  // Meta hands it back in the message's statuses: a send whose outcome carecrm lost is known
+  // by it (after_unknown_send).
+  if (m.message_id > 0) body["biz_opaque_callback_data"] = message_ref(m.message_id);
   if (tpl) {
     json::object language{{"code", tpl->language}};
     json::object t{{"name", tpl->name}, {"language", std::move(language)}};

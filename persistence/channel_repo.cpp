@@ -335,18 +335,18 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
                                tenant_id))
     out.identities.push_back(
         {r[0].as<std::int64_t>(), r[1].as<std::string>(), r[2].as<std::int64_t>()});
-  for (auto r :
-       tx.exec_params("SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
-                      "m.text, m.attempts, " CRM_MICROS("m.next_attempt_at") ", " CRM_MICROS(
-                          "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL, m.template,"
-                                          " (SELECT count(*) FROM message_attachments a WHERE"
-                                          " a.message_id = m.id)"
-                                          " FROM messages m JOIN"
-                                          " conversations c ON c.id ="
-                                          " m.conversation_id WHERE"
-                                          " m.tenant_id = $1 AND m.status ="
-                                          " 'queued' ORDER BY m.id",
-                      tenant_id)) {
+  for (auto r : tx.exec_params(
+           "SELECT m.id, m.conversation_id, m.channel_id, c.contact_id, "
+           "m.text, m.attempts, " CRM_MICROS("m.next_attempt_at") ", " CRM_MICROS(
+               "m.created_at") ", m.purpose, m.sender_agent_id IS NOT NULL, m.template,"
+                               " (SELECT count(*) FROM message_attachments a WHERE"
+                               " a.message_id = m.id), " CRM_MICROS(
+                                   "m.send_started_at") " FROM messages m JOIN"
+                                                        " conversations c ON c.id ="
+                                                        " m.conversation_id WHERE"
+                                                        " m.tenant_id = $1 AND m.status ="
+                                                        " 'queued' ORDER BY m.id",
+           tenant_id)) {
     queued_message q;
     q.id = r[0].as<std::int64_t>();
     q.conversation_id = r[1].as<std::int64_t>();
@@ -361,6 +361,7 @@ messaging_snapshot load_messaging(pg_conn& c, std::int64_t tenant_id) {
     q.from_agent = r[9].as<bool>();
     if (!r[10].is_null()) q.template_json = r[10].as<std::string>();
     q.files = r[11].as<int>();
+    q.unknown_since = micros_or_zero(r[12]);
     out.queued.push_back(std::move(q));
   }
   for (auto r : tx.exec_params(std::string("SELECT ") + consent_columns +
@@ -808,11 +809,23 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
   tx.exec_params("UPDATE messages SET status = $3, attempts = $4, error = $5,"
                  " external_message_id = COALESCE($6, external_message_id),"
                  " next_attempt_at = $7::timestamptz,"
-                 " sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END"
+                 " sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END,"
+                 " send_started_at = NULL"
                  " WHERE tenant_id = $1 AND id = $2",
                  tenant_id, o.message_id, o.status, o.attempts, error, provider,
                  next.empty() ? nullptr : next.c_str());
   tx.commit();
+}
+
+bool claim_send(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id) {
+  pqxx::work tx(c.raw());
+  fence(tx, tenant_id);
+  auto r = tx.exec_params("UPDATE messages SET send_started_at = now()"
+                          " WHERE tenant_id = $1 AND id = $2 AND status = 'queued'"
+                          " RETURNING id",
+                          tenant_id, message_id);
+  tx.commit();
+  return !r.empty();
 }
 
 std::pair<std::string, std::string> last_inbound_of(pg_conn& c, std::int64_t tenant_id,
@@ -832,17 +845,24 @@ delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delive
   array_literal from;
   for (auto s : u.from) from.add(s);
   const char* error = u.error ? u.error->c_str() : nullptr;
+  // By carecrm's id when the report carries it (the provider's id may never have been stored:
+  // a send whose outcome was lost), else by the provider's. A report for a message still
+  // queued settles its send: the provider has it, so it is never sent again.
+  const auto ours = id_text(u.message_id);
   auto r = tx.exec_params(
       "UPDATE messages SET status = $4, error = COALESCE($6, error),"
-      " sent_at = COALESCE(sent_at, now()) WHERE tenant_id = $1 AND channel_id = $2 AND"
-      " external_message_id = $3 AND direction = 'outbound' AND status = ANY($5::text[])"
-      " RETURNING id",
-      tenant_id, u.channel_id, u.provider_message_id, u.status, from.text(), error);
+      " sent_at = COALESCE(sent_at, now()), external_message_id = COALESCE(external_message_id, "
+      "$3),"
+      " send_started_at = NULL, next_attempt_at = NULL"
+      " WHERE tenant_id = $1 AND channel_id = $2 AND (external_message_id = $3 OR id = $7::bigint)"
+      " AND direction = 'outbound' AND status = ANY($5::text[]) RETURNING id",
+      tenant_id, u.channel_id, u.provider_message_id, u.status, from.text(), error, ours);
   delivery_applied out = delivery_applied::moved;
   if (r.empty())
     out = tx.exec_params("SELECT 1 FROM messages WHERE tenant_id = $1 AND channel_id = $2 AND"
-                         " external_message_id = $3 AND direction = 'outbound'",
-                         tenant_id, u.channel_id, u.provider_message_id)
+                         " (external_message_id = $3 OR id = $4::bigint)"
+                         " AND direction = 'outbound'",
+                         tenant_id, u.channel_id, u.provider_message_id, ours)
                   .empty()
               ? delivery_applied::unknown
               : delivery_applied::behind;

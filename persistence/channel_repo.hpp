@@ -39,6 +39,9 @@ struct queued_message {
   bool from_agent = false;   // an AI agent's reply: needs ai_processing consent too
   std::string template_json; // WhatsApp: the template it sends (domain::whatsapp), else empty
   int files = 0;             // its attachments (docs/channels.md "Media")
+  // When an attempt whose outcome was never stored began (µs; 0: none): the provider may have
+  // the message (domain::after_unknown_send).
+  std::int64_t unknown_since = 0;
 };
 
 // A file of an inbound message still to fetch from its provider (docs/channels.md "Media").
@@ -281,7 +284,12 @@ struct send_outcome {
   std::optional<std::string> provider_message_id;
   std::int64_t next_attempt_at = 0;
 };
+// Clears the mark claim_send set.
 void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o);
+// Marks the message as being sent, committed before its provider is called; false when it is
+// no longer queued (a provider's report naming it arrived, or it was failed meanwhile): then it
+// is not sent.
+bool claim_send(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id);
 
 // A provider's report of an outbound message's delivery (WhatsApp's statuses), applied when
 // the message, found by the provider's id on the channel, is in one of `from`.
@@ -291,6 +299,7 @@ struct delivery_update {
   std::string status; // delivered, read, failed, sent
   std::vector<std::string_view> from;
   std::optional<std::string> error;
+  std::optional<std::int64_t> message_id; // carecrm's id, when the report carries it
 };
 enum class delivery_applied : std::uint8_t { moved, behind, unknown };
 // The Message-ID and Subject of the conversation's last inbound message (e-mail threading);

@@ -209,7 +209,7 @@ def test_a_reply_is_a_signed_form_post_and_its_status_callbacks_move_it_forward(
     assert req.header("Authorization") == "Basic " + expected_auth, req.describe()
     form = dict(urllib.parse.parse_qsl(req.body.decode()))
     assert form == {"To": PATIENT, "From": cfg["from_number"], "Body": text,
-                    "StatusCallback": PUBLIC_URL + path(chan)}, form
+                    "StatusCallback": PUBLIC_URL + path(chan) + f"?message={queued['id']}"}, form
     crm.assert_message(sent, status="sent", external_message_id="SMout1", attempts=1, segments=2)
 
     def state():

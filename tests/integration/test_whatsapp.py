@@ -220,7 +220,8 @@ def test_a_reply_goes_to_the_graph_api_and_statuses_only_move_it_forward(client,
     assert req.header("Authorization") == "Bearer " + chan["_config"]["access_token"]
     assert req.json == {"messaging_product": "whatsapp", "recipient_type": "individual",
                         "to": PATIENT, "type": "text",
-                        "text": {"preview_url": False, "body": "Olá Ana, como podemos ajudar?"}}
+                        "text": {"preview_url": False, "body": "Olá Ana, como podemos ajudar?"},
+                        "biz_opaque_callback_data": str(queued["id"])}
     sent = crm.wait_message(client, t, cid, queued["id"], timeout=WAIT)
     crm.assert_message(sent, status="sent", external_message_id="wamid.OUT1", attempts=1)
 

@@ -759,3 +759,22 @@ TEST(response_times, the_first_reply_of_a_person_after_the_contact_wrote_and_the
   EXPECT_EQ(c.resolved_at, 0);
   EXPECT_EQ(c.status, conversation_status::open);
 }
+
+TEST(unknown_send, a_copy_is_sent_only_where_it_can_be_told_apart) {
+  // The receiver deduplicates on the webhook-id / Message-ID: sent again.
+  EXPECT_EQ(after_unknown_send(channel_type::api), unknown_send::send_again);
+  EXPECT_EQ(after_unknown_send(channel_type::email), unknown_send::send_again);
+  // Their reports name carecrm's id: they decide.
+  EXPECT_EQ(after_unknown_send(channel_type::whatsapp), unknown_send::await_report);
+  EXPECT_EQ(after_unknown_send(channel_type::sms), unknown_send::await_report);
+  // Nothing tells: never twice.
+  EXPECT_EQ(after_unknown_send(channel_type::telegram), unknown_send::give_up);
+}
+
+TEST(unknown_send, a_reports_reference_is_carecrms_id_or_nothing) {
+  EXPECT_EQ(message_ref_of(message_ref(1234567)), 1234567);
+  EXPECT_EQ(message_ref_of("977"), 977);
+  for (std::string_view other :
+       {"", "0", "012", "-5", "12a", "abc", "1e3", " 12", "1234567890123456789", "campaign-7"})
+    EXPECT_EQ(message_ref_of(other), std::nullopt) << other;
+}

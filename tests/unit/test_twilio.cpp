@@ -144,6 +144,7 @@ TEST(sms_send, posts_a_form_with_basic_auth_and_the_status_callback) {
   m.text = "Olá & até amanhã";
   m.phone = "+5511987654321";
   m.callback_url = "https://crm.example/api/v1/channels/3/sms/webhook";
+  m.message_id = 42;
   auto plan = plan_outbound(sms_channel(), m, 0);
   ASSERT_TRUE(plan.request) << plan.error;
   EXPECT_EQ(plan.request->url,
@@ -151,7 +152,14 @@ TEST(sms_send, posts_a_form_with_basic_auth_and_the_status_callback) {
             "Messages.json");
   EXPECT_EQ(plan.request->body,
             "To=%2B5511987654321&From=%2B15005550006&Body=Ol%C3%A1+%26+at%C3%A9+amanh%C3%A3&"
-            "StatusCallback=https%3A%2F%2Fcrm.example%2Fapi%2Fv1%2Fchannels%2F3%2Fsms%2Fwebhook");
+            "StatusCallback=https%3A%2F%2Fcrm.example%2Fapi%2Fv1%2Fchannels%2F3%2Fsms%2Fwebhook%3F"
+            "message%3D42");
+  // Its status callbacks name the message by carecrm's id (a send whose outcome was lost).
+  EXPECT_EQ(tw::status_callback_ref("/api/v1/channels/3/sms/webhook?message=42"), 42);
+  EXPECT_EQ(tw::status_callback_ref("/api/v1/channels/3/sms/webhook?a=1&message=7"), 7);
+  EXPECT_EQ(tw::status_callback_ref("/api/v1/channels/3/sms/webhook"), std::nullopt);
+  EXPECT_EQ(tw::status_callback_ref("/x?message=4x"), std::nullopt);
+  EXPECT_EQ(tw::status_callback_ref("/x?message=&message=5"), std::nullopt);
   std::string auth;
   for (auto& [k, v] : plan.request->headers)
     if (k == "authorization") auth = v;

@@ -38,7 +38,7 @@ constexpr std::string_view webhook = R"({"object":"whatsapp_business_account","e
   "messages":[{"from":"5511987654321","id":"wamid.IN1","timestamp":"1700000000","type":"text",
     "text":{"body":"Posso remarcar?"}}],
   "statuses":[{"id":"wamid.OUT1","status":"read","timestamp":"1700000001",
-    "recipient_id":"5511987654321"}]}}]}]})";
+    "recipient_id":"5511987654321","biz_opaque_callback_data":"977"}]}}]}]})";
 
 } // namespace
 
@@ -141,6 +141,7 @@ TEST(whatsapp_webhook, reads_messages_with_their_sender_and_statuses) {
   ASSERT_EQ(b->statuses.size(), 1u);
   EXPECT_EQ(b->statuses[0].provider_message_id, "wamid.OUT1");
   EXPECT_EQ(b->statuses[0].status, delivery::read);
+  EXPECT_EQ(b->statuses[0].message_id, 977); // carecrm's id, as the send gave it
   EXPECT_EQ(b->ignored, 0u);
 }
 
@@ -235,6 +236,11 @@ TEST(whatsapp_send, text_goes_to_the_numbers_messages_endpoint_with_the_token) {
   EXPECT_EQ(body.at("to"), "5511987654321");
   EXPECT_EQ(body.at("type"), "text");
   EXPECT_EQ(body.at("text").at("body"), "Até amanhã");
+  EXPECT_FALSE(body.contains("biz_opaque_callback_data")); // no id: nothing to name
+  m.message_id = 977;
+  EXPECT_EQ(
+      json::parse(plan_outbound(wa_channel(), m, 0).request->body).at("biz_opaque_callback_data"),
+      "977");
   bool auth = false;
   for (auto& [k, v] : plan.request->headers)
     auth = auth || (k == "authorization" && v == "Bearer EAAG1");
