@@ -7,7 +7,8 @@ pace, none lost and none sent twice across a kill -9). Stdlib only.
       file GATE exists, logged (carecrm's id from biz_opaque_callback_data, one line a send, as
       soon as it is read: the provider has it then, whatever happens to the answer), answered
       after LATENCY_MS with a new wamid, and reported as Meta does: a signed status webhook
-      ("sent", with the same biz_opaque_callback_data) to WEBHOOK_URL, posted again every
+      ("sent", with the same biz_opaque_callback_data, BENCH_REPORT_DELAY seconds after the send:
+      2) to WEBHOOK_URL, posted again every
       half second until carecrm answers 200 (it may be down).
   outbound_drain.py prepare HOST:PORT EMAIL PASSWORD GRAPH_URL PHONE_NUMBER_ID APP_SECRET N FILE
       A WhatsApp channel on the stand-in, and N conversations opened by signed inbound messages
@@ -53,7 +54,7 @@ def graph(port, log_path, gate, webhook_url, app_secret, latency_ms):
                 counter[0] += 1
                 wamid = f"wamid.{ref}.{counter[0]}"
                 log.write(ref + "\n")
-            reports.put((ref, wamid))
+            reports.put((ref, wamid, time.monotonic() + REPORT_DELAY))
             time.sleep(latency_ms / 1000)
             out = json.dumps({"messaging_product": "whatsapp",
                               "messages": [{"id": wamid}]}).encode()
@@ -67,16 +68,22 @@ def graph(port, log_path, gate, webhook_url, app_secret, latency_ms):
                 pass  # carecrm is gone: the provider has the message all the same
 
     def reporter():
+        carry = []
         while True:
-            batch = [reports.get()]
-            while len(batch) < 50:
+            batch = [carry.pop() if carry else reports.get()]
+            time.sleep(max(0.0, batch[0][2] - time.monotonic()))
+            while len(batch) < 50:  # and those due by now
                 try:
-                    batch.append(reports.get_nowait())
+                    item = reports.get_nowait()
                 except queue.Empty:
                     break
+                if item[2] > time.monotonic():
+                    carry.append(item)
+                    break
+                batch.append(item)
             statuses = [{"id": wamid, "status": "sent", "timestamp": str(int(time.time())),
                          "recipient_id": "0", "biz_opaque_callback_data": ref}
-                        for ref, wamid in batch]
+                        for ref, wamid, _ in batch]
             raw = json.dumps({"object": "whatsapp_business_account", "entry": [{
                 "id": "WABA", "changes": [{"field": "messages", "value": {
                     "messaging_product": "whatsapp",
@@ -166,6 +173,8 @@ def queue_messages(api, token, path, count):
 
 
 PHONE_NUMBER_ID = os.environ.get("BENCH_PHONE_NUMBER_ID", "1069001")
+# Meta's status webhooks come a second or two after the send's answer.
+REPORT_DELAY = float(os.environ.get("BENCH_REPORT_DELAY", "2"))
 
 if __name__ == "__main__":
     what = sys.argv[1]
@@ -173,7 +182,7 @@ if __name__ == "__main__":
         graph(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6],
               float(sys.argv[7]))
     elif what == "prepare":
-        prepare(*sys.argv[2:9], int(sys.argv[9]), sys.argv[10])
+        prepare(*sys.argv[2:8], int(sys.argv[8]), sys.argv[9])
     elif what == "queue":
         queue_messages(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:

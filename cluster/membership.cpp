@@ -1,5 +1,7 @@
 #include "cluster/membership.hpp"
 
+#include "persistence/log_limiter.hpp"
+
 #include "persistence/fence.hpp"
 #include "persistence/log.hpp"
 #include "persistence/pg_pool.hpp"
@@ -198,13 +200,32 @@ void membership::loop() {
   std::unique_lock lock(mutex_);
   auto interval =
       duration_cast<std::chrono::milliseconds>(duration<double>(opts_.heartbeat_interval));
+  // While Postgres is away every beat fails alike: one line per 10 s, saying how many since.
+  log_limiter failing(std::chrono::seconds(10));
+  const std::string cause = "heartbeat";
   while (!stopping_) {
     cv_.wait_for(lock, interval);
     if (stopping_) break;
     lock.unlock();
-    if (!run_guarded("the cluster heartbeat", [&] { beat(*conn_); })) {
+    std::string why;
+    try {
+      beat(*conn_);
+      if (auto n = failing.clear(cause))
+        persistence::log_info("cluster: the heartbeat works again after {} failed", n);
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+      why = "a non-standard exception";
+    }
+    if (!why.empty()) {
       ++heartbeat_failures_;
-      conn_->reset();
+      std::uint64_t held_back = 0;
+      if (failing.admit(cause, held_back))
+        persistence::log_error("cluster: the heartbeat failed: {}{}", why,
+                               held_back ? " (and " + std::to_string(held_back) +
+                                               " times since the last line like this)"
+                                         : std::string());
+      run_guarded("reconnecting the cluster heartbeat", [&] { conn_->reset(); });
     }
     lock.lock();
   }

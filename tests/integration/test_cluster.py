@@ -663,13 +663,22 @@ def test_the_cluster_rides_through_a_postgres_restart(request, redis_url):
         wait_for("every writer has acknowledged writes",
                  lambda: all(len(w.acked) >= 5 for w in writers))
         before = owners(db)
+        down = time.monotonic()
         cluster.stop()
         time.sleep(DEAD_AFTER)
         cluster.start()
         counts = [len(w.acked) for w in writers]
         wait_for("every writer goes on", lambda: all(
             len(w.acked) >= c + 5 for w, c in zip(writers, counts)), limit=30)
+        outage = time.monotonic() - down
         stop_writers(writers)
+        # Every heartbeat of the outage failed (one each HEARTBEAT): one line per 10 s says so,
+        # and one that it works again.
+        for s in started:
+            text = s.stderr_since_start()
+            lines = text.count("cluster: the heartbeat failed")
+            assert 1 <= lines <= 2 + outage / 10, (lines, outage, s.stderr_tail())
+            assert "cluster: the heartbeat works again after" in text, s.stderr_tail()
         assert_no_failure_and_stored_once(db, writers)
         after = owners(db)
         # Every node is a member again, and no node took the others' tenants.
