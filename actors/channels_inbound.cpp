@@ -429,8 +429,6 @@ void match_then_store(ch_actor* self, std::int64_t channel_id, domain::inbound_m
                 callback<contact_match>(std::move(k)));
 }
 
-void look_up_inbound(ch_actor* self);
-
 // One inbound message, parsed: answered with its ack once committed (or as a duplicate).
 void receive_one(ch_actor* self, std::int64_t channel_id, domain::inbound_message m, int depth,
                  callback<std::string> reply) {
@@ -441,42 +439,19 @@ void receive_one(ch_actor* self, std::int64_t channel_id, domain::inbound_messag
     return;
   }
   st.storing[key].push_back(std::move(reply));
-  st.lookups.push_back({std::move(key), std::move(m), depth});
-  if (!st.looking_up) look_up_inbound(self);
-}
-
-// The messages waiting for their look-up, in one statement: a retry of a stored one is answered
-// as a duplicate; the others go on to the contact match, in their order.
-void look_up_inbound(ch_actor* self) {
-  auto& st = self->state;
-  if (st.lookups.empty()) return;
-  st.looking_up = true;
-  auto batch = std::make_shared<std::vector<channels_state::inbound_lookup>>(std::move(st.lookups));
-  st.lookups.clear();
-  std::vector<std::pair<std::int64_t, std::string>> keys;
-  keys.reserve(batch->size());
-  for (auto& l : *batch) keys.push_back(l.key);
-  db<std::vector<std::optional<persistence::stored_inbound>>>(
+  db<std::optional<persistence::stored_inbound>>(
       self,
-      [keys = std::move(keys)](persistence::pg_conn& c) {
-        return persistence::find_inbound_many(c, keys);
+      // From `key`, not `m`: the next argument moves `m`, and may be made first.
+      [channel_id, ext = key.second](persistence::pg_conn& c) {
+        return persistence::find_inbound(c, channel_id, ext);
       },
-      [self, batch](domain::outcome<std::vector<std::optional<persistence::stored_inbound>>> r) {
-        self->state.looking_up = false;
-        for (std::size_t i = 0; i < batch->size(); ++i) {
-          auto& l = (*batch)[i];
-          if (!r) {
-            answer_inbound(self, l.key, r.error(), false);
-          } else if ((*r)[i]) {
-            answer_inbound(self, l.key, *(*r)[i], true);
-          } else {
-            conv_serial_inbound(
-                self, [self, channel_id = l.key.first, m = std::move(l.m), depth = l.depth] {
-                  match_then_store(self, channel_id, m, depth);
-                });
-          }
-        }
-        look_up_inbound(self);
+      [self, channel_id, key, m = std::move(m),
+       depth](domain::outcome<std::optional<persistence::stored_inbound>> r) mutable {
+        if (!r) return answer_inbound(self, key, r.error(), false);
+        if (*r) return answer_inbound(self, key, **r, true);
+        conv_serial_inbound(self, [self, channel_id, m = std::move(m), depth] {
+          match_then_store(self, channel_id, m, depth);
+        });
       });
 }
 

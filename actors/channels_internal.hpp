@@ -142,15 +142,6 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
-  // New inbound messages waiting for the look-up that tells a provider's retry of one stored
-  // already: those that arrive while a look-up runs go together in the next (one statement).
-  struct inbound_lookup {
-    std::pair<std::int64_t, std::string> key; // (channel, external message id)
-    domain::inbound_message m;
-    int depth = 0;
-  };
-  std::vector<inbound_lookup> lookups;
-  bool looking_up = false;
   std::set<std::int64_t> sending;                // outbound messages with an attempt in flight
   domain::send_window window{sends_per_channel}; // at most so many of a channel's in flight
   std::map<std::int64_t, persistence::queued_message> held_sends; // waiting in the window

@@ -477,36 +477,6 @@ std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
                         r.front()[2].as<std::int64_t>()};
 }
 
-namespace {
-const prepared_statement find_inbound_many_statement{
-    "crm_find_inbound_many",
-    "SELECT k.i, m.id, m.conversation_id, c.contact_id"
-    "  FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS k(channel_id, ext, i)"
-    "  JOIN messages m ON m.channel_id = k.channel_id AND m.external_message_id = k.ext"
-    "   AND m.direction = 'inbound'"
-    "  JOIN conversations c ON c.id = m.conversation_id"};
-} // namespace
-
-std::vector<std::optional<stored_inbound>>
-find_inbound_many(pg_conn& c, const std::vector<std::pair<std::int64_t, std::string>>& keys) {
-  std::vector<std::optional<stored_inbound>> out(keys.size());
-  if (keys.empty()) return out;
-  array_literal channels, exts;
-  for (auto& [channel, ext] : keys) {
-    channels.add_number(channel);
-    exts.add(ext);
-  }
-  c.prepare_once(find_inbound_many_statement); // before the statement: it may (re)connect
-  pqxx::nontransaction tx(c.raw());
-  for (auto r : tx.exec_prepared(find_inbound_many_statement.name, channels.text(), exts.text())) {
-    auto i = r[0].as<std::size_t>();
-    if (i >= 1 && i <= out.size())
-      out[i - 1] =
-          stored_inbound{r[1].as<std::int64_t>(), r[2].as<std::int64_t>(), r[3].as<std::int64_t>()};
-  }
-  return out;
-}
-
 inbound_written store_inbound(pg_conn& c, const inbound_write& w) {
   pqxx::work tx(c.raw());
   fence(tx, w.tenant_id);

@@ -89,10 +89,6 @@ struct stored_inbound {
 // The inbound message with this external id on the channel, if stored.
 std::optional<stored_inbound> find_inbound(pg_conn& c, std::int64_t channel_id,
                                            const std::string& external_message_id);
-// The same for several (channel, external id) keys in one statement: one answer per key, in
-// their order.
-std::vector<std::optional<stored_inbound>>
-find_inbound_many(pg_conn& c, const std::vector<std::pair<std::int64_t, std::string>>& keys);
 
 struct inbound_write {
   std::int64_t tenant_id = 0;
