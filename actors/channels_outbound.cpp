@@ -13,6 +13,13 @@ void provider_send(ch_actor* self, persistence::queued_message m, domain::outbou
                    domain::channel channel);
 void start_send(ch_actor* self, persistence::queued_message m);
 
+namespace {
+// --outbound-report-wait, in µs.
+std::int64_t report_wait_us(const channels_state& st) {
+  return static_cast<std::int64_t>((st.opts ? st.opts->report_wait : 600) * 1e6);
+}
+} // namespace
+
 void record(ch_actor* self, persistence::send_outcome o, persistence::queued_message m) {
   db<domain::done>(
       self,
@@ -121,10 +128,18 @@ void attempted(ch_actor* self, const persistence::queued_message& m, bool sent, 
 // queued (a provider's report named it meanwhile, or it failed) is not sent.
 template <class Go>
 void claimed(ch_actor* self, const persistence::queued_message& m, Go go) {
+  auto& st = self->state;
+  // Should the outcome be lost, the sweeper need not wake the tenant for a message that waits
+  // for its provider's report before then.
+  std::int64_t wake_at = 0;
+  if (auto ch = st.channels.find(m.channel_id);
+      ch != st.channels.end() &&
+      domain::after_unknown_send(ch->second.type) == domain::unknown_send::await_report)
+    wake_at = domain::now_micros() + report_wait_us(st);
   db<bool>(
       self,
-      [tid = self->state.env.tenant_id, id = m.id](persistence::pg_conn& c) {
-        return persistence::claim_send(c, tid, id);
+      [tid = st.env.tenant_id, id = m.id, wake_at](persistence::pg_conn& c) {
+        return persistence::claim_send(c, tid, id, wake_at);
       },
       [self, m = m, go = std::move(go)](domain::outcome<bool> r) mutable {
         auto& st = self->state;
@@ -212,8 +227,7 @@ void resume_queued(ch_actor* self, std::vector<persistence::queued_message> queu
       schedule_send(self, m);
       break;
     case domain::unknown_send::await_report: {
-      const auto wait = static_cast<std::int64_t>((st.opts ? st.opts->report_wait : 600) * 1e6);
-      m.next_attempt_at = std::max(m.next_attempt_at, m.unknown_since + wait);
+      m.next_attempt_at = std::max(m.next_attempt_at, m.unknown_since + report_wait_us(st));
       log_info("tenant {}: message {}: the outcome of its last attempt was lost; sent again in "
                "{} s unless the provider reports it first",
                st.env.tenant_id, m.id, (m.next_attempt_at - domain::now_micros()) / 1'000'000);

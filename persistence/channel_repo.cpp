@@ -817,13 +817,15 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
   tx.commit();
 }
 
-bool claim_send(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id) {
+bool claim_send(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id, std::int64_t wake_at) {
   pqxx::work tx(c.raw());
   fence(tx, tenant_id);
-  auto r = tx.exec_params("UPDATE messages SET send_started_at = now()"
+  std::string wake = wake_at ? ts(wake_at) : std::string();
+  auto r = tx.exec_params("UPDATE messages SET send_started_at = now(),"
+                          " next_attempt_at = coalesce($3::timestamptz, next_attempt_at)"
                           " WHERE tenant_id = $1 AND id = $2 AND status = 'queued'"
                           " RETURNING id",
-                          tenant_id, message_id);
+                          tenant_id, message_id, wake_at ? wake.c_str() : nullptr);
   tx.commit();
   return !r.empty();
 }

@@ -289,7 +289,10 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o);
 // Marks the message as being sent, committed before its provider is called; false when it is
 // no longer queued (a provider's report naming it arrived, or it was failed meanwhile): then it
 // is not sent.
-bool claim_send(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id);
+// `wake_at` (µs, 0: unchanged) is when the sweeper should wake the tenant for it should the
+// outcome be lost: after the wait for a provider's report, for the channels that wait.
+bool claim_send(pg_conn& c, std::int64_t tenant_id, std::int64_t message_id,
+                std::int64_t wake_at = 0);
 
 // A provider's report of an outbound message's delivery (WhatsApp's statuses), applied when
 // the message, found by the provider's id on the channel, is in one of `from`.
