@@ -806,10 +806,16 @@ void record_send(pg_conn& c, std::int64_t tenant_id, const send_outcome& o) {
   const char* error = o.error ? o.error->c_str() : nullptr;
   const char* provider = o.provider_message_id ? o.provider_message_id->c_str() : nullptr;
   std::string next = o.next_attempt_at ? ts(o.next_attempt_at) : std::string();
-  tx.exec_params("UPDATE messages SET status = $3, attempts = $4, error = $5,"
+  // A provider's report that came first (it names carecrm's id, so it can beat the answer)
+  // keeps its status: `delivered` is not put back to `sent`, nor `sent` to `queued` by an
+  // attempt whose answer was lost (and the retry then finds nothing queued to claim).
+  tx.exec_params("UPDATE messages SET attempts = $4,"
+                 " status = CASE WHEN status = 'queued' THEN $3 ELSE status END,"
+                 " error = CASE WHEN status = 'queued' THEN $5 ELSE error END,"
                  " external_message_id = COALESCE($6, external_message_id),"
-                 " next_attempt_at = $7::timestamptz,"
-                 " sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END,"
+                 " next_attempt_at = CASE WHEN status = 'queued' THEN $7::timestamptz END,"
+                 " sent_at = CASE WHEN status = 'queued' AND $3 = 'sent' THEN now()"
+                 "           ELSE sent_at END,"
                  " send_started_at = NULL"
                  " WHERE tenant_id = $1 AND id = $2",
                  tenant_id, o.message_id, o.status, o.attempts, error, provider,
@@ -848,23 +854,28 @@ delivery_applied apply_delivery(pg_conn& c, std::int64_t tenant_id, const delive
   for (auto s : u.from) from.add(s);
   const char* error = u.error ? u.error->c_str() : nullptr;
   // By carecrm's id when the report carries it (the provider's id may never have been stored:
-  // a send whose outcome was lost), else by the provider's. A report for a message still
-  // queued settles its send: the provider has it, so it is never sent again.
-  const auto ours = id_text(u.message_id);
+  // a send whose outcome was lost), else by the provider's: one indexed column either way (the
+  // primary key, or messages_provider_idx). A report for a message still queued settles its
+  // send: the provider has it, so it is never sent again.
+  const bool ours = u.message_id.has_value();
+  const std::string key = ours ? std::to_string(*u.message_id) : u.provider_message_id;
+  auto by = [ours](const char* n) {
+    return ours ? std::string("id = $") + n + "::bigint"
+                : std::string("external_message_id = $") + n;
+  };
   auto r = tx.exec_params(
       "UPDATE messages SET status = $4, error = COALESCE($6, error),"
-      " sent_at = COALESCE(sent_at, now()), external_message_id = COALESCE(external_message_id, "
-      "$3),"
+      " sent_at = COALESCE(sent_at, now()),"
+      " external_message_id = COALESCE(external_message_id, $3),"
       " send_started_at = NULL, next_attempt_at = NULL"
-      " WHERE tenant_id = $1 AND channel_id = $2 AND (external_message_id = $3 OR id = $7::bigint)"
-      " AND direction = 'outbound' AND status = ANY($5::text[]) RETURNING id",
-      tenant_id, u.channel_id, u.provider_message_id, u.status, from.text(), error, ours);
+      " WHERE tenant_id = $1 AND channel_id = $2 AND " +
+          by("7") + " AND direction = 'outbound' AND status = ANY($5::text[]) RETURNING id",
+      tenant_id, u.channel_id, u.provider_message_id, u.status, from.text(), error, key);
   delivery_applied out = delivery_applied::moved;
   if (r.empty())
-    out = tx.exec_params("SELECT 1 FROM messages WHERE tenant_id = $1 AND channel_id = $2 AND"
-                         " (external_message_id = $3 OR id = $4::bigint)"
-                         " AND direction = 'outbound'",
-                         tenant_id, u.channel_id, u.provider_message_id, ours)
+    out = tx.exec_params("SELECT 1 FROM messages WHERE tenant_id = $1 AND channel_id = $2 AND " +
+                             by("3") + " AND direction = 'outbound'",
+                         tenant_id, u.channel_id, key)
                   .empty()
               ? delivery_applied::unknown
               : delivery_applied::behind;

@@ -120,3 +120,26 @@ def test_a_channel_has_at_most_eight_sends_in_flight(server, cli_env):
         # The first ones out, in the order they were queued.
         assert sorted(r.json["text"]["body"] for r in graph.requests) == sorted(
             f"Mensagem {i}" for i in range(8))
+
+
+def test_a_report_that_beats_the_sends_answer_keeps_its_status_and_stops_a_retry(server,
+                                                                                   cli_env):
+    """Meta's report names carecrm's id, so it can arrive while the send's answer is still on
+    its way: the message is delivered at once, the answer that comes late (here: lost, so the
+    attempt is to be retried) does not put it back, and the retry finds nothing to send."""
+    session = crm.tenant_session(server.client(), cli_env)
+    client, t = server.client(), session.admin
+    with crm.Receiver([crm.HANG]) as graph:
+        chan = wa_channel(client, t, graph.url(""))
+        cid = receive(client, chan, "Oi")["conversation_id"]
+        queued = crm.send_message(client, t, cid, "Seu exame está pronto.")
+        graph.wait_for(1, WAIT)
+        report = status("wamid.EARLY", "delivered", biz_opaque_callback_data=str(queued["id"]))
+        crm.assert_json_response(post(client, chan, change(chan, statuses=[report])), 200)
+        crm.assert_message(message(client, t, cid, queued["id"]), status="delivered",
+                           external_message_id="wamid.EARLY")
+    # The held send's connection closed unanswered: an attempt to retry, 1 s later.
+    time.sleep(3)
+    got = message(client, t, cid, queued["id"])
+    crm.assert_message(got, status="delivered", external_message_id="wamid.EARLY", attempts=1)
+    assert len(graph.requests) == 1
