@@ -10,10 +10,9 @@ restart, never the module's `client`."""
 import json
 import time
 
-import pytest
 
 import crm
-from test_whatsapp import PATIENT, change, post, receive, sent_ok, status, wa_channel
+from test_whatsapp import change, post, receive, sent_ok, status, wa_channel
 
 REPORT_WAIT = 4  # --outbound-report-wait
 SERVER_ENV = {"CARECRM_OUTBOUND_ALLOW_PRIVATE": "true",
