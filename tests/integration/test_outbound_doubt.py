@@ -5,11 +5,10 @@ settled by Meta's report naming it (biz_opaque_callback_data) and never sent twi
 provider never reports is sent again after the wait, so it is not lost either; an api
 channel's is sent again at once under the same webhook-id, which its receiver deduplicates.
 
-Each test kills this module's server and starts it again: use `server.client()` after a
+The tests that kill this module's server start it again: use `server.client()` after a
 restart, never the module's `client`."""
 import json
 import time
-
 
 import crm
 from test_whatsapp import change, post, receive, sent_ok, status, wa_channel
