@@ -278,7 +278,8 @@ std::string tenant_placement::cluster_json() const {
     j["node_id"] = n.id;
     j["http_address"] = n.http_address;
     j["actor_address"] = n.actor_host + ":" + std::to_string(n.actor_port);
-    j["state"] = n.state;
+    // As `carecrm cluster status` says it: a live node in its shutdown grace is `stopping`.
+    j["state"] = n.state == "live" && n.stopping ? "stopping" : n.state;
     j["heartbeat_age_seconds"] = n.heartbeat_age;
     j["tenants"] = n.tenants;
     nodes.push_back(std::move(j));

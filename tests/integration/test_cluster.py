@@ -327,6 +327,11 @@ def test_a_node_in_its_shutdown_grace_serves_its_tenants_and_is_given_no_more(no
         state = lambda: next(n["state"] for n in crm.run_json_cli(["cluster", "status"], cli_env)
                              ["nodes"] if n["node_id"] == "node-2")
         wait_for("cluster status says node-2 is stopping", lambda: state() == "stopping", 5)
+        # /actors of another node (and the console, which shows it) says so too.
+        wait_for("/actors says node-2 is stopping", lambda: any(
+            n["node_id"] == "node-2" and n["state"] == "stopping" for n in crm.assert_json_response(
+                nodes[0].metrics_client(crm.METRICS_TOKEN).get("/actors"), 200)["cluster"]["nodes"]),
+            5)
         # Still served where it is held.
         assert node.client().get("/api/v1/contacts", token=token).status == 200
         assert owners(database)[held.tenant_id][0] == "node-2"
