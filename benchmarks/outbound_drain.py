@@ -32,6 +32,11 @@ import urllib.parse
 from prepare import call
 
 
+def signed(app_secret, raw: bytes) -> str:
+    """X-Hub-Signature-256 of a webhook body, as Meta signs it."""
+    return "sha256=" + hmac.new(app_secret.encode(), raw, hashlib.sha256).hexdigest()
+
+
 def graph(port, log_path, gate, webhook_url, app_secret, latency_ms):
     reports: queue.Queue = queue.Queue()
     log = open(log_path, "a", buffering=1)
@@ -90,7 +95,7 @@ def graph(port, log_path, gate, webhook_url, app_secret, latency_ms):
                     "metadata": {"display_phone_number": "0",
                                  "phone_number_id": PHONE_NUMBER_ID},
                     "statuses": statuses}}]}]}).encode()
-            signature = "sha256=" + hmac.new(app_secret.encode(), raw, hashlib.sha256).hexdigest()
+            signature = signed(app_secret, raw)
             while True:
                 try:
                     conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
@@ -130,7 +135,7 @@ def prepare(api, email, password, graph_url, number, app_secret, n, path):
                 "messages": [{"from": wa_id, "id": f"wamid.in.{i}",
                               "timestamp": str(int(time.time())), "type": "text",
                               "text": {"body": "Oi"}}]}}]}]}).encode()
-        signature = "sha256=" + hmac.new(app_secret.encode(), raw, hashlib.sha256).hexdigest()
+        signature = signed(app_secret, raw)
         conn.request("POST", f"/api/v1/channels/{ch['id']}/whatsapp/webhook", raw,
                      {"Content-Type": "application/json", "X-Hub-Signature-256": signature})
         resp = conn.getresponse()

@@ -352,8 +352,7 @@ const std::vector<option>& options() {
        "seconds a failing delivery keeps being retried",
        [](settings& s, const std::string&
                            v) { s.webhook_retry_window = to_seconds("webhook-retry-window", v); }},
-      {"outbound-report-wait", "automation", "outbound_report_wait",
-       "CARECRM_OUTBOUND_REPORT_WAIT",
+      {"outbound-report-wait", "automation", "outbound_report_wait", "CARECRM_OUTBOUND_REPORT_WAIT",
        "seconds a WhatsApp or SMS message whose send's outcome was lost waits for the provider's "
        "report before it is sent again",
        [](settings& s, const std::string& v) {

