@@ -285,6 +285,45 @@ def test_a_slot_another_writer_took_meanwhile_fails_its_booking_alone(server, cl
         assert held.strip() == ",".join(starts), (day, held)  # the 11:00 is the other writer's
 
 
+def test_a_booking_for_a_contact_not_the_tenants_fails_alone_in_its_batch(server, client, sess,
+                                                                          sess_b, database):
+    # The schedule actor does not know contacts: Postgres's INSERT skips the row of a contact
+    # that is not the tenant's (another tenant's, or deleted behind carecrm's back), and only
+    # that booking is refused; the bookings staged with it are stored, each audited once, and
+    # the refused one leaves no audit row of a booking.
+    cal, svc, contact = clinic(client, sess)
+    agent = sess.tokens["agent"]
+    foreign = crm.create_contact(client, sess_b.admin)["id"]
+    deleted = crm.create_contact(client, sess.admin)["id"]
+    database.query(f"DELETE FROM contacts WHERE id = {deleted}")
+    who = {"09:00": foreign, "10:30": deleted}
+    starts = ["08:00", "08:30", "09:00", "09:30", "10:00", "10:30", "11:00", "11:30"]
+    day = "2030-02-04"
+
+    def book(start):
+        resp = server.client().post(crm.APPOINTMENTS, {
+            "contact_id": who.get(start, contact), "service_id": svc["id"],
+            "calendar_id": cal["id"], "start": ts(f"{day}T{start}")}, token=agent)
+        if resp.status == 422:
+            [item] = crm.validation_items(resp)
+            assert (item["loc"], item["msg"]) == (["body", "contact_id"],
+                                                  "contact not found in this tenant"), item
+        return resp.status
+
+    statuses = dict(zip(starts, crm.run_parallel(book, starts, workers=len(starts))))
+    assert statuses == {s: 422 if s in who else 201 for s in starts}, statuses
+    held = database.query(
+        f"SELECT string_agg(to_char(starts_at AT TIME ZONE 'UTC', 'HH24:MI'), ',' ORDER BY"
+        f" starts_at) FROM appointments WHERE calendar_id = {cal['id']}")
+    assert held.strip() == ",".join(s for s in starts if s not in who), held
+    audited = database.query(
+        "SELECT count(*) FROM (SELECT resource_id FROM audit_pending WHERE action ="
+        f" 'book_appointment' AND tenant_id = {sess.tenant.tenant_id} UNION ALL SELECT"
+        " resource_id FROM audit_log WHERE action = 'book_appointment' AND tenant_id ="
+        f" {sess.tenant.tenant_id}) x WHERE resource_id IN ({contact}, {foreign}, {deleted})")
+    assert int(audited) == 6, audited
+
+
 def test_appointments_move_along_their_statuses(client, sess):
     cal, svc, contact = clinic(client, sess)
     agent = sess.tokens["agent"]
