@@ -425,24 +425,19 @@ insert_appointment(pg_conn& c, const domain::appointment& a,
 namespace {
 // A batch of bookings: one row each, unless its contact is no longer the tenant's. Prepared
 // once per connection (parsed and planned once, not at every batch).
-constexpr const char* insert_batch_name = "crm_insert_appointments";
-const std::string insert_batch_prepare =
+const prepared_statement insert_batch{
+    "crm_insert_appointments",
     std::string(
-        "PREPARE crm_insert_appointments (bigint, bigint[], bigint[], bigint[], timestamptz[], "
-        "timestamptz[], timestamptz[], text[], text[], text[], timestamptz[]) AS "
         "INSERT INTO appointments (tenant_id, contact_id, service_id, calendar_id, starts_at, "
         "ends_at, blocked_until, status, notes, source, created_at, updated_at) SELECT $1, "
         "x.contact_id, x.service_id, x.calendar_id, x.starts_at, x.ends_at, x.blocked_until, "
-        "x.status, x.notes, x.source, x.created_at, x.created_at FROM unnest($2, $3, $4, $5, $6, "
-        "$7, $8, $9, $10, $11) AS x(contact_id, service_id, calendar_id, starts_at, ends_at, "
-        "blocked_until, status, notes, source, created_at) WHERE EXISTS (SELECT 1 FROM contacts "
-        "WHERE tenant_id = $1 AND id = x.contact_id) RETURNING id, calendar_id, " CRM_MICROS(
-            "starts_at") ";\n");
-
-bool fails_a_row_alone(const pqxx::sql_error& e) {
-  return dynamic_cast<const pqxx::foreign_key_violation*>(&e) ||
-         e.sqlstate() == exclusion_violation;
-}
+        "x.status, x.notes, x.source, x.created_at, x.created_at FROM unnest($2::bigint[], "
+        "$3::bigint[], $4::bigint[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[], "
+        "$8::text[], $9::text[], $10::text[], $11::timestamptz[]) AS x(contact_id, service_id, "
+        "calendar_id, starts_at, ends_at, blocked_until, status, notes, source, created_at) "
+        "WHERE EXISTS (SELECT 1 FROM contacts WHERE tenant_id = $1 AND id = x.contact_id) "
+        "RETURNING ") +
+        appointment_columns};
 } // namespace
 
 std::vector<domain::outcome<domain::appointment>>
@@ -450,22 +445,13 @@ insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
   std::vector<domain::outcome<domain::appointment>> out;
   if (rows.empty()) return out;
   const auto tenant = rows.front().a.tenant_id;
-  // Two round trips: BEGIN and the batch's one INSERT in one simple query, whose result is the
-  // rows inserted; then their audit rows, their events and COMMIT in another. No two staged
-  // bookings share a calendar and a start, so the rows inserted are matched back by those. A
-  // contact that is not the tenant's (deleted meanwhile, or a wrong id) skips its row alone
-  // (the EXISTS). A calendar or service removed meanwhile, or an overlap another writer
-  // committed meanwhile (another node, a restore), fails the statement: the batch is rolled
-  // back and each row goes alone in its own transaction, so only its own fail. (ON CONFLICT DO
-  // NOTHING would skip an overlapping row alone, but it searches the exclusion index twice a
-  // row, before and after the insert, for what the schedule actor already refused from memory:
-  // 28 % more of that search a booking, benchmarks/RESULTS.md 2026-11-28T14:33Z.)
-  const auto fence = fence_sql(tenant);
-  bool one_by_one = false;
   try {
-    pqxx::nontransaction tx(c.raw());
-    sql_text text(tx, c);
-    text.need_prepared(insert_batch_name, insert_batch_prepare.c_str());
+    c.prepare_once(insert_batch); // before the transaction: it may (re)connect
+    pqxx::work tx(c.raw());
+    fence(tx, tenant);
+    // One statement for every row: no two staged bookings share a calendar and a start, so the
+    // rows inserted are matched back by those. A contact deleted meanwhile skips its row alone
+    // (the EXISTS).
     array_literal contacts, services, calendars, starts, ends, blocked, statuses, notes, sources,
         created;
     for (auto& row : rows) {
@@ -481,78 +467,61 @@ insert_appointments(pg_conn& c, const std::vector<appointment_insert>& rows) {
       sources.add(domain::to_string(a.source));
       created.add(ts(a.created_at));
     }
-    auto& s = text.body();
-    s += fence;
-    s += "EXECUTE crm_insert_appointments(" + std::to_string(tenant);
-    for (auto* a : {&contacts, &services, &calendars, &starts, &ends, &blocked, &statuses, &notes,
-                    &sources, &created})
-      s += ',' + text.quote(a->text());
-    s += ");";
-    pqxx::result inserted;
-    try {
-      inserted = tx.exec(text.prelude() + "BEGIN;\n" + s);
-      text.committed(); // the PREPARE ran before BEGIN: the session keeps it
-    } catch (const pqxx::sql_error& e) {
-      if (!fails_a_row_alone(e)) throw;
-      text.committed();
-      tx.exec("ROLLBACK");
-      one_by_one = true;
+    auto inserted = tx.exec_prepared(insert_batch.name, tenant, contacts.text(), services.text(),
+                                     calendars.text(), starts.text(), ends.text(), blocked.text(),
+                                     statuses.text(), notes.text(), sources.text(), created.text());
+    std::map<std::pair<std::int64_t, std::int64_t>, domain::appointment> saved;
+    for (auto r : inserted) {
+      auto a = to_appointment(r);
+      saved.emplace(std::make_pair(a.calendar_id, a.start), std::move(a));
     }
-    if (!one_by_one) {
-      // The rows are as planned (times to the microsecond, as stored): only their ids are new.
-      std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> ids;
-      for (auto r : inserted)
-        ids.emplace(std::make_pair(r[1].as<std::int64_t>(), r[2].as<std::int64_t>()),
-                    r[0].as<std::int64_t>());
-      std::set<std::int64_t> present; // asked only when a row was skipped
-      if (ids.size() < rows.size())
-        for (auto r : tx.exec("SELECT id FROM contacts WHERE tenant_id = " +
-                              std::to_string(tenant) + " AND id = ANY(" +
-                              text.quote(contacts.text()) + "::bigint[])"))
-          present.insert(r[0].as<std::int64_t>());
-      std::vector<domain::audit_record> audit;
-      array_literal events, payloads;
-      for (auto& row : rows) {
-        auto id = ids.find({row.a.calendar_id, row.a.start});
-        if (id == ids.end()) {
-          if (!present.count(row.a.contact_id))
-            out.push_back(invalid({std::string("body"), std::string("contact_id")},
-                                  "contact not found in this tenant"));
-          else
-            out.push_back(taken());
-          continue;
-        }
-        auto a = row.a;
-        a.id = id->second;
-        a.updated_at = a.created_at;
-        audit.insert(audit.end(), row.audit.begin(), row.audit.end());
-        if (row.event.name) {
-          events.add(row.event.name);
-          payloads.add(domain::appointment_event(a, row.event.extra));
-        }
-        out.push_back(std::move(a));
+    std::set<std::int64_t> present;
+    if (saved.size() < rows.size())
+      for (auto r : tx.exec_params("SELECT id FROM contacts WHERE tenant_id = $1 AND id = "
+                                   "ANY($2::bigint[])",
+                                   tenant, contacts.text()))
+        present.insert(r[0].as<std::int64_t>());
+    std::vector<domain::audit_record> audit;
+    array_literal events, payloads;
+    for (auto& row : rows) {
+      auto it = saved.find({row.a.calendar_id, row.a.start});
+      if (it == saved.end()) {
+        if (!present.count(row.a.contact_id))
+          out.push_back(invalid({std::string("body"), std::string("contact_id")},
+                                "contact not found in this tenant"));
+        else
+          out.push_back(taken());
+        continue;
       }
-      s.clear();
-      append_audit_sql(text, audit);
-      if (!events.empty())
-        s += "INSERT INTO outbox (tenant_id, event, payload, depth) SELECT " +
-             std::to_string(tenant) + ", e, p::jsonb, 0 FROM unnest(" +
-             text.quote(events.text()) + "::text[], " + text.quote(payloads.text()) +
-             "::text[]) WITH ORDINALITY AS x(e, p, n) ORDER BY n;\n";
-      s += "COMMIT;";
-      tx.exec(s);
+      audit.insert(audit.end(), row.audit.begin(), row.audit.end());
+      if (row.event.name) {
+        events.add(row.event.name);
+        payloads.add(domain::appointment_event(it->second, row.event.extra));
+      }
+      out.push_back(it->second);
     }
-  } catch (...) {
-    // Whatever else failed (the connection, COMMIT's outcome, a statement of another kind):
-    // the connection, maybe inside a transaction, is dropped, and the batch fails whole.
-    c.reset();
-    throw;
-  }
-  if (one_by_one) {
+    insert_audit(tx, audit);
+    if (!events.empty())
+      tx.exec_params(
+          "INSERT INTO outbox (tenant_id, event, payload, depth) SELECT $1, e, "
+          "p::jsonb, 0 FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(e, p, n) "
+          "ORDER BY n",
+          tenant, events.text(), payloads.text());
+    tx.commit();
+    return out;
+  } catch (const pqxx::sql_error& e) {
+    // A calendar or service removed meanwhile, or an overlap another writer committed meanwhile
+    // (another node, a restore): each row alone, so only its own fail. (ON CONFLICT DO NOTHING
+    // would skip the overlapping row alone, but it searches the exclusion index twice a row,
+    // before and after the insert, for what the schedule actor already refused from memory:
+    // 28 % more of that search a booking, benchmarks/RESULTS.md 2026-11-28T14:33Z.)
+    if (!dynamic_cast<const pqxx::foreign_key_violation*>(&e) &&
+        e.sqlstate() != exclusion_violation)
+      throw;
     out.clear();
     for (auto& row : rows) out.push_back(insert_appointment(c, row.a, row.audit, row.event));
+    return out;
   }
-  return out;
 }
 
 domain::outcome<domain::appointment>
