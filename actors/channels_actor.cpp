@@ -35,6 +35,8 @@ std::string public_url(const channels_state& st) {
 // Stores a conversation in memory (new or changed), indexed by its contact: an inbound message
 // and a workflow's reply look up the contact's conversations, not all of them.
 void keep_conversation(channels_state& st, const domain::conversation& c) {
+  auto held = st.conversations.find(c.id);
+  st.open_load.change(held == st.conversations.end() ? nullptr : &held->second, &c);
   auto [it, added] = st.conversations.insert_or_assign(c.id, c);
   if (added) st.by_contact[c.contact_id].push_back(c.id);
 }
@@ -75,6 +77,7 @@ std::optional<std::string> consent_refusal(const channels_state& st, std::int64_
 // hold one recorded after this read), oldest first.
 void adopt_messaging(channels_state& st, const persistence::messaging_snapshot& snap) {
   st.conversations.clear();
+  st.open_load.clear();
   st.by_contact.clear();
   st.identities.clear();
   st.chats.clear();
@@ -181,7 +184,11 @@ domain::audit_record conversation_row(const domain::audit_context* who, const ch
 // After an erasure: nothing of the contact stays in memory.
 void forget_contact(channels_state& st, std::int64_t contact) {
   if (auto it = st.by_contact.find(contact); it != st.by_contact.end()) {
-    for (auto id : it->second) st.conversations.erase(id);
+    for (auto id : it->second)
+      if (auto c = st.conversations.find(id); c != st.conversations.end()) {
+        st.open_load.change(&c->second, nullptr);
+        st.conversations.erase(c);
+      }
     st.by_contact.erase(it);
   }
   std::erase_if(st.identities, [&](const auto& kv) { return kv.second == contact; });

@@ -253,19 +253,20 @@ void store_alone(ch_actor* self, std::pair<std::int64_t, std::string> key,
 }
 
 // A new conversation on a team's channel: the team's, and the member who takes it
-// (domain::pick_assignee), counting each member's open conversations, staged ones included.
+// (domain::pick_assignee), by each member's open conversations, staged ones included.
 void assign(channels_state& st, domain::conversation& conv, std::int64_t now) {
   auto route = st.inbox.routes.find(conv.channel_id);
   if (route == st.inbox.routes.end()) return;
   auto& r = route->second;
   conv.team_id = r.team_id;
-  std::map<std::int64_t, std::int64_t> open;
-  auto count = [&](const domain::conversation& c) {
-    if (c.assignee_id && c.status != domain::conversation_status::closed) open[*c.assignee_id]++;
-  };
-  for (auto& [id, c] : st.conversations)
-    if (!st.staged.count(id)) count(c);
-  for (auto& [id, s] : st.staged) count(s.conv);
+  // The committed counts (kept as conversations change), with the staged conversations'
+  // changes on top: O(assignees + staged), not O(conversations).
+  auto open = st.open_load.of_assignees();
+  for (auto& [id, s] : st.staged) {
+    auto held = st.conversations.find(id);
+    domain::open_load::adjust(open, held == st.conversations.end() ? nullptr : &held->second,
+                              &s.conv);
+  }
   auto& last = st.last_assigned[r.team_id];
   conv.assignee_id = domain::pick_assignee(r, st.inbox.unavailable, open, last);
   if (conv.assignee_id) last[*conv.assignee_id] = now;

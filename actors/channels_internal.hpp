@@ -136,7 +136,8 @@ struct channels_state {
   waiting_list waiting;
 
   std::map<std::int64_t, domain::channel> channels;
-  std::map<std::int64_t, domain::conversation> conversations;
+  std::map<std::int64_t, domain::conversation> conversations; // changed by keep_conversation
+  domain::open_load open_load;                                // of `conversations`, kept with them
   std::unordered_map<std::int64_t, std::vector<std::int64_t>> by_contact;  // → conversation ids
   std::map<std::pair<std::int64_t, std::string>, std::int64_t> identities; // → contact
   std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id

@@ -1,5 +1,6 @@
 #include "domain/inbox.hpp"
 
+#include "domain/channel.hpp"
 #include "domain/clock.hpp"
 #include "domain/contact.hpp"
 #include "domain/placeholders.hpp"
@@ -249,6 +250,16 @@ void inbox_store::put_canned(const canned_response& r) {
 
 void inbox_store::erase_canned(std::int64_t id) {
   canned.erase(id);
+}
+
+void open_load::adjust(counts& c, const conversation* before, const conversation* after) {
+  auto add = [&c](const conversation* x, std::int64_t by) {
+    if (!x || !x->assignee_id || x->status == conversation_status::closed) return;
+    auto it = c.try_emplace(*x->assignee_id, 0).first;
+    if ((it->second += by) <= 0) c.erase(it);
+  };
+  add(before, -1);
+  add(after, +1);
 }
 
 std::optional<std::int64_t>

@@ -23,6 +23,8 @@
 
 namespace crm::domain {
 
+struct conversation;
+
 struct contact;
 
 struct team {
@@ -140,5 +142,23 @@ std::optional<std::int64_t>
 pick_assignee(const team_route& r, const std::set<std::int64_t>& unavailable,
               const std::map<std::int64_t, std::int64_t>& open_counts,
               const std::map<std::int64_t, std::int64_t>& last_assigned);
+
+// Each assignee's open (not closed) conversations, kept as conversations change: a new
+// conversation's assignment reads it instead of counting all of a tenant's conversations.
+class open_load {
+public:
+  using counts = std::map<std::int64_t, std::int64_t>; // user id → open conversations
+  // `before` is what was held (none: new), `after` what is held now (none: gone).
+  void change(const conversation* before, const conversation* after) {
+    adjust(counts_, before, after);
+  }
+  void clear() { counts_.clear(); }
+  const counts& of_assignees() const { return counts_; }
+  // The same change applied to a copy (a conversation staged but not committed yet).
+  static void adjust(counts& c, const conversation* before, const conversation* after);
+
+private:
+  counts counts_;
+};
 
 } // namespace crm::domain

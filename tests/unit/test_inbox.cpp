@@ -3,7 +3,11 @@
 // conversations under the cap, round-robin among equals.
 #include "domain/inbox.hpp"
 
+#include "domain/channel.hpp"
+
 #include <gtest/gtest.h>
+
+#include <random>
 
 using namespace crm::domain;
 
@@ -102,4 +106,74 @@ TEST(inbox_store, a_channel_given_to_a_team_from_the_channel_leaves_the_one_it_h
   ASSERT_EQ(none->size(), 1u);
   EXPECT_TRUE((*none)[0].channel_ids == (std::vector<std::int64_t>{5}));
   EXPECT_EQ(s.plan_channel_team(4, 9, 1000).error().code, errc::not_found);
+}
+
+namespace {
+
+conversation held_by(std::int64_t id, std::optional<std::int64_t> assignee,
+                     conversation_status status = conversation_status::open) {
+  conversation c;
+  c.id = id;
+  c.assignee_id = assignee;
+  c.status = status;
+  return c;
+}
+
+} // namespace
+
+TEST(open_load, counts_each_assignees_open_conversations_as_they_change) {
+  open_load load;
+  auto a = held_by(1, 10), b = held_by(2, 10), c = held_by(3, std::nullopt);
+  load.change(nullptr, &a);
+  load.change(nullptr, &b);
+  load.change(nullptr, &c); // nobody's: not counted
+  EXPECT_EQ(load.of_assignees(), (open_load::counts{{10, 2}}));
+  auto moved = held_by(2, 11);
+  load.change(&b, &moved);
+  EXPECT_EQ(load.of_assignees(), (open_load::counts{{10, 1}, {11, 1}}));
+  auto closed = held_by(1, 10, conversation_status::closed);
+  load.change(&a, &closed); // a user with none open is not listed
+  EXPECT_EQ(load.of_assignees(), (open_load::counts{{11, 1}}));
+  auto pending = held_by(1, 10, conversation_status::pending);
+  load.change(&closed, &pending); // reopened: pending counts as open
+  load.change(&moved, nullptr);   // gone (an erasure)
+  EXPECT_EQ(load.of_assignees(), (open_load::counts{{10, 1}}));
+  // A staged change on a copy leaves the kept counts alone.
+  auto copy = load.of_assignees();
+  auto taken = held_by(4, 12);
+  open_load::adjust(copy, nullptr, &taken);
+  EXPECT_EQ(copy, (open_load::counts{{10, 1}, {12, 1}}));
+  EXPECT_EQ(load.of_assignees(), (open_load::counts{{10, 1}}));
+  load.clear();
+  EXPECT_TRUE(load.of_assignees().empty());
+}
+
+TEST(open_load, always_equals_a_recount_of_the_conversations_held) {
+  // Random changes of 50 conversations among 5 users (or none) and the three statuses, each given
+  // to the load as the channels actor does (what was held, what is held now); after each, the load
+  // is what counting every conversation gives.
+  std::mt19937 rng(20261129);
+  std::map<std::int64_t, conversation> held;
+  open_load load;
+  const conversation_status statuses[] = {conversation_status::open, conversation_status::pending,
+                                          conversation_status::closed};
+  for (int step = 0; step < 5000; ++step) {
+    std::int64_t id = 1 + static_cast<std::int64_t>(rng() % 50);
+    auto it = held.find(id);
+    const conversation* before = it == held.end() ? nullptr : &it->second;
+    if (before && rng() % 10 == 0) {
+      load.change(before, nullptr);
+      held.erase(it);
+    } else {
+      auto who = rng() % 6;
+      auto next = held_by(id, who == 5 ? std::nullopt : std::optional<std::int64_t>(100 + who),
+                          statuses[rng() % 3]);
+      load.change(before, &next);
+      held[id] = next;
+    }
+    open_load::counts recount;
+    for (auto& [_, c] : held)
+      if (c.assignee_id && c.status != conversation_status::closed) ++recount[*c.assignee_id];
+    ASSERT_EQ(load.of_assignees(), recount) << "step " << step;
+  }
 }
