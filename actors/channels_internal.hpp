@@ -143,7 +143,8 @@ struct channels_state {
   std::map<std::pair<std::int64_t, std::int64_t>, std::string> chats; // (channel, contact) → id
   // Inbound messages being stored, by (channel, external message id): the callers waiting.
   std::map<std::pair<std::int64_t, std::string>, std::vector<callback<std::string>>> storing;
-  std::set<std::int64_t> sending;                // outbound messages with an attempt in flight
+  std::set<std::int64_t> sending;   // outbound messages with an attempt in flight (to recorded)
+  std::set<std::int64_t> in_window; // those of them holding a window slot (to the answer)
   domain::send_window window{sends_per_channel}; // at most so many of a channel's in flight
   std::map<std::int64_t, persistence::queued_message> held_sends; // waiting in the window
   std::set<std::pair<std::int64_t, int>> fetching;      // (message, n): media being fetched

@@ -12,6 +12,7 @@ namespace crm::actors::channels_impl {
 void provider_send(ch_actor* self, persistence::queued_message m, domain::outbound_message out,
                    domain::channel channel);
 void start_send(ch_actor* self, persistence::queued_message m);
+void leave_window(ch_actor* self, const persistence::queued_message& m);
 
 namespace {
 // --outbound-report-wait, in µs.
@@ -103,6 +104,7 @@ void send_email(ch_actor* self, domain::outbound_message out, domain::channel ch
 // or failed.
 void attempted(ch_actor* self, const persistence::queued_message& m, bool sent, std::string error,
                std::optional<std::string> id, bool retry) {
+  leave_window(self, m);
   persistence::send_outcome o;
   o.message_id = m.id;
   o.attempts = m.attempts + 1;
@@ -248,14 +250,22 @@ void resume_queued(ch_actor* self, std::vector<persistence::queued_message> queu
   }
 }
 
-void send_over(ch_actor* self, const persistence::queued_message& m) {
+// The provider has answered (or the attempt ended before reaching it): the channel's window
+// takes its next message while this one's outcome is being recorded, so a slot is held for the
+// claim and the call, not for the commit after them (docs/channels.md "Pace").
+void leave_window(ch_actor* self, const persistence::queued_message& m) {
   auto& st = self->state;
-  if (st.sending.erase(m.id) == 0 || st.stopping) return;
+  if (st.in_window.erase(m.id) == 0 || st.stopping) return;
   auto next = st.window.finish(m.channel_id);
   if (!next) return;
   auto held = st.held_sends.extract(*next);
   if (held.empty()) return; // (never: each waiting id is held)
   start_send(self, std::move(held.mapped()));
+}
+
+void send_over(ch_actor* self, const persistence::queued_message& m) {
+  leave_window(self, m);
+  self->state.sending.erase(m.id);
 }
 
 void attempt_send(ch_actor* self, persistence::queued_message m) {
@@ -274,6 +284,7 @@ void attempt_send(ch_actor* self, persistence::queued_message m) {
 void start_send(ch_actor* self, persistence::queued_message m) {
   auto& st = self->state;
   st.sending.insert(m.id);
+  st.in_window.insert(m.id);
   auto fail_now = [self, m](std::string error) {
     persistence::send_outcome o;
     o.message_id = m.id;
