@@ -35,10 +35,12 @@ std::string public_url(const channels_state& st) {
 // Stores a conversation in memory (new or changed), indexed by its contact: an inbound message
 // and a workflow's reply look up the contact's conversations, not all of them.
 void keep_conversation(channels_state& st, const domain::conversation& c) {
-  auto held = st.conversations.find(c.id);
-  st.open_load.change(held == st.conversations.end() ? nullptr : &held->second, &c);
-  auto [it, added] = st.conversations.insert_or_assign(c.id, c);
-  if (added) st.by_contact[c.contact_id].push_back(c.id);
+  auto [it, added] = st.conversations.try_emplace(c.id, c);
+  st.open_load.change(added ? nullptr : &it->second, &c);
+  if (added)
+    st.by_contact[c.contact_id].push_back(c.id);
+  else
+    it->second = c;
 }
 
 // The provider's id (a Telegram chat) of `contact` on `channel`, both ways.

@@ -23,9 +23,8 @@
 
 namespace crm::domain {
 
-struct conversation;
-
 struct contact;
+struct conversation;
 
 struct team {
   std::int64_t id = 0;

@@ -173,18 +173,19 @@ def test_a_question_that_is_no_request_to_book_is_answered_from_the_knowledge(cl
         assert p.appointments() == []
 
 
-def clear_of_the_next_slot(margin: float = 120.0) -> None:
-    """Waits past the next start of the calendar's 15-minute grid when it is nearer than
-    `margin` seconds: the first time offered starts there, and a test that books it and then
-    asks about "the next appointment" would find it already begun (a flake seen at 18:45:00)."""
-    left = 900 - time.time() % 900
+def clear_of_the_next_slot(p: crm.ChatPatient, margin: float = 120.0) -> None:
+    """Waits past the next start of the calendar's grid when it is nearer than `margin`
+    seconds: the first time offered starts there, and a test that books it and then asks about
+    "the next appointment" would find it already begun (a flake seen at 18:45:00)."""
+    step = p.clinic.calendar["slot_step_minutes"] * 60
+    left = step - time.time() % step
     if left < margin:
         time.sleep(left + 1)
 
 
 def book_first(p: crm.ChatPatient) -> tuple[dict, str]:
     """The patient books the first offered time; their appointment and its local start."""
-    clear_of_the_next_slot()
+    clear_of_the_next_slot(p)
     p.say("I would like to book an appointment")
     slots = offered(p.reply())
     p.say("1")
